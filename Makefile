@@ -1,0 +1,61 @@
+# tollgate's front door. `make run` and `make test` install what is missing first.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
+JOBS       ?= $(shell nproc)
+CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+LISTEN     ?= 127.0.0.1:8080
+ADMIN      ?= 127.0.0.1:9090
+
+.PHONY: deps configure build test unit integration format format-check sanitize asan tsan bench run install clean
+
+deps:
+	@bash tools/deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build format-check
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+format:
+	@bash tools/format.sh
+
+format-check:
+	@bash tools/format.sh --check
+
+# ASan+UBSan over every test, then TSan over the tests labelled "concurrency".
+sanitize: deps asan tsan
+
+asan:
+	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=address -DTOLLGATE_BUILD_BENCH=OFF
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -LE no_asan
+
+tsan:
+	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF -DTOLLGATE_BUILD_SERVER=OFF
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/concurrency_targets.sh)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+run: build
+	@echo "tollgated: decisions on http://$(LISTEN), admin on http://$(ADMIN) (Ctrl-C stops)"
+	@echo "  curl -i -X POST http://$(LISTEN)/v1/decide -d '{\"request\":{\"method\":\"GET\",\"path\":\"/api/items\",\"headers\":{\"x-api-key\":\"k1\"}}}'"
+	@echo "  curl -i http://$(LISTEN)/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k1'"
+	@echo "  curl -s http://$(ADMIN)/metrics | head"
+	$(BUILD)/server/tollgated --policy examples/policy.json --listen $(LISTEN) --admin $(ADMIN) --store local
+
+install: build
+	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

@@ -1,0 +1,33 @@
+# tollgate_add_library(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Adds a static library tollgate_NAME (alias tollgate::NAME), exported and
+# linked into the umbrella tollgate::tollgate target.
+function(tollgate_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target tollgate_${name})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  add_library(tollgate::${name} ALIAS ${target})
+  target_include_directories(${target}
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME tollgate_${name})
+  install(TARGETS ${target} EXPORT tollgateTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set_property(GLOBAL APPEND PROPERTY TOLLGATE_LIBRARIES ${target})
+endfunction()
+
+# tollgate_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...])
+# A GoogleTest binary registered with CTest. Label "concurrency" puts it in the
+# TSan run of `make sanitize`; "integration" marks tests that start servers.
+function(tollgate_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main Threads::Threads)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "TOLLGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR};TOLLGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()

@@ -1,0 +1,62 @@
+// The pure rate-limit algorithms: (state, limit, cost, now) -> (state', decision).
+//
+// No I/O, no clock reads, no allocation. Every store applies these steps
+// atomically (a CAS loop on the state word locally; the Lua script in Redis
+// mirrors the same integer arithmetic).
+//
+// State word conventions (all algorithms but the sliding log fit in 64 bits; a
+// zero word always means "never seen", which every algorithm treats as full):
+//  - token / leaky bucket: TAT, the theoretical arrival time in ns: the instant
+//    at which the bucket is full again ("the time it was last empty" + tolerance
+//    is the GCRA view). Tokens available at `now` = (now + tolerance - max(TAT, now)) / interval.
+//  - fixed window:   [window index : 40][used : 24]
+//  - sliding window: [window index mod 2^24 : 24][previous : 20][current : 20]
+//
+// Invariants:
+//  - never over-grant: over any interval T the allowed cost is <= burst + rate*T
+//    (bucket) or <= burst per window (fixed window);
+//  - cost 0 is a peek: reports state, never changes it;
+//  - cost > burst is never allowed and returns retry_after = Decision::kNever;
+//  - a clock that steps backwards never adds tokens and never corrupts state;
+//  - a rejected step leaves the state unchanged (nothing is charged).
+#ifndef TOLLGATE_ALGORITHM_H_
+#define TOLLGATE_ALGORITHM_H_
+
+#include <cstdint>
+#include <deque>
+
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+
+namespace tollgate {
+
+struct StepResult {
+  Decision decision;
+  uint64_t state = 0;    // the new state word; equal to the old one when !changed
+  bool changed = false;  // whether the store must write `state`
+  // Monotonic ns from which this state carries no information (bucket full,
+  // window over): a store may reclaim the key from then on.
+  int64_t idle_at = 0;
+};
+
+// One decision for the word-sized algorithms (all but kSlidingLog).
+StepResult Step(const Limit& limit, uint64_t state, int64_t cost, int64_t now_ns);
+
+// The sliding log keeps one entry per grant; bounded by burst entries.
+struct SlidingLogState {
+  struct Entry {
+    int64_t at_ns;
+    int64_t cost;
+  };
+  std::deque<Entry> entries;
+  int64_t total = 0;  // sum of entry costs inside the window
+};
+
+// One decision for kSlidingLog; mutates `state` only when allowed (expiry of
+// old entries is applied either way and does not change what the state means).
+Decision StepLog(const Limit& limit, SlidingLogState& state, int64_t cost, int64_t now_ns,
+                 int64_t* idle_at = nullptr);
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_ALGORITHM_H_

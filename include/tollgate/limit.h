@@ -1,0 +1,113 @@
+// Limit: a validated, immutable description of one rate limit, with the
+// fixed-point constants every algorithm and every store needs precomputed.
+//
+// Arithmetic is exact integer arithmetic (see docs/architecture.md, "Exactness"):
+//  - rates are held as whole micro-tokens per second (rate_micro), truncated
+//    downwards from the configured double, so a limit never grants more than asked;
+//  - time is int64 nanoseconds; the emission interval of `cost` tokens is
+//    ceil(cost * 1e15 / rate_micro) ns, rounded up so that rounding can only
+//    ever under-grant, by less than 1 ns per decision.
+// Create() refuses limits whose constants would not fit (and so could not be
+// represented exactly in Redis' Lua doubles either).
+//
+// Thread safety: immutable after Create(); share freely.
+#ifndef TOLLGATE_LIMIT_H_
+#define TOLLGATE_LIMIT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/clock.h"
+#include "tollgate/status.h"
+
+namespace tollgate {
+
+enum class Algorithm : uint8_t {
+  kTokenBucket = 0,    // continuous lazy refill (GCRA form): the default
+  kLeakyBucket = 1,    // meter (max_delay == 0, same as token bucket) or shaper (max_delay > 0)
+  kFixedWindow = 2,    // `burst` per `window`, counter reset at window boundaries
+  kSlidingWindow = 3,  // weighted two-window counter (approximate sliding window)
+  kSlidingLog = 4,     // exact sliding window: a log of grants (memory grows with burst)
+};
+
+std::string_view AlgorithmName(Algorithm a);  // "token_bucket", "leaky_bucket", ...
+// Parses the names above; returns false for an unknown name.
+bool ParseAlgorithm(std::string_view name, Algorithm* out);
+
+struct LimitSpec {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  // Tokens per second (token and leaky bucket). For window algorithms it is
+  // derived as burst / window and need not be set.
+  double rate = 0;
+  // Capacity in tokens: bucket size (token bucket), queue size (leaky bucket),
+  // allowed cost per window (window algorithms).
+  int64_t burst = 0;
+  // Window length for the window algorithms.
+  Nanos window{0};
+  // Leaky bucket shaper: the longest a request may be told to wait. Zero makes
+  // the leaky bucket a meter. Negative means "burst * interval" (nginx-like).
+  Nanos max_delay{0};
+};
+
+// One problem with a LimitSpec: which field and why, e.g.
+// {"burst", "must be at least 1 (got 0)"}.
+struct LimitError {
+  std::string field;
+  std::string message;
+};
+
+class Limit {
+ public:
+  static constexpr int64_t kMaxBurst = int64_t{1} << 40;
+  static constexpr double kMinRate = 1e-6;  // one token in ~11.6 days
+  static constexpr double kMaxRate = 1e9;   // one token per nanosecond
+  // Counters of the window algorithms are packed into the 64-bit state word.
+  static constexpr int64_t kMaxWindowBurst = (int64_t{1} << 20) - 1;
+
+  // Every problem with `spec`, empty when it is valid.
+  static std::vector<LimitError> Validate(const LimitSpec& spec);
+  // A Limit, or kInvalidArgument naming the first problem ("burst: must be ...").
+  static Result<Limit> Create(const LimitSpec& spec);
+
+  Algorithm algorithm() const { return algorithm_; }
+  int64_t burst() const { return burst_; }
+  // Micro-tokens per second, the exact rate every computation uses.
+  int64_t rate_micro() const { return rate_micro_; }
+  double rate() const { return static_cast<double>(rate_micro_) / 1e6; }
+  int64_t window_ns() const { return window_ns_; }
+  // Emission interval of one token, ns (rounded up).
+  int64_t interval_ns() const { return interval_ns_; }
+  // Burst tolerance: the time it takes to refill `burst` tokens, ns (rounded up).
+  int64_t tolerance_ns() const { return tolerance_ns_; }
+  int64_t max_delay_ns() const { return max_delay_ns_; }
+
+  // ceil(cost * 1e15 / rate_micro): the time `cost` tokens take to refill.
+  int64_t IncrementFor(int64_t cost) const {
+    return cost == 1 ? interval_ns_ : SlowIncrement(cost);
+  }
+  // Whole tokens that refill in `ns` nanoseconds (floor).
+  int64_t TokensIn(int64_t ns) const;
+
+  // "token_bucket rate=10/s burst=20" - for logs and explain output.
+  std::string ToString() const;
+
+  friend bool operator==(const Limit&, const Limit&) = default;
+
+ private:
+  Limit() = default;
+  int64_t SlowIncrement(int64_t cost) const;
+
+  Algorithm algorithm_ = Algorithm::kTokenBucket;
+  int64_t burst_ = 0;
+  int64_t rate_micro_ = 0;
+  int64_t window_ns_ = 0;
+  int64_t interval_ns_ = 0;
+  int64_t tolerance_ns_ = 0;
+  int64_t max_delay_ns_ = 0;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_LIMIT_H_

@@ -1,0 +1,41 @@
+// RequestView: a framework-neutral, borrowed view of one HTTP request.
+//
+// Front ends (tollgated, the middlewares, the Envoy adapter) fill one in and
+// hand it to the policy layer; nothing in it is owned, so it is valid only for
+// the duration of the call it is passed to.
+#ifndef TOLLGATE_REQUEST_H_
+#define TOLLGATE_REQUEST_H_
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tollgate {
+
+using HeaderPair = std::pair<std::string_view, std::string_view>;
+
+struct RequestView {
+  std::string_view method;        // "GET"
+  std::string_view path;          // "/api/items", without the query
+  std::string_view query;         // raw query string, without '?'
+  std::string_view peer_address;  // the TCP peer's IP ("10.0.0.7", "::1"), no port
+  std::span<const HeaderPair> headers;  // as received; names compare case-insensitively
+
+  // First value of header `name` (case-insensitive), if present.
+  std::optional<std::string_view> Header(std::string_view name) const;
+  // First value of query parameter `name`, percent-decoded, if present.
+  std::optional<std::string> QueryParam(std::string_view name) const;
+};
+
+// A response header the front end must add.
+struct HeaderField {
+  std::string name;
+  std::string value;
+  friend bool operator==(const HeaderField&, const HeaderField&) = default;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_REQUEST_H_

@@ -1,0 +1,77 @@
+// Store: where rate-limit state lives and is changed atomically.
+//
+// A store owns the state of many buckets and applies core's Step() to them
+// atomically: a CAS loop in LocalStore, one Lua script per batch in RedisStore.
+// Every store passes the same contract suite (tests/store_contract.h).
+//
+// Batches are all-or-nothing: if any item is rejected, no item is charged, and
+// each item's Decision then reports that item's state without a charge.
+//
+// Thread safety: every Store is safe to call from many threads at once.
+// Ownership: items are borrowed for the duration of the call only; async
+// stores copy what they need before AcquireAsync returns.
+// Errors: a Status (kTimeout, kConnection, kScript, kServer, kUnavailable,
+// kInvalidArgument); a store never throws on the request path.
+#ifndef TOLLGATE_STORE_H_
+#define TOLLGATE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+#include "tollgate/status.h"
+
+namespace tollgate {
+
+struct AcquireItem {
+  std::string_view key;  // the full bucket key: rule name + identity (see KeyBuilder)
+  const Limit* limit;    // never null
+  int64_t cost;          // >= 0; 0 peeks
+};
+
+struct BatchDecision {
+  bool allowed = false;             // every item fitted, so every item was charged
+  bool enforced = true;             // false when a failure mode answered without state
+  int denied_index = -1;            // the first item that did not fit, or -1
+  std::vector<Decision> decisions;  // one per item, in order
+};
+
+class Store {
+ public:
+  using Callback = std::function<void(Result<BatchDecision>)>;
+
+  virtual ~Store() = default;
+
+  // Decides `items` together, blocking until done.
+  virtual Result<BatchDecision> Acquire(std::span<const AcquireItem> items) = 0;
+
+  // Decides `items` together; `done` runs exactly once, either inline or on a
+  // store thread, and must not block. The default runs Acquire() inline.
+  virtual void AcquireAsync(std::span<const AcquireItem> items, Callback done) {
+    done(Acquire(items));
+  }
+
+  // "local", "redis", "redis-cluster", "resilient(redis)"...
+  virtual std::string Name() const = 0;
+
+  // Whether the store can currently decide (for /readyz). Cheap, non-blocking.
+  virtual bool Healthy() const { return true; }
+};
+
+// Decides a single item through a store: convenience for callers without batches.
+inline Result<Decision> AcquireOne(Store& store, std::string_view key, const Limit& limit,
+                                   int64_t cost) {
+  AcquireItem item{key, &limit, cost};
+  auto r = store.Acquire(std::span<const AcquireItem>(&item, 1));
+  if (!r.ok()) return r.status();
+  return r->decisions.front();
+}
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_STORE_H_

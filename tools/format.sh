@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Formats (or with --check, verifies) every C++ file tracked or added in the repo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.h' '*.cc' '*.cpp' '*.hpp' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+[ ${#files[@]} -gt 0 ] || exit 0
+if [ "${1:-}" = "--check" ]; then
+  if ! clang-format --dry-run --Werror "${files[@]}" 2>/tmp/tollgate-format.txt; then
+    grep -E '^[^ ].*: (error|warning)' /tmp/tollgate-format.txt | cut -d: -f1 | sort -u | sed 's/^/needs clang-format: /'
+    echo "format check failed: run 'make format'"
+    exit 1
+  fi
+  echo "format check: ${#files[@]} files clean"
+else
+  clang-format -i "${files[@]}"
+fi
