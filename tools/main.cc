@@ -19,7 +19,8 @@ void Usage(FILE* out) {
   auto commands = tollgate::cli::Registry();
   std::sort(commands.begin(), commands.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
-  for (const auto& c : commands) std::fprintf(out, "  %-14s %s\n", c.name.c_str(), c.summary.c_str());
+  for (const auto& c : commands)
+    std::fprintf(out, "  %-14s %s\n", c.name.c_str(), c.summary.c_str());
   std::fprintf(out, "\n`tollgate <command> --help` explains a command's options.\n");
 }
 }  // namespace

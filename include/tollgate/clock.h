@@ -32,13 +32,11 @@ class Clock {
 class SystemClock final : public Clock {
  public:
   int64_t Now() const override {
-    return std::chrono::duration_cast<Nanos>(
-               std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<Nanos>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
   int64_t WallNow() const override {
-    return std::chrono::duration_cast<Nanos>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
   // A process-wide instance; stateless, so sharing it is not a mutable global.

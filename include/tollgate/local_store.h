@@ -41,10 +41,10 @@ struct LocalStoreOptions {
 };
 
 struct LocalStoreStats {
-  size_t keys = 0;              // live keys
-  size_t capacity_slots = 0;    // slots allocated
-  size_t bytes = 0;             // bytes allocated for slots
-  uint64_t reclaimed = 0;       // idle keys reclaimed to make room
+  size_t keys = 0;            // live keys
+  size_t capacity_slots = 0;  // slots allocated
+  size_t bytes = 0;           // bytes allocated for slots
+  uint64_t reclaimed = 0;     // idle keys reclaimed to make room
   uint64_t overflow_rejected = 0;
   uint64_t overflow_allowed = 0;
 };

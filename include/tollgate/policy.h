@@ -50,8 +50,8 @@ ParsedPolicy ParsePolicyFile(const std::string& path);
 
 // The outcome of one rule for one request.
 struct RuleOutcome {
-  std::string rule;    // rule name
-  std::string key;     // the identity part of the bucket key (never a metric label)
+  std::string rule;  // rule name
+  std::string key;   // the identity part of the bucket key (never a metric label)
   int64_t cost = 0;
   bool shadow = false;  // decided in shadow mode: counted and logged, never rejects
   Decision decision;
@@ -60,10 +60,10 @@ struct RuleOutcome {
 struct CheckOutcome {
   enum class Verdict { kAllow, kReject, kUnavailable };
   Verdict verdict = Verdict::kAllow;
-  int http_status = 200;  // 200 allow, 429 reject, 503 unavailable (fail-closed)
-  bool enforced = true;   // false when a failure mode answered without a store decision
-  std::vector<RuleOutcome> rules;  // every rule that applied, in policy order
-  int denied_rule = -1;            // index into rules of the rule that denied, or -1
+  int http_status = 200;             // 200 allow, 429 reject, 503 unavailable (fail-closed)
+  bool enforced = true;              // false when a failure mode answered without a store decision
+  std::vector<RuleOutcome> rules;    // every rule that applied, in policy order
+  int denied_rule = -1;              // index into rules of the rule that denied, or -1
   std::vector<HeaderField> headers;  // to add to the response, allowed or not
   std::string body;                  // application/problem+json when not allowed
   Nanos delay{0};                    // leaky-bucket shaping: wait this long, then proceed

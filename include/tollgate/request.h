@@ -17,10 +17,10 @@ namespace tollgate {
 using HeaderPair = std::pair<std::string_view, std::string_view>;
 
 struct RequestView {
-  std::string_view method;        // "GET"
-  std::string_view path;          // "/api/items", without the query
-  std::string_view query;         // raw query string, without '?'
-  std::string_view peer_address;  // the TCP peer's IP ("10.0.0.7", "::1"), no port
+  std::string_view method;              // "GET"
+  std::string_view path;                // "/api/items", without the query
+  std::string_view query;               // raw query string, without '?'
+  std::string_view peer_address;        // the TCP peer's IP ("10.0.0.7", "::1"), no port
   std::span<const HeaderPair> headers;  // as received; names compare case-insensitively
 
   // First value of header `name` (case-insensitive), if present.

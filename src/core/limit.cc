@@ -1,0 +1,176 @@
+#include "tollgate/limit.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kFemto = 1'000'000'000'000'000LL;  // ns per second * micro-tokens per token
+// Every time constant must stay below this, so TAT + constants never overflow
+// and Redis can hold them exactly in two 2^53 limbs.
+constexpr int64_t kMaxTimeConstant = int64_t{1} << 60;
+constexpr int64_t kMinWindowNs = 1'000'000;                            // 1 ms
+constexpr int64_t kMaxWindowNs = 366LL * 24 * 3600 * 1'000'000'000LL;  // a year
+constexpr int64_t kMaxLogBurst = 1'000'000;
+
+using u128 = unsigned __int128;
+
+int64_t CeilDiv(u128 num, u128 den) { return static_cast<int64_t>((num + den - 1) / den); }
+
+// Micro-tokens per second, truncated downwards unless the double is a decimal
+// the user plainly meant (0.3 -> 300000, not 299999).
+int64_t RateMicro(double rate) {
+  const double scaled = rate * 1e6;
+  const double nearest = std::nearbyint(scaled);
+  if (std::fabs(scaled - nearest) <= 1e-6 * std::fmax(1.0, scaled)) {
+    return static_cast<int64_t>(nearest);
+  }
+  return static_cast<int64_t>(std::floor(scaled));
+}
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+bool IsWindow(Algorithm a) {
+  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
+         a == Algorithm::kSlidingLog;
+}
+
+}  // namespace
+
+std::string_view AlgorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kTokenBucket:
+      return "token_bucket";
+    case Algorithm::kLeakyBucket:
+      return "leaky_bucket";
+    case Algorithm::kFixedWindow:
+      return "fixed_window";
+    case Algorithm::kSlidingWindow:
+      return "sliding_window";
+    case Algorithm::kSlidingLog:
+      return "sliding_log";
+  }
+  return "unknown";
+}
+
+bool ParseAlgorithm(std::string_view name, Algorithm* out) {
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
+                      Algorithm::kSlidingWindow, Algorithm::kSlidingLog}) {
+    if (AlgorithmName(a) == name) {
+      *out = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
+  std::vector<LimitError> errors;
+  auto add = [&](std::string field, std::string message) {
+    errors.push_back({std::move(field), std::move(message)});
+  };
+  const int64_t burst = spec.burst;
+  if (burst < 1) add("burst", "must be at least 1 (got " + std::to_string(burst) + ")");
+
+  if (IsWindow(spec.algorithm)) {
+    const int64_t w = spec.window.count();
+    if (w < kMinWindowNs || w > kMaxWindowNs) {
+      add("window", "must be between 1ms and 366 days (got " + std::to_string(w) + "ns)");
+    }
+    const int64_t max_burst =
+        spec.algorithm == Algorithm::kSlidingLog ? kMaxLogBurst : kMaxWindowBurst;
+    if (burst > max_burst) {
+      add("burst", "must be at most " + std::to_string(max_burst) + " for " +
+                       std::string(AlgorithmName(spec.algorithm)) + " (got " +
+                       std::to_string(burst) + ")");
+    }
+    return errors;
+  }
+
+  if (!std::isfinite(spec.rate) || spec.rate < kMinRate || spec.rate > kMaxRate) {
+    add("rate",
+        "must be a number between 0.000001 and 1e9 tokens per second (got " + Num(spec.rate) + ")");
+    return errors;
+  }
+  if (burst > kMaxBurst) {
+    add("burst", "must be at most 2^40 (got " + std::to_string(burst) + ")");
+    return errors;
+  }
+  const int64_t rm = RateMicro(spec.rate);
+  if (rm < 1) {
+    add("rate", "must be at least 0.000001 tokens per second (got " + Num(spec.rate) + ")");
+    return errors;
+  }
+  if (burst >= 1 && static_cast<u128>(burst) * kFemto / static_cast<u128>(rm) >=
+                        static_cast<u128>(kMaxTimeConstant)) {
+    add("burst", "refilling " + std::to_string(burst) + " tokens at " + Num(spec.rate) +
+                     "/s takes longer than 36 years; lower burst or raise the rate");
+  }
+  if (spec.algorithm == Algorithm::kLeakyBucket && spec.max_delay.count() >= kMaxTimeConstant) {
+    add("max_delay", "must be below 36 years");
+  }
+  return errors;
+}
+
+Result<Limit> Limit::Create(const LimitSpec& spec) {
+  auto errors = Validate(spec);
+  if (!errors.empty()) {
+    return InvalidArgument(errors.front().field + ": " + errors.front().message);
+  }
+  Limit l;
+  l.algorithm_ = spec.algorithm;
+  l.burst_ = spec.burst;
+  if (IsWindow(spec.algorithm)) {
+    l.window_ns_ = spec.window.count();
+    // The average rate burst/window, for headers and explain output.
+    const u128 rm = static_cast<u128>(spec.burst) * 1'000'000u * 1'000'000'000u /
+                    static_cast<u128>(l.window_ns_);
+    l.rate_micro_ = rm < 1 ? 1 : static_cast<int64_t>(rm);
+    l.interval_ns_ = CeilDiv(kFemto, static_cast<u128>(l.rate_micro_));
+    l.tolerance_ns_ = l.window_ns_;
+    return l;
+  }
+  l.rate_micro_ = RateMicro(spec.rate);
+  l.interval_ns_ = CeilDiv(kFemto, static_cast<u128>(l.rate_micro_));
+  l.tolerance_ns_ = CeilDiv(static_cast<u128>(spec.burst) * kFemto, l.rate_micro_);
+  if (spec.algorithm == Algorithm::kLeakyBucket) {
+    l.max_delay_ns_ = spec.max_delay.count() < 0
+                          ? static_cast<int64_t>(static_cast<u128>(spec.burst - 1) *
+                                                 static_cast<u128>(l.interval_ns_))
+                          : spec.max_delay.count();
+  }
+  return l;
+}
+
+int64_t Limit::SlowIncrement(int64_t cost) const {
+  if (cost <= 0) return 0;
+  return CeilDiv(static_cast<u128>(cost) * kFemto, static_cast<u128>(rate_micro_));
+}
+
+int64_t Limit::TokensIn(int64_t ns) const {
+  if (ns <= 0) return 0;
+  if (ns <= std::numeric_limits<int64_t>::max() / rate_micro_) {
+    return ns * rate_micro_ / kFemto;
+  }
+  return static_cast<int64_t>(static_cast<u128>(ns) * static_cast<u128>(rate_micro_) / kFemto);
+}
+
+std::string Limit::ToString() const {
+  std::string s(AlgorithmName(algorithm_));
+  if (window_ns_ > 0) {
+    s += " limit=" + std::to_string(burst_) + " window=" + Num(window_ns_ / 1e9) + "s";
+  } else {
+    s += " rate=" + Num(rate()) + "/s burst=" + std::to_string(burst_);
+    if (max_delay_ns_ > 0) s += " max_delay=" + Num(max_delay_ns_ / 1e9) + "s";
+  }
+  return s;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,407 @@
+#include "tollgate/local_store.h"
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "local/key_hash.h"
+#include "tollgate/algorithm.h"
+
+namespace tollgate {
+
+using internal::Hash128;
+
+namespace {
+
+// h1 values with a meaning; real hashes are forced above them.
+constexpr uint64_t kEmpty = 0;
+constexpr uint64_t kTombstone = 1;
+// A state word no algorithm produces: the slot is being reclaimed.
+constexpr uint64_t kEvicting = ~uint64_t{0};
+// idle_at value meaning "the state word itself is the idle time" (GCRA TAT).
+constexpr int64_t kIdleIsState = -1;
+// Store-relative time starts here, so that the small unique "fresh" states
+// given to new token buckets always lie in the past (bucket full).
+constexpr int64_t kTimeOffset = 1'000'000'000'000LL;
+
+struct alignas(32) Slot {
+  std::atomic<uint64_t> h1{kEmpty};
+  std::atomic<uint64_t> h2{0};
+  std::atomic<uint64_t> state{0};
+  std::atomic<int64_t> idle_at{0};
+};
+static_assert(sizeof(Slot) == 32);
+
+struct HashOf {
+  size_t operator()(const Hash128& h) const { return h.hi ^ (h.lo * 0x9e3779b97f4a7c15ULL); }
+};
+
+bool IsBucket(Algorithm a) { return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket; }
+
+}  // namespace
+
+// Invariants:
+//  - a key lives in at most one slot, within kProbeWindow slots of its home;
+//  - no empty slot lies between a key's home and its slot (slots go from empty
+//    to used to tombstone to used, never back to empty, except in Clear());
+//  - a slot's state is only reset while its shard mutex is held and after the
+//    state word was CAS'd to kEvicting, so a decision racing with reclamation
+//    fails its CAS and looks the key up again.
+// Thread safety: slots are read and CAS'd without locks; `mu` guards inserts,
+// reclamation, `count` changes and `logs`.
+struct Shard {
+  std::mutex mu;
+  std::unique_ptr<Slot[]> slots;
+  size_t capacity = 0;
+  size_t key_cap = 0;
+  std::atomic<size_t> count{0};
+  uint64_t fresh_seq = 2;                                     // guarded by mu
+  std::unordered_map<Hash128, SlidingLogState, HashOf> logs;  // guarded by mu
+};
+
+class LocalStore::Impl {
+ public:
+  explicit Impl(const LocalStoreOptions& o) : options_(o) {
+    size_t shards = 1;
+    while (shards < std::max<size_t>(o.shards, 1)) shards <<= 1;
+    shard_mask_ = shards - 1;
+    const size_t per_shard = std::max<size_t>((o.max_keys + shards - 1) / shards, 1);
+    shards_ = std::vector<Shard>(shards);
+    for (auto& s : shards_) {
+      s.key_cap = per_shard;
+      s.capacity = per_shard + per_shard / 3 + kProbeWindow;
+      s.slots = std::make_unique<Slot[]>(s.capacity);
+    }
+    std::random_device rd;
+    seed_a_ = (uint64_t{rd()} << 32) ^ rd();
+    seed_b_ = (uint64_t{rd()} << 32) ^ rd();
+    epoch_ = o.clock->Now();
+  }
+
+  int64_t Relative(int64_t now) const { return now - epoch_ + kTimeOffset; }
+
+  Hash128 HashOfKey(std::string_view key) const {
+    Hash128 h = internal::HashKey(key, seed_a_, seed_b_);
+    if (h.hi <= kTombstone) h.hi += 2;
+    return h;
+  }
+
+  Shard& ShardFor(const Hash128& h) { return shards_[h.lo & shard_mask_]; }
+
+  static size_t Home(const Shard& s, uint64_t h1) {
+    return static_cast<size_t>((static_cast<unsigned __int128>(h1) * s.capacity) >> 64);
+  }
+
+  static Slot* Find(Shard& s, const Hash128& h) {
+    size_t i = Home(s, h.hi);
+    for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
+      if (i >= s.capacity) i -= s.capacity;
+      Slot& slot = s.slots[i];
+      const uint64_t x = slot.h1.load(std::memory_order_acquire);
+      if (x == kEmpty) return nullptr;
+      if (x == h.hi && slot.h2.load(std::memory_order_acquire) == h.lo) return &slot;
+    }
+    return nullptr;
+  }
+
+  static int64_t IdleAt(const Slot& slot) {
+    const int64_t idle = slot.idle_at.load(std::memory_order_relaxed);
+    return idle == kIdleIsState ? static_cast<int64_t>(slot.state.load(std::memory_order_relaxed))
+                                : idle;
+  }
+
+  // Under s.mu: frees the slot of the window idle the longest, or returns null.
+  Slot* ReclaimIdle(Shard& s, const Hash128& h, int64_t now) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      Slot* best = nullptr;
+      int64_t best_idle = 0;
+      size_t i = Home(s, h.hi);
+      for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
+        if (i >= s.capacity) i -= s.capacity;
+        Slot& slot = s.slots[i];
+        if (slot.h1.load(std::memory_order_relaxed) <= kTombstone) continue;
+        const int64_t idle = IdleAt(slot);
+        if (idle <= now && (best == nullptr || idle < best_idle)) {
+          best = &slot;
+          best_idle = idle;
+        }
+      }
+      if (best == nullptr) return nullptr;
+      uint64_t st = best->state.load(std::memory_order_acquire);
+      if (IdleAt(*best) > now) continue;  // charged meanwhile
+      if (!best->state.compare_exchange_strong(st, kEvicting, std::memory_order_acq_rel)) continue;
+      best->h1.store(kTombstone, std::memory_order_release);
+      s.count.fetch_sub(1, std::memory_order_relaxed);
+      reclaimed_.fetch_add(1, std::memory_order_relaxed);
+      return best;
+    }
+    return nullptr;
+  }
+
+  // Finds or inserts the key's slot; null when the shard is full of keys in debt.
+  Slot* FindOrInsert(Shard& s, const Hash128& h, const Limit& limit, int64_t now) {
+    if (Slot* slot = Find(s, h)) return slot;
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (Slot* slot = Find(s, h)) return slot;
+    Slot* target = nullptr;
+    if (s.count.load(std::memory_order_relaxed) < s.key_cap) {
+      size_t i = Home(s, h.hi);
+      for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
+        if (i >= s.capacity) i -= s.capacity;
+        if (s.slots[i].h1.load(std::memory_order_relaxed) <= kTombstone) {
+          target = &s.slots[i];
+          break;
+        }
+      }
+    }
+    if (target == nullptr) target = ReclaimIdle(s, h, now);
+    if (target == nullptr) return nullptr;
+    // A unique fresh state per insert: a decision racing with the reclamation
+    // of this slot can never CAS successfully against the new key's state.
+    const bool bucket = IsBucket(limit.algorithm());
+    target->state.store(bucket ? s.fresh_seq++ : 0, std::memory_order_relaxed);
+    target->idle_at.store(bucket ? kIdleIsState : 0, std::memory_order_relaxed);
+    target->h2.store(h.lo, std::memory_order_release);
+    target->h1.store(h.hi, std::memory_order_release);
+    s.count.fetch_add(1, std::memory_order_relaxed);
+    return target;
+  }
+
+  Decision Overflow(const Limit& limit) {
+    Decision d;
+    d.limit = limit.burst();
+    if (options_.overflow == OverflowPolicy::kAllow) {
+      overflow_allowed_.fetch_add(1, std::memory_order_relaxed);
+      d.allowed = true;
+      d.remaining = limit.burst();
+    } else {
+      overflow_rejected_.fetch_add(1, std::memory_order_relaxed);
+      d.retry_after = std::chrono::seconds(1);
+    }
+    return d;
+  }
+
+  static void NoteIdle(Slot& slot, int64_t idle) {
+    int64_t cur = slot.idle_at.load(std::memory_order_relaxed);
+    while (cur != kIdleIsState && cur < idle &&
+           !slot.idle_at.compare_exchange_weak(cur, idle, std::memory_order_relaxed)) {
+    }
+  }
+
+  // One word-sized decision; `charge` false only evaluates.
+  Decision Decide(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge,
+                  bool* overflowed) {
+    Shard& s = ShardFor(h);
+    for (;;) {
+      Slot* slot = FindOrInsert(s, h, limit, now);
+      if (slot == nullptr) {
+        *overflowed = true;
+        return Overflow(limit);
+      }
+      uint64_t st = slot->state.load(std::memory_order_acquire);
+      for (;;) {
+        if (st == kEvicting || slot->h1.load(std::memory_order_acquire) != h.hi ||
+            slot->h2.load(std::memory_order_acquire) != h.lo) {
+          break;  // reclaimed under us: look the key up again
+        }
+        StepResult r = Step(limit, st, charge ? cost : 0, now);
+        if (!charge && cost > 0) {
+          StepResult would = Step(limit, st, cost, now);
+          would.decision.remaining = r.decision.remaining;
+          return would.decision;
+        }
+        if (!r.changed) return r.decision;
+        if (slot->state.compare_exchange_weak(st, r.state, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+          if (!IsBucket(limit.algorithm())) NoteIdle(*slot, r.idle_at);
+          return r.decision;
+        }
+      }
+    }
+  }
+
+  // Gives back a charge made by Decide (batch rollback after a race).
+  void Refund(const Hash128& h, const Limit& limit, int64_t cost, int64_t now) {
+    Shard& s = ShardFor(h);
+    Slot* slot = Find(s, h);
+    if (slot == nullptr || cost <= 0) return;
+    uint64_t st = slot->state.load(std::memory_order_acquire);
+    for (;;) {
+      if (st == kEvicting) return;
+      uint64_t next = st;
+      if (IsBucket(limit.algorithm())) {
+        next = st - static_cast<uint64_t>(limit.IncrementFor(cost));
+      } else {
+        // Window counters: take the cost back from the current window's count.
+        const uint64_t count_mask = limit.algorithm() == Algorithm::kFixedWindow
+                                        ? (uint64_t{1} << 24) - 1
+                                        : (uint64_t{1} << 20) - 1;
+        const uint64_t count = st & count_mask;
+        next = st - std::min<uint64_t>(count, static_cast<uint64_t>(cost));
+      }
+      if (slot->state.compare_exchange_weak(st, next, std::memory_order_acq_rel)) return;
+    }
+  }
+
+  Decision DecideLog(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge,
+                     bool* overflowed) {
+    Shard& s = ShardFor(h);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.logs.find(h);
+    if (it == s.logs.end()) {
+      if (s.logs.size() >= s.key_cap) {
+        for (auto j = s.logs.begin(); j != s.logs.end(); ++j) {
+          int64_t idle = 0;
+          SlidingLogState copy = j->second;
+          StepLog(limit, copy, 0, now, &idle);
+          if (idle <= now) {
+            s.logs.erase(j);
+            reclaimed_.fetch_add(1, std::memory_order_relaxed);
+            break;
+          }
+        }
+        if (s.logs.size() >= s.key_cap) {
+          *overflowed = true;
+          return Overflow(limit);
+        }
+      }
+      it = s.logs.emplace(h, SlidingLogState{}).first;
+    }
+    if (charge) return StepLog(limit, it->second, cost, now);
+    SlidingLogState copy = it->second;
+    return StepLog(limit, copy, cost, now);
+  }
+
+  void RefundLog(const Hash128& h, int64_t cost) {
+    Shard& s = ShardFor(h);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.logs.find(h);
+    if (it == s.logs.end() || it->second.entries.empty()) return;
+    it->second.total -= it->second.entries.back().cost;
+    it->second.entries.pop_back();
+  }
+
+  Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge) {
+    bool overflowed = false;
+    return limit.algorithm() == Algorithm::kSlidingLog
+               ? DecideLog(h, limit, cost, now, charge, &overflowed)
+               : Decide(h, limit, cost, now, charge, &overflowed);
+  }
+
+  Result<BatchDecision> Batch(std::span<const AcquireItem> items, int64_t now) {
+    BatchDecision out;
+    out.decisions.resize(items.size());
+    std::vector<Hash128> hashes(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].limit == nullptr || items[i].cost < 0) {
+        return InvalidArgument("items[" + std::to_string(i) + "]: needs a limit and a cost >= 0");
+      }
+      hashes[i] = HashOfKey(items[i].key);
+    }
+    // Phase 1: would every item fit? Nothing is charged.
+    for (size_t i = 0; i < items.size(); ++i) {
+      out.decisions[i] = One(hashes[i], *items[i].limit, items[i].cost, now, false);
+      if (!out.decisions[i].allowed && out.denied_index < 0) out.denied_index = static_cast<int>(i);
+    }
+    if (out.denied_index >= 0) return out;
+    // Phase 2: charge in order; a race that makes an item no longer fit rolls back the others.
+    for (size_t i = 0; i < items.size(); ++i) {
+      Decision d = One(hashes[i], *items[i].limit, items[i].cost, now, true);
+      if (!d.allowed) {
+        for (size_t j = 0; j < i; ++j) {
+          if (items[j].limit->algorithm() == Algorithm::kSlidingLog) {
+            RefundLog(hashes[j], items[j].cost);
+          } else {
+            Refund(hashes[j], *items[j].limit, items[j].cost, now);
+          }
+        }
+        for (size_t j = 0; j < items.size(); ++j) {
+          out.decisions[j] = One(hashes[j], *items[j].limit, items[j].cost, now, false);
+        }
+        out.decisions[i].allowed = false;
+        out.denied_index = static_cast<int>(i);
+        return out;
+      }
+      out.decisions[i] = d;
+    }
+    out.allowed = true;
+    return out;
+  }
+
+  void Clear() {
+    for (auto& s : shards_) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (size_t i = 0; i < s.capacity; ++i) {
+        s.slots[i].h1.store(kEmpty, std::memory_order_relaxed);
+        s.slots[i].h2.store(0, std::memory_order_relaxed);
+        s.slots[i].state.store(0, std::memory_order_relaxed);
+        s.slots[i].idle_at.store(0, std::memory_order_relaxed);
+      }
+      s.count.store(0, std::memory_order_relaxed);
+      s.logs.clear();
+    }
+  }
+
+  LocalStoreStats Stats() const {
+    LocalStoreStats st;
+    for (const auto& s : shards_) {
+      st.keys += s.count.load(std::memory_order_relaxed);
+      st.capacity_slots += s.capacity;
+    }
+    st.bytes = st.capacity_slots * sizeof(Slot) + shards_.size() * sizeof(Shard);
+    st.reclaimed = reclaimed_.load(std::memory_order_relaxed);
+    st.overflow_rejected = overflow_rejected_.load(std::memory_order_relaxed);
+    st.overflow_allowed = overflow_allowed_.load(std::memory_order_relaxed);
+    return st;
+  }
+
+  const LocalStoreOptions options_;
+
+ private:
+  std::vector<Shard> shards_;
+  size_t shard_mask_ = 0;
+  uint64_t seed_a_ = 0, seed_b_ = 0;
+  int64_t epoch_ = 0;
+  std::atomic<uint64_t> reclaimed_{0};
+  std::atomic<uint64_t> overflow_rejected_{0};
+  std::atomic<uint64_t> overflow_allowed_{0};
+};
+
+Result<std::unique_ptr<LocalStore>> LocalStore::Create(const LocalStoreOptions& options) {
+  if (options.clock == nullptr) return InvalidArgument("clock: must not be null");
+  if (options.max_keys < 1) return InvalidArgument("max_keys: must be at least 1");
+  if (options.max_keys > (size_t{1} << 32)) return InvalidArgument("max_keys: must be <= 2^32");
+  if (options.shards < 1 || options.shards > 65536) {
+    return InvalidArgument("shards: must be between 1 and 65536");
+  }
+  return std::unique_ptr<LocalStore>(new LocalStore(std::make_unique<Impl>(options)));
+}
+
+LocalStore::LocalStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LocalStore::~LocalStore() = default;
+
+Decision LocalStore::Acquire(std::string_view key, const Limit& limit, int64_t cost) {
+  return AcquireAt(key, limit, cost, impl_->options_.clock->Now());
+}
+
+Decision LocalStore::AcquireAt(std::string_view key, const Limit& limit, int64_t cost,
+                               int64_t now_ns) {
+  return impl_->One(impl_->HashOfKey(key), limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns),
+                    true);
+}
+
+Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
+  return AcquireAt(items, impl_->options_.clock->Now());
+}
+
+Result<BatchDecision> LocalStore::AcquireAt(std::span<const AcquireItem> items, int64_t now_ns) {
+  return impl_->Batch(items, impl_->Relative(now_ns));
+}
+
+void LocalStore::Clear() { impl_->Clear(); }
+
+LocalStoreStats LocalStore::Stats() const { return impl_->Stats(); }
+
+}  // namespace tollgate
