@@ -1,0 +1,155 @@
+#include "tollgate/local_store.h"
+
+#include <gtest/gtest.h>
+
+#include "store_contract.h"
+
+namespace tollgate {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+
+std::unique_ptr<Store> MakeLocal() {
+  LocalStoreOptions o;
+  o.max_keys = 4096;
+  auto s = LocalStore::Create(o);
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+using testing::StoreContractTest;
+INSTANTIATE_TEST_SUITE_P(Local, StoreContractTest,
+                         ::testing::Values(testing::StoreFactory(MakeLocal)));
+
+Limit Bucket(double rate, int64_t burst) {
+  LimitSpec s;
+  s.rate = rate;
+  s.burst = burst;
+  return *Limit::Create(s);
+}
+
+struct Fixture {
+  explicit Fixture(size_t max_keys, OverflowPolicy overflow = OverflowPolicy::kReject) {
+    LocalStoreOptions o;
+    o.max_keys = max_keys;
+    o.shards = 1;
+    o.overflow = overflow;
+    o.clock = &clock;
+    store = std::move(*LocalStore::Create(o));
+  }
+  ManualClock clock;
+  std::unique_ptr<LocalStore> store;
+};
+
+TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
+  Fixture f(100);
+  const Limit l = Bucket(10, 2);
+  EXPECT_TRUE(f.store->Acquire("k", l, 2).allowed);
+  Decision d = f.store->Acquire("k", l, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, Nanos(100'000'000));
+  f.clock.Advance(Nanos(100'000'000));
+  EXPECT_TRUE(f.store->Acquire("k", l, 1).allowed);
+}
+
+TEST(LocalStoreTest, RejectsInvalidOptions) {
+  LocalStoreOptions o;
+  o.max_keys = 0;
+  EXPECT_FALSE(LocalStore::Create(o).ok());
+  o.max_keys = 10;
+  o.clock = nullptr;
+  EXPECT_FALSE(LocalStore::Create(o).ok());
+}
+
+TEST(LocalStoreTest, FullBucketsAreReclaimedToMakeRoom) {
+  Fixture f(32);
+  const Limit l = Bucket(10, 1);
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(f.store->Acquire("k" + std::to_string(i), l, 1).allowed);
+  // Every key is in debt for 100 ms: a new key finds no room.
+  EXPECT_FALSE(f.store->Acquire("new", l, 1).allowed);
+  EXPECT_GE(f.store->Stats().overflow_rejected, 1u);
+  // Once they refill, they carry no information and make room.
+  f.clock.Advance(Nanos(kSec));
+  EXPECT_TRUE(f.store->Acquire("new", l, 1).allowed);
+  EXPECT_GE(f.store->Stats().reclaimed, 1u);
+  EXPECT_LE(f.store->Stats().keys, 32u);
+}
+
+TEST(LocalStoreTest, ThrottledClientsAreNeverHandedAFreshBucket) {
+  Fixture f(16);
+  const Limit l = Bucket(1, 1);
+  ASSERT_TRUE(f.store->Acquire("throttled", l, 1).allowed);
+  // A flood of new identities cannot evict the throttled key.
+  for (int i = 0; i < 1000; ++i) f.store->Acquire("flood" + std::to_string(i), l, 1);
+  EXPECT_FALSE(f.store->Acquire("throttled", l, 1).allowed);
+  EXPECT_LE(f.store->Stats().keys, 16u);
+}
+
+TEST(LocalStoreTest, OverflowPolicyAllowCountsAndAllows) {
+  Fixture f(8, OverflowPolicy::kAllow);
+  const Limit l = Bucket(1, 1);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(f.store->Acquire("k" + std::to_string(i), l, 1).allowed);
+  int allowed = 0;
+  for (int i = 0; i < 50; ++i) allowed += f.store->Acquire("x" + std::to_string(i), l, 1).allowed;
+  EXPECT_EQ(allowed, 50);
+  EXPECT_GT(f.store->Stats().overflow_allowed, 0u);
+}
+
+TEST(LocalStoreTest, WindowAndLogAlgorithmsThroughTheStore) {
+  Fixture f(100);
+  LimitSpec s;
+  s.algorithm = Algorithm::kFixedWindow;
+  s.burst = 2;
+  s.window = std::chrono::seconds(1);
+  const Limit fixed = *Limit::Create(s);
+  s.algorithm = Algorithm::kSlidingLog;
+  const Limit log = *Limit::Create(s);
+  for (const Limit* l : {&fixed, &log}) {
+    const std::string key(AlgorithmName(l->algorithm()));
+    EXPECT_TRUE(f.store->Acquire(key, *l, 1).allowed);
+    EXPECT_TRUE(f.store->Acquire(key, *l, 1).allowed);
+    EXPECT_FALSE(f.store->Acquire(key, *l, 1).allowed);
+  }
+  f.clock.Advance(Nanos(kSec));
+  EXPECT_TRUE(f.store->Acquire("fixed_window", fixed, 1).allowed);
+  EXPECT_TRUE(f.store->Acquire("sliding_log", log, 1).allowed);
+}
+
+TEST(LocalStoreTest, BatchMixesAlgorithmsAllOrNothing) {
+  Fixture f(100);
+  LimitSpec s;
+  s.algorithm = Algorithm::kSlidingLog;
+  s.burst = 1;
+  s.window = std::chrono::seconds(10);
+  const Limit log = *Limit::Create(s);
+  const Limit bucket = Bucket(1, 5);
+  ASSERT_TRUE(f.store->Acquire("log", log, 1).allowed);
+  AcquireItem items[] = {{"bucket", &bucket, 1}, {"log", &log, 1}};
+  auto r = f.store->Acquire(items);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->denied_index, 1);
+  EXPECT_EQ(f.store->Acquire("bucket", bucket, 0).remaining, 5);
+}
+
+TEST(LocalStoreTest, MemoryPerKeyIsBounded) {
+  LocalStoreOptions o;
+  o.max_keys = 1 << 20;
+  auto s = LocalStore::Create(o);
+  ASSERT_TRUE(s.ok());
+  const auto st = (*s)->Stats();
+  // 32-byte slots at a 3/4 load factor, allocated once.
+  EXPECT_LE(static_cast<double>(st.bytes) / o.max_keys, 48.0);
+  EXPECT_EQ(st.keys, 0u);
+}
+
+TEST(LocalStoreTest, ClearForgetsEverything) {
+  Fixture f(10);
+  const Limit l = Bucket(1, 1);
+  ASSERT_TRUE(f.store->Acquire("k", l, 1).allowed);
+  f.store->Clear();
+  EXPECT_EQ(f.store->Stats().keys, 0u);
+  EXPECT_TRUE(f.store->Acquire("k", l, 1).allowed);
+}
+
+}  // namespace
+}  // namespace tollgate
