@@ -88,7 +88,13 @@ class Limit {
     return cost == 1 ? interval_ns_ : SlowIncrement(cost);
   }
   // Whole tokens that refill in `ns` nanoseconds (floor).
-  int64_t TokensIn(int64_t ns) const;
+  int64_t TokensIn(int64_t ns) const {
+    if (ns <= 0) return 0;
+    int64_t product;
+    if (!__builtin_mul_overflow(ns, rate_micro_, &product))
+      return product / 1'000'000'000'000'000LL;
+    return SlowTokensIn(ns);
+  }
 
   // "token_bucket rate=10/s burst=20" - for logs and explain output.
   std::string ToString() const;
@@ -98,6 +104,7 @@ class Limit {
  private:
   Limit() = default;
   int64_t SlowIncrement(int64_t cost) const;
+  int64_t SlowTokensIn(int64_t ns) const;
 
   Algorithm algorithm_ = Algorithm::kTokenBucket;
   int64_t burst_ = 0;

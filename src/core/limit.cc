@@ -154,11 +154,7 @@ int64_t Limit::SlowIncrement(int64_t cost) const {
   return CeilDiv(static_cast<u128>(cost) * kFemto, static_cast<u128>(rate_micro_));
 }
 
-int64_t Limit::TokensIn(int64_t ns) const {
-  if (ns <= 0) return 0;
-  if (ns <= std::numeric_limits<int64_t>::max() / rate_micro_) {
-    return ns * rate_micro_ / kFemto;
-  }
+int64_t Limit::SlowTokensIn(int64_t ns) const {
   return static_cast<int64_t>(static_cast<u128>(ns) * static_cast<u128>(rate_micro_) / kFemto);
 }
 
