@@ -51,7 +51,7 @@ struct LocalStoreStats {
 
 class LocalStore final : public Store {
  public:
-  static constexpr size_t kProbeWindow = 32;
+  static constexpr size_t kProbeWindow = 64;
 
   static Result<std::unique_ptr<LocalStore>> Create(const LocalStoreOptions& options);
   ~LocalStore() override;

@@ -91,11 +91,13 @@ class LocalStore::Impl {
     size_t shards = 1;
     while (shards < std::max<size_t>(o.shards, 1)) shards <<= 1;
     shard_mask_ = shards - 1;
+    // Keys spread over shards binomially: give each shard 10% headroom and
+    // enforce max_keys with a global count.
     const size_t per_shard = std::max<size_t>((o.max_keys + shards - 1) / shards, 1);
     shards_ = std::vector<Shard>(shards);
     for (auto& s : shards_) {
-      s.key_cap = per_shard;
-      s.capacity = per_shard + per_shard / 3 + kProbeWindow;
+      s.key_cap = shards == 1 ? per_shard : per_shard + per_shard / 10 + 16;
+      s.capacity = s.key_cap + s.key_cap / 4 + kProbeWindow;
       s.slots = AllocateSlots(s.capacity);
     }
     std::random_device rd;
@@ -157,6 +159,7 @@ class LocalStore::Impl {
       if (IdleAt(*best) > now) continue;  // charged meanwhile
       if (!best->state.compare_exchange_strong(st, kEvicting, std::memory_order_acq_rel)) continue;
       best->h1.store(kTombstone, std::memory_order_release);
+      // The caller reuses the slot at once: the global count does not change.
       s.count.fetch_sub(1, std::memory_order_relaxed);
       reclaimed_.fetch_add(1, std::memory_order_relaxed);
       return best;
@@ -170,7 +173,13 @@ class LocalStore::Impl {
     std::lock_guard<std::mutex> lock(s.mu);
     if (Slot* slot = Find(s, h)) return slot;
     Slot* target = nullptr;
+    // Reserve a place in the global count first: shards insert concurrently.
+    bool reserved = false;
     if (s.count.load(std::memory_order_relaxed) < s.key_cap) {
+      reserved = total_keys_.fetch_add(1, std::memory_order_relaxed) < options_.max_keys;
+      if (!reserved) total_keys_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (reserved) {
       size_t i = Home(s, h.hi);
       for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
         if (i >= s.capacity) i -= s.capacity;
@@ -179,9 +188,12 @@ class LocalStore::Impl {
           break;
         }
       }
+      if (target == nullptr) total_keys_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (target == nullptr) target = ReclaimIdle(s, h, now);
-    if (target == nullptr) return nullptr;
+    if (target == nullptr) {
+      target = ReclaimIdle(s, h, now);
+      if (target == nullptr) return nullptr;
+    }
     // A unique fresh state per insert: a decision racing with the reclamation
     // of this slot can never CAS successfully against the new key's state.
     const bool bucket = IsBucket(limit.algorithm());
@@ -363,6 +375,7 @@ class LocalStore::Impl {
         s.slots[i].state.store(0, std::memory_order_relaxed);
         s.slots[i].idle_at.store(0, std::memory_order_relaxed);
       }
+      total_keys_.fetch_sub(s.count.load(std::memory_order_relaxed), std::memory_order_relaxed);
       s.count.store(0, std::memory_order_relaxed);
       s.logs.clear();
     }
@@ -371,9 +384,9 @@ class LocalStore::Impl {
   LocalStoreStats Stats() const {
     LocalStoreStats st;
     for (const auto& s : shards_) {
-      st.keys += s.count.load(std::memory_order_relaxed);
       st.capacity_slots += s.capacity;
     }
+    st.keys = total_keys_.load(std::memory_order_relaxed);
     st.bytes = st.capacity_slots * sizeof(Slot) + shards_.size() * sizeof(Shard);
     st.reclaimed = reclaimed_.load(std::memory_order_relaxed);
     st.overflow_rejected = overflow_rejected_.load(std::memory_order_relaxed);
@@ -388,6 +401,7 @@ class LocalStore::Impl {
   size_t shard_mask_ = 0;
   uint64_t seed_a_ = 0, seed_b_ = 0;
   int64_t epoch_ = 0;
+  std::atomic<size_t> total_keys_{0};  // word-sized keys over all shards
   std::atomic<uint64_t> reclaimed_{0};
   std::atomic<uint64_t> overflow_rejected_{0};
   std::atomic<uint64_t> overflow_allowed_{0};
