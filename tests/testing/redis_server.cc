@@ -1,0 +1,271 @@
+#include "testing/redis_server.h"
+
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+namespace tollgate::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string RenderReply(const redisReply* r) {
+  if (r == nullptr) return "";
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string(r->str, r->len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return "(nil)";
+    case REDIS_REPLY_ARRAY: {
+      std::string out;
+      for (size_t i = 0; i < r->elements; ++i) {
+        if (i) out += '\n';
+        out += RenderReply(r->element[i]);
+      }
+      return out;
+    }
+    default:
+      return "";
+  }
+}
+
+// Reaps `pid` if it has exited; true when it is gone.
+bool Reaped(pid_t pid) {
+  int status = 0;
+  pid_t r = waitpid(pid, &status, WNOHANG);
+  return r == pid || (r < 0 && errno == ECHILD);
+}
+
+// Waits (bounded) for the child to exit, polling waitpid.
+bool WaitExit(pid_t pid, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    if (Reaped(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
+  }
+  return false;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string RedisServer::BinaryPath() {
+  if (const char* env = std::getenv("TOLLGATE_REDIS_SERVER"); env && access(env, X_OK) == 0) {
+    return env;
+  }
+  for (const char* p : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::string all(path);
+    size_t start = 0;
+    while (start <= all.size()) {
+      size_t end = all.find(':', start);
+      if (end == std::string::npos) end = all.size();
+      std::string candidate = all.substr(start, end - start) + "/redis-server";
+      if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
+      start = end + 1;
+    }
+  }
+  return "";
+}
+
+bool RedisServer::Installed() { return !BinaryPath().empty(); }
+
+RedisServer::StartResult RedisServer::Start(Options options) {
+  StartResult result;
+  if (!Installed()) {
+    result.missing = true;
+    result.error = "redis-server is not installed (apt-get install redis-server)";
+    return result;
+  }
+  char tmpl[] = "/tmp/tollgate-redis-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    result.error = std::string("mkdtemp: ") + std::strerror(errno);
+    return result;
+  }
+  std::string last_error;
+  for (int attempt = 0; attempt < 8; ++attempt) {  // retry on port collisions
+    int port = FreeLoopbackPort();
+    if (port <= 0) continue;
+    std::unique_ptr<RedisServer> server(new RedisServer(port, options, tmpl));
+    last_error = server->Launch();
+    if (last_error.empty()) {
+      result.server = std::move(server);
+      return result;
+    }
+    server->dir_.clear();  // keep the directory for the next attempt
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  result.error = "redis-server did not start: " + last_error;
+  return result;
+}
+
+RedisServer::RedisServer(int port, Options options, std::string dir)
+    : port_(port), options_(std::move(options)), dir_(std::move(dir)) {}
+
+RedisServer::~RedisServer() {
+  Kill();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::string RedisServer::Launch() {
+  std::string bin = BinaryPath();
+  std::vector<std::string> args = {bin,
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--dir",
+                                   dir_,
+                                   "--logfile",
+                                   dir_ + "/redis-" + std::to_string(port_) + ".log",
+                                   "--protected-mode",
+                                   "no"};
+  for (const auto& a : options_.extra_args) args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  paused_ = false;
+  auto end = Clock::now() + options_.start_deadline;
+  while (Clock::now() < end) {
+    if (Reaped(pid_)) {
+      pid_ = -1;
+      return "redis-server exited during start-up (port " + std::to_string(port_) +
+             " taken?), see " + dir_;
+    }
+    if (Ping()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval
+  }
+  Kill();
+  return "redis-server did not answer PING on port " + std::to_string(port_) + " in time";
+}
+
+bool RedisServer::Ping() const {
+  bool ok = false;
+  std::string reply = Command({"PING"}, &ok);
+  return ok && reply == "PONG";
+}
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  if (paused_) kill(pid_, SIGCONT);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  paused_ = false;
+}
+
+void RedisServer::Pause() {
+  if (pid_ > 0 && kill(pid_, SIGSTOP) == 0) paused_ = true;
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0 && kill(pid_, SIGCONT) == 0) paused_ = false;
+}
+
+void RedisServer::Stop() {
+  if (pid_ <= 0) return;
+  if (paused_) Resume();
+  kill(pid_, SIGTERM);
+  if (WaitExit(pid_, std::chrono::milliseconds(5000))) {
+    pid_ = -1;
+    return;
+  }
+  Kill();
+}
+
+std::string RedisServer::Restart() {
+  Kill();
+  std::string error;
+  for (int attempt = 0; attempt < 50; ++attempt) {  // the port may linger briefly
+    error = Launch();
+    if (error.empty()) return "";
+  }
+  return error;
+}
+
+std::string RedisServer::Command(const std::vector<std::string>& argv, bool* ok) const {
+  if (ok) *ok = false;
+  timeval tv{1, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+  if (c == nullptr) return "";
+  if (c->err) {
+    redisFree(c);
+    return "";
+  }
+  redisSetTimeout(c, timeval{5, 0});
+  auto run = [&](const std::vector<std::string>& args) -> redisReply* {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    return static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(args.size()), ptrs.data(), lens.data()));
+  };
+  if (!options_.password.empty()) {
+    if (redisReply* r = run({"AUTH", options_.password})) freeReplyObject(r);
+  }
+  redisReply* reply = run(argv);
+  std::string out;
+  if (reply != nullptr) {
+    out = RenderReply(reply);
+    if (ok) *ok = true;
+    freeReplyObject(reply);
+  }
+  redisFree(c);
+  return out;
+}
+
+}  // namespace tollgate::testing
