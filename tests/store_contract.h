@@ -78,7 +78,8 @@ TEST_P(StoreContractTest, BatchIsAllOrNothing) {
   EXPECT_FALSE(r->decisions[1].allowed);
   // The roomy bucket was not charged.
   EXPECT_EQ(One(a, roomy, 0).remaining, 5);
-  AcquireItem ok_items[] = {{a, &roomy, 2}, {Key("other"), &tight, 1}};
+  const std::string other = Key("other");
+  AcquireItem ok_items[] = {{a, &roomy, 2}, {other, &tight, 1}};
   auto ok = store_->Acquire(ok_items);
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->allowed);
