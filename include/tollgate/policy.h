@@ -1,29 +1,41 @@
 // Policy: turns a request into decisions, headers and a 429 body.
 //
-//   Policy::Parse(json)      -> an immutable, validated set of rules
+//   ParsePolicy(json)        -> an immutable, validated set of rules (or every error)
 //   PolicyStore              -> the current Policy behind an atomic pointer; Reload()
 //   Enforcer::Check(request) -> rules that apply -> (rule, key, cost) items ->
 //                               Store::Acquire (all-or-nothing) -> CheckOutcome
 //
-// The configuration format is documented in docs/configuration.md.
+// The configuration format is documented in docs/configuration.md; header and
+// problem+json rendering live in tollgate/policy_headers.h.
 //
 // Thread safety: Policy is immutable; PolicyStore and Enforcer are safe to
 // share between threads. A reload never disturbs an in-flight Check: it keeps
-// the Policy it started with.
-// Errors: Parse() returns every validation error with its JSON path; Check()
-// never throws, a store failure becomes a CheckOutcome per the failure mode.
+// the Policy it started with (a shared_ptr held by the CheckOutcome).
+// Ownership: the Enforcer shares the PolicyStore, borrows the Store and the
+// Clock (both must outlive it).
+// Errors: parsing returns every validation error with its JSON path; Check()
+// never throws. A store failure (non-ok Status) becomes verdict kUnavailable,
+// HTTP 503 with the temporary-reduced-capacity problem type, never a 429; a
+// store that answered under a fail-open mode (BatchDecision::enforced=false)
+// becomes an allowed, unenforced outcome.
 #ifndef TOLLGATE_POLICY_H_
 #define TOLLGATE_POLICY_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tollgate/clock.h"
 #include "tollgate/decision.h"
+#include "tollgate/limit.h"
 #include "tollgate/request.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
@@ -37,10 +49,11 @@ struct ConfigError {
   std::string ToString() const { return path.empty() ? message : path + ": " + message; }
 };
 
-class Policy;  // defined in src/policy; opaque to front ends
+class Policy;  // defined in src/policy/policy_impl.h; see PolicySummary for a public view
 
 // Parses and validates a policy document: {"rules": [...]}, a bare array of
-// rules, or a single rule object. Returns every error, never just the first.
+// rules, or a single rule object. Returns every error, never just the first;
+// never crashes or hangs on any input (size and nesting are bounded).
 struct ParsedPolicy {
   std::shared_ptr<const Policy> policy;  // null when errors is non-empty
   std::vector<ConfigError> errors;
@@ -48,12 +61,126 @@ struct ParsedPolicy {
 ParsedPolicy ParsePolicy(std::string_view json_text);
 ParsedPolicy ParsePolicyFile(const std::string& path);
 
+// A read-only description of one rule (admin pages, explain, the Envoy adapter).
+struct RuleSummary {
+  std::string name;
+  std::string group;  // rules of one group are tiers: the first that matches applies
+  std::vector<std::string> limit_keys;
+  Limit limit;
+  bool shadow = false;  // mode: shadow
+  double enforce_percent = 100;
+  std::string description;  // "token_bucket rate=10/s burst=20 keys=header:x-api-key"
+};
+std::vector<RuleSummary> SummarizePolicy(const Policy& policy);
+
+// The current policy, swapped atomically on reload.
+class PolicyStore {
+ public:
+  // Loads `path`; fails (kInvalidArgument, every error one a line) if it is invalid.
+  static Result<std::shared_ptr<PolicyStore>> Open(const std::string& path);
+  static Result<std::shared_ptr<PolicyStore>> FromText(std::string_view json_text);
+  static std::shared_ptr<PolicyStore> FromPolicy(std::shared_ptr<const Policy> policy);
+
+  // Re-reads the file given to Open(). On any error the old policy stays and
+  // every error is returned; an empty vector means the new policy is live.
+  std::vector<ConfigError> Reload();
+  std::vector<ConfigError> ReloadFromText(std::string_view json_text);
+
+  // The policy to decide with; never null. Hold the pointer for one decision.
+  std::shared_ptr<const Policy> Current() const;
+  // Starts at 1, +1 per successful reload.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  struct ReloadResult {
+    bool ok = true;
+    int64_t wall_time_ns = 0;  // when it was attempted (system clock)
+    std::vector<ConfigError> errors;
+  };
+  ReloadResult last_reload() const;
+  uint64_t reload_failures() const { return reload_failures_.load(std::memory_order_relaxed); }
+  const std::string& path() const { return path_; }
+
+  explicit PolicyStore(std::shared_ptr<const Policy> policy, std::string path = "");
+
+ private:
+  std::vector<ConfigError> Install(ParsedPolicy parsed);
+
+  const std::string path_;
+  std::atomic<std::shared_ptr<const Policy>> current_;
+  std::atomic<uint64_t> generation_{1};
+  std::atomic<uint64_t> reload_failures_{0};
+  mutable std::mutex reload_mu_;  // serialises reloads; guards last_reload_
+  ReloadResult last_reload_;
+};
+
+// How rate-limit state is reported in response headers.
+enum class HeaderStyle {
+  kDraft11,          // RateLimit-Policy + RateLimit structured fields (default)
+  kDraft03,          // RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset (delta seconds)
+  kXRateLimit,       // X-RateLimit-Limit / -Remaining / -Reset, reset in delta seconds
+  kXRateLimitEpoch,  // X-RateLimit-Limit / -Remaining / -Reset, reset as Unix epoch seconds
+  kNone,             // no rate-limit headers (Retry-After is still sent on 429)
+};
+std::string_view HeaderStyleName(HeaderStyle style);  // "draft11", "draft03", "x-ratelimit", ...
+bool ParseHeaderStyle(std::string_view name, HeaderStyle* out);
+
+// Where a trusted proxy puts the client address.
+enum class ForwardedHeader { kXForwardedFor, kForwarded };
+
+struct JwtOptions {
+  std::string hs256_secret;          // verify HS256 tokens with this secret (raw bytes)
+  std::string rs256_public_key_pem;  // verify RS256 tokens with this PEM public key
+  // The token was verified by a gateway in front of us: trust its claims without
+  // checking the signature (exp/nbf are still checked).
+  bool verified_upstream = false;
+  std::chrono::seconds leeway{30};  // clock skew allowed for exp / nbf
+  std::string issuer;               // if set, `iss` must equal it
+  std::string audience;             // if set, `aud` must equal or contain it
+};
+
+struct EnforcerOptions {
+  HeaderStyle header_style = HeaderStyle::kDraft11;
+  // Retry-After = ceil(wait * (1 + jitter_fraction * u)), u in [0,1) fixed per
+  // identity (rule + key). 0 disables jitter. Valid range [0, 10].
+  double retry_after_jitter = 0.5;
+  uint64_t jitter_seed = 0;  // same seed on every instance = same offset for a client everywhere
+  // Peers allowed to tell us the client address ("10.0.0.0/8", "::1/128", "127.0.0.1").
+  std::vector<std::string> trusted_proxies;
+  ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
+  JwtOptions jwt;
+  std::string reason_header = "X-RateLimit-Reason";  // empty: not sent
+  // RFC 9457 problem types: base + "quota-exceeded" / "temporary-reduced-capacity".
+  std::string problem_type_base = "https://iana.org/assignments/http-problem-types#";
+  // Called for notable events (rollback guard trips, JWT key problems). Never on
+  // every request. Must be thread-safe. Null: messages go to stderr.
+  std::function<void(std::string_view message)> log;
+};
+
+// One explicit item for callers that name rule and key themselves (the HTTP
+// decision API, the Envoy adapter). The bucket key is built exactly as Check()
+// builds it, so an item {rule "free", key "k1"} shares the bucket of a request
+// whose single limit key value is "k1" under rule "free".
+struct ExplicitItem {
+  std::string_view rule;  // a rule name of the current policy; empty: see CheckItems
+  std::string_view key;   // the identity; normalised and bounded like request values
+  int64_t cost = 1;       // >= 0; 0 peeks
+  // Optional ad-hoc limit (Envoy RateLimitOverride). With an empty rule it
+  // makes an ad-hoc policy named `override_name` (default "override").
+  std::optional<LimitSpec> limit_override;
+  std::string_view override_name;
+};
+
 // The outcome of one rule for one request.
 struct RuleOutcome {
+  enum class ShadowReason { kNone, kConfigured, kRollout, kRollback };
+
   std::string rule;  // rule name
-  std::string key;   // the identity part of the bucket key (never a metric label)
+  std::string
+      key;  // the identity part of the bucket key (normalised, printable; never a metric label)
   int64_t cost = 0;
   bool shadow = false;  // decided in shadow mode: counted and logged, never rejects
+  ShadowReason shadow_reason = ShadowReason::kNone;
+  Limit limit;  // the limit applied (a copy: stays valid after a reload)
   Decision decision;
 };
 
@@ -67,7 +194,77 @@ struct CheckOutcome {
   std::vector<HeaderField> headers;  // to add to the response, allowed or not
   std::string body;                  // application/problem+json when not allowed
   Nanos delay{0};                    // leaky-bucket shaping: wait this long, then proceed
+  int64_t retry_after_seconds = 0;   // the Retry-After sent (0 when none)
+  Status status;                     // why kUnavailable (the store error), ok otherwise
+  uint64_t policy_generation = 0;    // PolicyStore generation decided with
+  // Explain() only: one line per rule considered ("free: applies, key k1, cost 1",
+  // "enterprise: skipped, match jwt:plan failed").
+  std::vector<std::string> trace;
+
+  bool allowed() const { return verdict == Verdict::kAllow; }
 };
+
+// Per-rule counters kept by the Enforcer, by rule name (kept across reloads).
+// Front ends export these; they need not count CheckOutcomes themselves.
+struct RuleCounters {
+  std::string rule;
+  uint64_t allowed = 0;          // enforced decisions that allowed
+  uint64_t rejected = 0;         // enforced decisions that denied (this rule denied)
+  uint64_t shadow_rejected = 0;  // shadow decisions that would have denied
+  uint64_t unenforced = 0;       // answered by a failure mode without a store decision
+  uint64_t unavailable = 0;      // store failed: 503
+  uint64_t missing_key = 0;      // rule skipped or shared bucket used: key source absent
+  bool rolled_back = false;      // the rollback guard switched this rule to shadow
+  std::string rollback_reason;   // why, when rolled_back
+};
+
+class Enforcer {
+ public:
+  // Fails with kInvalidArgument on bad options (CIDR, PEM key, jitter range).
+  static Result<std::unique_ptr<Enforcer>> Create(std::shared_ptr<PolicyStore> policies,
+                                                  Store* store, const Clock* clock,
+                                                  EnforcerOptions options = {});
+  ~Enforcer();
+
+  // Decides `request` against the current policy: charges the store (all rules
+  // together, all-or-nothing) and renders headers and body.
+  CheckOutcome Check(const RequestView& request);
+
+  // Same through Store::AcquireAsync; `done` runs exactly once, inline or on a
+  // store thread. The request is only read before CheckAsync returns.
+  void CheckAsync(const RequestView& request, std::function<void(CheckOutcome)> done);
+
+  // Which rules apply, with keys, costs and each bucket's current state (cost-0
+  // peeks). Charges nothing and counts nothing; fills CheckOutcome::trace.
+  CheckOutcome Explain(const RequestView& request);
+
+  // Decides explicit items together (all-or-nothing). Unknown rule names and an
+  // empty rule without limit_override (when the policy has more than one rule)
+  // are kInvalidArgument. Mode, rollout and rollback of named rules apply.
+  Result<CheckOutcome> CheckItems(std::span<const ExplicitItem> items);
+
+  // The client address after trusted-proxy processing ("203.0.113.7").
+  std::string ClientIp(const RequestView& request) const;
+
+  std::vector<RuleCounters> Counters() const;
+  // Clears a tripped rollback guard (admin). Returns false for an unknown rule.
+  bool ResetRollback(std::string_view rule);
+
+  const EnforcerOptions& options() const;
+  PolicyStore& policies() const;
+
+  class Impl;
+
+ private:
+  explicit Enforcer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The bucket key for (rule, identity): "<rule>\x1f<algorithm>\x1f<identity>".
+// Rule names cannot contain \x1f; identities are escaped (see docs), so the
+// layout is unambiguous. Changing a rule's rate/burst keeps its keys; changing
+// its algorithm starts a fresh key space (the state words differ).
+std::string BucketKey(std::string_view rule, Algorithm algorithm, std::string_view identity);
 
 }  // namespace tollgate
 

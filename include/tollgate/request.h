@@ -2,7 +2,8 @@
 //
 // Front ends (tollgated, the middlewares, the Envoy adapter) fill one in and
 // hand it to the policy layer; nothing in it is owned, so it is valid only for
-// the duration of the call it is passed to.
+// the duration of the call it is passed to. The accessors are implemented in
+// tollgate::policy (src/policy/request.cc).
 #ifndef TOLLGATE_REQUEST_H_
 #define TOLLGATE_REQUEST_H_
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tollgate {
 
@@ -25,7 +27,10 @@ struct RequestView {
 
   // First value of header `name` (case-insensitive), if present.
   std::optional<std::string_view> Header(std::string_view name) const;
-  // First value of query parameter `name`, percent-decoded, if present.
+  // Every value of header `name`, in order (repeated fields, e.g. X-Forwarded-For).
+  std::vector<std::string_view> Headers(std::string_view name) const;
+  // First value of query parameter `name`, percent-decoded ('+' is a space), if
+  // present. A parameter without '=' has the empty value.
   std::optional<std::string> QueryParam(std::string_view name) const;
 };
 
