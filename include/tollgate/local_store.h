@@ -61,6 +61,16 @@ class LocalStore final : public Store {
   // Same, at a caller-supplied monotonic time (ns, same epoch as the clock).
   Decision AcquireAt(std::string_view key, const Limit& limit, int64_t cost, int64_t now_ns);
 
+  // A key hashed once, for callers that decide on the same key again and
+  // again (a connection, a player, a session): saves hashing every time.
+  // Valid only with the store that prepared it.
+  struct PreparedKey {
+    uint64_t hi = 0;
+    uint64_t lo = 0;
+  };
+  PreparedKey Prepare(std::string_view key) const;
+  Decision AcquireAt(const PreparedKey& key, const Limit& limit, int64_t cost, int64_t now_ns);
+
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
   Result<BatchDecision> AcquireAt(std::span<const AcquireItem> items, int64_t now_ns);
 

@@ -30,27 +30,42 @@ inline uint64_t Load64(const char* p) {
   return v;
 }
 
+inline uint64_t Load32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// wyhash-style: one 64x64->128 multiply per 16 bytes per lane, the last 1-16
+// bytes read as two (possibly overlapping) words, the length mixed in.
 inline Hash128 HashKey(std::string_view key, uint64_t seed_a, uint64_t seed_b) {
   constexpr uint64_t kA = 0xa0761d6478bd642fULL, kB = 0xe7037ed1a0b428dbULL;
   constexpr uint64_t kC = 0x8ebc6af09c88c6e3ULL, kD = 0x589965cc75374cc3ULL;
   const char* p = key.data();
   size_t n = key.size();
-  uint64_t a = seed_a ^ (n * kA), b = seed_b ^ (n * kC);
-  while (n >= 8) {
-    const uint64_t w = Load64(p);
-    a = Mum(a ^ w, kB);
-    b = Mum(b ^ w, kD);
-    p += 8;
-    n -= 8;
+  const uint64_t len = n;
+  uint64_t a = seed_a, b = seed_b;
+  while (n > 16) {
+    const uint64_t x = Load64(p), y = Load64(p + 8);
+    a = Mum(x ^ a ^ kA, y ^ kB);
+    b = Mum(x ^ b ^ kC, y ^ kD);
+    p += 16;
+    n -= 16;
   }
-  if (n > 0) {
-    uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    w |= uint64_t{1} << (8 * n);  // tail marker just past the last byte
-    a = Mum(a ^ w, kB);
-    b = Mum(b ^ w, kD);
+  uint64_t x = 0, y = 0;
+  if (n >= 8) {
+    x = Load64(p);
+    y = Load64(p + n - 8);
+  } else if (n >= 4) {
+    x = Load32(p);
+    y = Load32(p + n - 4);
+  } else if (n > 0) {
+    x = (uint64_t{static_cast<uint8_t>(p[0])} << 16) |
+        (uint64_t{static_cast<uint8_t>(p[n >> 1])} << 8) | static_cast<uint8_t>(p[n - 1]);
   }
-  return {Mum(a, kA ^ kC), Mum(b, kB ^ kD)};
+  a = Mum(x ^ a ^ kA, y ^ kB ^ len);
+  b = Mum(x ^ b ^ kC, y ^ kD ^ len);
+  return {Mum(a ^ kC, seed_a ^ kB ^ len), Mum(b ^ kA, seed_b ^ kD ^ len)};
 }
 
 }  // namespace tollgate::internal

@@ -430,6 +430,17 @@ Decision LocalStore::AcquireAt(std::string_view key, const Limit& limit, int64_t
                     true);
 }
 
+LocalStore::PreparedKey LocalStore::Prepare(std::string_view key) const {
+  const Hash128 h = impl_->HashOfKey(key);
+  return {h.hi, h.lo};
+}
+
+Decision LocalStore::AcquireAt(const PreparedKey& key, const Limit& limit, int64_t cost,
+                               int64_t now_ns) {
+  return impl_->One(Hash128{key.hi, key.lo}, limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns),
+                    true);
+}
+
 Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
   return AcquireAt(items, impl_->options_.clock->Now());
 }

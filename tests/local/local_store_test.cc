@@ -51,6 +51,16 @@ TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
   EXPECT_TRUE(f.store->Acquire("k", l, 1).allowed);
 }
 
+TEST(LocalStoreTest, PreparedKeysShareTheKeysBucket) {
+  Fixture f(100);
+  const Limit l = Bucket(1, 3);
+  const auto prepared = f.store->Prepare("user-7");
+  EXPECT_TRUE(f.store->AcquireAt(prepared, l, 2, f.clock.Now()).allowed);
+  EXPECT_TRUE(f.store->Acquire("user-7", l, 1).allowed);
+  EXPECT_FALSE(f.store->AcquireAt(prepared, l, 1, f.clock.Now()).allowed);
+  EXPECT_TRUE(f.store->AcquireAt(f.store->Prepare("user-8"), l, 3, f.clock.Now()).allowed);
+}
+
 TEST(LocalStoreTest, RejectsInvalidOptions) {
   LocalStoreOptions o;
   o.max_keys = 0;
