@@ -39,7 +39,7 @@ asan:
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -LE no_asan
 
 tsan:
-	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF -DTOLLGATE_BUILD_SERVER=OFF
+	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/concurrency_targets.sh)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
