@@ -1,0 +1,188 @@
+// ResilientStore: a Store that keeps deciding when its primary store (Redis,
+// Redis Cluster) fails, per a failure mode, behind a circuit breaker.
+//
+// Every batch first asks the CircuitBreaker. While it is closed (or this call
+// is a half-open probe) the batch goes to the primary; an answer is passed
+// through unchanged. When the primary fails (kTimeout, kConnection, kScript,
+// kServer, kUnavailable, kInternal) or the breaker refuses the call, the batch
+// is answered by the failure mode of its items:
+//  - kOpen: allowed, BatchDecision::enforced = false, nothing charged anywhere,
+//    no state changed (each Decision reports remaining = limit);
+//  - kClosed: Status kUnavailable (the policy layer answers 503,
+//    temporary-reduced-capacity, never 429);
+//  - kDegrade: decided on an internal LocalStore with each limit scaled by
+//    degrade_fraction / (last known instance count): burst and rate (token and
+//    leaky bucket) or quota per window (window algorithms), rounded down, at
+//    least 1 token. enforced stays true.
+// A batch whose items have different modes: any kClosed item makes the whole
+// batch kUnavailable; otherwise kDegrade items are decided locally (all or
+// nothing) and kOpen items pass uncharged, and enforced is false when any item
+// was kOpen. kInvalidArgument and kOverflow from the primary are passed through
+// (the caller's problem, not an outage) and count as successes for the breaker.
+//
+// Per-rule modes: AcquireItem carries no mode. Options::mode_for_key maps a
+// bucket key to its mode; FailureModesByRule() builds one from rule names for
+// keys in the policy layer's "<rule name>\x1f<identity>" form.
+//
+// Fleet awareness: with Options::fleet set, a maintenance thread calls
+// FleetRegistry::Heartbeat() every maintenance_period while the breaker is not
+// open; the live instance count it returns is the divisor used by kDegrade.
+// RedisFleetRegistry keeps one sorted set of instance ids scored by Redis TIME
+// (ms) and counts the members seen within the TTL.
+//
+// Charge-back (Options::charge_back, default on): every cost granted by kDegrade
+// is added to a per-key ledger (bounded by max_charge_back_keys; overflow is
+// counted and dropped). When the breaker closes again the maintenance thread
+// charges each key's total to the primary: with Options::force_charge when set
+// (a store operation that may push the bucket into debt); otherwise with a plain
+// Acquire of the total and, when that is refused, an Acquire of whatever still
+// fits (the bucket ends empty: the client is still limited, but debt beyond
+// empty is forgiven). A failed charge-back is kept and retried next period.
+//
+// Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts);
+// a hung primary costs the calls in flight at most that deadline, then the
+// breaker opens and no call waits until a probe is due. While open, at most
+// half_open_probes calls per open_duration are sent to the primary as probes;
+// each may wait up to the deadline.
+//
+// Thread safety: all methods are safe to call concurrently. The closed-state
+// path adds one breaker Allow/Record (lock-free) to the primary call.
+// Ownership: owns the primary, the breaker, the local store, the fleet registry
+// and the maintenance thread (joined by the destructor). Clocks are borrowed.
+// Errors: as the primary's, plus kUnavailable from kClosed.
+#ifndef TOLLGATE_RESILIENT_STORE_H_
+#define TOLLGATE_RESILIENT_STORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tollgate/circuit_breaker.h"
+#include "tollgate/clock.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+enum class FailureMode : uint8_t { kOpen = 0, kClosed = 1, kDegrade = 2 };
+
+std::string_view FailureModeName(FailureMode m);  // "open", "closed", "degrade"
+// Parses "open" / "closed" / "degrade" (also "fail-open", "fail-closed"); false if unknown.
+bool ParseFailureMode(std::string_view name, FailureMode* out);
+
+using FailureModeResolver = std::function<FailureMode(std::string_view key)>;
+
+// A resolver for keys of the form "<rule name>\x1f<identity>": the rule name's
+// mode from `by_rule`, else `fallback` (also for keys without a separator).
+FailureModeResolver FailureModesByRule(std::map<std::string, FailureMode, std::less<>> by_rule,
+                                       FailureMode fallback);
+
+// Tells how many instances share the limits. Called from one thread at a time.
+class FleetRegistry {
+ public:
+  virtual ~FleetRegistry() = default;
+  // Registers this instance as alive now and returns the number of live
+  // instances (this one included, so >= 1), or an error.
+  virtual Result<int64_t> Heartbeat() = 0;
+};
+
+struct RedisFleetOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string password;  // AUTH when non-empty
+  int db = 0;
+  // The sorted set holding the fleet; a {hash tag} keeps it on one Cluster slot.
+  std::string key = "tollgate:{fleet}";
+  std::string instance_id;                        // empty: "<hostname>:<pid>:<random>"
+  Nanos ttl{std::chrono::seconds(3)};             // an instance missing this long no longer counts
+  Nanos timeout{std::chrono::milliseconds(200)};  // connect and per command
+};
+
+// A FleetRegistry on a Redis sorted set (one connection, hiredis, with
+// timeouts; reconnects on the next call after an error; follows one -MOVED).
+// "redis://[:password@]host:port[/db]" URLs can be parsed with ParseFleetUrl.
+Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options);
+Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options);
+
+struct ResilientStoreOptions {
+  FailureMode mode = FailureMode::kDegrade;  // for every key, unless mode_for_key is set
+  FailureModeResolver mode_for_key;          // optional per-key (per-rule) mode
+
+  double degrade_fraction = 0.5;  // in (0, 1]
+  int64_t initial_instances = 1;  // the divisor until a heartbeat has answered
+  size_t local_max_keys = size_t{1} << 18;
+
+  bool charge_back = true;
+  size_t max_charge_back_keys = size_t{1} << 17;
+  // Optional: charges `item.cost` to the primary even when it does not fit
+  // (pushing the bucket into debt). Without it, charge-back drains to empty.
+  std::function<Status(const AcquireItem& item)> force_charge;
+
+  CircuitBreakerOptions breaker;         // its clock and listener are used as given
+  std::unique_ptr<FleetRegistry> fleet;  // optional
+
+  // Heartbeat + charge-back period of the maintenance thread. The thread is
+  // woken at once when the breaker closes, so charge-back starts promptly.
+  Nanos maintenance_period{std::chrono::seconds(1)};
+  // false: no thread; the owner calls RunMaintenance() (tests, embedders).
+  bool background = true;
+  const Clock* clock = &SystemClock::Instance();  // not owned
+};
+
+struct ResilientStoreStats {
+  uint64_t primary_decisions = 0;   // batches answered by the primary
+  uint64_t primary_failures = 0;    // primary calls that failed
+  uint64_t short_circuited = 0;     // batches the breaker kept from the primary
+  uint64_t open_decisions = 0;      // batches answered by kOpen (unenforced)
+  uint64_t closed_rejections = 0;   // batches refused by kClosed (503)
+  uint64_t degraded_decisions = 0;  // batches decided locally by kDegrade
+  uint64_t degraded_allowed = 0;
+  uint64_t charge_back_pending_keys = 0;
+  uint64_t charge_back_keys = 0;      // keys charged back to the primary
+  uint64_t charge_back_tokens = 0;    // cost charged back
+  uint64_t charge_back_forgiven = 0;  // cost that did not fit (drain mode)
+  uint64_t charge_back_dropped = 0;   // cost not recorded: ledger full
+  uint64_t charge_back_failures = 0;  // failed attempts (retried later)
+  uint64_t heartbeats = 0;
+  uint64_t heartbeat_failures = 0;
+  int64_t instances = 1;  // last known instance count
+  BreakerState breaker_state = BreakerState::kClosed;
+  BreakerCounters breaker;
+};
+
+class ResilientStore final : public Store {
+ public:
+  static Result<std::unique_ptr<ResilientStore>> Create(std::unique_ptr<Store> primary,
+                                                        ResilientStoreOptions options);
+  ~ResilientStore() override;
+
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
+  // Goes to the primary's AcquireAsync when the breaker admits the call; the
+  // items are copied first, so a failure can still be answered per the mode.
+  void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
+
+  std::string Name() const override;  // "resilient(<primary>)"
+  // True unless the breaker is open and the default mode is kClosed.
+  bool Healthy() const override;
+
+  // One heartbeat (when the breaker is not open) and, when it is closed, one
+  // charge-back pass. The background thread calls this; tests may too.
+  void RunMaintenance();
+
+  ResilientStoreStats Stats() const;
+  CircuitBreaker& breaker();
+  Store& primary();
+
+  class Impl;
+
+ private:
+  explicit ResilientStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_RESILIENT_STORE_H_

@@ -1,0 +1,384 @@
+#include "tollgate/resilient_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "resilient/charge_back_ledger.h"
+#include "resilient/degraded_limit.h"
+#include "tollgate/local_store.h"
+
+namespace tollgate {
+namespace {
+
+// Errors that mean "the primary is not answering well", as opposed to errors
+// about the caller's input, which pass through untouched.
+bool IsOutage(StatusCode code) {
+  switch (code) {
+    case StatusCode::kTimeout:
+    case StatusCode::kConnection:
+    case StatusCode::kScript:
+    case StatusCode::kServer:
+    case StatusCode::kUnavailable:
+    case StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Decision UnenforcedDecision(const Limit& limit) {
+  Decision d;
+  d.allowed = true;
+  d.limit = limit.burst();
+  d.remaining = limit.burst();
+  return d;
+}
+
+void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) { c.fetch_add(by, std::memory_order_relaxed); }
+
+}  // namespace
+
+class ResilientStore::Impl {
+ public:
+  Impl(std::unique_ptr<Store> primary, ResilientStoreOptions options,
+       std::unique_ptr<LocalStore> local)
+      : primary_(std::move(primary)),
+        fleet_(std::move(options.fleet)),
+        options_(std::move(options)),
+        breaker_(WrapListener(options_.breaker)),
+        local_(std::move(local)),
+        ledger_(options_.max_charge_back_keys),
+        instances_(std::max<int64_t>(1, options_.initial_instances)) {}
+
+  ~Impl() { StopThread(); }
+
+  void StartThread() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  void StopThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) {
+    const CircuitBreaker::Permit permit = breaker_.Allow();
+    if (!permit.admitted()) {
+      Bump(short_circuited_);
+      return Fallback(items);
+    }
+    Result<BatchDecision> r = primary_->Acquire(items);
+    return Settle(permit, std::move(r), items);
+  }
+
+  void AcquireAsync(std::span<const AcquireItem> items, Callback done) {
+    const CircuitBreaker::Permit permit = breaker_.Allow();
+    if (!permit.admitted()) {
+      Bump(short_circuited_);
+      done(Fallback(items));
+      return;
+    }
+    // Own copies, so that a failure can still be answered after the caller's
+    // items are gone.
+    struct Owned {
+      std::vector<std::string> keys;
+      std::vector<Limit> limits;
+      std::vector<AcquireItem> items;
+    };
+    auto owned = std::make_shared<Owned>();
+    owned->keys.reserve(items.size());
+    owned->limits.reserve(items.size());
+    owned->items.reserve(items.size());
+    for (const AcquireItem& it : items) {
+      owned->keys.emplace_back(it.key);
+      owned->limits.push_back(*it.limit);
+    }
+    for (size_t i = 0; i < items.size(); ++i)
+      owned->items.push_back(AcquireItem{owned->keys[i], &owned->limits[i], items[i].cost});
+    primary_->AcquireAsync(owned->items,
+                           [this, owned, permit, done = std::move(done)](Result<BatchDecision> r) {
+                             done(Settle(permit, std::move(r), owned->items));
+                           });
+  }
+
+  // Records the primary's outcome and answers: the primary's answer, or the mode's.
+  Result<BatchDecision> Settle(const CircuitBreaker::Permit& permit, Result<BatchDecision> r,
+                               std::span<const AcquireItem> items) {
+    if (r.ok() || !IsOutage(r.status().code())) {
+      breaker_.Record(permit, true);
+      Bump(primary_decisions_);
+      return r;
+    }
+    breaker_.Record(permit, false);
+    Bump(primary_failures_);
+    return Fallback(items);
+  }
+
+  Result<BatchDecision> Fallback(std::span<const AcquireItem> items) {
+    bool any_open = false, any_degrade = false;
+    std::vector<FailureMode> modes;
+    modes.reserve(items.size());
+    for (const AcquireItem& it : items) {
+      const FailureMode m = options_.mode_for_key ? options_.mode_for_key(it.key) : options_.mode;
+      if (m == FailureMode::kClosed) {
+        Bump(closed_rejections_);
+        return UnavailableError("rate-limit store " + primary_->Name() +
+                                " unavailable (fail-closed, breaker " +
+                                std::string(BreakerStateName(breaker_.state())) + ")");
+      }
+      any_open |= m == FailureMode::kOpen;
+      any_degrade |= m == FailureMode::kDegrade;
+      modes.push_back(m);
+    }
+    BatchDecision out;
+    out.allowed = true;
+    out.enforced = !any_open;
+    out.decisions.resize(items.size());
+    if (!any_degrade) {
+      Bump(open_decisions_);
+      for (size_t i = 0; i < items.size(); ++i)
+        out.decisions[i] = UnenforcedDecision(*items[i].limit);
+      return out;
+    }
+
+    // Degrade: decide the kDegrade items together on local buckets at our share.
+    const double share =
+        options_.degrade_fraction / static_cast<double>(instances_.load(std::memory_order_relaxed));
+    std::vector<Limit> scaled;
+    std::vector<AcquireItem> local_items;
+    std::vector<size_t> origin;
+    scaled.reserve(items.size());
+    local_items.reserve(items.size());
+    origin.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (modes[i] != FailureMode::kDegrade) continue;
+      Result<Limit> l = resilient::ScaleLimit(*items[i].limit, std::min(1.0, share));
+      if (!l.ok()) return InternalError("degrade: cannot scale limit: " + l.status().message());
+      scaled.push_back(*l);
+      origin.push_back(i);
+    }
+    for (size_t j = 0; j < origin.size(); ++j)
+      local_items.push_back(AcquireItem{items[origin[j]].key, &scaled[j], items[origin[j]].cost});
+    Result<BatchDecision> local = local_->Acquire(local_items);
+    if (!local.ok()) return local.status();
+    Bump(degraded_decisions_);
+    out.allowed = local->allowed;
+    out.denied_index = local->denied_index < 0 ? -1 : static_cast<int>(origin[local->denied_index]);
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (modes[i] == FailureMode::kOpen) out.decisions[i] = UnenforcedDecision(*items[i].limit);
+    }
+    for (size_t j = 0; j < origin.size(); ++j) out.decisions[origin[j]] = local->decisions[j];
+    if (out.allowed) {
+      Bump(degraded_allowed_);
+      if (options_.charge_back) {
+        for (size_t j = 0; j < origin.size(); ++j) {
+          const AcquireItem& it = items[origin[j]];
+          if (it.cost > 0 && !ledger_.Add(it.key, *it.limit, it.cost))
+            Bump(charge_back_dropped_, static_cast<uint64_t>(it.cost));
+        }
+      }
+    }
+    return out;
+  }
+
+  void RunMaintenance() {
+    const BreakerState state = breaker_.state();
+    if (fleet_ != nullptr && state != BreakerState::kOpen) {
+      Result<int64_t> n = fleet_->Heartbeat();
+      if (n.ok()) {
+        instances_.store(std::max<int64_t>(1, *n), std::memory_order_relaxed);
+        Bump(heartbeats_);
+      } else {
+        Bump(heartbeat_failures_);
+      }
+    }
+    if (options_.charge_back && breaker_.state() == BreakerState::kClosed) ChargeBack();
+  }
+
+  // Sends the ledger to the primary; on the first failure puts the rest back.
+  void ChargeBack() {
+    std::vector<resilient::ChargeBackLedger::Entry> entries = ledger_.TakeAll();
+    size_t i = 0;
+    for (; i < entries.size(); ++i) {
+      if (breaker_.state() != BreakerState::kClosed) break;
+      if (!ChargeOne(entries[i]).ok()) {
+        Bump(charge_back_failures_);
+        break;
+      }
+    }
+    for (; i < entries.size(); ++i) {
+      if (!ledger_.Add(entries[i].key, entries[i].limit, entries[i].cost))
+        Bump(charge_back_dropped_, static_cast<uint64_t>(entries[i].cost));
+    }
+  }
+
+  Status ChargeOne(const resilient::ChargeBackLedger::Entry& e) {
+    const AcquireItem item{e.key, &e.limit, e.cost};
+    if (options_.force_charge) {
+      Status s = options_.force_charge(item);
+      if (s.ok()) CountCharged(e.cost, 0);
+      return s;
+    }
+    Result<BatchDecision> r = primary_->Acquire(std::span<const AcquireItem>(&item, 1));
+    if (!r.ok()) return IsOutage(r.status().code()) ? r.status() : DropCharge(e.cost);
+    if (r->allowed) {
+      CountCharged(e.cost, 0);
+      return Status::Ok();
+    }
+    // Does not fit: take what is left, so the bucket ends empty.
+    const int64_t left = std::min(e.cost, r->decisions.front().remaining);
+    if (left > 0) {
+      const AcquireItem rest{e.key, &e.limit, left};
+      Result<BatchDecision> r2 = primary_->Acquire(std::span<const AcquireItem>(&rest, 1));
+      if (!r2.ok() && IsOutage(r2.status().code())) return r2.status();
+      if (r2.ok() && r2->allowed) {
+        CountCharged(left, e.cost - left);
+        return Status::Ok();
+      }
+    }
+    CountCharged(0, e.cost);
+    return Status::Ok();
+  }
+
+  Status DropCharge(int64_t cost) {
+    CountCharged(0, cost);
+    return Status::Ok();
+  }
+
+  void CountCharged(int64_t charged, int64_t forgiven) {
+    Bump(charge_back_keys_);
+    Bump(charge_back_tokens_, static_cast<uint64_t>(charged));
+    Bump(charge_back_forgiven_, static_cast<uint64_t>(forgiven));
+  }
+
+  ResilientStoreStats Stats() const {
+    ResilientStoreStats s;
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    s.primary_decisions = get(primary_decisions_);
+    s.primary_failures = get(primary_failures_);
+    s.short_circuited = get(short_circuited_);
+    s.open_decisions = get(open_decisions_);
+    s.closed_rejections = get(closed_rejections_);
+    s.degraded_decisions = get(degraded_decisions_);
+    s.degraded_allowed = get(degraded_allowed_);
+    s.charge_back_pending_keys = ledger_.size();
+    s.charge_back_keys = get(charge_back_keys_);
+    s.charge_back_tokens = get(charge_back_tokens_);
+    s.charge_back_forgiven = get(charge_back_forgiven_);
+    s.charge_back_dropped = get(charge_back_dropped_);
+    s.charge_back_failures = get(charge_back_failures_);
+    s.heartbeats = get(heartbeats_);
+    s.heartbeat_failures = get(heartbeat_failures_);
+    s.instances = instances_.load(std::memory_order_relaxed);
+    s.breaker_state = breaker_.state();
+    s.breaker = breaker_.counters();
+    return s;
+  }
+
+  std::unique_ptr<Store> primary_;
+  std::unique_ptr<FleetRegistry> fleet_;
+  const ResilientStoreOptions options_;
+  CircuitBreaker breaker_;
+
+ private:
+  CircuitBreakerOptions WrapListener(CircuitBreakerOptions b) {
+    auto user = std::move(b.listener);
+    b.listener = [this, user = std::move(user)](const BreakerTransition& t) {
+      if (user) user(t);
+      if (t.to == BreakerState::kClosed) {
+        // Charge back promptly after a recovery.
+        std::lock_guard<std::mutex> lock(mu_);
+        wake_ = true;
+        cv_.notify_all();
+      }
+    };
+    return b;
+  }
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      RunMaintenance();
+      lock.lock();
+      cv_.wait_for(lock, options_.maintenance_period, [this] { return stop_ || wake_; });
+      wake_ = false;
+    }
+  }
+
+  std::unique_ptr<LocalStore> local_;
+  resilient::ChargeBackLedger ledger_;
+  std::atomic<int64_t> instances_;
+
+  std::atomic<uint64_t> primary_decisions_{0}, primary_failures_{0}, short_circuited_{0};
+  std::atomic<uint64_t> open_decisions_{0}, closed_rejections_{0};
+  std::atomic<uint64_t> degraded_decisions_{0}, degraded_allowed_{0};
+  std::atomic<uint64_t> charge_back_keys_{0}, charge_back_tokens_{0}, charge_back_forgiven_{0};
+  std::atomic<uint64_t> charge_back_dropped_{0}, charge_back_failures_{0};
+  std::atomic<uint64_t> heartbeats_{0}, heartbeat_failures_{0};
+
+  std::mutex mu_;  // guards stop_ and wake_ (the maintenance thread's wake-ups)
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool wake_ = false;
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<Store> primary,
+                                                               ResilientStoreOptions options) {
+  if (primary == nullptr) return InvalidArgument("resilient: primary store must not be null");
+  if (!(options.degrade_fraction > 0) || options.degrade_fraction > 1)
+    return InvalidArgument("resilient.degrade_fraction: must be in (0, 1]");
+  if (options.initial_instances < 1)
+    return InvalidArgument("resilient.initial_instances: must be at least 1");
+  if (options.maintenance_period <= Nanos(0))
+    return InvalidArgument("resilient.maintenance_period: must be positive");
+  if (options.clock == nullptr) return InvalidArgument("resilient.clock: must not be null");
+  Status s = CircuitBreaker::Validate(options.breaker);
+  if (!s.ok()) return s;
+  LocalStoreOptions lo;
+  lo.max_keys = std::max<size_t>(1024, options.local_max_keys);
+  lo.shards = 16;
+  lo.clock = options.clock;
+  lo.overflow = OverflowPolicy::kReject;
+  auto local = LocalStore::Create(lo);
+  if (!local.ok()) return local.status();
+  const bool background = options.background;
+  auto impl = std::make_unique<Impl>(std::move(primary), std::move(options), std::move(*local));
+  if (background) impl->StartThread();
+  return std::unique_ptr<ResilientStore>(new ResilientStore(std::move(impl)));
+}
+
+ResilientStore::ResilientStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ResilientStore::~ResilientStore() { impl_->StopThread(); }
+
+Result<BatchDecision> ResilientStore::Acquire(std::span<const AcquireItem> items) {
+  return impl_->Acquire(items);
+}
+
+void ResilientStore::AcquireAsync(std::span<const AcquireItem> items, Callback done) {
+  impl_->AcquireAsync(items, std::move(done));
+}
+
+std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_->Name() + ")"; }
+
+bool ResilientStore::Healthy() const {
+  return impl_->breaker_.state() != BreakerState::kOpen ||
+         impl_->options_.mode != FailureMode::kClosed;
+}
+
+void ResilientStore::RunMaintenance() { impl_->RunMaintenance(); }
+ResilientStoreStats ResilientStore::Stats() const { return impl_->Stats(); }
+CircuitBreaker& ResilientStore::breaker() { return impl_->breaker_; }
+Store& ResilientStore::primary() { return *impl_->primary_; }
+
+}  // namespace tollgate

@@ -1,0 +1,44 @@
+// FakeStore: a LocalStore whose availability the test scripts: while `fail`
+// holds a non-ok code every call returns that error without touching state.
+#ifndef TOLLGATE_TESTS_RESILIENT_FAKE_STORE_H_
+#define TOLLGATE_TESTS_RESILIENT_FAKE_STORE_H_
+
+#include <atomic>
+#include <memory>
+
+#include "tollgate/local_store.h"
+#include "tollgate/store.h"
+
+namespace tollgate::testing {
+
+class FakeStore final : public Store {
+ public:
+  explicit FakeStore(const Clock* clock) {
+    LocalStoreOptions o;
+    o.max_keys = 4096;
+    o.shards = 4;
+    o.clock = clock;
+    local_ = std::move(*LocalStore::Create(o));
+  }
+
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override {
+    calls.fetch_add(1);
+    const auto code = fail.load();
+    if (code != StatusCode::kOk) return Status(code, "fake failure");
+    return local_->Acquire(items);
+  }
+  std::string Name() const override { return "fake"; }
+
+  // State as seen without a charge, bypassing the scripted failure.
+  Decision Peek(std::string_view key, const Limit& limit) { return local_->Acquire(key, limit, 0); }
+
+  std::atomic<StatusCode> fail{StatusCode::kOk};
+  std::atomic<int> calls{0};
+
+ private:
+  std::unique_ptr<LocalStore> local_;
+};
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_RESILIENT_FAKE_STORE_H_

@@ -1,0 +1,390 @@
+#include "tollgate/resilient_store.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "resilient/degraded_limit.h"
+#include "resilient/fake_store.h"
+
+namespace tollgate {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FakeStore;
+
+Limit Bucket(int64_t burst, double rate = 0.001) {
+  LimitSpec s;
+  s.rate = rate;
+  s.burst = burst;
+  return *Limit::Create(s);
+}
+
+class FixedFleet final : public FleetRegistry {
+ public:
+  explicit FixedFleet(int64_t n) : n_(n) {}
+  Result<int64_t> Heartbeat() override { return n_; }
+
+ private:
+  int64_t n_;
+};
+
+class ResilientStoreTest : public ::testing::Test {
+ protected:
+  ResilientStoreOptions Options(FailureMode mode) {
+    ResilientStoreOptions o;
+    o.mode = mode;
+    o.background = false;
+    o.clock = &clock_;
+    o.breaker.clock = &clock_;
+    o.breaker.consecutive_failures = 3;
+    o.breaker.open_duration = milliseconds(100);
+    return o;
+  }
+  void Make(ResilientStoreOptions o) {
+    auto fake = std::make_unique<FakeStore>(&clock_);
+    fake_ = fake.get();
+    auto r = ResilientStore::Create(std::move(fake), std::move(o));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    store_ = std::move(*r);
+  }
+  Result<Decision> One(std::string_view key, const Limit& l, int64_t cost = 1) {
+    return AcquireOne(*store_, key, l, cost);
+  }
+  Result<BatchDecision> Batch(std::span<const AcquireItem> items) { return store_->Acquire(items); }
+  // Lets the breaker probe and close again against a healthy primary.
+  void Recover(std::string_view key, const Limit& l) {
+    fake_->fail = StatusCode::kOk;
+    clock_.Advance(milliseconds(100));
+    ASSERT_TRUE(One(key, l, 0).ok());
+    ASSERT_EQ(store_->breaker().state(), BreakerState::kClosed);
+  }
+  int CountAllowed(std::string_view key, const Limit& l, int n) {
+    int allowed = 0;
+    for (int i = 0; i < n; ++i) {
+      auto r = One(key, l);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      allowed += r.ok() && r->allowed;
+    }
+    return allowed;
+  }
+
+  ManualClock clock_;
+  FakeStore* fake_ = nullptr;
+  std::unique_ptr<ResilientStore> store_;
+};
+
+TEST_F(ResilientStoreTest, CreateValidatesOptions) {
+  auto o = Options(FailureMode::kOpen);
+  o.degrade_fraction = 0;
+  EXPECT_FALSE(ResilientStore::Create(std::make_unique<FakeStore>(&clock_), std::move(o)).ok());
+  auto p = Options(FailureMode::kOpen);
+  p.breaker.half_open_probes = 0;
+  EXPECT_FALSE(ResilientStore::Create(std::make_unique<FakeStore>(&clock_), std::move(p)).ok());
+  EXPECT_FALSE(ResilientStore::Create(nullptr, Options(FailureMode::kOpen)).ok());
+}
+
+TEST_F(ResilientStoreTest, PassesThroughWhileHealthy) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(2);
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 5), 2);
+  EXPECT_EQ(store_->Stats().primary_decisions, 5u);
+  EXPECT_EQ(store_->Name(), "resilient(fake)");
+  AcquireItem item{"r\x1fk", &l, 1};
+  auto r = Batch({&item, 1});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->enforced);
+}
+
+TEST_F(ResilientStoreTest, OpenModeAllowsUnenforcedAndChangesNothing) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(3);
+  ASSERT_EQ(CountAllowed("r\x1fk", l, 1), 1);
+  fake_->fail = StatusCode::kConnection;
+  for (int i = 0; i < 20; ++i) {
+    AcquireItem item{"r\x1fk", &l, 1};
+    auto r = Batch({&item, 1});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->allowed);
+    EXPECT_FALSE(r->enforced);
+    EXPECT_EQ(r->decisions[0].remaining, 3);
+  }
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 2);  // nothing charged
+  Recover("r\x1fk", l);
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 2);  // and no charge-back either
+  EXPECT_EQ(store_->Stats().open_decisions, 20u);
+}
+
+TEST_F(ResilientStoreTest, ClosedModeAnswersUnavailable) {
+  Make(Options(FailureMode::kClosed));
+  const Limit l = Bucket(3);
+  fake_->fail = StatusCode::kTimeout;
+  for (int i = 0; i < 5; ++i) {
+    auto r = One("r\x1fk", l);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  EXPECT_FALSE(store_->Healthy());
+  EXPECT_EQ(store_->Stats().closed_rejections, 5u);
+}
+
+TEST_F(ResilientStoreTest, BreakerKeepsCallsFromThePrimary) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(3);
+  fake_->fail = StatusCode::kTimeout;
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(One("r\x1fk", l).ok());
+  EXPECT_EQ(fake_->calls.load(), 3);  // the threshold, then none
+  EXPECT_EQ(store_->Stats().short_circuited, 97u);
+  clock_.Advance(milliseconds(100));
+  ASSERT_TRUE(One("r\x1fk", l).ok());  // one probe, which fails
+  EXPECT_EQ(fake_->calls.load(), 4);
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  Recover("r\x1fk", l);
+  EXPECT_TRUE(store_->Healthy());
+}
+
+TEST_F(ResilientStoreTest, CallerErrorsPassThroughWithoutOpening) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(3);
+  fake_->fail = StatusCode::kInvalidArgument;
+  for (int i = 0; i < 10; ++i) {
+    auto r = One("r\x1fk", l);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kClosed);
+}
+
+TEST_F(ResilientStoreTest, DegradeDecidesAtTheFraction) {
+  Make(Options(FailureMode::kDegrade));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 20), 5);
+  auto r = One("r\x1fk", l);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->limit, 5);  // headers tell the reduced limit
+  EXPECT_GT(r->retry_after.count(), 0);
+  AcquireItem item{"r\x1fother", &l, 1};
+  auto b = Batch({&item, 1});
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->enforced);
+  EXPECT_EQ(store_->Stats().degraded_decisions, 22u);
+}
+
+TEST_F(ResilientStoreTest, DegradeDividesByTheFleet) {
+  auto o = Options(FailureMode::kDegrade);
+  o.fleet = std::make_unique<FixedFleet>(4);
+  Make(std::move(o));
+  const Limit l = Bucket(40);
+  store_->RunMaintenance();
+  EXPECT_EQ(store_->Stats().instances, 4);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 20), 5);  // 40 * 0.5 / 4
+}
+
+TEST_F(ResilientStoreTest, DegradeKeepsAtLeastOneToken) {
+  auto o = Options(FailureMode::kDegrade);
+  o.initial_instances = 100;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 5), 1);
+}
+
+TEST_F(ResilientStoreTest, PerRuleModes) {
+  auto o = Options(FailureMode::kDegrade);
+  o.mode_for_key = FailureModesByRule(
+      {{"public", FailureMode::kOpen}, {"payments", FailureMode::kClosed}}, FailureMode::kDegrade);
+  Make(std::move(o));
+  const Limit l = Bucket(4);
+  fake_->fail = StatusCode::kConnection;
+  auto open =
+      One("public\x1f"
+          "1.2.3.4",
+          l);
+  ASSERT_TRUE(open.ok());
+  auto closed =
+      One("payments\x1f"
+          "1.2.3.4",
+          l);
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(CountAllowed("other\x1f"
+                         "1.2.3.4",
+                         l, 5),
+            2);                                        // degrade
+  EXPECT_EQ(CountAllowed("nokeyseparator", l, 5), 2);  // the fallback: degrade
+
+  // A batch with an open and a degrade item: decided locally, unenforced overall.
+  const std::string a = "public\x1fz", b = "other\x1fz", c = "payments\x1fz";
+  AcquireItem mixed[] = {{a, &l, 1}, {b, &l, 1}};
+  auto r = Batch(mixed);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->allowed);
+  EXPECT_FALSE(r->enforced);
+  EXPECT_EQ(r->decisions[1].limit, 2);
+  ASSERT_TRUE(Batch(mixed)->allowed);
+  auto denied = Batch(mixed);  // the degrade item's share (2) is used up
+  ASSERT_TRUE(denied.ok());
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_EQ(denied->denied_index, 1);
+  AcquireItem with_closed[] = {{a, &l, 1}, {c, &l, 1}};
+  EXPECT_EQ(Batch(with_closed).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ResilientStoreTest, ChargeBackKeepsTheClientLimited) {
+  auto o = Options(FailureMode::kDegrade);
+  o.degrade_fraction = 1.0;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 15), 10);
+  EXPECT_EQ(store_->Stats().charge_back_pending_keys, 1u);
+  Recover("r\x1fk", l);
+  store_->RunMaintenance();
+  auto s = store_->Stats();
+  EXPECT_EQ(s.charge_back_tokens, 10u);
+  EXPECT_EQ(s.charge_back_pending_keys, 0u);
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 0);
+  auto after = One("r\x1fk", l);
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->allowed);
+}
+
+TEST_F(ResilientStoreTest, WithoutChargeBackTheOutageIsForgotten) {
+  auto o = Options(FailureMode::kDegrade);
+  o.degrade_fraction = 1.0;
+  o.charge_back = false;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 15), 10);
+  Recover("r\x1fk", l);
+  store_->RunMaintenance();
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 10);
+}
+
+TEST_F(ResilientStoreTest, ChargeBackDrainsWhatDoesNotFit) {
+  auto o = Options(FailureMode::kDegrade);
+  o.degrade_fraction = 1.0;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 6), 6);  // 4 left at the primary
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 15), 10);  // the local bucket knew nothing
+  Recover("r\x1fk", l);
+  store_->RunMaintenance();
+  auto s = store_->Stats();
+  EXPECT_EQ(s.charge_back_tokens, 4u);
+  EXPECT_EQ(s.charge_back_forgiven, 6u);
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 0);
+}
+
+TEST_F(ResilientStoreTest, ForceChargeIsUsedWhenGiven) {
+  auto o = Options(FailureMode::kDegrade);
+  std::vector<std::pair<std::string, int64_t>> charged;
+  o.force_charge = [&](const AcquireItem& item) {
+    charged.emplace_back(std::string(item.key), item.cost);
+    return Status::Ok();
+  };
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 3), 3);
+  Recover("r\x1fk", l);
+  store_->RunMaintenance();
+  ASSERT_EQ(charged.size(), 1u);
+  EXPECT_EQ(charged[0].first, "r\x1fk");
+  EXPECT_EQ(charged[0].second, 3);
+}
+
+TEST_F(ResilientStoreTest, FailedChargeBackIsKeptAndRetried) {
+  auto o = Options(FailureMode::kDegrade);
+  o.degrade_fraction = 1.0;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 4), 4);
+  Recover("r\x1fk", l);
+  fake_->fail = StatusCode::kTimeout;  // down again before the charge-back ran
+  store_->RunMaintenance();
+  EXPECT_EQ(store_->Stats().charge_back_failures, 1u);
+  EXPECT_EQ(store_->Stats().charge_back_pending_keys, 1u);
+  fake_->fail = StatusCode::kOk;
+  store_->RunMaintenance();
+  EXPECT_EQ(store_->Stats().charge_back_tokens, 4u);
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 6);
+}
+
+TEST_F(ResilientStoreTest, ChargeBackLedgerIsBounded) {
+  auto o = Options(FailureMode::kDegrade);
+  o.max_charge_back_keys = 2;
+  Make(std::move(o));
+  const Limit l = Bucket(10);
+  fake_->fail = StatusCode::kConnection;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(CountAllowed("r\x1f" + std::to_string(i), l, 1), 1);
+  auto s = store_->Stats();
+  EXPECT_EQ(s.charge_back_pending_keys, 2u);
+  EXPECT_EQ(s.charge_back_dropped, 3u);
+}
+
+TEST_F(ResilientStoreTest, AsyncFallsBackToo) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(1);
+  fake_->fail = StatusCode::kConnection;
+  bool called = false;
+  {
+    std::string key = "r\x1fk";
+    AcquireItem item{key, &l, 1};
+    store_->AcquireAsync({&item, 1}, [&](Result<BatchDecision> r) {
+      called = true;
+      ASSERT_TRUE(r.ok());
+      EXPECT_FALSE(r->enforced);
+    });
+  }
+  EXPECT_TRUE(called);
+}
+
+TEST(DegradedLimitTest, ScalesEveryAlgorithm) {
+  LimitSpec fw;
+  fw.algorithm = Algorithm::kFixedWindow;
+  fw.burst = 10;
+  fw.window = std::chrono::seconds(1);
+  auto w = resilient::ScaleLimit(*Limit::Create(fw), 0.5);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->burst(), 5);
+  EXPECT_EQ(w->window_ns(), 1'000'000'000);
+  LimitSpec tb;
+  tb.rate = 100;
+  tb.burst = 200;
+  auto t = resilient::ScaleLimit(*Limit::Create(tb), 0.25);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->burst(), 50);
+  EXPECT_EQ(t->rate_micro(), 25'000'000);
+  EXPECT_FALSE(resilient::ScaleLimit(*Limit::Create(tb), 0).ok());
+}
+
+TEST(FailureModeTest, ParsesNames) {
+  FailureMode m;
+  ASSERT_TRUE(ParseFailureMode("fail-closed", &m));
+  EXPECT_EQ(m, FailureMode::kClosed);
+  ASSERT_TRUE(ParseFailureMode("degrade", &m));
+  EXPECT_EQ(FailureModeName(m), "degrade");
+  EXPECT_FALSE(ParseFailureMode("maybe", &m));
+}
+
+TEST(FleetUrlTest, Parses) {
+  RedisFleetOptions o;
+  ASSERT_TRUE(ParseFleetUrl("redis://:pw@10.0.0.1:6380/2", &o).ok());
+  EXPECT_EQ(o.host, "10.0.0.1");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.db, 2);
+  EXPECT_FALSE(ParseFleetUrl("http://x", &o).ok());
+  EXPECT_FALSE(ParseFleetUrl("redis://host:99999", &o).ok());
+}
+
+}  // namespace
+}  // namespace tollgate
