@@ -180,7 +180,7 @@ struct RuleOutcome {
   int64_t cost = 0;
   bool shadow = false;  // decided in shadow mode: counted and logged, never rejects
   ShadowReason shadow_reason = ShadowReason::kNone;
-  Limit limit;  // the limit applied (a copy: stays valid after a reload)
+  std::optional<Limit> limit;  // the limit applied (a copy: valid after a reload); always set
   Decision decision;
 };
 

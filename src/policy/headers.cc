@@ -1,0 +1,160 @@
+// RateLimit header rendering, Retry-After jitter and problem+json bodies.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "policy/policy_impl.h"
+#include "tollgate/policy_headers.h"
+
+namespace tollgate {
+
+std::string_view HeaderStyleName(HeaderStyle style) {
+  switch (style) {
+    case HeaderStyle::kDraft11:
+      return "draft11";
+    case HeaderStyle::kDraft03:
+      return "draft03";
+    case HeaderStyle::kXRateLimit:
+      return "x-ratelimit";
+    case HeaderStyle::kXRateLimitEpoch:
+      return "x-ratelimit-epoch";
+    case HeaderStyle::kNone:
+      return "none";
+  }
+  return "draft11";
+}
+
+bool ParseHeaderStyle(std::string_view name, HeaderStyle* out) {
+  for (HeaderStyle s : {HeaderStyle::kDraft11, HeaderStyle::kDraft03, HeaderStyle::kXRateLimit,
+                        HeaderStyle::kXRateLimitEpoch, HeaderStyle::kNone}) {
+    if (HeaderStyleName(s) == name) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t CeilSeconds(Nanos d) {
+  const int64_t ns = d.count();
+  if (ns <= 0) return 0;
+  return ns / 1'000'000'000 + (ns % 1'000'000'000 != 0 ? 1 : 0);
+}
+
+QuotaReport MakeQuotaReport(std::string_view name, const Limit& limit, const Decision& d) {
+  QuotaReport r;
+  r.name = std::string(name);
+  r.quota = d.limit > 0 ? d.limit : limit.burst();
+  r.window_seconds = std::max<int64_t>(1, CeilSeconds(Nanos(limit.tolerance_ns())));
+  r.remaining = std::max<int64_t>(0, d.remaining);
+  if (d.allowed || d.retry_after == Decision::kNever) {
+    r.reset_seconds = CeilSeconds(d.reset_after);
+  } else {
+    r.reset_seconds = CeilSeconds(d.retry_after);
+  }
+  return r;
+}
+
+std::string SfString(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c > 0x7e) {
+      out.push_back('?');
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
+                                                std::span<const QuotaReport> reports,
+                                                int64_t wall_now_ns) {
+  std::vector<HeaderField> out;
+  if (reports.empty() || style == HeaderStyle::kNone) return out;
+  if (style == HeaderStyle::kDraft11) {
+    std::string policy;
+    std::string state;
+    for (const QuotaReport& r : reports) {
+      if (!policy.empty()) {
+        policy += ", ";
+        state += ", ";
+      }
+      policy += SfString(r.name) + ";q=" + std::to_string(r.quota) +
+                ";w=" + std::to_string(r.window_seconds);
+      state += SfString(r.name) + ";r=" + std::to_string(r.remaining) +
+               ";t=" + std::to_string(r.reset_seconds);
+    }
+    out.push_back({"RateLimit-Policy", std::move(policy)});
+    out.push_back({"RateLimit", std::move(state)});
+    return out;
+  }
+  // Single-value styles report the policy closest to running out.
+  const QuotaReport* tight = &reports.front();
+  for (const QuotaReport& r : reports) {
+    if (r.remaining < tight->remaining ||
+        (r.remaining == tight->remaining && r.reset_seconds > tight->reset_seconds)) {
+      tight = &r;
+    }
+  }
+  if (style == HeaderStyle::kDraft03) {
+    out.push_back({"RateLimit-Limit", std::to_string(tight->quota)});
+    out.push_back({"RateLimit-Remaining", std::to_string(tight->remaining)});
+    out.push_back({"RateLimit-Reset", std::to_string(tight->reset_seconds)});
+    return out;
+  }
+  int64_t reset = tight->reset_seconds;
+  if (style == HeaderStyle::kXRateLimitEpoch) {
+    // Rounded up, so the epoch never names an instant before the real reset.
+    reset += CeilSeconds(Nanos(wall_now_ns));
+  }
+  out.push_back({"X-RateLimit-Limit", std::to_string(tight->quota)});
+  out.push_back({"X-RateLimit-Remaining", std::to_string(tight->remaining)});
+  out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+  return out;
+}
+
+double JitterUnit(std::string_view identity, uint64_t seed) {
+  // 53 high bits -> [0, 1) exactly representable.
+  return static_cast<double>(StableHash(identity, seed) >> 11) * 0x1.0p-53;
+}
+
+int64_t RetryAfterSeconds(Nanos wait, std::string_view identity, double jitter, uint64_t seed) {
+  if (wait == Decision::kNever) return -1;
+  int64_t ns = std::max<int64_t>(0, wait.count());
+  if (jitter > 0 && ns > 0) {
+    const double extra = std::floor(static_cast<double>(ns) * jitter * JitterUnit(identity, seed));
+    // Saturate instead of overflowing on absurd waits.
+    if (extra >= static_cast<double>(INT64_MAX - ns)) {
+      ns = INT64_MAX;
+    } else {
+      ns += static_cast<int64_t>(extra);
+    }
+  }
+  return std::max<int64_t>(ns > 0 ? 1 : 0, CeilSeconds(Nanos(ns)));
+}
+
+std::string ProblemJson(ProblemKind kind, std::string_view type_base,
+                        std::span<const std::string> violated_policies, std::string_view detail,
+                        int64_t retry_after_seconds) {
+  nlohmann::json body;
+  const bool quota = kind == ProblemKind::kQuotaExceeded;
+  body["type"] = std::string(type_base) + (quota ? "quota-exceeded" : "temporary-reduced-capacity");
+  body["title"] = quota ? "Request cannot be satisfied as assigned quota has been exceeded"
+                        : "Temporary reduced capacity";
+  body["status"] = quota ? 429 : 503;
+  if (!detail.empty()) body["detail"] = std::string(detail);
+  if (!violated_policies.empty()) {
+    auto& list = body["violated-policies"] = nlohmann::json::array();
+    for (const std::string& p : violated_policies) list.push_back(p);
+  }
+  if (retry_after_seconds > 0) body["retry-after"] = retry_after_seconds;
+  // Replace, never throw, on invalid UTF-8 (names are validated ASCII anyway).
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace tollgate

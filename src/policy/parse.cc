@@ -1,0 +1,731 @@
+// ParsePolicy: JSON text -> validated Policy, collecting every error with its
+// path. Exceptions from the JSON library are caught here (configuration load
+// only, never the request path).
+#include <re2/re2.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "policy/policy_impl.h"
+#include "tollgate/policy.h"
+
+namespace tollgate {
+namespace {
+
+using nlohmann::json;
+
+class Errors {
+ public:
+  explicit Errors(std::vector<ConfigError>* out) : out_(out) {}
+  void Add(const std::string& path, std::string message) {
+    out_->push_back({path, std::move(message)});
+  }
+  size_t count() const { return out_->size(); }
+
+ private:
+  std::vector<ConfigError>* out_;
+};
+
+std::string Join(const std::string& path, std::string_view field) {
+  return path.empty() ? std::string(field) : path + "." + std::string(field);
+}
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.15g", v);
+  return buf;
+}
+
+std::string TypeName(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::discarded:
+      return "invalid";
+    default:
+      return "a number";
+  }
+}
+
+// Depth of [ and { nesting outside strings; the text is bounded in size first.
+int MaxDepth(std::string_view text) {
+  int depth = 0;
+  int max_depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxRuleNameLength) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == ':';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void CheckUnknown(const json& obj, const std::string& path,
+                  std::initializer_list<const char*> known, Errors& e) {
+  for (const auto& [k, v] : obj.items()) {
+    bool found = false;
+    for (const char* name : known) found = found || k == name;
+    if (!found) {
+      std::string list;
+      for (const char* name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+      e.Add(Join(path, k.size() > 64 ? k.substr(0, 64) + "..." : k),
+            "unknown field (expected one of: " + list + ")");
+    }
+  }
+}
+
+// A number field; reports a type error. Booleans are not numbers.
+std::optional<double> Number(const json& obj, const char* field, const std::string& path,
+                             Errors& e) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return std::nullopt;
+  if (!it->is_number()) {
+    e.Add(Join(path, field), "must be a number (got " + TypeName(*it) + ")");
+    return std::nullopt;
+  }
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) {
+    e.Add(Join(path, field), "must be a finite number");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<std::string> String(const json& obj, const char* field, const std::string& path,
+                                  Errors& e) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return std::nullopt;
+  if (!it->is_string()) {
+    e.Add(Join(path, field), "must be a string (got " + TypeName(*it) + ")");
+    return std::nullopt;
+  }
+  return it->get<std::string>();
+}
+
+bool IsWhole(double v) { return std::floor(v) == v; }
+
+// A whole number >= 1 (costs, burst).
+std::optional<int64_t> Whole(const json& obj, const char* field, const std::string& path, Errors& e,
+                             int64_t max) {
+  auto v = Number(obj, field, path, e);
+  if (!v) return std::nullopt;
+  if (!(*v > 0)) {
+    e.Add(Join(path, field), "must be > 0 (got " + Num(*v) + ")");
+    return std::nullopt;
+  }
+  if (!IsWhole(*v)) {
+    e.Add(Join(path, field), "must be a whole number (got " + Num(*v) + ")");
+    return std::nullopt;
+  }
+  if (*v > static_cast<double>(max)) {
+    e.Add(Join(path, field), "must be at most " + std::to_string(max) + " (got " + Num(*v) + ")");
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(*v);
+}
+
+// "500ms", "10s", "1m", "1h", "1d" or a number of seconds.
+std::optional<int64_t> DurationNs(const json& v, const std::string& path, Errors& e) {
+  double seconds = 0;
+  if (v.is_number()) {
+    seconds = v.get<double>();
+  } else if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    size_t unit_at = 0;
+    while (unit_at < s.size() && ((s[unit_at] >= '0' && s[unit_at] <= '9') || s[unit_at] == '.'))
+      ++unit_at;
+    const std::string number = s.substr(0, unit_at);
+    const std::string unit = s.substr(unit_at);
+    double scale = 0;
+    if (unit == "ms") scale = 1e-3;
+    if (unit == "s") scale = 1;
+    if (unit == "m") scale = 60;
+    if (unit == "h") scale = 3600;
+    if (unit == "d") scale = 86400;
+    char* end = nullptr;
+    const double n = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+    if (scale == 0 || number.empty() || end != number.c_str() + number.size()) {
+      e.Add(path, "must be a duration like \"500ms\", \"10s\", \"1m\", \"1h\", \"1d\" (got \"" +
+                      s.substr(0, 32) + "\")");
+      return std::nullopt;
+    }
+    seconds = n * scale;
+  } else {
+    e.Add(path, "must be a number of seconds or a duration string (got " + TypeName(v) + ")");
+    return std::nullopt;
+  }
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > 366.0 * 86400) {
+    e.Add(path, "must be > 0 and at most 366 days (got " + Num(seconds) + "s)");
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(std::llround(seconds * 1e9));
+}
+
+std::string ScalarText(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();  // numbers and booleans as JSON writes them, like claims
+}
+
+bool IsScalar(const json& v) { return v.is_string() || v.is_number() || v.is_boolean(); }
+
+void ParseConditionObject(const json& ops, const Source& source, const std::string& path,
+                          std::vector<Condition>& out, Errors& e) {
+  if (ops.empty()) e.Add(path, "needs at least one operator");
+  for (const auto& [op, v] : ops.items()) {
+    const std::string p = Join(path, op);
+    Condition c;
+    c.source = source;
+    if (op == "equals" || op == "prefix" || op == "suffix") {
+      if (!IsScalar(v)) {
+        e.Add(p, "must be a string (got " + TypeName(v) + ")");
+        continue;
+      }
+      c.op = op == "equals"   ? Condition::Op::kEquals
+             : op == "prefix" ? Condition::Op::kPrefix
+                              : Condition::Op::kSuffix;
+      c.values.push_back(ScalarText(v));
+      c.text = source.spec + " " + op + " " + c.values.front();
+    } else if (op == "one_of") {
+      if (!v.is_array() || v.empty() || v.size() > kMaxMatchValues) {
+        e.Add(p, "must be an array of 1 to " + std::to_string(kMaxMatchValues) + " strings");
+        continue;
+      }
+      bool bad = false;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!IsScalar(v[i])) {
+          e.Add(Index(p, i), "must be a string (got " + TypeName(v[i]) + ")");
+          bad = true;
+        } else {
+          c.values.push_back(ScalarText(v[i]));
+        }
+      }
+      if (bad) continue;
+      c.op = Condition::Op::kOneOf;
+      c.text = source.spec + " one_of [" + std::to_string(c.values.size()) + " values]";
+    } else if (op == "regex") {
+      if (!v.is_string()) {
+        e.Add(p, "must be a string (got " + TypeName(v) + ")");
+        continue;
+      }
+      const std::string pattern = v.get<std::string>();
+      if (pattern.empty() || pattern.size() > kMaxRegexLength) {
+        e.Add(p, "must be 1 to " + std::to_string(kMaxRegexLength) + " characters");
+        continue;
+      }
+      RE2::Options options;
+      options.set_log_errors(false);
+      options.set_max_mem(1 << 20);
+      auto re = std::make_shared<RE2>(pattern, options);
+      if (!re->ok()) {
+        e.Add(p, "invalid regular expression: " + re->error());
+        continue;
+      }
+      c.op = Condition::Op::kRegex;
+      c.regex = std::move(re);
+      c.text = source.spec + " regex " + pattern;
+    } else if (op == "present" || op == "absent") {
+      if (!v.is_boolean()) {
+        e.Add(p, "must be true or false (got " + TypeName(v) + ")");
+        continue;
+      }
+      const bool want_present = (op == "present") == v.get<bool>();
+      c.op = want_present ? Condition::Op::kPresent : Condition::Op::kAbsent;
+      c.text = source.spec + (want_present ? " present" : " absent");
+    } else {
+      e.Add(p,
+            "unknown operator (expected equals, one_of, prefix, suffix, regex, present, "
+            "absent)");
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+}
+
+std::vector<Condition> ParseMatch(const json& m, const std::string& path, Errors& e) {
+  std::vector<Condition> out;
+  if (!m.is_object()) {
+    e.Add(path, "must be an object of {\"<source>\": condition} (got " + TypeName(m) + ")");
+    return out;
+  }
+  if (m.size() > kMaxConditions) {
+    e.Add(path, "at most " + std::to_string(kMaxConditions) + " conditions");
+    return out;
+  }
+  for (const auto& [spec, v] : m.items()) {
+    const std::string p = Join(path, spec.size() > 64 ? spec.substr(0, 64) + "..." : spec);
+    Source source;
+    std::string why;
+    if (!ParseSource(spec, &source, &why)) {
+      e.Add(p, why);
+      continue;
+    }
+    if (IsScalar(v)) {
+      Condition c;
+      c.source = source;
+      c.op = Condition::Op::kEquals;
+      c.values.push_back(ScalarText(v));
+      c.text = spec + " equals " + c.values.front();
+      out.push_back(std::move(c));
+    } else if (v.is_array()) {
+      json ops = {{"one_of", v}};
+      ParseConditionObject(ops, source, p, out, e);
+    } else if (v.is_object()) {
+      ParseConditionObject(v, source, p, out, e);
+    } else {
+      e.Add(p, "must be a string, an array of strings or an object of operators (got " +
+                   TypeName(v) + ")");
+    }
+  }
+  return out;
+}
+
+bool IsWindowAlgorithm(Algorithm a) {
+  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
+         a == Algorithm::kSlidingLog;
+}
+
+struct CostConfig {
+  Rule::CostKind kind = Rule::CostKind::kFixed;
+  std::string arg;
+  int64_t fixed_cost = 1;
+  int64_t default_cost = 1;
+};
+
+// algorithm_config -> LimitSpec + cost settings. Returns false if any error was added.
+bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string& path,
+                          LimitSpec* spec, CostConfig* cost, Errors& e) {
+  const size_t before = e.count();
+  if (!c.is_object()) {
+    e.Add(path, "must be an object (got " + TypeName(c) + ")");
+    return false;
+  }
+  CheckUnknown(c, path,
+               {"tokens_per_second", "rps", "burst", "window_seconds", "window", "max_delay_ms",
+                "cost_source", "fixed_cost", "default_cost"},
+               e);
+  spec->algorithm = algorithm;
+  const bool window = IsWindowAlgorithm(algorithm);
+
+  auto tps = Number(c, "tokens_per_second", path, e);
+  auto rps = Number(c, "rps", path, e);
+  const char* rate_field = rps && !tps ? "rps" : "tokens_per_second";
+  std::optional<double> rate = tps ? tps : rps;
+  if (tps && rps) {
+    e.Add(Join(path, "rps"), "is an alias of tokens_per_second: set only one");
+  }
+  if (rate && !(*rate > 0)) {
+    e.Add(Join(path, rate_field), "must be > 0 (got " + Num(*rate) + ")");
+    rate.reset();
+  }
+  if (window) {
+    if (tps || rps) {
+      e.Add(Join(path, rate_field), std::string("is not used by ") +
+                                        std::string(AlgorithmName(algorithm)) +
+                                        ": set burst (the quota per window) and window_seconds");
+    }
+  } else if (!tps && !rps && !c.contains("tokens_per_second") && !c.contains("rps")) {
+    e.Add(Join(path, "tokens_per_second"), "is required (or its alias rps)");
+  }
+
+  const auto burst_it = c.find("burst");
+  std::optional<int64_t> burst;
+  if (burst_it == c.end()) {
+    e.Add(Join(path, "burst"), window ? "is required (the quota per window)" : "is required");
+  } else {
+    burst = Whole(c, "burst", path, e, Limit::kMaxBurst);
+    if (!window && burst && rate && static_cast<double>(*burst) < *rate) {
+      e.Add(Join(path, "burst"), "must be >= " + std::string(rate_field) + " (" + Num(*rate) + ")");
+    }
+  }
+
+  std::optional<int64_t> window_ns;
+  const bool has_ws = c.contains("window_seconds");
+  const bool has_w = c.contains("window");
+  if (has_ws && has_w) e.Add(Join(path, "window"), "set window or window_seconds, not both");
+  if (has_ws) window_ns = DurationNs(c["window_seconds"], Join(path, "window_seconds"), e);
+  if (has_w) window_ns = DurationNs(c["window"], Join(path, "window"), e);
+  if (window && !has_ws && !has_w) {
+    e.Add(Join(path, "window_seconds"),
+          std::string("is required by ") + std::string(AlgorithmName(algorithm)));
+  }
+  if (!window && (has_ws || has_w)) {
+    e.Add(Join(path, has_ws ? "window_seconds" : "window"),
+          std::string("is only used by the window algorithms, not ") +
+              std::string(AlgorithmName(algorithm)));
+  }
+
+  if (c.contains("max_delay_ms")) {
+    auto md = Number(c, "max_delay_ms", path, e);
+    if (algorithm != Algorithm::kLeakyBucket) {
+      e.Add(Join(path, "max_delay_ms"), "is only used by leaky_bucket");
+    } else if (md) {
+      if (*md == -1) {
+        spec->max_delay = Nanos(-1);
+      } else if (*md < 0 || *md > 366.0 * 86400 * 1000) {
+        e.Add(Join(path, "max_delay_ms"),
+              "must be between 0 and 366 days, or -1 for burst * interval (got " + Num(*md) + ")");
+      } else {
+        spec->max_delay = Nanos(static_cast<int64_t>(std::llround(*md * 1e6)));
+      }
+    }
+  }
+
+  if (auto src = String(c, "cost_source", path, e)) {
+    if (*src == "fixed") {
+      cost->kind = Rule::CostKind::kFixed;
+    } else {
+      Source s;
+      std::string why;
+      if (!ParseSource(*src, &s, &why) ||
+          (s.kind != Source::Kind::kHeader && s.kind != Source::Kind::kQuery)) {
+        e.Add(Join(path, "cost_source"),
+              "must be \"fixed\", \"header:<name>\" or \"query:<name>\" (got \"" +
+                  src->substr(0, 64) + "\")");
+      } else {
+        cost->kind =
+            s.kind == Source::Kind::kHeader ? Rule::CostKind::kHeader : Rule::CostKind::kQuery;
+        cost->arg = s.arg;
+      }
+    }
+  }
+  if (auto fc = Whole(c, "fixed_cost", path, e, kMaxCost)) cost->fixed_cost = *fc;
+  if (auto dc = Whole(c, "default_cost", path, e, kMaxCost)) cost->default_cost = *dc;
+
+  if (e.count() != before) return false;
+  spec->rate = window ? 0 : rate.value_or(0);
+  spec->burst = *burst;
+  if (window) spec->window = Nanos(*window_ns);
+  // Core checks what only it knows (representable constants, window bounds).
+  for (const LimitError& le : Limit::Validate(*spec)) {
+    std::string field = le.field;
+    if (field == "rate") field = rate_field;
+    if (field == "window") field = has_w ? "window" : "window_seconds";
+    if (field == "max_delay") field = "max_delay_ms";
+    e.Add(Join(path, field), le.message);
+  }
+  return e.count() == before;
+}
+
+std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& path, Errors& e) {
+  if (!r.is_object()) {
+    e.Add(path, "must be an object (got " + TypeName(r) + ")");
+    return std::nullopt;
+  }
+  const size_t before = e.count();
+  CheckUnknown(r, path, {"max_reject_ratio", "window_seconds", "min_requests"}, e);
+  RollbackConfig cfg;
+  if (auto v = Number(r, "max_reject_ratio", path, e)) {
+    if (!(*v > 0 && *v < 1)) {
+      e.Add(Join(path, "max_reject_ratio"), "must be > 0 and < 1 (got " + Num(*v) + ")");
+    }
+    cfg.max_reject_ratio = *v;
+  } else if (!r.contains("max_reject_ratio")) {
+    e.Add(Join(path, "max_reject_ratio"), "is required");
+  }
+  if (r.contains("window_seconds")) {
+    if (auto ns = DurationNs(r["window_seconds"], Join(path, "window_seconds"), e)) {
+      cfg.window_ns = *ns;
+    }
+  }
+  if (auto v = Whole(r, "min_requests", path, e, int64_t{1} << 40)) cfg.min_requests = *v;
+  if (e.count() != before) return std::nullopt;
+  return cfg;
+}
+
+std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e) {
+  if (!j.is_object()) {
+    e.Add(path, "a rule must be an object (got " + TypeName(j) + ")");
+    return std::nullopt;
+  }
+  const size_t before = e.count();
+  CheckUnknown(j, path,
+               {"name", "description", "limit_keys", "match", "algorithm", "algorithm_config",
+                "mode", "enforce_percent", "rollback", "missing_key", "group"},
+               e);
+  std::string name;
+  if (auto n = String(j, "name", path, e)) {
+    if (!ValidName(*n)) {
+      e.Add(Join(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+    } else {
+      name = *n;
+    }
+  } else if (!j.contains("name")) {
+    e.Add(Join(path, "name"), "is required");
+  }
+  (void)String(j, "description", path, e);
+
+  std::vector<Source> keys;
+  auto lk = j.find("limit_keys");
+  if (lk == j.end()) {
+    e.Add(Join(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
+  } else if (!lk->is_array() || lk->empty() || lk->size() > kMaxLimitKeys) {
+    e.Add(Join(path, "limit_keys"),
+          "must be an array of 1 to " + std::to_string(kMaxLimitKeys) + " sources");
+  } else {
+    for (size_t i = 0; i < lk->size(); ++i) {
+      const json& s = (*lk)[i];
+      const std::string p = Index(Join(path, "limit_keys"), i);
+      if (!s.is_string()) {
+        e.Add(p, "must be a string (got " + TypeName(s) + ")");
+        continue;
+      }
+      Source src;
+      std::string why;
+      if (!ParseSource(s.get<std::string>(), &src, &why)) {
+        e.Add(p, why);
+      } else {
+        keys.push_back(std::move(src));
+      }
+    }
+  }
+
+  std::vector<Condition> match;
+  if (auto m = j.find("match"); m != j.end()) match = ParseMatch(*m, Join(path, "match"), e);
+
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  if (auto a = String(j, "algorithm", path, e)) {
+    if (!ParseAlgorithm(*a, &algorithm)) {
+      e.Add(Join(path, "algorithm"),
+            "unknown algorithm \"" + a->substr(0, 64) +
+                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window or "
+                "sliding_log)");
+    }
+  }
+
+  LimitSpec spec;
+  CostConfig cost;
+  bool limit_ok = false;
+  if (auto ac = j.find("algorithm_config"); ac == j.end()) {
+    e.Add(Join(path, "algorithm_config"), "is required");
+  } else {
+    limit_ok =
+        ParseAlgorithmConfig(*ac, algorithm, Join(path, "algorithm_config"), &spec, &cost, e);
+  }
+
+  bool shadow = false;
+  if (auto mode = String(j, "mode", path, e)) {
+    if (*mode == "shadow") {
+      shadow = true;
+    } else if (*mode != "enforce") {
+      e.Add(Join(path, "mode"), "must be \"enforce\" or \"shadow\"");
+    }
+  }
+  double percent = 100;
+  if (auto p = Number(j, "enforce_percent", path, e)) {
+    if (*p < 0 || *p > 100) {
+      e.Add(Join(path, "enforce_percent"), "must be between 0 and 100 (got " + Num(*p) + ")");
+    }
+    percent = *p;
+  }
+  MissingKey missing = MissingKey::kSkip;
+  if (auto mk = String(j, "missing_key", path, e)) {
+    if (*mk == "shared") {
+      missing = MissingKey::kShared;
+    } else if (*mk != "skip") {
+      e.Add(Join(path, "missing_key"), "must be \"skip\" or \"shared\"");
+    }
+  }
+  std::optional<RollbackConfig> rollback;
+  if (auto r = j.find("rollback"); r != j.end()) {
+    rollback = ParseRollback(*r, Join(path, "rollback"), e);
+  }
+  std::string group;
+  if (auto g = String(j, "group", path, e)) {
+    if (!ValidName(*g)) {
+      e.Add(Join(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+    }
+    group = "group:" + *g;
+  }
+
+  if (e.count() != before || !limit_ok) return std::nullopt;
+  auto limit = Limit::Create(spec);
+  if (!limit.ok()) {
+    e.Add(Join(path, "algorithm_config"), limit.status().message());
+    return std::nullopt;
+  }
+  Rule rule(*limit);
+  rule.name = name;
+  if (group.empty()) {
+    group = "keys:";
+    for (const Source& s : keys) group += s.spec + ",";
+  }
+  rule.group = group;
+  rule.keys = std::move(keys);
+  rule.match = std::move(match);
+  rule.cost_kind = cost.kind;
+  rule.cost_arg = cost.arg;
+  rule.fixed_cost = cost.fixed_cost;
+  rule.default_cost = cost.default_cost;
+  rule.shadow = shadow;
+  rule.enforce_percent = percent;
+  rule.missing_key = missing;
+  rule.rollback = rollback;
+  rule.fingerprint = j.dump();
+  return rule;
+}
+
+}  // namespace
+
+ParsedPolicy ParsePolicy(std::string_view text) {
+  ParsedPolicy out;
+  Errors e(&out.errors);
+  if (text.size() > kMaxPolicyBytes) {
+    e.Add("", "policy is larger than " + std::to_string(kMaxPolicyBytes >> 20) + " MiB");
+    return out;
+  }
+  if (MaxDepth(text) > kMaxJsonDepth) {
+    e.Add("", "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return out;
+  }
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& ex) {
+    std::string what = ex.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    e.Add("", "invalid JSON: " + what);
+    return out;
+  } catch (const std::exception& ex) {
+    e.Add("", std::string("cannot parse: ") + ex.what());
+    return out;
+  }
+
+  // Three accepted shapes: {"rules": [...]}, [rule, ...], a single rule object.
+  const json* rules = nullptr;
+  json single;
+  std::string base = "rules";
+  if (doc.is_object() && doc.contains("rules")) {
+    CheckUnknown(doc, "", {"rules", "version", "description"}, e);
+    if (auto v = doc.find("version"); v != doc.end() && !(v->is_number() && *v == 1)) {
+      e.Add("version", "must be 1");
+    }
+    (void)String(doc, "description", "", e);
+    rules = &doc["rules"];
+    if (!rules->is_array()) {
+      e.Add("rules", "must be an array of rules (got " + TypeName(*rules) + ")");
+      return out;
+    }
+  } else if (doc.is_array()) {
+    rules = &doc;
+  } else if (doc.is_object()) {
+    single = json::array({doc});
+    rules = &single;
+    base = "";
+  } else {
+    e.Add("", "a policy must be {\"rules\": [...]}, an array of rules or one rule object (got " +
+                  TypeName(doc) + ")");
+    return out;
+  }
+  if (rules->size() > kMaxRules) {
+    e.Add(base, "at most " + std::to_string(kMaxRules) + " rules");
+    return out;
+  }
+
+  auto policy = std::make_shared<Policy>();
+  std::map<std::string, size_t> names;
+  for (size_t i = 0; i < rules->size(); ++i) {
+    const std::string path = base.empty() ? std::string() : Index(base, i);
+    auto rule = ParseRule((*rules)[i], path, e);
+    if (!rule) continue;
+    auto [it, inserted] = names.emplace(rule->name, i);
+    if (!inserted) {
+      e.Add(Join(path, "name"),
+            "duplicate rule name \"" + rule->name + "\" (also " + Index(base, it->second) + ")");
+      continue;
+    }
+    policy->rules.push_back(std::move(*rule));
+  }
+  if (!out.errors.empty()) return out;
+
+  std::map<std::string, int> groups;
+  for (const Rule& r : policy->rules) {
+    auto [it, inserted] = groups.emplace(r.group, policy->group_count);
+    if (inserted) ++policy->group_count;
+    policy->group_of.push_back(it->second);
+  }
+  out.policy = std::move(policy);
+  return out;
+}
+
+ParsedPolicy ParsePolicyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ParsedPolicy out;
+    out.errors.push_back({"", "cannot read " + path});
+    return out;
+  }
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxPolicyBytes) break;
+  }
+  return ParsePolicy(text);
+}
+
+std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
+  std::vector<RuleSummary> out;
+  for (const Rule& r : policy.rules) {
+    RuleSummary s{.name = r.name, .limit = r.limit};
+    s.group = r.group;
+    for (const Source& k : r.keys) s.limit_keys.push_back(k.spec);
+    s.shadow = r.shadow;
+    s.enforce_percent = r.enforce_percent;
+    s.description = r.limit.ToString();
+    std::string keys;
+    for (const Source& k : r.keys) keys += (keys.empty() ? "" : ",") + k.spec;
+    s.description += " keys=" + keys;
+    if (!r.match.empty()) {
+      s.description += " match=";
+      for (size_t i = 0; i < r.match.size(); ++i)
+        s.description += (i ? " and " : "") + r.match[i].text;
+    }
+    if (r.shadow) s.description += " mode=shadow";
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,82 @@
+// PolicyStore: parse completely, then swap one pointer.
+#include <chrono>
+#include <string>
+
+#include "policy/policy_impl.h"
+#include "tollgate/policy.h"
+
+namespace tollgate {
+namespace {
+
+std::string JoinErrors(const std::vector<ConfigError>& errors) {
+  std::string out;
+  for (const ConfigError& e : errors) out += (out.empty() ? "" : "\n") + e.ToString();
+  return out;
+}
+
+int64_t WallNowNs() {
+  return std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PolicyStore::PolicyStore(std::shared_ptr<const Policy> policy, std::string path)
+    : path_(std::move(path)), current_(std::move(policy)) {
+  last_reload_.wall_time_ns = WallNowNs();
+}
+
+Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path) {
+  ParsedPolicy parsed = ParsePolicyFile(path);
+  if (!parsed.policy) return InvalidArgument(path + ":\n" + JoinErrors(parsed.errors));
+  return std::make_shared<PolicyStore>(std::move(parsed.policy), path);
+}
+
+Result<std::shared_ptr<PolicyStore>> PolicyStore::FromText(std::string_view json_text) {
+  ParsedPolicy parsed = ParsePolicy(json_text);
+  if (!parsed.policy) return InvalidArgument(JoinErrors(parsed.errors));
+  return std::make_shared<PolicyStore>(std::move(parsed.policy));
+}
+
+std::shared_ptr<PolicyStore> PolicyStore::FromPolicy(std::shared_ptr<const Policy> policy) {
+  return std::make_shared<PolicyStore>(std::move(policy));
+}
+
+std::vector<ConfigError> PolicyStore::Reload() {
+  if (path_.empty()) {
+    return Install({nullptr, {{"", "this policy store was not opened from a file"}}});
+  }
+  return Install(ParsePolicyFile(path_));
+}
+
+std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text) {
+  return Install(ParsePolicy(json_text));
+}
+
+std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  ReloadResult result;
+  result.wall_time_ns = WallNowNs();
+  if (!parsed.policy) {
+    result.ok = false;
+    result.errors = parsed.errors;
+    reload_failures_.fetch_add(1, std::memory_order_relaxed);
+    last_reload_ = std::move(result);
+    return parsed.errors;
+  }
+  current_.store(std::move(parsed.policy), std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  last_reload_ = std::move(result);
+  return {};
+}
+
+std::shared_ptr<const Policy> PolicyStore::Current() const {
+  return current_.load(std::memory_order_acquire);
+}
+
+PolicyStore::ReloadResult PolicyStore::last_reload() const {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  return last_reload_;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,100 @@
+#include "policy/request_context.h"
+
+#include <re2/re2.h>
+
+namespace tollgate {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+constexpr size_t kMaxValueBytes = 8192;  // longer request values are cut before matching
+
+std::optional<std::string> NonEmpty(std::string_view v) {
+  v = Trim(v);
+  if (v.empty()) return std::nullopt;
+  return std::string(v.substr(0, kMaxValueBytes));
+}
+
+}  // namespace
+
+const std::string& RequestContext::ClientIp() {
+  if (!client_ip_) client_ip_ = ip_.Resolve(request_);
+  return *client_ip_;
+}
+
+const JwtClaims& RequestContext::Claims() {
+  if (!claims_) {
+    auto auth = request_.Header("authorization");
+    claims_ = auth ? jwt_.Verify(JwtVerifier::BearerToken(*auth), wall_now_s_) : JwtClaims{};
+  }
+  return *claims_;
+}
+
+std::optional<std::string> RequestContext::Value(const Source& source) {
+  switch (source.kind) {
+    case Source::Kind::kIp:
+      return NonEmpty(ClientIp());
+    case Source::Kind::kHeader:
+      if (auto v = request_.Header(source.arg)) return NonEmpty(*v);
+      return std::nullopt;
+    case Source::Kind::kQuery:
+      if (auto v = request_.QueryParam(source.arg)) return NonEmpty(*v);
+      return std::nullopt;
+    case Source::Kind::kJwt: {
+      const JwtClaims& claims = Claims();
+      if (!claims.usable()) return std::nullopt;
+      if (auto v = claims.Claim(source.arg)) return NonEmpty(*v);
+      return std::nullopt;
+    }
+    case Source::Kind::kPath:
+      return NonEmpty(request_.path);
+    case Source::Kind::kMethod: {
+      auto v = NonEmpty(request_.method);
+      if (v) {
+        for (char& c : *v) {
+          if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+        }
+      }
+      return v;
+    }
+    case Source::Kind::kConst:
+      return source.arg;
+  }
+  return std::nullopt;
+}
+
+bool RequestContext::Matches(const Condition& c) {
+  const std::optional<std::string> v = Value(c.source);
+  switch (c.op) {
+    case Condition::Op::kPresent:
+      return v.has_value();
+    case Condition::Op::kAbsent:
+      return !v.has_value();
+    default:
+      break;
+  }
+  if (!v) return false;
+  switch (c.op) {
+    case Condition::Op::kEquals:
+      return *v == c.values.front();
+    case Condition::Op::kOneOf:
+      for (const std::string& x : c.values) {
+        if (*v == x) return true;
+      }
+      return false;
+    case Condition::Op::kPrefix:
+      return std::string_view(*v).starts_with(c.values.front());
+    case Condition::Op::kSuffix:
+      return std::string_view(*v).ends_with(c.values.front());
+    case Condition::Op::kRegex:
+      return RE2::PartialMatch(*v, *c.regex);
+    default:
+      return false;
+  }
+}
+
+}  // namespace tollgate

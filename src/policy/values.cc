@@ -1,0 +1,225 @@
+// Value helpers shared by parsing and deciding: sources, costs, key
+// normalisation, bucket keys and the stable hash behind rollout and jitter.
+#include <openssl/sha.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "policy/policy_impl.h"
+#include "tollgate/policy.h"
+
+namespace tollgate {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool IsTokenChar(char c) {
+  // RFC 9110 tchar: the characters a header field name may hold.
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+}  // namespace
+
+bool ParseSource(std::string_view spec, Source* out, std::string* error) {
+  out->spec = std::string(spec);
+  out->arg.clear();
+  if (spec == "ip:address" || spec == "ip") {
+    out->kind = Source::Kind::kIp;
+    return true;
+  }
+  if (spec == "path") {
+    out->kind = Source::Kind::kPath;
+    return true;
+  }
+  if (spec == "method") {
+    out->kind = Source::Kind::kMethod;
+    return true;
+  }
+  const size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) {
+    *error = "unknown source '" + std::string(spec) +
+             "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method or "
+             "const:<text>)";
+    return false;
+  }
+  const std::string_view kind = spec.substr(0, colon);
+  const std::string_view arg = spec.substr(colon + 1);
+  if (kind == "const") {
+    if (arg.empty() || arg.size() > 128) {
+      *error = "const:<text> needs 1 to 128 characters";
+      return false;
+    }
+    out->kind = Source::Kind::kConst;
+    out->arg = std::string(arg);
+    return true;
+  }
+  if (kind == "ip") {
+    *error = "unknown ip source '" + std::string(spec) + "' (use ip:address)";
+    return false;
+  }
+  if (arg.empty() || arg.size() > 128) {
+    *error = std::string(kind) + ":<name> needs a name of 1 to 128 characters";
+    return false;
+  }
+  if (kind == "header") {
+    for (char c : arg) {
+      if (!IsTokenChar(c)) {
+        *error = "header name '" + std::string(arg) + "' is not a valid field name";
+        return false;
+      }
+    }
+    out->kind = Source::Kind::kHeader;
+    out->arg = Lower(arg);
+    return true;
+  }
+  if (kind == "query" || kind == "jwt") {
+    for (unsigned char c : arg) {
+      if (c < 0x21 || c > 0x7e) {
+        *error = std::string(kind) + " name must be printable ASCII without spaces";
+        return false;
+      }
+    }
+    out->kind = kind == "query" ? Source::Kind::kQuery : Source::Kind::kJwt;
+    out->arg = std::string(arg);
+    return true;
+  }
+  *error = "unknown source kind '" + std::string(kind) +
+           "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method or "
+           "const:<text>)";
+  return false;
+}
+
+bool ParseCost(std::string_view text, int64_t* out) {
+  text = Trim(text);
+  if (text.empty() || text.size() > 64) return false;
+  // Strict decimal grammar: digits [. digits] [e [+-] digits]. from_chars would
+  // also take "inf", "nan" and a leading '-'.
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    return i > start;
+  };
+  const bool int_part = digits();
+  bool frac_part = false;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    frac_part = digits();
+  }
+  if (!int_part && !frac_part) return false;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  if (i != text.size()) return false;
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    // Overflow (1e309) is not a valid number; underflow (1e-400) is not positive.
+    return false;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) return false;
+  if (!std::isfinite(v) || !(v > 0)) return false;
+  if (v >= static_cast<double>(kMaxCost)) {
+    *out = kMaxCost;
+    return true;
+  }
+  *out = static_cast<int64_t>(std::ceil(v));
+  if (*out < 1) *out = 1;
+  return true;
+}
+
+std::string NormalizeKeyValue(std::string_view raw) {
+  raw = Trim(raw);
+  std::string out;
+  out.reserve(raw.size());
+  for (unsigned char c : raw) {
+    if (c == '\\' || c == '|' || c < 0x21 || c > 0x7e) {
+      if (c == '\\' || c == '|') {
+        out.push_back('\\');
+        out.push_back(static_cast<char>(c));
+      } else {
+        out += "\\x";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 15]);
+      }
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+    if (out.size() > kMaxKeyValueLength) break;
+  }
+  if (out.size() <= kMaxKeyValueLength) return out;
+  // Too long: a hash keeps distinct values distinct without storing them.
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(raw.data()), raw.size(), digest);
+  std::string h = "~";
+  for (int i = 0; i < 16; ++i) {
+    h.push_back(kHex[digest[i] >> 4]);
+    h.push_back(kHex[digest[i] & 15]);
+  }
+  return h;
+}
+
+std::string JoinIdentity(const std::vector<std::string>& normalized_values) {
+  std::string out;
+  for (size_t i = 0; i < normalized_values.size(); ++i) {
+    if (i) out.push_back('|');
+    out += normalized_values[i];
+  }
+  return out;
+}
+
+uint64_t StableHash(std::string_view data, uint64_t seed) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9e3779b97f4a7c15ULL);
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  // SplitMix64 finaliser: FNV's low bits alone are poorly mixed.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+std::string BucketKey(std::string_view rule, Algorithm algorithm, std::string_view identity) {
+  static constexpr std::string_view kTags[] = {"tb", "lb", "fw", "sw", "sl"};
+  const auto a = static_cast<size_t>(algorithm);
+  std::string key;
+  key.reserve(rule.size() + identity.size() + 4);
+  key.append(rule);
+  key.push_back('\x1f');
+  key.append(a < 5 ? kTags[a] : std::string_view("xx"));
+  key.push_back('\x1f');
+  key.append(identity);
+  return key;
+}
+
+int Policy::Find(std::string_view name) const {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (rules[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace tollgate
