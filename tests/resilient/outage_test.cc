@@ -1,0 +1,392 @@
+// Outages of a real redis-server, driven by the test: SIGKILL + restart and
+// SIGSTOP + SIGCONT under steady concurrent load, for each failure mode; two
+// instances sharing a limit in degrade; charge-back; flapping.
+//
+// Time bounds here are correctness bounds derived from the configured
+// deadline (generous, for 2 shared cores and sanitizers), not performance
+// targets; bench/resilient measures the real figures.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/redis_server.h"
+#include "tollgate/redis_store.h"
+#include "tollgate/resilient_store.h"
+
+namespace tollgate {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kDeadline{100};      // RedisOptions::call_timeout
+constexpr milliseconds kOpenDuration{150};  // breaker cool-down
+constexpr milliseconds kReconnectMax{100};  // RedisStore reconnect backoff cap
+// No call may take longer than this: the deadline plus scheduling slack.
+constexpr milliseconds kCallBound = 3 * kDeadline + milliseconds(400);
+// Decisions must come back from Redis within this after it is back.
+constexpr milliseconds kRecoveryBound{3000};
+constexpr int64_t kBurst = 1000;
+
+// Polls `cond` until it holds or `bound` passes; the polling interval paces
+// the wait, the condition is what synchronises.
+bool WaitFor(const std::function<bool()>& cond, milliseconds bound) {
+  const auto until = Steady::now() + bound;
+  while (Steady::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return cond();
+}
+
+RedisOptions TestRedisOptions(const testing::RedisServer& server, const std::string& prefix) {
+  auto o = ParseRedisUrl(server.url());
+  EXPECT_TRUE(o.ok()) << o.status().ToString();
+  RedisOptions r = *o;
+  r.key_prefix = prefix;
+  r.call_timeout = kDeadline;
+  r.connect_timeout = kDeadline;
+  r.reconnect_backoff_min = milliseconds(10);
+  r.reconnect_backoff_max = kReconnectMax;
+  return r;
+}
+
+ResilientStoreOptions TestOptions(FailureMode mode) {
+  ResilientStoreOptions o;
+  o.mode = mode;
+  o.breaker.consecutive_failures = 3;
+  o.breaker.open_duration = kOpenDuration;
+  o.breaker.half_open_probes = 1;
+  o.maintenance_period = milliseconds(100);
+  return o;
+}
+
+std::unique_ptr<ResilientStore> MakeStore(const testing::RedisServer& server,
+                                          const std::string& prefix, ResilientStoreOptions o) {
+  auto redis = RedisStore::Create(TestRedisOptions(server, prefix));
+  EXPECT_TRUE(redis.ok()) << redis.status().ToString();
+  if (!redis.ok()) return nullptr;
+  auto store = ResilientStore::Create(std::move(*redis), std::move(o));
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+Limit RoomyLimit() {
+  LimitSpec s;
+  s.rate = 100000;
+  s.burst = kBurst;
+  return *Limit::Create(s);
+}
+
+Limit SlowLimit(int64_t burst) {
+  LimitSpec s;
+  s.rate = 0.001;
+  s.burst = burst;
+  return *Limit::Create(s);
+}
+
+// Where an answer came from.
+enum class Source { kRedis, kMode, kOther };
+
+Source Classify(FailureMode mode, const Result<Decision>& r, double fraction) {
+  switch (mode) {
+    case FailureMode::kOpen:
+      // AcquireOne drops `enforced`; open answers report remaining == limit
+      // with a full limit, which a busy Redis bucket cannot (it is charged).
+      if (!r.ok()) return Source::kOther;
+      return r->allowed && r->remaining == r->limit ? Source::kMode : Source::kRedis;
+    case FailureMode::kClosed:
+      if (r.ok()) return Source::kRedis;
+      return r.status().code() == StatusCode::kUnavailable ? Source::kMode : Source::kOther;
+    case FailureMode::kDegrade:
+      if (!r.ok()) return Source::kOther;
+      if (r->limit == kBurst) return Source::kRedis;
+      return r->limit == static_cast<int64_t>(kBurst * fraction) ? Source::kMode : Source::kOther;
+  }
+  return Source::kOther;
+}
+
+// Phases of an outage scenario, set by the test thread.
+enum Phase : int { kUp = 0, kKilled, kRestarted, kPaused, kResumed, kPhases };
+
+bool IsOutage(int phase) { return phase == kKilled || phase == kPaused; }
+
+// Steady load: `threads` callers, one decision per ~1 ms each, every call timed.
+class Load {
+ public:
+  Load(Store& store, FailureMode mode, double fraction, int threads)
+      : store_(store), mode_(mode), fraction_(fraction), limit_(RoomyLimit()) {
+    for (auto& f : first_redis_) f.store(0);
+    for (auto& c : counts_) c.store(0);
+    for (int t = 0; t < threads; ++t) threads_.emplace_back([this, t] { Run(t); });
+  }
+  ~Load() { Stop(); }
+
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  void SetPhase(int p) {
+    phase_start_[p] = Steady::now();
+    phase_.store(p);
+  }
+  // Decisions that started and ended in phase p.
+  uint64_t Count(int p) const { return counts_[p].load(); }
+  // ns after phase p began at which the first Redis answer of phase p arrived, or 0.
+  int64_t FirstRedisAfter(int p) const { return first_redis_[p].load(); }
+  int64_t max_latency_ns() const { return max_latency_ns_.load(); }
+  uint64_t violations() const { return violations_.load(); }
+  std::string first_violation() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_violation_;
+  }
+
+ private:
+  void Run(int t) {
+    const std::string key = "load\x1f" + std::to_string(t);
+    while (!stop_.load()) {
+      const int p0 = phase_.load();
+      const auto t0 = Steady::now();
+      Result<Decision> r = AcquireOne(store_, key, limit_, 1);
+      const auto t1 = Steady::now();
+      const int p1 = phase_.load();
+      const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+      int64_t prev = max_latency_ns_.load();
+      while (ns > prev && !max_latency_ns_.compare_exchange_weak(prev, ns)) {
+      }
+      const Source src = Classify(mode_, r, fraction_);
+      if (src == Source::kOther || (p0 == p1 && IsOutage(p0) && src != Source::kMode)) {
+        Violation("phase " + std::to_string(p0) + ": " +
+                  (r.ok() ? "allowed=" + std::to_string(r->allowed) +
+                                " limit=" + std::to_string(r->limit) +
+                                " remaining=" + std::to_string(r->remaining)
+                          : r.status().ToString()));
+      }
+      if (p0 == p1) {
+        counts_[p0].fetch_add(1);
+        if (src == Source::kRedis && first_redis_[p0].load() == 0) {
+          const int64_t after =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - phase_start_[p0]).count();
+          int64_t zero = 0;
+          first_redis_[p0].compare_exchange_strong(zero, std::max<int64_t>(1, after));
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(1));  // paces the load (not synchronisation)
+    }
+  }
+
+  void Violation(const std::string& what) {
+    if (violations_.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      first_violation_ = what;
+    }
+  }
+
+  Store& store_;
+  const FailureMode mode_;
+  const double fraction_;
+  const Limit limit_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> phase_{kUp};
+  // Written by the test thread before phase_ is stored; read after phase_ is loaded.
+  Steady::time_point phase_start_[kPhases] = {};
+  std::atomic<uint64_t> counts_[kPhases];
+  std::atomic<int64_t> first_redis_[kPhases];
+  std::atomic<int64_t> max_latency_ns_{0};
+  std::atomic<uint64_t> violations_{0};
+  mutable std::mutex mu_;
+  std::string first_violation_;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+class OutageTest : public ::testing::TestWithParam<FailureMode> {};
+
+TEST_P(OutageTest, KillRestartStopContUnderLoad) {
+  TOLLGATE_START_REDIS(server);
+  const FailureMode mode = GetParam();
+  std::vector<BreakerTransition> transitions;
+  std::mutex tmu;
+  auto o = TestOptions(mode);
+  o.breaker.listener = [&](const BreakerTransition& t) {
+    std::lock_guard<std::mutex> lock(tmu);
+    transitions.push_back(t);
+  };
+  auto store = MakeStore(server, "tg-outage:", std::move(o));
+  ASSERT_NE(store, nullptr);
+  Load load(*store, mode, 0.5, 4);
+
+  auto outage = [&](int down, int up, const std::function<void()>& fail,
+                    const std::function<void()>& heal) {
+    fail();
+    load.SetPhase(down);
+    ASSERT_TRUE(WaitFor([&] { return store->breaker().state() != BreakerState::kClosed; },
+                        milliseconds(5000)))
+        << "the breaker never opened";
+    ASSERT_TRUE(WaitFor([&] { return load.Count(down) >= 100; }, milliseconds(10000)))
+        << "too few decisions during the outage: " << load.Count(down);
+    load.SetPhase(up);
+    heal();
+    ASSERT_TRUE(WaitFor([&] { return load.FirstRedisAfter(up) != 0; }, kRecoveryBound))
+        << "decisions did not return to Redis";
+    std::printf("[ metric   ] %s phase %d: recovery %.1f ms\n",
+                std::string(FailureModeName(mode)).c_str(), up, load.FirstRedisAfter(up) / 1e6);
+  };
+
+  ASSERT_TRUE(WaitFor([&] { return load.FirstRedisAfter(kUp) != 0; }, milliseconds(5000)));
+  outage(
+      kKilled, kRestarted, [&] { server.Kill(); }, [&] { ASSERT_EQ(server.Restart(), ""); });
+  outage(
+      kPaused, kResumed, [&] { server.Pause(); }, [&] { server.Resume(); });
+  load.Stop();
+
+  EXPECT_EQ(load.violations(), 0u) << "first: " << load.first_violation();
+  EXPECT_LE(load.max_latency_ns(), std::chrono::nanoseconds(kCallBound).count());
+  const auto s = store->Stats();
+  std::printf(
+      "[ metric   ] %s: max call %.1f ms, %llu short-circuited, %llu primary failures, "
+      "%llu probes\n",
+      std::string(FailureModeName(mode)).c_str(), load.max_latency_ns() / 1e6,
+      static_cast<unsigned long long>(s.short_circuited),
+      static_cast<unsigned long long>(s.primary_failures),
+      static_cast<unsigned long long>(s.breaker.probes));
+  // While the breaker was open, calls did not go to Redis: only the calls that
+  // opened it and the probes did.
+  EXPECT_GT(s.short_circuited, 0u);
+  EXPECT_LE(s.primary_failures, 2 * (3 + 4) + s.breaker.probes);
+  std::lock_guard<std::mutex> lock(tmu);
+  EXPECT_GE(transitions.size(), 6u);  // two outages: closed -> open -> half-open -> closed
+  EXPECT_EQ(transitions.back().to, BreakerState::kClosed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OutageTest,
+                         ::testing::Values(FailureMode::kOpen, FailureMode::kClosed,
+                                           FailureMode::kDegrade),
+                         [](const auto& info) { return std::string(FailureModeName(info.param)); });
+
+// Two instances on one Redis: while it is down each grants limit * fraction / 2.
+TEST(DegradeFleetTest, TwoInstancesShareTheFraction) {
+  TOLLGATE_START_REDIS(server);
+  auto make = [&](const std::string& id) {
+    auto o = TestOptions(FailureMode::kDegrade);
+    RedisFleetOptions f;
+    f.port = server.port();
+    f.key = "tg-fleet-test:{fleet}";
+    f.instance_id = id;
+    f.ttl = milliseconds(2000);
+    f.timeout = kDeadline;
+    auto fleet = CreateRedisFleetRegistry(f);
+    EXPECT_TRUE(fleet.ok());
+    o.fleet = std::move(*fleet);
+    return MakeStore(server, "tg-fleet:", std::move(o));
+  };
+  auto a = make("a");
+  auto b = make("b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return a->Stats().instances == 2 && b->Stats().instances == 2; },
+                      milliseconds(5000)));
+  server.Kill();
+  const Limit l = SlowLimit(100);
+  auto drain = [&](ResilientStore& s) {
+    int allowed = 0;
+    for (int i = 0; i < 200; ++i) {
+      auto r = AcquireOne(s,
+                          "shared\x1f"
+                          "client",
+                          l, 1);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      allowed += r.ok() && r->allowed;
+    }
+    return allowed;
+  };
+  EXPECT_EQ(drain(*a), 25);  // 100 * 0.5 / 2
+  EXPECT_EQ(drain(*b), 25);
+}
+
+// Charge-back: a client that used its budget locally is still limited once
+// Redis is back, even though the restarted Redis lost every bucket.
+void RunChargeBack(bool charge_back, bool expect_limited) {
+  TOLLGATE_START_REDIS(server);
+  auto o = TestOptions(FailureMode::kDegrade);
+  o.degrade_fraction = 1.0;
+  o.charge_back = charge_back;
+  auto store = MakeStore(server, "tg-charge:", std::move(o));
+  ASSERT_NE(store, nullptr);
+  const Limit l = SlowLimit(10);
+  const Limit probe_limit = SlowLimit(1);
+  ASSERT_TRUE(AcquireOne(*store, "probe\x1fp", probe_limit, 0).ok());
+  server.Kill();
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = AcquireOne(*store,
+                        "api\x1f"
+                        "client",
+                        l, 1);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    allowed += r->allowed;
+  }
+  EXPECT_EQ(allowed, 10);
+  ASSERT_EQ(server.Restart(), "");
+  // Peeks on another key drive the breaker's probes until it closes.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)AcquireOne(*store, "probe\x1fp", probe_limit, 0);
+        return store->breaker().state() == BreakerState::kClosed;
+      },
+      kRecoveryBound));
+  if (charge_back) {
+    ASSERT_TRUE(WaitFor([&] { return store->Stats().charge_back_keys >= 1; }, kRecoveryBound));
+    EXPECT_EQ(store->Stats().charge_back_tokens, 10u);
+  }
+  const uint64_t before = store->Stats().primary_decisions;
+  auto r = AcquireOne(*store,
+                      "api\x1f"
+                      "client",
+                      l, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(store->Stats().primary_decisions, before + 1);  // Redis decided
+  EXPECT_EQ(r->allowed, !expect_limited);
+}
+
+TEST(ChargeBackTest, KeepsTheClientLimitedAfterRecovery) { RunChargeBack(true, true); }
+TEST(ChargeBackTest, WithoutItTheOutageHandsOutAFreshBucket) { RunChargeBack(false, false); }
+
+// Redis up/down every 200 ms: the breaker reacts per period, not per request.
+TEST(FlappingTest, TransitionsStayBounded) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server, "tg-flap:", TestOptions(FailureMode::kOpen));
+  ASSERT_NE(store, nullptr);
+  Load load(*store, FailureMode::kOpen, 0.5, 4);
+  constexpr int kCycles = 8;
+  for (int i = 0; i < kCycles; ++i) {
+    server.Pause();
+    std::this_thread::sleep_for(milliseconds(200));  // the stimulus, not synchronisation
+    server.Resume();
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  load.Stop();
+  const auto c = store->Stats().breaker;
+  const uint64_t transitions = c.opened + c.half_opened + c.closed;
+  const uint64_t decisions = load.Count(kUp);
+  std::printf("[ metric   ] flapping: %llu transitions, %llu decisions\n",
+              static_cast<unsigned long long>(transitions),
+              static_cast<unsigned long long>(decisions));
+  // Per 400 ms cycle: at most one opening, one half-open per cool-down and one close.
+  const uint64_t per_cycle = 2 + 2 * (400 / kOpenDuration.count() + 1);
+  EXPECT_LE(transitions, kCycles * per_cycle + 3);
+  EXPECT_LT(transitions * 20, decisions);
+  EXPECT_EQ(load.violations(), 0u) << load.first_violation();
+  EXPECT_LE(load.max_latency_ns(), std::chrono::nanoseconds(kCallBound).count());
+}
+
+}  // namespace
+}  // namespace tollgate
