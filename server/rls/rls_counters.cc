@@ -1,0 +1,112 @@
+#include "rls/rls_counters.h"
+
+namespace tollgate::rls {
+namespace {
+
+uint64_t Load(const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); }
+
+// Label value escaping: backslash, double quote and newline (protocols.md §6).
+std::string EscapeLabel(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void Family(std::string* out, std::string_view name, std::string_view help) {
+  out->append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out->append("# TYPE ").append(name).append(" counter\n");
+}
+
+void Sample(std::string* out, std::string_view name, std::string_view rule, uint64_t v) {
+  out->append(name);
+  if (!rule.empty()) out->append("{rule=\"").append(EscapeLabel(rule)).append("\"}");
+  out->append(" ").append(std::to_string(v)).append("\n");
+}
+
+}  // namespace
+
+RuleCounters* RlsCounters::ForRule(std::string_view rule) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rules_.find(rule);
+  if (it != rules_.end()) return it->second.get();
+  auto [ins, _] = rules_.emplace(std::string(rule), std::make_unique<RuleCounters>());
+  return ins->second.get();
+}
+
+std::vector<RuleCountersSnapshot> RlsCounters::RuleSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RuleCountersSnapshot> out;
+  out.reserve(rules_.size());
+  for (const auto& [name, c] : rules_) {
+    out.push_back({name, Load(c->total_hits), Load(c->over_limit), Load(c->near_limit),
+                   Load(c->within_limit), Load(c->shadow_mode)});
+  }
+  return out;
+}
+
+ServiceCountersSnapshot RlsCounters::ServiceSnapshot() const {
+  const ServiceCounters& s = service_;
+  return {Load(s.requests),        Load(s.over_limit),   Load(s.ok),
+          Load(s.invalid_request), Load(s.store_errors), Load(s.unknown_domain),
+          Load(s.no_rule),         Load(s.unenforced),   Load(s.config_reloads)};
+}
+
+void RlsCounters::AppendPrometheus(std::string* out) const {
+  const ServiceCountersSnapshot s = ServiceSnapshot();
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t value;
+  } service[] = {
+      {"tollgate_rls_requests_total", "ShouldRateLimit calls.", s.requests},
+      {"tollgate_rls_ok_total", "Calls answered OK.", s.ok},
+      {"tollgate_rls_over_limit_total", "Calls answered OVER_LIMIT.", s.over_limit},
+      {"tollgate_rls_invalid_requests_total", "Calls refused as INVALID_ARGUMENT.",
+       s.invalid_request},
+      {"tollgate_rls_store_errors_total", "Calls failed with UNAVAILABLE (store error).",
+       s.store_errors},
+      {"tollgate_rls_unknown_domain_total", "Calls for a domain not configured.", s.unknown_domain},
+      {"tollgate_rls_no_rule_total", "Descriptors that matched no rate limit.", s.no_rule},
+      {"tollgate_rls_unenforced_total", "Calls the store's failure mode answered.", s.unenforced},
+      {"tollgate_rls_config_reloads_total", "Successful configuration reloads.", s.config_reloads},
+  };
+  for (const auto& f : service) {
+    Family(out, f.name, f.help);
+    Sample(out, f.name, "", f.value);
+  }
+  const std::vector<RuleCountersSnapshot> rules = RuleSnapshot();
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t RuleCountersSnapshot::*field;
+  } per_rule[] = {
+      {"tollgate_rls_rule_total_hits_total", "Hits (cost) asked of the rule.",
+       &RuleCountersSnapshot::total_hits},
+      {"tollgate_rls_rule_over_limit_total", "Hits over the limit.",
+       &RuleCountersSnapshot::over_limit},
+      {"tollgate_rls_rule_near_limit_total", "Hits allowed with less than 20% quota left.",
+       &RuleCountersSnapshot::near_limit},
+      {"tollgate_rls_rule_within_limit_total", "Hits within the limit.",
+       &RuleCountersSnapshot::within_limit},
+      {"tollgate_rls_rule_shadow_mode_total", "Hits over a shadow-mode limit (not enforced).",
+       &RuleCountersSnapshot::shadow_mode},
+  };
+  if (rules.empty()) return;
+  for (const auto& f : per_rule) {
+    Family(out, f.name, f.help);
+    for (const auto& r : rules) Sample(out, f.name, r.rule, r.*(f.field));
+  }
+}
+
+}  // namespace tollgate::rls

@@ -1,0 +1,80 @@
+// Counters of the Envoy rate limit service: per rule (one configured
+// rate_limit block, named by its envoyproxy/ratelimit stats key such as
+// "domain.key_value.key2") and for the service as a whole.
+//
+// Rule counters count hits (the cost, i.e. hits_addend), as envoyproxy/ratelimit
+// does: total_hits, over_limit, near_limit (allowed with less than 20% of the
+// quota left), within_limit, shadow_mode (would have been over, shadow rule).
+// Label values are configured names only, never request values, so the number
+// of series is bounded by the configuration.
+//
+// Thread safety: everything here is safe to use from any thread. Counters are
+// relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load
+// only). Pointers returned by ForRule stay valid as long as the registry lives,
+// across configuration reloads.
+#ifndef TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+#define TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate::rls {
+
+struct RuleCounters {
+  std::atomic<uint64_t> total_hits{0};
+  std::atomic<uint64_t> over_limit{0};
+  std::atomic<uint64_t> near_limit{0};
+  std::atomic<uint64_t> within_limit{0};
+  std::atomic<uint64_t> shadow_mode{0};
+};
+
+struct ServiceCounters {
+  std::atomic<uint64_t> requests{0};         // ShouldRateLimit calls
+  std::atomic<uint64_t> over_limit{0};       // answered OVER_LIMIT
+  std::atomic<uint64_t> ok{0};               // answered OK
+  std::atomic<uint64_t> invalid_request{0};  // INVALID_ARGUMENT (empty domain, bounds)
+  std::atomic<uint64_t> store_errors{0};     // UNAVAILABLE: the store could not decide
+  std::atomic<uint64_t> unknown_domain{0};   // requests for a domain not configured
+  std::atomic<uint64_t> no_rule{0};          // descriptors that matched no rate limit
+  std::atomic<uint64_t> unenforced{0};       // the store's failure mode answered
+  std::atomic<uint64_t> config_reloads{0};
+};
+
+struct RuleCountersSnapshot {
+  std::string rule;  // "domain.key_value.key2"
+  uint64_t total_hits = 0, over_limit = 0, near_limit = 0, within_limit = 0, shadow_mode = 0;
+};
+
+struct ServiceCountersSnapshot {
+  uint64_t requests = 0, over_limit = 0, ok = 0, invalid_request = 0, store_errors = 0,
+           unknown_domain = 0, no_rule = 0, unenforced = 0, config_reloads = 0;
+};
+
+class RlsCounters {
+ public:
+  // The counters of `rule`, created on first use.
+  RuleCounters* ForRule(std::string_view rule);
+  ServiceCounters& service() { return service_; }
+
+  std::vector<RuleCountersSnapshot> RuleSnapshot() const;  // sorted by rule
+  ServiceCountersSnapshot ServiceSnapshot() const;
+
+  // Prometheus text exposition (protocols.md section 6): tollgate_rls_* families,
+  // label rule="..." escaped. Appends to `out`.
+  void AppendPrometheus(std::string* out) const;
+
+ private:
+  mutable std::mutex mu_;  // guards rules_ (the map, not the counters)
+  std::map<std::string, std::unique_ptr<RuleCounters>, std::less<>> rules_;
+  ServiceCounters service_;
+};
+
+}  // namespace tollgate::rls
+
+#endif  // TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_

@@ -1,0 +1,83 @@
+// RlsDecider: answers envoy.service.ratelimit.v3 ShouldRateLimit requests
+// from an RlsConfig and a Store, without any networking (the gRPC server in
+// rls_server.h is a thin adapter around it).
+//
+// Per request (docs/envoy.md has the full semantics and where they follow
+// envoyproxy/ratelimit):
+//  - an empty domain or no descriptors is INVALID_ARGUMENT (upstream errors too);
+//    an unknown domain is OK with one OK status per descriptor and no limits;
+//  - each descriptor selects a rule (RlsConfig::Match, or its own `limit`
+//    override); rules named in another matched rule's `replaces` drop out;
+//  - cost = the descriptor's hits_addend when set (0 = check only), else
+//    max(1, the request's hits_addend);
+//  - all enforced descriptors are decided together by one Store::AcquireAsync
+//    batch (all-or-nothing: a rejected request charges no bucket); shadow-mode
+//    descriptors are decided in a second batch, charged only when the enforced
+//    part passed, and never make the answer OVER_LIMIT;
+//  - a store error answers UNAVAILABLE, so Envoy's failure_mode_deny decides.
+//
+// Thread safety: Decide() may run on any number of threads at once; SetConfig()
+// swaps the configuration atomically and in-flight requests keep the one they
+// started with.
+// Ownership: the store and clock are borrowed and must outlive the decider.
+#ifndef TOLLGATE_SERVER_RLS_RLS_DECIDER_H_
+#define TOLLGATE_SERVER_RLS_RLS_DECIDER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "rls/rls_config.h"
+#include "rls/rls_counters.h"
+#include "tollgate/clock.h"
+#include "tollgate/status.h"
+#include "tollgate/store.h"
+
+namespace tollgate::rls {
+
+namespace rlspb = ::envoy::service::ratelimit::v3;
+
+struct RlsDecideOptions {
+  // Add RateLimit-Policy / RateLimit (draft-11) and, on OVER_LIMIT,
+  // Retry-After to response_headers_to_add.
+  bool rate_limit_headers = false;
+  // Request bounds (INVALID_ARGUMENT beyond them).
+  size_t max_descriptors = 64;
+  size_t max_entries = 32;  // per descriptor
+  // Algorithm for descriptors that carry their own `limit` override.
+  Algorithm override_algorithm = Algorithm::kFixedWindow;
+};
+
+class RlsDecider {
+ public:
+  // `done` receives Ok (response filled), kInvalidArgument (bad request) or
+  // kUnavailable (the store could not decide). It runs exactly once, inline or
+  // on a store thread.
+  using Done = std::function<void(Status)>;
+
+  RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
+             RlsDecideOptions options = {});
+
+  // `request` and `response` must stay valid until `done` has run.
+  void Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
+              Done done);
+  // Blocks until decided.
+  Status DecideSync(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response);
+
+  void SetConfig(std::shared_ptr<const RlsConfig> config);
+  std::shared_ptr<const RlsConfig> config() const { return config_.load(); }
+  // The counters registry (shared by every configuration compiled with it).
+  RlsCounters& counters() const { return config()->counters(); }
+  const RlsDecideOptions& options() const { return options_; }
+
+ private:
+  Store* store_;
+  const Clock* clock_;
+  RlsDecideOptions options_;
+  std::atomic<std::shared_ptr<const RlsConfig>> config_;
+};
+
+}  // namespace tollgate::rls
+
+#endif  // TOLLGATE_SERVER_RLS_RLS_DECIDER_H_

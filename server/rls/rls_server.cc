@@ -1,0 +1,97 @@
+#include "rls/rls_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_yaml.h"
+
+namespace tollgate::rls {
+namespace {
+
+grpc::Status ToGrpc(const Status& st) {
+  if (st.ok()) return grpc::Status::OK;
+  if (st.code() == StatusCode::kInvalidArgument) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, st.message());
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, st.message());
+}
+
+class Service final : public rlspb::RateLimitService::CallbackService {
+ public:
+  explicit Service(RlsDecider* decider) : decider_(decider) {}
+
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* ctx,
+                                            const rlspb::RateLimitRequest* request,
+                                            rlspb::RateLimitResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    decider_->Decide(*request, response, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
+    return reactor;
+  }
+
+ private:
+  RlsDecider* decider_;
+};
+
+}  // namespace
+
+class RlsServer::Impl {
+ public:
+  explicit Impl(RlsDecider* decider) : service(decider) {}
+  Service service;
+  std::unique_ptr<grpc::Server> server;
+  std::mutex shutdown_mu;
+  bool shut_down = false;
+};
+
+Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options) {
+  if (options.store == nullptr) return InvalidArgument("rls: a store is required");
+  if (!options.config) return InvalidArgument("rls: a configuration is required");
+  if (options.clock == nullptr) return InvalidArgument("rls: a clock is required");
+  std::unique_ptr<RlsServer> s(new RlsServer());
+  s->decider_ =
+      std::make_unique<RlsDecider>(options.store, options.config, options.clock, options.decide);
+  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&s->impl_->service);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
+  s->impl_->server = builder.BuildAndStart();
+  if (!s->impl_->server || port == 0) {
+    return UnavailableError("rls: cannot listen on " + options.address);
+  }
+  s->port_ = port;
+  const auto colon = options.address.rfind(':');
+  s->address_ = (colon == std::string::npos ? options.address : options.address.substr(0, colon)) +
+                ":" + std::to_string(port);
+  return s;
+}
+
+std::vector<ConfigError> RlsServer::ReloadFiles(const std::vector<std::string>& paths,
+                                                const RlsCompileOptions& options) {
+  ParsedRlsConfig parsed =
+      LoadRlsConfigFiles(paths, options, decider_->config()->shared_counters());
+  if (parsed.config) decider_->SetConfig(parsed.config);
+  return parsed.errors;
+}
+
+void RlsServer::Shutdown(Nanos grace) {
+  std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));
+  impl_->server->Wait();
+}
+
+RlsServer::~RlsServer() {
+  if (impl_ && impl_->server) Shutdown();
+}
+
+}  // namespace tollgate::rls

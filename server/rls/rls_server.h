@@ -1,0 +1,88 @@
+// The Envoy rate limit service over gRPC:
+// /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, served by
+// gRPC's callback API (no thread per call; with an asynchronous store a
+// call holds no thread while the store decides).
+//
+//   auto server = StartRlsServer({.address = "127.0.0.1:8081", .store = &store,
+//                                 .config = parsed.config});
+//   ... server->SetConfig(new_config);        // atomic swap, e.g. on SIGHUP
+//   ... server->counters().AppendPrometheus(&text);
+//   server->Shutdown();                        // also done by the destructor
+//
+// Status mapping (docs/envoy.md): OK / OVER_LIMIT are normal responses; a bad
+// request is INVALID_ARGUMENT; a store that cannot decide is UNAVAILABLE, so
+// Envoy's failure_mode_deny decides.
+//
+// Thread safety: every method may be called from any thread. Ownership: the
+// store and clock are borrowed and must outlive the server. Connections have
+// keepalive and idle timeouts; messages are bounded by max_receive_message_bytes.
+#ifndef TOLLGATE_SERVER_RLS_RLS_SERVER_H_
+#define TOLLGATE_SERVER_RLS_RLS_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rls/rls_config.h"
+#include "rls/rls_counters.h"
+#include "rls/rls_decider.h"
+#include "tollgate/clock.h"
+#include "tollgate/status.h"
+#include "tollgate/store.h"
+
+namespace tollgate::rls {
+
+struct RlsServerOptions {
+  std::string address = "127.0.0.1:8081";   // HOST:PORT; port 0 picks a free one
+  Store* store = nullptr;                   // required, borrowed
+  std::shared_ptr<const RlsConfig> config;  // required
+  const Clock* clock = &SystemClock::Instance();
+  RlsDecideOptions decide;
+  int max_receive_message_bytes = 1 << 20;
+  int keepalive_time_ms = 60'000;        // HTTP/2 PING after this much quiet
+  int keepalive_timeout_ms = 20'000;     // ... and drop the connection without a reply
+  int max_connection_idle_ms = 600'000;  // close connections without calls
+};
+
+class RlsServer {
+ public:
+  ~RlsServer();
+
+  int port() const { return port_; }
+  // "host:port" with the bound port.
+  const std::string& address() const { return address_; }
+
+  void SetConfig(std::shared_ptr<const RlsConfig> config) {
+    decider_->SetConfig(std::move(config));
+  }
+  std::shared_ptr<const RlsConfig> config() const { return decider_->config(); }
+  // Loads envoyproxy/ratelimit YAML files (rls_yaml.h) and swaps them in; on
+  // errors the running configuration stays and the errors are returned.
+  std::vector<ConfigError> ReloadFiles(const std::vector<std::string>& paths,
+                                       const RlsCompileOptions& options = {});
+
+  RlsCounters& counters() const { return decider_->counters(); }
+  RlsDecider& decider() { return *decider_; }
+
+  // Stops accepting calls, waits up to `grace` for calls in flight, then
+  // cancels them. Idempotent.
+  void Shutdown(Nanos grace = std::chrono::seconds(1));
+
+  class Impl;
+
+ private:
+  friend Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
+  RlsServer() = default;
+  std::unique_ptr<RlsDecider> decider_;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+  std::string address_;
+};
+
+// Binds, starts serving and returns the running server, or kInvalidArgument
+// (missing store/config) / kUnavailable (the address could not be bound).
+Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
+
+}  // namespace tollgate::rls
+
+#endif  // TOLLGATE_SERVER_RLS_RLS_SERVER_H_

@@ -1,0 +1,291 @@
+#include "rls/rls_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tollgate::rls {
+namespace {
+
+// Every key envoyproxy/ratelimit accepts anywhere in a file.
+const std::set<std::string, std::less<>> kUpstreamKeys = {"domain",
+                                                          "key",
+                                                          "value",
+                                                          "descriptors",
+                                                          "rate_limit",
+                                                          "unit",
+                                                          "requests_per_unit",
+                                                          "unlimited",
+                                                          "shadow_mode",
+                                                          "name",
+                                                          "replaces",
+                                                          "detailed_metric"};
+
+class Walker {
+ public:
+  Walker(std::string source, std::vector<ConfigError>* errors)
+      : source_(std::move(source)), errors_(errors) {}
+
+  void Error(const YAML::Node& node, const std::string& path, const std::string& message) {
+    std::string m = message;
+    if (node.IsDefined() && node.Mark().line >= 0) {
+      m += " (line " + std::to_string(node.Mark().line + 1) + ")";
+    }
+    errors_->push_back({source_.empty() ? path : source_ + ": " + path, std::move(m)});
+  }
+
+  // Rejects keys that are neither `allowed` here nor accepted by upstream anywhere.
+  void CheckKeys(const YAML::Node& map, const std::string& path,
+                 std::initializer_list<std::string_view> allowed) {
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) {
+        Error(kv.first, path, "config error, key is not of type string");
+        continue;
+      }
+      const std::string k = kv.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+      if (kUpstreamKeys.count(k) != 0) continue;  // upstream ignores it here; so do we
+      Error(kv.first, Join(path, k), "config error, unknown key '" + k + "'");
+    }
+  }
+
+  static std::string Join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  bool String(const YAML::Node& n, const std::string& path, std::string* out) {
+    if (!n.IsDefined() || n.IsNull()) return true;
+    if (!n.IsScalar()) {
+      Error(n, path, "must be a string");
+      return false;
+    }
+    *out = n.Scalar();
+    return true;
+  }
+
+  bool Bool(const YAML::Node& n, const std::string& path, bool* out) {
+    if (!n.IsDefined() || n.IsNull()) return true;
+    bool v = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+      Error(n, path, "must be true or false");
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+
+  bool Integer(const YAML::Node& n, const std::string& path, uint64_t max, uint64_t* out) {
+    if (!n.IsDefined() || n.IsNull()) return true;
+    const std::string s = n.IsScalar() ? n.Scalar() : std::string();
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (!n.IsScalar() || s.empty() || ec != std::errc() || end != s.data() + s.size() || v > max) {
+      Error(n, path, "must be an integer from 0 to " + std::to_string(max));
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+
+  void RateLimit(const YAML::Node& n, const std::string& path, RlsRateLimitSpec* rl) {
+    if (!n.IsMap()) {
+      Error(n, path, "must be a mapping");
+      return;
+    }
+    CheckKeys(n, path, {"algorithm", "burst"});
+    std::string unit;
+    if (String(n["unit"], Join(path, "unit"), &unit) && !unit.empty() &&
+        !ParseUnit(unit, &rl->unit)) {
+      Error(n["unit"], Join(path, "unit"), "invalid rate limit unit '" + unit + "'");
+    }
+    uint64_t rpu = 0;
+    if (Integer(n["requests_per_unit"], Join(path, "requests_per_unit"), UINT32_MAX, &rpu)) {
+      rl->requests_per_unit = static_cast<uint32_t>(rpu);
+    }
+    String(n["name"], Join(path, "name"), &rl->name);
+    Bool(n["unlimited"], Join(path, "unlimited"), &rl->unlimited);
+    const YAML::Node replaces = n["replaces"];
+    if (replaces.IsDefined() && !replaces.IsNull()) {
+      if (!replaces.IsSequence()) {
+        Error(replaces, Join(path, "replaces"), "must be a list of {name: ...}");
+      } else {
+        for (size_t i = 0; i < replaces.size(); ++i) {
+          const std::string rp = Join(path, "replaces") + "[" + std::to_string(i) + "]";
+          if (!replaces[i].IsMap()) {
+            Error(replaces[i], rp, "must be a mapping {name: ...}");
+            continue;
+          }
+          CheckKeys(replaces[i], rp, {});
+          std::string name;
+          String(replaces[i]["name"], Join(rp, "name"), &name);
+          rl->replaces.push_back(std::move(name));
+        }
+      }
+    }
+    std::string algorithm;
+    if (String(n["algorithm"], Join(path, "algorithm"), &algorithm) && !algorithm.empty()) {
+      Algorithm a;
+      if (ParseAlgorithm(algorithm, &a)) {
+        rl->algorithm = a;
+      } else {
+        Error(n["algorithm"], Join(path, "algorithm"),
+              "unknown algorithm '" + algorithm +
+                  "' (token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log)");
+      }
+    }
+    uint64_t burst = 0;
+    if (Integer(n["burst"], Join(path, "burst"), uint64_t{1} << 40, &burst)) {
+      rl->burst = static_cast<int64_t>(burst);
+    }
+  }
+
+  void Descriptors(const YAML::Node& n, const std::string& path,
+                   std::vector<RlsDescriptorSpec>* out, size_t depth) {
+    if (!n.IsDefined() || n.IsNull()) return;
+    if (!n.IsSequence()) {
+      Error(n, path, "must be a list of descriptors");
+      return;
+    }
+    if (depth > 64) {
+      Error(n, path, "nested too deeply");
+      return;
+    }
+    for (size_t i = 0; i < n.size(); ++i) {
+      const std::string p = path + "[" + std::to_string(i) + "]";
+      const YAML::Node d = n[i];
+      if (!d.IsMap()) {
+        Error(d, p, "config error, yaml file contains list of type other than map");
+        continue;
+      }
+      CheckKeys(d, p, {});
+      RlsDescriptorSpec spec;
+      String(d["key"], Join(p, "key"), &spec.key);
+      String(d["value"], Join(p, "value"), &spec.value);
+      Bool(d["shadow_mode"], Join(p, "shadow_mode"), &spec.shadow_mode);
+      Bool(d["detailed_metric"], Join(p, "detailed_metric"), &spec.detailed_metric);
+      const YAML::Node rl = d["rate_limit"];
+      if (rl.IsDefined() && !rl.IsNull()) {
+        spec.rate_limit.emplace();
+        RateLimit(rl, Join(p, "rate_limit"), &*spec.rate_limit);
+      }
+      Descriptors(d["descriptors"], Join(p, "descriptors"), &spec.descriptors, depth + 1);
+      out->push_back(std::move(spec));
+    }
+  }
+
+ private:
+  std::string source_;
+  std::vector<ConfigError>* errors_;
+};
+
+}  // namespace
+
+RlsYamlResult ParseRlsYaml(std::string_view text, const std::string& source) {
+  RlsYamlResult out;
+  Walker w(source, &out.errors);
+  if (text.size() > kMaxRlsYamlBytes) {
+    out.errors.push_back({source, "larger than " + std::to_string(kMaxRlsYamlBytes) + " bytes"});
+    return out;
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    out.errors.push_back({source, "error loading config file: " + e.msg + " (line " +
+                                      std::to_string(e.mark.line + 1) + ")"});
+    return out;
+  }
+  RlsDomainSpec spec;
+  spec.source = source;
+  if (root.IsNull() || !root.IsDefined()) {
+    w.Error(root, "domain", "config file cannot have empty domain");
+    return out;
+  }
+  if (!root.IsMap()) {
+    w.Error(root, "", "must be a mapping with domain and descriptors");
+    return out;
+  }
+  w.CheckKeys(root, "", {});
+  w.String(root["domain"], "domain", &spec.domain);
+  w.Descriptors(root["descriptors"], "descriptors", &spec.descriptors, 0);
+  if (out.errors.empty()) out.domains.push_back(std::move(spec));
+  return out;
+}
+
+RlsYamlResult ReadRlsYamlFiles(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  RlsYamlResult out;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> in_dir;
+      for (const auto& entry : fs::directory_iterator(p, ec)) {
+        const std::string ext = entry.path().extension().string();
+        if (entry.is_regular_file(ec) && (ext == ".yaml" || ext == ".yml")) {
+          in_dir.push_back(entry.path().string());
+        }
+      }
+      if (ec) out.errors.push_back({p, "cannot list directory: " + ec.message()});
+      std::sort(in_dir.begin(), in_dir.end());
+      files.insert(files.end(), in_dir.begin(), in_dir.end());
+    } else {
+      files.push_back(p);
+    }
+  }
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (ec) {
+      out.errors.push_back({f, "cannot read: " + ec.message()});
+      continue;
+    }
+    if (size > kMaxRlsYamlBytes) {
+      out.errors.push_back({f, "larger than " + std::to_string(kMaxRlsYamlBytes) + " bytes"});
+      continue;
+    }
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      out.errors.push_back({f, "cannot read"});
+      continue;
+    }
+    RlsYamlResult one = ParseRlsYaml(ss.str(), f);
+    out.errors.insert(out.errors.end(), one.errors.begin(), one.errors.end());
+    for (auto& d : one.domains) out.domains.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+
+ParsedRlsConfig Compile(RlsYamlResult r, const RlsCompileOptions& options,
+                        std::shared_ptr<RlsCounters> counters) {
+  if (!r.errors.empty()) {
+    ParsedRlsConfig out;
+    out.errors = std::move(r.errors);
+    return out;
+  }
+  return CompileRlsConfig(r.domains, options, std::move(counters));
+}
+
+}  // namespace
+
+ParsedRlsConfig LoadRlsConfigFiles(const std::vector<std::string>& paths,
+                                   const RlsCompileOptions& options,
+                                   std::shared_ptr<RlsCounters> counters) {
+  return Compile(ReadRlsYamlFiles(paths), options, std::move(counters));
+}
+
+ParsedRlsConfig LoadRlsConfigYaml(std::string_view text, const RlsCompileOptions& options,
+                                  std::shared_ptr<RlsCounters> counters) {
+  return Compile(ParseRlsYaml(text, ""), options, std::move(counters));
+}
+
+}  // namespace tollgate::rls
