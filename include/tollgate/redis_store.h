@@ -1,0 +1,144 @@
+// RedisStore: rate-limit state in one Redis, decided by one atomic Lua script.
+//
+// Every decision is core's exact GCRA step (see algorithm.h), run inside Redis
+// by a Lua script that reproduces the same int64 nanosecond arithmetic on two
+// exact limbs (seconds, nanoseconds): no floating point ever touches a time.
+// Supported algorithms: token_bucket and leaky_bucket (meter and shaper). The
+// window algorithms return kInvalidArgument ("... not supported by the redis
+// store yet").
+//
+// Throughput: callers never talk to Redis directly. Decisions are queued and an
+// I/O thread (Boost.Asio; hiredis parses RESP) packs whatever is waiting into
+// one EVALSHA per connection turn: many batches, many keys, one script call.
+// Several calls are pipelined per connection over a small pool. Decisions for
+// the same hot key in one call are granted in arrival order: exact, and one
+// call for all of them. A batch (Acquire with several items) stays
+// all-or-nothing: the script checks every item and charges all or none.
+//
+// Time: Redis TIME by default; with use_client_clock the caller's wall clock
+// is passed instead. Either way the stored TAT never moves backwards.
+//
+// Keys: key_prefix + an injective escape of the item key (no '{' or '}', so
+// untrusted text never forms a hash tag); escaped keys longer than 128 bytes
+// are replaced by "#" + 128 bits of SHA-256. Each key expires when its bucket
+// is full again. See docs/redis.md for the layout and the value format.
+//
+// Failures never throw: every call ends with a Status: kTimeout (no answer
+// within call_timeout; the decision may or may not have been charged),
+// kConnection (not connected / connection broke), kScript (Lua error),
+// kServer (an error reply: OOM, READONLY, BUSY...), kUnavailable (queue full,
+// shutting down), kInvalidArgument (bad item or unsupported limit). NOSCRIPT is
+// recovered by resending the same call as EVAL, which is safe: a NOSCRIPT call
+// did not run, so nothing is charged twice.
+//
+// Thread safety: all public methods may be called from any thread. Callbacks
+// run on the store's I/O thread and must not block; never call the blocking
+// Acquire()/Command() from inside a callback.
+// Ownership: the store owns its thread and connections; the destructor fails
+// queued calls with kUnavailable and joins the thread.
+#ifndef TOLLGATE_REDIS_STORE_H_
+#define TOLLGATE_REDIS_STORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/clock.h"
+#include "tollgate/store.h"
+
+namespace tollgate {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string username;  // ACL user; empty = "default" / legacy AUTH
+  std::string password;  // empty = no AUTH
+  int db = 0;
+  // Debian's libhiredis-dev (0.14) has no hiredis_ssl: tls=true is rejected.
+  bool tls = false;
+  std::string key_prefix = "tg:";
+
+  size_t connections = 2;                           // pool size, 1..64
+  size_t max_inflight_per_connection = 4;           // pipelined script calls per connection
+  size_t max_batch = 256;                           // decisions (batches) per script call
+  size_t max_queue = 100000;                        // waiting decisions before kUnavailable
+  std::chrono::milliseconds connect_timeout{1000};  // TCP connect + AUTH/SELECT/SCRIPT LOAD
+  std::chrono::milliseconds call_timeout{500};      // from enqueue to reply
+  std::chrono::milliseconds reconnect_backoff_min{20};
+  std::chrono::milliseconds reconnect_backoff_max{1000};
+
+  // Pass the caller's wall clock (clock->WallNow()) instead of Redis TIME.
+  bool use_client_clock = false;
+  const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the store
+
+  // "Known denied until t": single-item decisions that Redis denied are answered
+  // locally until the retry time passes (same key, cost and limit only).
+  bool deny_cache = false;
+  size_t deny_cache_entries = 65536;
+};
+
+// redis://[[user]:password@]host[:port][/db][?prefix=P&timeout_ms=N&connect_timeout_ms=N&pool=N]
+// rediss:// is rejected (no TLS in Debian's hiredis).
+Result<RedisOptions> ParseRedisUrl(std::string_view url);
+
+// A reply of RedisStore::Command, rendered from hiredis' reply tree.
+struct RedisReply {
+  enum class Type { kString, kStatus, kInteger, kNil, kArray, kError };
+  Type type = Type::kNil;
+  std::string str;  // string, status or error text
+  int64_t integer = 0;
+  std::vector<RedisReply> elements;
+};
+
+struct RedisStoreStats {
+  uint64_t decisions = 0;         // batches decided by Redis
+  uint64_t script_calls = 0;      // EVALSHA/EVAL sent
+  uint64_t noscript_reloads = 0;  // NOSCRIPT answered by resending as EVAL
+  uint64_t connects = 0;          // successful (re)connections
+  uint64_t timeouts = 0;          // calls failed with kTimeout
+  uint64_t errors = 0;            // calls failed otherwise
+  uint64_t deny_cache_hits = 0;
+};
+
+class RedisStore final : public Store {
+ public:
+  // Validates options and starts connecting in the background; does not wait
+  // for Redis (calls made before the first connection wait up to call_timeout).
+  static Result<std::unique_ptr<RedisStore>> Create(const RedisOptions& options);
+  ~RedisStore() override;
+
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
+  // `done` runs exactly once, on the I/O thread (or inline for invalid input,
+  // deny-cache hits and a full queue).
+  void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
+  std::string Name() const override { return "redis"; }
+  // At least one connection is up.
+  bool Healthy() const override;
+
+  // Runs one plain command (e.g. {"SET", k, v, "PX", "3000"}) on the pool, with
+  // the same timeouts. Error replies come back as a value of Type::kError.
+  void CommandAsync(std::vector<std::string> argv, std::function<void(Result<RedisReply>)> done);
+  Result<RedisReply> Command(std::vector<std::string> argv);
+
+  // The Redis key that holds `key`'s state (prefix + escaped or hashed key).
+  std::string RedisKeyFor(std::string_view key) const;
+  // Whether `limit` can be decided exactly by the script; kInvalidArgument says why not.
+  static Status CheckLimit(const Limit& limit);
+
+  RedisStoreStats Stats() const;
+  const RedisOptions& options() const;
+
+  class Impl;
+
+ private:
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_REDIS_STORE_H_

@@ -1,0 +1,261 @@
+#include "redis/connection.h"
+
+#include <cstring>
+#include <utility>
+
+namespace tollgate::redis {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+void AppendCommand(std::string& out, int argc, const char** argv, const size_t* lens) {
+  char* cmd = nullptr;
+  int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+  if (len > 0 && cmd != nullptr) out.append(cmd, static_cast<size_t>(len));
+  redisFreeCommand(cmd);
+}
+
+void AppendCommand(std::string& out, const std::vector<std::string>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const auto& a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  AppendCommand(out, static_cast<int>(argv.size()), ptrs.data(), lens.data());
+}
+
+RedisReply ToRedisReply(const redisReply* r) {
+  RedisReply out;
+  if (r == nullptr) return out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(ToRedisReply(r->element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+  }
+  return out;
+}
+
+Connection::Connection(asio::io_context& io, const RedisOptions& options, std::string_view script,
+                       Listener* listener)
+    : io_(io), options_(options), script_(script), listener_(listener), socket_(io) {
+  in_.resize(64 * 1024);
+}
+
+Connection::~Connection() {
+  if (reader_) redisReaderFree(reader_);
+}
+
+std::string Endpoint(const RedisOptions& o) { return o.host + ":" + std::to_string(o.port); }
+
+void Connection::Connect() {
+  if (state_ == State::kConnecting || state_ == State::kReady) return;
+  state_ = State::kConnecting;
+  connect_deadline_ = std::chrono::steady_clock::now() + options_.connect_timeout;
+  const uint64_t gen = ++generation_;
+  if (reader_) redisReaderFree(reader_);
+  reader_ = redisReaderCreate();
+  reader_->maxbuf = 0;
+  auto self = shared_from_this();
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+  resolver->async_resolve(
+      options_.host, std::to_string(options_.port),
+      [this, self, gen, resolver](const error_code& ec,
+                                  asio::ip::tcp::resolver::results_type results) {
+        if (gen != generation_) return;
+        if (ec) {
+          Fail(ConnectionError("redis " + Endpoint(options_) + ": resolve: " + ec.message()));
+          return;
+        }
+        asio::async_connect(
+            socket_, results,
+            [this, self, gen](const error_code& ec, const asio::ip::tcp::endpoint&) {
+              if (gen != generation_) return;
+              if (ec) {
+                Fail(ConnectionError("redis " + Endpoint(options_) + ": connect: " + ec.message()));
+                return;
+              }
+              error_code ignored;
+              socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+              Read();
+              StartHandshake();
+            });
+      });
+}
+
+void Connection::StartHandshake() {
+  std::string resp;
+  int replies = 0;
+  if (!options_.password.empty()) {
+    if (options_.username.empty()) {
+      AppendCommand(resp, {"AUTH", options_.password});
+    } else {
+      AppendCommand(resp, {"AUTH", options_.username, options_.password});
+    }
+    ++replies;
+  }
+  if (options_.db != 0) {
+    AppendCommand(resp, {"SELECT", std::to_string(options_.db)});
+    ++replies;
+  }
+  AppendCommand(resp, {"SCRIPT", "LOAD", std::string(script_)});
+  ++replies;
+  out_ += resp;
+  pending_.push_back(Pending{
+      replies,
+      connect_deadline_,
+      [this](Status st, std::vector<ReplyPtr>& got) {
+        if (!st.ok()) return;  // Fail() already reported it
+        for (auto& r : got) {
+          if (r->type == REDIS_REPLY_ERROR) {
+            Fail(ConnectionError("redis " + Endpoint(options_) +
+                                 ": handshake: " + std::string(r->str, r->len)));
+            return;
+          }
+        }
+        const redisReply* sha = got.back().get();
+        if (sha->type != REDIS_REPLY_STRING) {
+          Fail(ConnectionError("redis " + Endpoint(options_) + ": SCRIPT LOAD returned no sha"));
+          return;
+        }
+        sha_.assign(sha->str, sha->len);
+        state_ = State::kReady;
+        last_error_ = Status::Ok();
+        listener_->OnReady(*this);
+      },
+      {}});
+  Flush();
+}
+
+void Connection::Send(std::string&& resp, int replies, SteadyTime deadline, Handler done) {
+  if (state_ != State::kReady) {
+    std::vector<ReplyPtr> none;
+    done(ConnectionError("redis " + Endpoint(options_) + ": not connected"), none);
+    return;
+  }
+  if (out_.empty()) {
+    out_ = std::move(resp);
+  } else {
+    out_ += resp;
+  }
+  pending_.push_back(Pending{replies, deadline, std::move(done), {}});
+  Flush();
+}
+
+void Connection::Flush() {
+  if (write_busy_ || out_.empty()) return;
+  write_busy_ = true;
+  writing_.clear();
+  writing_.swap(out_);
+  const uint64_t gen = generation_;
+  auto self = shared_from_this();
+  asio::async_write(
+      socket_, asio::buffer(writing_), [this, self, gen](const error_code& ec, size_t) {
+        if (gen != generation_) return;
+        write_busy_ = false;
+        if (ec) {
+          Fail(ConnectionError("redis " + Endpoint(options_) + ": write: " + ec.message()));
+          return;
+        }
+        Flush();
+      });
+}
+
+void Connection::Read() {
+  const uint64_t gen = generation_;
+  auto self = shared_from_this();
+  socket_.async_read_some(asio::buffer(in_), [this, self, gen](const error_code& ec, size_t n) {
+    if (gen != generation_) return;
+    if (ec) {
+      Fail(ConnectionError("redis " + Endpoint(options_) + ": " +
+                           (ec == asio::error::eof ? std::string("connection closed by server")
+                                                   : "read: " + ec.message())));
+      return;
+    }
+    OnData(n);
+    if (gen == generation_) Read();
+  });
+}
+
+void Connection::OnData(size_t n) {
+  const uint64_t gen = generation_;
+  if (redisReaderFeed(reader_, in_.data(), n) != REDIS_OK) {
+    Fail(ConnectionError("redis " + Endpoint(options_) + ": protocol error"));
+    return;
+  }
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      Fail(ConnectionError("redis " + Endpoint(options_) + ": protocol error: " + reader_->errstr));
+      return;
+    }
+    if (raw == nullptr) return;
+    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (pending_.empty()) {
+      Fail(ConnectionError("redis " + Endpoint(options_) + ": unexpected reply"));
+      return;
+    }
+    Pending& front = pending_.front();
+    front.got.push_back(std::move(reply));
+    if (static_cast<int>(front.got.size()) < front.replies) continue;
+    Pending done = std::move(front);
+    pending_.pop_front();
+    done.done(Status::Ok(), done.got);
+    if (gen != generation_) return;  // the handler closed the connection
+  }
+}
+
+void Connection::CheckDeadlines(SteadyTime now) {
+  if (state_ == State::kConnecting && now > connect_deadline_) {
+    Fail(TimeoutError("redis " + Endpoint(options_) + ": not connected within " +
+                      std::to_string(options_.connect_timeout.count()) + "ms"));
+    return;
+  }
+  if (state_ == State::kReady && !pending_.empty() && now > pending_.front().deadline) {
+    Fail(TimeoutError("redis " + Endpoint(options_) + " did not answer within " +
+                      std::to_string(options_.call_timeout.count()) + "ms"));
+  }
+}
+
+void Connection::Fail(const Status& why) {
+  if (state_ == State::kClosed || state_ == State::kIdle) return;
+  ++generation_;
+  state_ = State::kClosed;
+  last_error_ = why;
+  error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  out_.clear();
+  writing_.clear();
+  write_busy_ = false;
+  std::deque<Pending> failed;
+  failed.swap(pending_);
+  for (auto& p : failed) {
+    std::vector<ReplyPtr> none;
+    p.done(why, none);
+  }
+  listener_->OnDown(*this, why);
+}
+
+}  // namespace tollgate::redis

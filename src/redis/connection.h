@@ -1,0 +1,112 @@
+// Connection: one pipelined RESP connection to Redis on an Asio io_context.
+//
+// Commands are pre-formatted RESP (hiredis' redisFormatCommandArgv) appended
+// to a write buffer; replies are parsed by hiredis' redisReader and handed, in
+// order, to the handler of each pending call. A call may expect several
+// replies (a pipeline). On connect the connection runs its handshake (AUTH,
+// SELECT, SCRIPT LOAD) before it reports ready.
+//
+// Failure model: a broken socket fails every pending call with kConnection; a
+// call past its deadline fails every pending call with kTimeout (replies of a
+// pipeline cannot be skipped) and closes the socket. The owner reconnects.
+// Nothing is ever resent by the connection itself.
+//
+// Thread safety: none; every method runs on the io_context's single thread.
+#ifndef TOLLGATE_SRC_REDIS_CONNECTION_H_
+#define TOLLGATE_SRC_REDIS_CONNECTION_H_
+
+#include <hiredis/hiredis.h>
+
+#include <utility>  // before Asio: Boost 1.74 needs std::exchange declared
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tollgate/redis_store.h"
+#include "tollgate/status.h"
+
+namespace tollgate::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r) freeReplyObject(r);
+  }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Formats argv as one RESP command and appends it to `out`.
+void AppendCommand(std::string& out, const std::vector<std::string>& argv);
+void AppendCommand(std::string& out, int argc, const char** argv, const size_t* lens);
+RedisReply ToRedisReply(const redisReply* r);
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // ok + replies, or an error status (replies empty).
+  using Handler = std::function<void(Status, std::vector<ReplyPtr>&)>;
+  // Told when the connection becomes ready or goes down.
+  struct Listener {
+    virtual ~Listener() = default;
+    virtual void OnReady(Connection& c) = 0;
+    virtual void OnDown(Connection& c, const Status& why) = 0;
+  };
+
+  Connection(boost::asio::io_context& io, const RedisOptions& options, std::string_view script,
+             Listener* listener);
+  ~Connection();
+
+  enum class State { kIdle, kConnecting, kReady, kClosed };
+  State state() const { return state_; }
+  bool ready() const { return state_ == State::kReady; }
+  size_t inflight() const { return pending_.size(); }
+  const std::string& script_sha() const { return sha_; }
+  const Status& last_error() const { return last_error_; }
+
+  // Starts connecting (kIdle/kClosed -> kConnecting).
+  void Connect();
+  // Sends a pre-formatted command expecting `replies` replies; `done` runs once.
+  void Send(std::string&& resp, int replies, SteadyTime deadline, Handler done);
+  // Fails pending calls past their deadline (kTimeout) and the handshake past
+  // connect_timeout; called by the owner's ticker.
+  void CheckDeadlines(SteadyTime now);
+  // Closes the socket and fails every pending call with `why`.
+  void Fail(const Status& why);
+
+ private:
+  struct Pending {
+    int replies;
+    SteadyTime deadline;
+    Handler done;
+    std::vector<ReplyPtr> got;
+  };
+  void StartHandshake();
+  void Flush();
+  void Read();
+  void OnData(size_t n);
+
+  boost::asio::io_context& io_;
+  const RedisOptions& options_;
+  std::string_view script_;
+  Listener* listener_;
+  boost::asio::ip::tcp::socket socket_;
+  State state_ = State::kIdle;
+  SteadyTime connect_deadline_{};
+  std::string sha_;
+  Status last_error_;
+  redisReader* reader_ = nullptr;
+  std::deque<Pending> pending_;
+  std::string out_;      // waiting to be written
+  std::string writing_;  // being written
+  bool write_busy_ = false;
+  std::vector<char> in_;
+  uint64_t generation_ = 0;  // bumps on every close, so stale completions are ignored
+};
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_REDIS_CONNECTION_H_

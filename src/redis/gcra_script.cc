@@ -1,0 +1,191 @@
+#include "redis/gcra_script.h"
+
+#include <algorithm>
+
+namespace tollgate::redis {
+namespace {
+
+// Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
+constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v1
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local E9 = 1000000000
+local function split(v)
+  local len = #v
+  if len <= 9 then return 0, tonumber(v) end
+  return tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
+end
+local function add(as, an, bs, bn)
+  local s, n = as + bs, an + bn
+  if n >= E9 then return s + 1, n - E9 end
+  return s, n
+end
+local function le(as, an, bs, bn)
+  return as < bs or (as == bs and an <= bn)
+end
+local now_s, now_n
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
+else
+  now_s, now_n = split(ARGV[1])
+end
+local ts, tn = {}, {}
+local vals = redis.call('MGET', unpack(KEYS))
+for i = 1, #KEYS do
+  local v = vals[i]
+  if v then ts[i], tn[i] = split(v) else ts[i], tn[i] = 0, 0 end
+end
+-- One item against TAT (s, n): allowed?, tat_after (s, n).
+local function step(s, n, kind, is, inn, hs, hn)
+  if not le(now_s, now_n, s, n) then s, n = now_s, now_n end
+  if kind == 3 or kind == 2 then return kind == 3, s, n end
+  local ls, ln = add(now_s, now_n, hs, hn)
+  if kind == 0 then
+    local xs, xn = add(s, n, is, inn)
+    if le(xs, xn, ls, ln) then return true, xs, xn end
+    return false, s, n
+  end
+  if le(s, n, ls, ln) then
+    local xs, xn = add(s, n, is, inn)
+    return true, xs, xn
+  end
+  return false, s, n
+end
+local out, o = {}, 0
+local dirty = {}
+local function emit(code, s, n)
+  local rs, rn = s - now_s, n - now_n
+  if rn < 0 then rs, rn = rs - 1, rn + E9 end
+  out[o + 1], out[o + 2], out[o + 3] = code, rs, rn
+  o = o + 3
+end
+local a = 2
+local nargs = #ARGV
+while a <= nargs do
+  local count = tonumber(ARGV[a])
+  a = a + 1
+  local k, kind, is, inn, hs, hn = {}, {}, {}, {}, {}, {}
+  for j = 1, count do
+    k[j] = tonumber(ARGV[a])
+    kind[j] = tonumber(ARGV[a + 1])
+    is[j], inn[j] = split(ARGV[a + 2])
+    hs[j], hn[j] = split(ARGV[a + 3])
+    a = a + 4
+  end
+  -- Phase 1: every item alone against the current state.
+  local ok1, s1, n1 = {}, {}, {}
+  local denied = false
+  for j = 1, count do
+    ok1[j], s1[j], n1[j] = step(ts[k[j]], tn[k[j]], kind[j], is[j], inn[j], hs[j], hn[j])
+    if not ok1[j] then denied = true end
+  end
+  local fail = 0
+  local ws, wn, ok2, s2, n2 = {}, {}, {}, {}, {}
+  if not denied then
+    -- Phase 2: the items together, in order, on a working copy.
+    for j = 1, count do
+      local key = k[j]
+      local cs, cn = ws[key], wn[key]
+      if cs == nil then cs, cn = ts[key], tn[key] end
+      local ok, s, n = step(cs, cn, kind[j], is[j], inn[j], hs[j], hn[j])
+      if not ok then fail = j; break end
+      ok2[j], s2[j], n2[j] = ok, s, n
+      if kind[j] < 2 then ws[key], wn[key] = s, n end
+    end
+  end
+  if denied or fail > 0 then
+    -- Nothing is charged: each item reports its state alone (3: it would fit).
+    for j = 1, count do
+      local code = 0
+      if j == fail then code = 2 elseif ok1[j] then code = 3 end
+      emit(code, s1[j], n1[j])
+    end
+  else
+    for key, s in pairs(ws) do
+      ts[key], tn[key] = s, wn[key]
+      dirty[key] = true
+    end
+    for j = 1, count do emit(1, s2[j], n2[j]) end
+  end
+end
+for key in pairs(dirty) do
+  local s, n = ts[key], tn[key]
+  local rs, rn = s - now_s, n - now_n
+  if rn < 0 then rs, rn = rs - 1, rn + E9 end
+  local ms = rs * 1000 + math.ceil(rn / 1000000)
+  if ms < 1 then ms = 1 end
+  local v
+  if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
+  redis.call('SET', KEYS[key], v, 'PX', string.format('%d', ms))
+end
+return out
+)lua";
+
+}  // namespace
+
+std::string_view GcraScript() { return kScript; }
+
+Status CheckScriptLimit(const Limit& limit) {
+  switch (limit.algorithm()) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket:
+      break;
+    default:
+      return InvalidArgument("algorithm " + std::string(AlgorithmName(limit.algorithm())) +
+                             " is not supported by the redis store yet");
+  }
+  // The script holds times as (seconds, ns) limbs: any int64 >= 0 is exact.
+  // Limit::Create already keeps every constant below 2^60 ns; check anyway.
+  constexpr int64_t kMax = int64_t{1} << 60;
+  if (limit.tolerance_ns() <= 0 || limit.tolerance_ns() >= kMax || limit.max_delay_ns() < 0 ||
+      limit.max_delay_ns() >= kMax || limit.IncrementFor(limit.burst()) >= kMax) {
+    return InvalidArgument("limit " + limit.ToString() +
+                           " has time constants outside [0, 2^60) ns; the redis script cannot "
+                           "represent them exactly");
+  }
+  return Status::Ok();
+}
+
+ScriptItem MakeScriptItem(const Limit& limit, int64_t cost) {
+  const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
+  ScriptItem item;
+  item.threshold = shaper ? limit.max_delay_ns() : limit.tolerance_ns();
+  item.increment = 0;
+  if (cost > limit.burst()) {
+    item.kind = ItemKind::kNever;
+  } else if (cost <= 0) {
+    item.kind = ItemKind::kPeek;
+  } else {
+    item.kind = shaper ? ItemKind::kShaper : ItemKind::kGcra;
+    item.increment = limit.IncrementFor(cost);
+  }
+  return item;
+}
+
+Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel) {
+  const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
+  Decision d;
+  d.limit = limit.burst();
+  d.allowed = code == 1 || code == 3;
+  d.reset_after = Nanos(rel < 0 ? 0 : rel);
+  if (shaper) {
+    const int64_t slack = limit.max_delay_ns() - rel;
+    d.remaining = slack < 0 ? 0 : std::min(limit.burst(), limit.TokensIn(slack) + 1);
+    if (code == 0) {
+      d.retry_after =
+          item.kind == ItemKind::kNever ? Decision::kNever : Nanos(rel - limit.max_delay_ns());
+    } else if (item.kind == ItemKind::kShaper) {
+      d.delay = Nanos(rel - item.increment);
+    }
+  } else {
+    d.remaining = std::min(limit.burst(), limit.TokensIn(limit.tolerance_ns() - rel));
+    if (code == 0) {
+      d.retry_after = item.kind == ItemKind::kNever
+                          ? Decision::kNever
+                          : Nanos(rel + item.increment - limit.tolerance_ns());
+    }
+  }
+  return d;
+}
+
+}  // namespace tollgate::redis

@@ -1,0 +1,55 @@
+// The GCRA batch script and its wire format (pure functions, no I/O).
+//
+// One script call decides any number of groups; a group is one caller's batch
+// and is all-or-nothing. Arguments:
+//   KEYS    the distinct Redis keys of the call
+//   ARGV[1] now in ns as a decimal string, or "" to read Redis TIME
+//   then, per group: n, followed by n items of 4 arguments:
+//           key index (1-based into KEYS), kind, increment ns, threshold ns
+// Reply: a flat array of 3 integers per item, in order: code, rel_s, rel_ns,
+// where rel = tat_after - now (>= 0) split into seconds and nanoseconds, and
+// code is 1 allowed (charged), 0 denied; in a denied group 3 means "this item
+// alone would fit" (not charged) and 2 marks the item at which the items stopped
+// fitting together (reported as denied with retry_after 0, like LocalStore).
+//
+// Times are held in Lua as two exact limbs (seconds, nanoseconds < 1e9), so
+// every value below 2^63 ns stays exact in Lua's doubles; see docs/redis.md.
+#ifndef TOLLGATE_SRC_REDIS_GCRA_SCRIPT_H_
+#define TOLLGATE_SRC_REDIS_GCRA_SCRIPT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tollgate/decision.h"
+#include "tollgate/limit.h"
+#include "tollgate/status.h"
+
+namespace tollgate::redis {
+
+// The Lua source of the script.
+std::string_view GcraScript();
+
+enum class ItemKind : int {
+  kGcra = 0,    // allowed iff max(TAT, now) + inc <= now + threshold (tolerance)
+  kShaper = 1,  // allowed iff max(TAT, now) <= now + threshold (max_delay)
+  kNever = 2,   // cost > burst: never allowed, reports state
+  kPeek = 3,    // cost 0: always allowed, reports state, writes nothing
+};
+
+struct ScriptItem {
+  ItemKind kind;
+  int64_t increment;  // ns
+  int64_t threshold;  // ns
+};
+
+// kInvalidArgument when the script cannot decide `limit` (window algorithms).
+Status CheckScriptLimit(const Limit& limit);
+// What the script must do for `cost` against `limit` (limit must pass CheckScriptLimit).
+ScriptItem MakeScriptItem(const Limit& limit, int64_t cost);
+// The Decision core's Step() would have produced, from the script's answer.
+Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel_ns);
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_REDIS_GCRA_SCRIPT_H_

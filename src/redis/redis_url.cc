@@ -1,0 +1,133 @@
+// ParseRedisUrl: redis://[[user]:password@]host[:port][/db][?options].
+#include <charconv>
+#include <string>
+
+#include "tollgate/redis_store.h"
+
+namespace tollgate {
+namespace {
+
+bool ParseInt(std::string_view s, int64_t lo, int64_t hi, int64_t* out) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// %XX in user info (passwords may contain '@' or ':').
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      *out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int64_t v = 0;
+    auto hex = in.substr(i + 1, 2);
+    auto [p, ec] = std::from_chars(hex.data(), hex.data() + 2, v, 16);
+    if (ec != std::errc() || p != hex.data() + 2) return false;
+    *out += static_cast<char>(v);
+    i += 2;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<RedisOptions> ParseRedisUrl(std::string_view url) {
+  RedisOptions o;
+  const std::string shown(url.substr(0, 200));
+  if (url.size() > 4096) return InvalidArgument("redis url: longer than 4096 bytes");
+  if (url.starts_with("rediss://")) {
+    return InvalidArgument(
+        "redis url: rediss:// (TLS) is not supported: Debian's libhiredis-dev 0.14 ships no "
+        "hiredis_ssl");
+  }
+  if (!url.starts_with("redis://")) {
+    return InvalidArgument("redis url: must start with redis:// (got '" + shown + "')");
+  }
+  std::string_view rest = url.substr(8);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    std::string_view user = userinfo, pass;
+    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+      user = userinfo.substr(0, colon);
+      pass = userinfo.substr(colon + 1);
+    } else {
+      // redis://password@host is a common shorthand.
+      pass = userinfo;
+      user = {};
+    }
+    if (!PercentDecode(user, &o.username) || !PercentDecode(pass, &o.password)) {
+      return InvalidArgument("redis url: bad %-escape in user info");
+    }
+  }
+  std::string_view host = rest, port;
+  if (!rest.empty() && rest.front() == '[') {  // [::1]:6379
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) return InvalidArgument("redis url: unclosed '['");
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return InvalidArgument("redis url: bad host '" + shown + "'");
+      port = rest.substr(close + 2);
+    }
+  } else if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty()) return InvalidArgument("redis url: missing host in '" + shown + "'");
+  o.host = std::string(host);
+  int64_t v = 0;
+  if (!port.empty()) {
+    if (!ParseInt(port, 1, 65535, &v)) {
+      return InvalidArgument("redis url: port must be 1..65535 (got '" + std::string(port) + "')");
+    }
+    o.port = static_cast<int>(v);
+  }
+  if (!path.empty()) {
+    if (!ParseInt(path, 0, 1 << 20, &v)) {
+      return InvalidArgument("redis url: database must be a number (got '" + std::string(path) +
+                             "')");
+    }
+    o.db = static_cast<int>(v);
+  }
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    auto eq = kv.find('=');
+    std::string_view k = kv.substr(0, eq);
+    std::string_view val = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+    if (k == "prefix") {
+      if (!PercentDecode(val, &o.key_prefix)) return InvalidArgument("redis url: bad prefix");
+      if (o.key_prefix.size() > 64) return InvalidArgument("redis url: prefix longer than 64");
+    } else if (k == "timeout_ms" && ParseInt(val, 1, 600000, &v)) {
+      o.call_timeout = std::chrono::milliseconds(v);
+    } else if (k == "connect_timeout_ms" && ParseInt(val, 1, 600000, &v)) {
+      o.connect_timeout = std::chrono::milliseconds(v);
+    } else if (k == "pool" && ParseInt(val, 1, 64, &v)) {
+      o.connections = static_cast<size_t>(v);
+    } else if (k == "client_clock" && (val == "1" || val == "true")) {
+      o.use_client_clock = true;
+    } else {
+      return InvalidArgument("redis url: unknown or bad option '" + std::string(kv.substr(0, 64)) +
+                             "' (prefix, timeout_ms, connect_timeout_ms, pool, client_clock)");
+    }
+  }
+  return o;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,387 @@
+// RedisStore against a real redis-server: the store contract, exact agreement
+// with core's Step(), scripts, TTLs, key layout, timeouts and reconnects.
+#include "tollgate/redis_store.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <thread>
+
+#include "redis/redis_keys.h"
+#include "store_contract.h"
+#include "testing/redis_server.h"
+#include "tollgate/algorithm.h"
+
+namespace tollgate::testing {
+
+// One server for the contract suite (and its helpers); each test gets a fresh store.
+RedisServer* SharedRedis() {
+  static auto start = RedisServer::Start();
+  return start.server.get();
+}
+
+std::unique_ptr<RedisStore> MakeRedisStore(const RedisServer& server, RedisOptions o = {}) {
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  auto s = RedisStore::Create(o);
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, StoreContractTest,
+                         ::testing::Values(StoreFactory([]() -> std::unique_ptr<Store> {
+                           RedisServer* server = SharedRedis();
+                           if (server == nullptr) return nullptr;
+                           return MakeRedisStore(*server);
+                         })));
+
+}  // namespace tollgate::testing
+
+namespace tollgate {
+namespace {
+
+using testing::RedisServer;
+using namespace std::chrono_literals;
+
+std::unique_ptr<RedisStore> MakeStore(const RedisServer& server, RedisOptions o = {}) {
+  return testing::MakeRedisStore(server, std::move(o));
+}
+
+Limit Bucket(double rate, int64_t burst) {
+  LimitSpec s;
+  s.rate = rate;
+  s.burst = burst;
+  return *Limit::Create(s);
+}
+
+// Waits (bounded) until `pred` holds.
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds deadline = 5000ms) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);  // poll interval
+  }
+  return pred();
+}
+
+// The reference: LocalStore's batch semantics over core's Step(), single threaded.
+BatchDecision ReferenceBatch(std::map<std::string, uint64_t>& state,
+                             const std::vector<AcquireItem>& items, int64_t now) {
+  BatchDecision out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    out.decisions.push_back(
+        Step(*items[i].limit, state[std::string(items[i].key)], items[i].cost, now).decision);
+    if (!out.decisions[i].allowed && out.denied_index < 0) out.denied_index = static_cast<int>(i);
+  }
+  if (out.denied_index >= 0) return out;
+  auto work = state;
+  std::vector<Decision> charged;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto& word = work[std::string(items[i].key)];
+    StepResult r = Step(*items[i].limit, word, items[i].cost, now);
+    if (!r.decision.allowed) {
+      out.decisions[i].allowed = false;
+      out.denied_index = static_cast<int>(i);
+      return out;
+    }
+    if (r.changed) word = r.state;
+    charged.push_back(r.decision);
+  }
+  state = std::move(work);
+  out.decisions = std::move(charged);
+  out.allowed = true;
+  return out;
+}
+
+TEST(RedisStore, ScriptAgreesWithCoreStepDecisionForDecision) {
+  TOLLGATE_START_REDIS(server);
+  ManualClock clock(5'000'000'000LL, 1'763'700'000'000'000'000LL);
+  RedisOptions o;
+  o.use_client_clock = true;
+  o.clock = &clock;
+  auto store = MakeStore(server, o);
+  ASSERT_NE(store, nullptr);
+
+  std::vector<Limit> limits = {Bucket(10, 10),  Bucket(0.3, 3),           Bucket(1e9, 1000),
+                               Bucket(1e-6, 1), Bucket(0.001, 1'000'000), Bucket(123.456, 17)};
+  LimitSpec shaper;
+  shaper.algorithm = Algorithm::kLeakyBucket;
+  shaper.rate = 5;
+  shaper.burst = 6;
+  shaper.max_delay = 700ms;
+  limits.push_back(*Limit::Create(shaper));
+  shaper.max_delay = Nanos(0);
+  limits.push_back(*Limit::Create(shaper));
+
+  std::mt19937_64 rng(20261121);
+  std::map<std::string, uint64_t> state;
+  const std::vector<std::string> keys = {"k0", "k1", "k2", "k3"};
+  int compared = 0, allowed = 0;
+  for (int round = 0; round < 1500; ++round) {
+    // Mostly forward, sometimes far, sometimes backwards.
+    const int pick = static_cast<int>(rng() % 10);
+    if (pick < 6) {
+      clock.Advance(Nanos(static_cast<int64_t>(rng() % 200'000'000)));
+    } else if (pick < 8) {
+      clock.Advance(Nanos(static_cast<int64_t>(rng() % 5'000'000'000LL)));
+    } else if (pick == 8) {
+      clock.Set(clock.Now() - static_cast<int64_t>(rng() % 300'000'000));
+    }
+    const size_t n = 1 + rng() % 3;
+    std::vector<AcquireItem> items;
+    for (size_t i = 0; i < n; ++i) {
+      // A key keeps one limit (a real rule does), so states stay comparable.
+      const size_t k = rng() % keys.size();
+      const Limit* l = &limits[(k + round / 300) % limits.size()];
+      int64_t cost = static_cast<int64_t>(rng() % 4);
+      if (rng() % 20 == 0) cost = l->burst() + 1;
+      items.push_back({keys[k] + "@" + std::to_string((k + round / 300) % limits.size()), l, cost});
+    }
+    // items hold string_views into temporaries: keep the strings alive.
+    std::vector<std::string> names;
+    for (auto& it : items) names.emplace_back(it.key);
+    for (size_t i = 0; i < n; ++i) items[i].key = names[i];
+
+    const int64_t now = clock.WallNow();
+    BatchDecision want = ReferenceBatch(state, items, now);
+    auto got = store->Acquire(items);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->allowed, want.allowed) << "round " << round;
+    ASSERT_EQ(got->denied_index, want.denied_index) << "round " << round;
+    ASSERT_EQ(got->decisions.size(), want.decisions.size());
+    for (size_t i = 0; i < n; ++i) {
+      const Decision& g = got->decisions[i];
+      const Decision& w = want.decisions[i];
+      ASSERT_EQ(g, w) << "round " << round << " item " << i << " cost " << items[i].cost
+                      << " limit " << items[i].limit->ToString() << "\n got allowed=" << g.allowed
+                      << " remaining=" << g.remaining << " retry=" << g.retry_after.count()
+                      << " reset=" << g.reset_after.count() << " delay=" << g.delay.count()
+                      << "\nwant allowed=" << w.allowed << " remaining=" << w.remaining
+                      << " retry=" << w.retry_after.count() << " reset=" << w.reset_after.count()
+                      << " delay=" << w.delay.count();
+      ++compared;
+      allowed += g.allowed ? 1 : 0;
+    }
+  }
+  EXPECT_GT(compared, 2000);
+  EXPECT_GT(allowed, 300);  // the sequence exercised both outcomes
+  EXPECT_LT(allowed, compared - 300);
+}
+
+TEST(RedisStore, StoredValueIsOneIntegerStringWithRefillTtl) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  const Limit l = Bucket(0.001, 5);  // one token per 1000 s
+  ASSERT_TRUE(AcquireOne(*store, "ttl", l, 2).value().allowed);
+  const std::string key = store->RedisKeyFor("ttl");
+  EXPECT_EQ(key, "tg:ttl");
+  const std::string value = server.Command({"GET", key});
+  ASSERT_FALSE(value.empty());
+  EXPECT_EQ(value.find_first_not_of("0123456789"), std::string::npos) << value;
+  EXPECT_EQ(server.Command({"OBJECT", "ENCODING", key}), "int");
+  const int64_t pttl = std::stoll(server.Command({"PTTL", key}));
+  EXPECT_LE(pttl, 2'000'000);  // two tokens take 2000 s to refill
+  EXPECT_GT(pttl, 1'990'000);
+}
+
+TEST(RedisStore, IdleKeysExpireWhenTheBucketIsFull) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  const Limit fast = Bucket(100, 2);  // full again 10-20 ms after use
+  ASSERT_TRUE(AcquireOne(*store, "short", fast, 2).value().allowed);
+  const std::string key = store->RedisKeyFor("short");
+  EXPECT_TRUE(Eventually([&] { return server.Command({"EXISTS", key}) == "0"; }));
+}
+
+TEST(RedisStore, RecoversFromScriptFlushWithoutDoubleCharging) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  const Limit l = Bucket(0.001, 10);
+  ASSERT_TRUE(AcquireOne(*store, "ns", l, 2).value().allowed);
+  ASSERT_EQ(server.Command({"SCRIPT", "FLUSH"}), "OK");
+  auto d = AcquireOne(*store, "ns", l, 1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 7);  // charged exactly once
+  EXPECT_GE(store->Stats().noscript_reloads, 1u);
+  EXPECT_EQ(AcquireOne(*store, "ns", l, 0).value().remaining, 7);
+}
+
+TEST(RedisStore, ReconnectsAfterKillAndRestart) {
+  TOLLGATE_START_REDIS(server);
+  RedisOptions o;
+  o.call_timeout = 200ms;
+  o.connect_timeout = 200ms;
+  auto store = MakeStore(server, o);
+  ASSERT_NE(store, nullptr);
+  const Limit l = Bucket(0.001, 3);
+  ASSERT_TRUE(AcquireOne(*store, "rk", l, 1).value().allowed);
+  server.Kill();
+  auto down = AcquireOne(*store, "rk", l, 1);
+  ASSERT_FALSE(down.ok());
+  EXPECT_TRUE(down.status().code() == StatusCode::kConnection ||
+              down.status().code() == StatusCode::kTimeout)
+      << down.status().ToString();
+  EXPECT_TRUE(Eventually([&] { return !store->Healthy(); }));
+  ASSERT_EQ(server.Restart(), "");
+  // A fresh server (no persistence): state and script cache are gone.
+  EXPECT_TRUE(Eventually([&] {
+    auto r = AcquireOne(*store, "rk", l, 1);
+    return r.ok() && r->allowed && r->remaining == 2;
+  }));
+  EXPECT_TRUE(store->Healthy());
+}
+
+TEST(RedisStore, PausedServerTimesOutThenRecovers) {
+  TOLLGATE_START_REDIS(server);
+  RedisOptions o;
+  o.call_timeout = 100ms;
+  o.connect_timeout = 100ms;
+  auto store = MakeStore(server, o);
+  ASSERT_NE(store, nullptr);
+  const Limit l = Bucket(0.001, 100);
+  ASSERT_TRUE(AcquireOne(*store, "p", l, 1).value().allowed);
+  server.Pause();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = AcquireOne(*store, "p", l, 1);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kTimeout) << r.status().ToString();
+  EXPECT_LT(took, 5s);  // bounded, not hung
+  EXPECT_GE(store->Stats().timeouts, 1u);
+  server.Resume();
+  EXPECT_TRUE(Eventually([&] {
+    auto ok = AcquireOne(*store, "p", l, 1);
+    return ok.ok() && ok->allowed;
+  }));
+}
+
+TEST(RedisStore, UnreachableServerFailsFastWithConnectionError) {
+  RedisOptions o;
+  o.port = testing::FreeLoopbackPort();  // nothing listens there
+  o.call_timeout = 2000ms;
+  auto store = RedisStore::Create(o);
+  ASSERT_TRUE(store.ok());
+  const Limit l = Bucket(1, 1);
+  // The first call may wait for the first connect attempt; later ones fail fast.
+  ASSERT_TRUE(Eventually([&] { return !(*store)->Healthy(); }));
+  Result<Decision> r = AcquireOne(**store, "x", l, 1);
+  for (int i = 0; i < 3 && r.ok(); ++i) r = AcquireOne(**store, "x", l, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kConnection) << r.status().ToString();
+}
+
+TEST(RedisStore, HostileKeysNeverFormHashTagsOrGrowUnbounded) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  const Limit l = Bucket(0.001, 1);
+  const std::vector<std::string> hostile = {
+      "{a}",     "}{", "x\r\nSET y 1", std::string(10240, '{'), std::string("nul\0byte", 8),
+      "tg:other"};
+  for (const auto& k : hostile) ASSERT_TRUE(AcquireOne(*store, k, l, 1).value().allowed);
+  for (const auto& k : hostile) EXPECT_FALSE(AcquireOne(*store, k, l, 1).value().allowed);
+  const std::string all = server.Command({"KEYS", "*"});
+  size_t count = 0, start = 0;
+  while (start <= all.size()) {
+    size_t end = all.find('\n', start);
+    if (end == std::string::npos) end = all.size();
+    const std::string key = all.substr(start, end - start);
+    EXPECT_EQ(key.rfind("tg:", 0), 0u) << key;
+    EXPECT_EQ(key.find_first_of("{}\r "), std::string::npos) << key;
+    EXPECT_LE(key.size(), 3 + redis::kMaxEscapedKey) << key;
+    ++count;
+    start = end + 1;
+  }
+  EXPECT_EQ(count, hostile.size());
+  EXPECT_EQ(server.Command({"EXISTS", "y"}), "0");
+}
+
+TEST(RedisStore, AuthAndDatabaseNumber) {
+  RedisServer::Options so;
+  so.extra_args = {"--requirepass", "s3cret"};
+  so.password = "s3cret";
+  auto start = RedisServer::Start(so);
+  if (start.missing) GTEST_SKIP() << start.error;
+  ASSERT_TRUE(start) << start.error;
+  auto url = ParseRedisUrl("redis://:s3cret@127.0.0.1:" + std::to_string(start->port()) + "/3");
+  ASSERT_TRUE(url.ok());
+  auto store = RedisStore::Create(*url);
+  ASSERT_TRUE(store.ok());
+  const Limit l = Bucket(0.001, 2);
+  auto d = AcquireOne(**store, "authed", l, 1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->allowed);
+  auto info = (*store)->Command({"CLIENT", "INFO"});
+  ASSERT_TRUE(info.ok());
+  EXPECT_NE(info->str.find(" db=3 "), std::string::npos) << info->str;
+
+  url->password = "wrong";
+  url->call_timeout = 300ms;
+  auto bad = RedisStore::Create(*url);
+  ASSERT_TRUE(bad.ok());
+  auto denied = AcquireOne(**bad, "authed", l, 1);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), StatusCode::kConnection) << denied.status().ToString();
+}
+
+TEST(RedisStore, CommandRunsPlainCommandsOnThePool) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  auto set = store->Command({"SET", "hb:1", "alive", "PX", "60000"});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->type, RedisReply::Type::kStatus);
+  auto get = store->Command({"GET", "hb:1"});
+  ASSERT_TRUE(get.ok());
+  EXPECT_EQ(get->str, "alive");
+  auto err = store->Command({"NOSUCHCOMMAND"});
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->type, RedisReply::Type::kError);
+}
+
+TEST(RedisStore, RejectsUnsupportedAlgorithmsAndBadItems) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  LimitSpec s;
+  s.algorithm = Algorithm::kSlidingWindow;
+  s.burst = 5;
+  s.window = 1s;
+  const Limit w = *Limit::Create(s);
+  auto r = AcquireOne(*store, "w", w, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  const Limit l = Bucket(1, 1);
+  auto neg = AcquireOne(*store, "n", l, -1);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RedisStore, DenyCacheAnswersCertainDenialsLocallyButNotAfterALimitChange) {
+  TOLLGATE_START_REDIS(server);
+  RedisOptions o;
+  o.deny_cache = true;
+  auto store = MakeStore(server, o);
+  ASSERT_NE(store, nullptr);
+  const Limit tight = Bucket(0.001, 1);
+  ASSERT_TRUE(AcquireOne(*store, "dc", tight, 1).value().allowed);
+  EXPECT_FALSE(AcquireOne(*store, "dc", tight, 1).value().allowed);  // learns
+  const uint64_t calls = store->Stats().script_calls;
+  auto cached = AcquireOne(*store, "dc", tight, 1);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(cached->allowed);
+  EXPECT_GT(cached->retry_after.count(), 0);
+  EXPECT_EQ(store->Stats().script_calls, calls);
+  EXPECT_EQ(store->Stats().deny_cache_hits, 1u);
+  // A raised limit is decided by Redis, which allows it.
+  const Limit roomy = Bucket(0.001, 5);
+  EXPECT_TRUE(AcquireOne(*store, "dc", roomy, 1).value().allowed);
+}
+
+}  // namespace
+}  // namespace tollgate

@@ -1,0 +1,117 @@
+// Pure parts of the Redis store: key escaping, URL parsing, decision decoding.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "redis/gcra_script.h"
+#include "redis/redis_keys.h"
+#include "tollgate/algorithm.h"
+#include "tollgate/redis_store.h"
+
+namespace tollgate::redis {
+namespace {
+
+TEST(RedisKeys, EscapesEverythingThatCouldFormAHashTagOrBreakALine) {
+  EXPECT_EQ(EscapeKey("api:user-1"), "api:user-1");
+  EXPECT_EQ(EscapeKey("{tag}"), "%7btag%7d");
+  EXPECT_EQ(EscapeKey("a b\nc"), "a%20b%0ac");
+  EXPECT_EQ(EscapeKey("100%"), "100%25");
+  EXPECT_EQ(EscapeKey("#x"), "%23x");
+  EXPECT_EQ(EscapeKey(""), "");
+  for (const char* k : {"{a}", "x{y}z", "}{", "\r\n", "\xff"}) {
+    const std::string e = EscapeKey(k);
+    EXPECT_EQ(e.find_first_of("{} \r\n#"), std::string::npos) << e;
+  }
+}
+
+TEST(RedisKeys, LongKeysAreHashedToABoundedForm) {
+  const std::string a(10000, 'a'), b = std::string(9999, 'a') + "b";
+  const std::string ea = EscapeKey(a), eb = EscapeKey(b);
+  EXPECT_EQ(ea.size(), 33u);
+  EXPECT_EQ(ea[0], '#');
+  EXPECT_NE(ea, eb);
+  EXPECT_EQ(ea, EscapeKey(a));  // stable across processes: no random seed
+  // Short keys whose escape would pass the bound are hashed too.
+  const std::string braces(60, '{');
+  EXPECT_EQ(EscapeKey(braces).size(), 33u);
+  EXPECT_EQ(EscapeKey(std::string(kMaxEscapedKey, 'x')).size(), kMaxEscapedKey);
+}
+
+TEST(RedisKeys, DistinctKeysStayDistinct) {
+  std::set<std::string> seen;
+  std::vector<std::string> keys = {"a", "a ", "a%20", "%", "%25", "{a}", "%7ba%7d", "#", "%23"};
+  for (int i = 0; i < 200; ++i) keys.push_back(std::string(static_cast<size_t>(i), 'q'));
+  for (const auto& k : keys) EXPECT_TRUE(seen.insert(RedisKey("tg:", k)).second) << k;
+}
+
+TEST(RedisUrl, ParsesHostPortAuthDbAndOptions) {
+  auto o = ParseRedisUrl("redis://bob:s%40cret@10.0.0.5:6380/3?prefix=rl:&timeout_ms=50&pool=3");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->host, "10.0.0.5");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->username, "bob");
+  EXPECT_EQ(o->password, "s@cret");
+  EXPECT_EQ(o->db, 3);
+  EXPECT_EQ(o->key_prefix, "rl:");
+  EXPECT_EQ(o->call_timeout.count(), 50);
+  EXPECT_EQ(o->connections, 3u);
+
+  auto d = ParseRedisUrl("redis://localhost");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->port, 6379);
+  EXPECT_EQ(d->db, 0);
+  auto p = ParseRedisUrl("redis://:pw@h:1");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->username, "");
+  EXPECT_EQ(p->password, "pw");
+  auto v6 = ParseRedisUrl("redis://[::1]:7000");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 7000);
+}
+
+TEST(RedisUrl, RejectsBadUrlsWithAReason) {
+  for (const char* bad : {"http://h:1", "redis://", "redis://h:0", "redis://h:99999",
+                          "redis://h:1/x", "redis://h?bogus=1", "redis://%zz@h"}) {
+    auto r = ParseRedisUrl(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto tls = ParseRedisUrl("rediss://h:1");
+  ASSERT_FALSE(tls.ok());
+  EXPECT_NE(tls.status().message().find("hiredis_ssl"), std::string::npos);
+}
+
+TEST(GcraScript, RejectsWindowAlgorithms) {
+  LimitSpec s;
+  s.algorithm = Algorithm::kFixedWindow;
+  s.burst = 10;
+  s.window = std::chrono::seconds(1);
+  auto l = Limit::Create(s);
+  ASSERT_TRUE(l.ok());
+  Status st = CheckScriptLimit(*l);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("not supported by the redis store yet"), std::string::npos);
+}
+
+// DecodeDecision reproduces Step() given the script's (code, rel) answer.
+TEST(GcraScript, DecodeMatchesStepForEveryOutcome) {
+  LimitSpec s;
+  s.rate = 7.5;
+  s.burst = 4;
+  const Limit l = *Limit::Create(s);
+  const int64_t now = 1'700'000'000'123'456'789LL;
+  uint64_t state = 0;
+  for (int64_t cost : {0, 1, 2, 1, 3, 5, 0, 1}) {
+    StepResult r = Step(l, state, cost, now);
+    const ScriptItem item = MakeScriptItem(l, cost);
+    const int64_t tat_after = r.changed ? static_cast<int64_t>(r.state)
+                                        : std::max<int64_t>(static_cast<int64_t>(state), now);
+    const int code = r.decision.allowed ? 1 : 0;
+    EXPECT_EQ(DecodeDecision(l, item, code, tat_after - now), r.decision) << cost;
+    if (r.changed) state = r.state;
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::redis
