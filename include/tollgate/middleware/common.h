@@ -1,0 +1,31 @@
+// Small helpers shared by the framework adapters in this folder.
+//
+// Thread safety: pure functions. Ownership: views into the caller's strings.
+#ifndef TOLLGATE_MIDDLEWARE_COMMON_H_
+#define TOLLGATE_MIDDLEWARE_COMMON_H_
+
+#include <string_view>
+#include <utility>
+
+namespace tollgate::middleware {
+
+// Splits a request-target into path and raw query ("/a?b=1" -> "/a", "b=1").
+inline std::pair<std::string_view, std::string_view> SplitTarget(std::string_view target) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {target, {}};
+  return {target.substr(0, q), target.substr(q + 1)};
+}
+
+// ASCII case-insensitive equality (header names).
+inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace tollgate::middleware
+
+#endif  // TOLLGATE_MIDDLEWARE_COMMON_H_

@@ -1,0 +1,130 @@
+// Rate limiting for cpp-httplib servers (header-only adapter).
+//
+//   auto enforcer = tollgate::Enforcer::Create(policies, store.get(), &clock);
+//   httplib::Server server;
+//   tollgate::middleware::InstallHttplib(server, **enforcer, {}, authenticate);
+//
+// The adapter holds no rate-limit logic: it turns the httplib::Request into a
+// tollgate::RequestView, asks Enforcer::Check, and either answers the request
+// itself (429, or 503 when a fail-closed store cannot decide) with the policy's
+// headers and problem+json body, or adds the rate-limit headers to the response
+// the route handler will fill, and lets routing continue.
+//
+// Ordering: InstallHttplib registers the limiter as the pre-routing handler, so it
+// runs before every route; pass your authentication as `next` and it runs only
+// for allowed requests (a throttled client costs no credential check, as the
+// seeds advise). httplib has one pre-routing slot: InstallHttplib takes it.
+//
+// Requests: the path is the raw request-target path (not percent-decoded, the
+// same bytes tollgated sees), the query is the raw query string, the peer is
+// Request::remote_addr; trusted proxies are configured on the Enforcer.
+// Rejections of requests that carry a body close the connection: the body was
+// not read (httplib reads it after pre-routing), so the connection cannot be reused.
+// Shaping: a leaky-bucket shaper's delay is waited out on the connection's
+// thread (httplib is thread-per-connection) unless `apply_delay` is false.
+//
+// Build: include after compiling with cpp-httplib's own flags (pkg-config
+// cpp-httplib: Debian's library is built with OpenSSL, zlib and brotli support,
+// and Request's layout depends on those macros) and link tollgate::tollgate.
+// Thread safety: the installed handler runs on httplib's worker threads; the
+// Enforcer is thread-safe. Ownership: `enforcer` is borrowed and must outlive the
+// server. Errors: never throws; store failures arrive as the Enforcer's outcome.
+#ifndef TOLLGATE_MIDDLEWARE_HTTPLIB_H_
+#define TOLLGATE_MIDDLEWARE_HTTPLIB_H_
+
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tollgate/middleware/common.h"
+#include "tollgate/policy.h"
+#include "tollgate/request.h"
+
+namespace tollgate::middleware {
+
+struct HttplibOptions {
+  // Exact paths that are never rate-limited (health checks, metrics).
+  std::vector<std::string> skip_paths;
+  // Wait out leaky-bucket shaping delays before the handler runs.
+  bool apply_delay = true;
+  // How to wait (tests inject one); default: std::this_thread::sleep_for.
+  std::function<void(Nanos)> wait;
+  // Called with every outcome (logging, metrics); must be thread-safe.
+  std::function<void(const httplib::Request&, const CheckOutcome&)> observe;
+};
+
+// Decides one request. Returns Handled when `res` now holds the rejection (the
+// route must not run); otherwise the rate-limit headers were added to `res` and
+// it returns Unhandled.
+inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
+                                                      const httplib::Request& req,
+                                                      httplib::Response& res,
+                                                      const HttplibOptions& options = {}) {
+  using HandlerResponse = httplib::Server::HandlerResponse;
+  auto [path, query] =
+      SplitTarget(req.target.empty() ? std::string_view(req.path) : std::string_view(req.target));
+  for (const auto& skip : options.skip_paths) {
+    if (path == skip) return HandlerResponse::Unhandled;
+  }
+  std::vector<HeaderPair> headers;
+  headers.reserve(req.headers.size());
+  for (const auto& [name, value] : req.headers) headers.emplace_back(name, value);
+  RequestView view;
+  view.method = req.method;
+  view.path = path;
+  view.query = query;
+  view.peer_address = req.remote_addr;
+  view.headers = headers;
+
+  const CheckOutcome outcome = enforcer.Check(view);
+  if (options.observe) options.observe(req, outcome);
+
+  if (!outcome.allowed()) {
+    res.status = outcome.http_status;
+    std::string content_type = "application/problem+json";
+    for (const auto& h : outcome.headers) {
+      if (EqualsIgnoreCase(h.name, "Content-Type")) {
+        content_type = h.value;
+      } else {
+        res.set_header(h.name, h.value);
+      }
+    }
+    const bool has_body = req.has_header("Content-Length")
+                              ? req.get_header_value("Content-Length") != "0"
+                              : req.has_header("Transfer-Encoding");
+    if (has_body) res.set_header("Connection", "close");
+    res.set_content(outcome.body, content_type);
+    return HandlerResponse::Handled;
+  }
+  for (const auto& h : outcome.headers) res.set_header(h.name, h.value);
+  if (options.apply_delay && outcome.delay > Nanos(0)) {
+    if (options.wait) {
+      options.wait(outcome.delay);
+    } else {
+      std::this_thread::sleep_for(outcome.delay);
+    }
+  }
+  return HandlerResponse::Unhandled;
+}
+
+// Installs the limiter as `server`'s pre-routing handler; `next` (e.g.
+// authentication), if given, runs after it for allowed requests only.
+inline void InstallHttplib(httplib::Server& server, Enforcer& enforcer, HttplibOptions options = {},
+                           httplib::Server::HandlerWithResponse next = nullptr) {
+  server.set_pre_routing_handler([&enforcer, options = std::move(options), next = std::move(next)](
+                                     const httplib::Request& req, httplib::Response& res) {
+    const auto r = HandleHttplib(enforcer, req, res, options);
+    if (r == httplib::Server::HandlerResponse::Handled || !next) return r;
+    return next(req, res);
+  });
+}
+
+}  // namespace tollgate::middleware
+
+#endif  // TOLLGATE_MIDDLEWARE_HTTPLIB_H_

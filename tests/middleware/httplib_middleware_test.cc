@@ -1,0 +1,157 @@
+// The cpp-httplib middleware end to end over real loopback sockets: 429 path,
+// headers on allowed responses, cost from a header, shadow mode, auth ordering.
+#include "tollgate/middleware/httplib.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "middleware_fixture.h"
+
+namespace tollgate {
+namespace {
+
+using testing::CountersFor;
+using testing::Pairs;
+
+class HttplibMiddlewareTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    middleware::HttplibOptions options;
+    options.skip_paths = {"/healthz"};
+    options.wait = [this](Nanos d) { waited_ns_ += d.count(); };
+    // Authentication runs after the limiter: it must never see a throttled request.
+    middleware::InstallHttplib(server_, *f_.enforcer, options,
+                               [this](const httplib::Request& req, httplib::Response& res) {
+                                 ++auth_calls_;
+                                 if (req.get_header_value("x-api-key") == "bad") {
+                                   res.status = 401;
+                                   return httplib::Server::HandlerResponse::Handled;
+                                 }
+                                 return httplib::Server::HandlerResponse::Unhandled;
+                               });
+    auto handler = [this](const httplib::Request&, httplib::Response& res) {
+      ++handler_calls_;
+      res.set_content("ok", "text/plain");
+    };
+    server_.Get("/api/items", handler);
+    server_.Post("/api/items", handler);
+    server_.Get("/shadow/items", handler);
+    server_.Get("/healthz", handler);
+    // bind_to_any_port listens at once: clients may connect before the accept loop runs.
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  void TearDown() override {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  httplib::Result Get(const std::string& path, httplib::Headers headers) {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_connection_timeout(5);
+    client.set_read_timeout(5);
+    return client.Get(path, headers);
+  }
+
+  testing::EnforcerFixture f_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<int> auth_calls_{0};
+  std::atomic<int> handler_calls_{0};
+  std::atomic<int64_t> waited_ns_{0};
+};
+
+TEST_F(HttplibMiddlewareTest, AllowedResponsesCarryRateLimitHeaders) {
+  auto res = Get("/api/items", {{"X-Api-Key", "k1"}});
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "ok");
+  const auto pairs = Pairs(res->headers);
+  const RateLimitInfo info = ParseRateLimitHeaders(pairs, f_.clock.WallNow());
+  EXPECT_EQ(info.source, RateLimitSource::kDraft11);
+  ASSERT_NE(info.Tightest(), nullptr);
+  EXPECT_EQ(info.Tightest()->name, "per-key");
+  EXPECT_EQ(info.Tightest()->remaining, 1);
+  EXPECT_EQ(info.Tightest()->quota, 2);
+  EXPECT_FALSE(info.retry_after.has_value());
+}
+
+TEST_F(HttplibMiddlewareTest, OverTheLimitIs429BeforeAuthAndHandler) {
+  for (int i = 0; i < 2; ++i) {
+    auto res = Get("/api/items", {{"X-Api-Key", "k2"}});
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+  }
+  auto res = Get("/api/items", {{"X-Api-Key", "k2"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store");
+  EXPECT_NE(res->body.find("quota-exceeded"), std::string::npos) << res->body;
+  const auto pairs = Pairs(res->headers);
+  const RateLimitInfo info = ParseRateLimitHeaders(pairs, f_.clock.WallNow());
+  ASSERT_TRUE(info.retry_after.has_value());
+  EXPECT_EQ(*info.retry_after, std::chrono::seconds(1));
+  EXPECT_EQ(handler_calls_.load(), 2);
+  EXPECT_EQ(auth_calls_.load(), 2) << "auth must not run for a throttled request";
+  // Another key is unaffected; once the clock moves, k2 is allowed again.
+  EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k3"}})->status, 200);
+  f_.clock.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k2"}})->status, 200);
+}
+
+TEST_F(HttplibMiddlewareTest, CostComesFromTheHeader) {
+  auto res = Get("/api/items", {{"X-Api-Key", "k4"}, {"X-Cost", "2"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const auto pairs = Pairs(res->headers);
+  EXPECT_EQ(ParseRateLimitHeaders(pairs, 0).Tightest()->remaining, 0);
+  EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k4"}})->status, 429);
+  // A cost above the burst can never fit.
+  EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k5"}, {"X-Cost", "3"}})->status, 429);
+}
+
+TEST_F(HttplibMiddlewareTest, ShadowModeNeverRejects) {
+  for (int i = 0; i < 4; ++i) {
+    auto res = Get("/shadow/items", {{"X-Api-Key", "k6"}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, "ok");
+  }
+  const auto counters = f_.enforcer->Counters();
+  const RuleCounters* shadow = CountersFor(counters, "shadowed");
+  ASSERT_NE(shadow, nullptr);
+  EXPECT_EQ(shadow->shadow_rejected, 3u);
+  EXPECT_EQ(shadow->rejected, 0u);
+}
+
+TEST_F(HttplibMiddlewareTest, SkippedPathsAndUnmatchedRoutesPass) {
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Get("/healthz", {{"X-Api-Key", "k7"}})->status, 200);
+  EXPECT_EQ(Get("/nowhere", {{"X-Api-Key", "k7"}})->status, 404);
+  EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "bad"}})->status, 401);
+}
+
+TEST_F(HttplibMiddlewareTest, RejectedBodyClosesTheConnectionSafely) {
+  httplib::Client client("127.0.0.1", port_);
+  client.set_keep_alive(true);
+  client.set_read_timeout(5);
+  const httplib::Headers h = {{"X-Api-Key", "k8"}};
+  ASSERT_EQ(client.Post("/api/items", h, std::string(1000, 'x'), "text/plain")->status, 200);
+  ASSERT_EQ(client.Post("/api/items", h, std::string(1000, 'x'), "text/plain")->status, 200);
+  auto rejected = client.Post("/api/items", h, std::string(1000, 'y'), "text/plain");
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->status, 429);
+  EXPECT_EQ(rejected->get_header_value("Connection"), "close");
+  // The unread body must not be parsed as the next request.
+  auto next = client.Get("/api/items", {{"X-Api-Key", "k9"}});
+  ASSERT_TRUE(next) << httplib::to_string(next.error());
+  EXPECT_EQ(next->status, 200);
+  EXPECT_EQ(next->body, "ok");
+}
+
+}  // namespace
+}  // namespace tollgate

@@ -1,0 +1,70 @@
+// Shared setup for the middleware tests: a policy, a LocalStore and an Enforcer
+// on a ManualClock (nothing refills unless a test moves the clock).
+#ifndef TOLLGATE_TESTS_MIDDLEWARE_MIDDLEWARE_FIXTURE_H_
+#define TOLLGATE_TESTS_MIDDLEWARE_MIDDLEWARE_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tollgate/client.h"
+#include "tollgate/local_store.h"
+#include "tollgate/policy.h"
+
+namespace tollgate::testing {
+
+// per-key: 2 per key, cost from X-Cost. shadowed: 1 per key on /shadow, shadow mode.
+inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
+  {"name": "per-key", "limit_keys": ["header:x-api-key"],
+   "match": {"path": {"prefix": "/api"}},
+   "algorithm": "token_bucket",
+   "algorithm_config": {"rps": 1, "burst": 2, "cost_source": "header:x-cost", "default_cost": 1}},
+  {"name": "shadowed", "limit_keys": ["header:x-api-key"], "mode": "shadow",
+   "match": {"path": {"prefix": "/shadow"}},
+   "algorithm": "token_bucket", "algorithm_config": {"rps": 1, "burst": 1}}
+]})";
+
+struct EnforcerFixture {
+  EnforcerFixture() {
+    LocalStoreOptions o;
+    o.max_keys = 1024;
+    o.shards = 1;
+    o.clock = &clock;
+    auto s = LocalStore::Create(o);
+    EXPECT_TRUE(s.ok());
+    store = std::move(*s);
+    auto policies = PolicyStore::FromText(kMiddlewarePolicy);
+    EXPECT_TRUE(policies.ok()) << policies.status().ToString();
+    EnforcerOptions eo;
+    eo.retry_after_jitter = 0;
+    auto e = Enforcer::Create(*policies, store.get(), &clock, eo);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    enforcer = std::move(*e);
+  }
+
+  ManualClock clock;
+  std::unique_ptr<LocalStore> store;
+  std::unique_ptr<Enforcer> enforcer;
+};
+
+// Response headers as HeaderPairs (views into `storage`), for ParseRateLimitHeaders.
+template <class Headers>
+std::vector<HeaderPair> Pairs(const Headers& headers) {
+  std::vector<HeaderPair> out;
+  for (const auto& [name, value] : headers) out.emplace_back(name, value);
+  return out;
+}
+
+inline const RuleCounters* CountersFor(const std::vector<RuleCounters>& all,
+                                       std::string_view rule) {
+  for (const auto& c : all) {
+    if (c.rule == rule) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_MIDDLEWARE_MIDDLEWARE_FIXTURE_H_
