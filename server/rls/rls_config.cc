@@ -224,6 +224,13 @@ struct RlsConfigBuilder {
     const Algorithm algorithm = rl.algorithm.value_or(options.default_algorithm);
     const bool bucket =
         algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket;
+    const auto& supported = options.supported_algorithms;
+    if (!rl.unlimited && !supported.empty() &&
+        std::find(supported.begin(), supported.end(), algorithm) == supported.end()) {
+      Error(d.source, p + ".algorithm",
+            std::string(AlgorithmName(algorithm)) + " is not supported by " + options.store_name +
+                (rl.algorithm ? "" : " (it is the default algorithm: set rate_limit.algorithm)"));
+    }
     if (rl.burst < 0 || (rl.burst > 0 && !bucket)) {
       Error(d.source, p + ".burst",
             rl.burst < 0 ? "must be >= 1"
@@ -247,8 +254,17 @@ struct RlsConfigBuilder {
         std::string field = ".requests_per_unit";
         if (e.field == "burst" && rl.burst > 0) field = ".burst";
         if (e.field == "window") field = ".unit";
+        std::string hint;
+        if (e.field == "rate") {
+          hint = " (" + std::to_string(rl.requests_per_unit) + " per " +
+                 std::string(UnitName(rl.unit)) +
+                 " is slower than the core's minimum rate of one per 11.6 days: use "
+                 "algorithm: fixed_window)";
+        } else if (e.field == "burst" && !bucket) {
+          hint = " (use algorithm: token_bucket for larger quotas)";
+        }
         Error(d.source, p + field,
-              std::string(AlgorithmName(algorithm)) + " " + e.field + ": " + e.message);
+              std::string(AlgorithmName(algorithm)) + " " + e.field + ": " + e.message + hint);
       }
       if (errors->size() == before) {
         auto limit = LimitForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst);

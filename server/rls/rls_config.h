@@ -9,10 +9,10 @@
 //        descriptor exactly as envoyproxy/ratelimit does (docs/envoy.md).
 //
 // Units: unit + requests_per_unit become a core Limit (docs/envoy.md, "Units"):
-//   fixed_window (the default, envoyproxy/ratelimit's semantics): burst =
-//     requests_per_unit per window of one unit;
-//   token_bucket / leaky_bucket: rate = requests_per_unit / unit seconds,
-//     burst = rate_limit.burst, or requests_per_unit when unset;
+//   token_bucket (the default) / leaky_bucket: rate = requests_per_unit / unit
+//     seconds, burst = rate_limit.burst, or requests_per_unit when unset;
+//   fixed_window (envoyproxy/ratelimit's semantics): requests_per_unit per
+//     window of one unit;
 //   sliding_window / sliding_log: requests_per_unit per sliding unit window.
 //
 // Thread safety: an RlsConfig is immutable after CompileRlsConfig(); share it
@@ -75,7 +75,14 @@ struct RlsDomainSpec {
 };
 
 struct RlsCompileOptions {
-  Algorithm default_algorithm = Algorithm::kFixedWindow;
+  // For rate_limit blocks without `algorithm`. The token bucket works on every
+  // store (the Redis store has no window algorithms); fixed_window reproduces
+  // envoyproxy/ratelimit's counters exactly (docs/envoy.md, "Units").
+  Algorithm default_algorithm = Algorithm::kTokenBucket;
+  // Algorithms the store can run (empty = all); others are configuration
+  // errors naming `store_name`, instead of UNAVAILABLE on every request.
+  std::vector<Algorithm> supported_algorithms;
+  std::string store_name = "the store";
   // Several specs with one domain: merge their trees (envoyproxy/ratelimit's
   // MERGE_DOMAIN_CONFIG) or reject the duplicate (the default, as upstream).
   bool merge_domains = false;

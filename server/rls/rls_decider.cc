@@ -6,8 +6,8 @@
 #include <mutex>
 #include <set>
 
-#include "rls/rls_headers.h"
 #include "rls/rls_key.h"
+#include "tollgate/policy_headers.h"
 
 namespace tollgate::rls {
 namespace {
@@ -159,7 +159,8 @@ class Runner {
     if (call.unenforced) Count(service.unenforced, 1);
     rlspb::RateLimitResponse& resp = *call.response;
     bool over_limit = false;
-    std::vector<RlsQuotaReport> reports, denied_reports;
+    const bool headers = options_.header_style != HeaderStyle::kNone;
+    std::vector<QuotaReport> reports, denied_reports;
     int64_t retry_after = -1;
     for (Slot& s : call.slots) {
       auto* st = resp.add_statuses();
@@ -187,7 +188,7 @@ class Runner {
             st->set_limit_remaining(ClampU32(d.remaining));
             const Nanos wait =
                 (s.over && d.retry_after != Decision::kNever) ? d.retry_after : d.reset_after;
-            reset = CeilSecondsOf(wait);
+            reset = CeilSeconds(wait);
           }
           SetDuration(reset, st->mutable_duration_until_reset());
           Count(s.counters->total_hits, s.cost);
@@ -205,8 +206,8 @@ class Runner {
             over_limit = true;
             retry_after = std::max(retry_after, reset);
           }
-          if (options_.rate_limit_headers && !s.shadow && s.decided && s.limit) {
-            RlsQuotaReport r = MakeRlsQuotaReport(
+          if (headers && !s.shadow && s.decided && s.limit) {
+            QuotaReport r = MakeQuotaReport(
                 s.name.empty() ? (s.rule ? s.rule->full_key : std::string("override")) : s.name,
                 *s.limit, s.decision);
             r.reset_seconds = reset;
@@ -219,12 +220,14 @@ class Runner {
     resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
                                      : rlspb::RateLimitResponse::OK);
     Count(over_limit ? service.over_limit : service.ok, 1);
-    if (options_.rate_limit_headers) {
-      const auto& chosen = over_limit ? denied_reports : reports;
-      for (auto& [name, value] : RenderRlsHeaders(chosen, over_limit ? retry_after : -1)) {
+    if (headers) {
+      std::vector<HeaderField> fields = RenderRateLimitHeaders(
+          options_.header_style, over_limit ? denied_reports : reports, clock_->WallNow());
+      if (over_limit) fields.push_back({"Retry-After", std::to_string(retry_after)});
+      for (const HeaderField& f : fields) {
         auto* h = resp.add_response_headers_to_add();
-        h->set_key(name);
-        h->set_value(value);
+        h->set_key(f.name);
+        h->set_value(f.value);
       }
     }
     call.done(Status::Ok());

@@ -31,6 +31,7 @@
 #include "rls/rls_config.h"
 #include "rls/rls_counters.h"
 #include "tollgate/clock.h"
+#include "tollgate/policy.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 
@@ -39,9 +40,11 @@ namespace tollgate::rls {
 namespace rlspb = ::envoy::service::ratelimit::v3;
 
 struct RlsDecideOptions {
-  // Add RateLimit-Policy / RateLimit (draft-11) and, on OVER_LIMIT,
-  // Retry-After to response_headers_to_add.
-  bool rate_limit_headers = false;
+  // Rate-limit headers to put in response_headers_to_add, rendered by the
+  // policy layer (tollgate/policy_headers.h): kDraft11 gives RateLimit-Policy
+  // and RateLimit; any style but kNone adds Retry-After on OVER_LIMIT. kNone
+  // by default: Envoy can render its own x-ratelimit-* headers from the statuses.
+  HeaderStyle header_style = HeaderStyle::kNone;
   // Request bounds (INVALID_ARGUMENT beyond them).
   size_t max_descriptors = 64;
   size_t max_entries = 32;  // per descriptor

@@ -122,7 +122,7 @@ descriptors:
   ASSERT_EQ(r->replaces.size(), 1u);
   EXPECT_EQ(r->replaces[0], "other");
   ASSERT_TRUE(r->limit.has_value());
-  EXPECT_EQ(r->limit->algorithm(), Algorithm::kFixedWindow);  // the default, as upstream
+  EXPECT_EQ(r->limit->algorithm(), Algorithm::kTokenBucket);  // tollgate's default
   EXPECT_EQ(r->limit->burst(), 7);
   EXPECT_NE(r->counters, nullptr);
 }
@@ -198,18 +198,44 @@ TEST(RlsYamlTest, SemanticErrorsAsUpstream) {
       "descriptors[0].rate_limit.replaces[0].name: should not have an empty replaces entry"));
   EXPECT_TRUE(AnyContains(
       Errors("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
-             "requests_per_unit: 3, burst: 9}\n"),
+             "requests_per_unit: 3, burst: 9, algorithm: fixed_window}\n"),
       "descriptors[0].rate_limit.burst: applies to token_bucket and leaky_bucket only"));
   // A fixed window counts at most Limit::kMaxWindowBurst per window.
   EXPECT_TRUE(AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, "
-                                 "requests_per_unit: 4000000000}\n"),
+                                 "requests_per_unit: 4000000000, algorithm: fixed_window}\n"),
                           "descriptors[0].rate_limit.requests_per_unit: fixed_window burst"));
   EXPECT_TRUE(AnyContains(Errors("domain: [1, 2\n"), "error loading config file"));
+  // Too slow for a token bucket: a clear hint instead of a silent change of algorithm.
+  EXPECT_TRUE(
+      AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, "
+                         "requests_per_unit: 10}\n"),
+                  "use algorithm: fixed_window"));
   // Nested errors carry the nested path.
   EXPECT_TRUE(AnyContains(
       Errors("domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        "
              "rate_limit: {unit: year}\n        descriptors:\n          - key: ''\n"),
       "descriptors[0].descriptors[0].descriptors[0].key"));
+}
+
+TEST(RlsYamlTest, UnsupportedAlgorithmsAreConfigErrors) {
+  RlsCompileOptions o;
+  o.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket};
+  o.store_name = "the redis store";
+  RlsYamlResult r = ParseRlsYaml(
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: "
+      "1}\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: "
+      "sliding_window}\n  - key: c\n    rate_limit: {unlimited: true}\n",
+      "");
+  ASSERT_TRUE(r.errors.empty());
+  ParsedRlsConfig p = CompileRlsConfig(r.domains, o);
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_EQ(p.errors[0].ToString(),
+            "descriptors[1].rate_limit.algorithm: sliding_window is not supported by the redis "
+            "store");
+  o.default_algorithm = Algorithm::kFixedWindow;
+  p = CompileRlsConfig(r.domains, o);
+  ASSERT_EQ(p.errors.size(), 2u);
+  EXPECT_NE(p.errors[0].message.find("default algorithm"), std::string::npos);
 }
 
 TEST(RlsYamlTest, DuplicateDomainsRejectedOrMerged) {

@@ -37,9 +37,9 @@ const char* kSimple = R"(
 domain: simple
 descriptors:
   - key: fw
-    rate_limit: {name: three_a_minute, unit: minute, requests_per_unit: 3}
+    rate_limit: {name: three_a_minute, unit: minute, requests_per_unit: 3, algorithm: fixed_window}
   - key: tb
-    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket}
+    rate_limit: {unit: second, requests_per_unit: 10}
   - key: never
     rate_limit: {unit: hour, requests_per_unit: 0}
 )";
@@ -125,7 +125,9 @@ TEST(RlsGrpcTest, ZeroRequestsPerUnitDeniesEveryCost) {
 
 TEST(RlsGrpcTest, NestedDescriptorsAndAllOrNothing) {
   ManualClock clock;
-  RlsFixture f(AllExamples(), &clock);
+  RlsCompileOptions upstream;  // exact envoyproxy/ratelimit counters
+  upstream.default_algorithm = Algorithm::kFixedWindow;
+  RlsFixture f(AllExamples(), &clock, {}, upstream);
   auto req = [] {
     rlspb::RateLimitRequest r;
     r.set_domain("sms");
@@ -339,7 +341,7 @@ TEST(RlsGrpcTest, UntrustedValuesStayInTheirBucket) {
 TEST(RlsGrpcTest, RateLimitHeaders) {
   ManualClock clock;
   RlsDecideOptions o;
-  o.rate_limit_headers = true;
+  o.header_style = HeaderStyle::kDraft11;
   RlsFixture f(kSimple, &clock, o);
   Code ok;
   ASSERT_TRUE(f.Call(Request("simple", {{"fw", "h"}}), &ok).ok());

@@ -1,0 +1,245 @@
+// rls_bench: decisions per second through the Envoy rate limit service over
+// real gRPC on loopback. Starts an in-process RlsServer (local store, or Redis
+// with --redis) unless --target points at a running one (e.g. tollgated
+// --grpc), then drives it with asynchronous clients: --threads client threads,
+// each with its own connection and --inflight calls outstanding.
+//
+//   rls_bench [--seconds 5] [--threads 2] [--inflight 32] [--keys 10000]
+//             [--descriptors 1] [--server-threads-hint] [--redis HOST:PORT]
+//             [--target HOST:PORT]
+//
+// Prints calls/s, descriptor decisions/s, OK/OVER_LIMIT/error counts and
+// latency percentiles. Not a test: no assertions on speed.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_server.h"
+#include "rls/rls_yaml.h"
+#include "tollgate/local_store.h"
+#ifdef TOLLGATE_RLS_BENCH_REDIS
+#include "tollgate/redis_store.h"
+#endif
+
+namespace pb = envoy::service::ratelimit::v3;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  double seconds = 5;
+  int threads = 2;
+  int inflight = 32;
+  int keys = 10000;
+  int descriptors = 1;
+  std::string redis;
+  std::string target;
+  std::string algorithm = "token_bucket";
+};
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--seconds")
+      a.seconds = std::atof(v.c_str());
+    else if (k == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else if (k == "--inflight")
+      a.inflight = std::atoi(v.c_str());
+    else if (k == "--keys")
+      a.keys = std::atoi(v.c_str());
+    else if (k == "--descriptors")
+      a.descriptors = std::atoi(v.c_str());
+    else if (k == "--redis")
+      a.redis = v;
+    else if (k == "--target")
+      a.target = v;
+    else if (k == "--algorithm")
+      a.algorithm = v;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+struct Call {
+  grpc::ClientContext ctx;
+  pb::RateLimitRequest req;
+  pb::RateLimitResponse resp;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::RateLimitResponse>> rpc;
+  Clock::time_point start;
+};
+
+struct Totals {
+  std::atomic<uint64_t> calls{0}, ok{0}, over{0}, errors{0};
+};
+
+void Client(const Args& a, const std::string& address, int id, Clock::time_point stop,
+            Totals* totals, std::vector<int64_t>* latencies_ns) {
+  grpc::ChannelArguments args;
+  args.SetInt("grpc.use_local_subchannel_pool", 1);  // own connection per thread
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto stub = pb::RateLimitService::NewStub(channel);
+  grpc::CompletionQueue cq;
+  uint64_t seq = static_cast<uint64_t>(id) * 7919;
+  auto start_call = [&] {
+    auto* c = new Call;
+    c->req.set_domain("bench");
+    for (int d = 0; d < a.descriptors; ++d) {
+      auto* e = c->req.add_descriptors()->add_entries();
+      e->set_key(d == 0 ? "user" : "tenant");
+      e->set_value("u" + std::to_string((seq * 2654435761u + static_cast<uint64_t>(d)) %
+                                        static_cast<uint64_t>(a.keys)));
+    }
+    ++seq;
+    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    c->start = Clock::now();
+    c->rpc = stub->PrepareAsyncShouldRateLimit(&c->ctx, c->req, &cq);
+    c->rpc->StartCall();
+    c->rpc->Finish(&c->resp, &c->status, c);
+  };
+  int outstanding = 0;
+  for (int i = 0; i < a.inflight; ++i, ++outstanding) start_call();
+  void* tag;
+  bool ok;
+  while (outstanding > 0 && cq.Next(&tag, &ok)) {
+    auto* c = static_cast<Call*>(tag);
+    --outstanding;
+    const auto now = Clock::now();
+    if (c->status.ok()) {
+      totals->calls.fetch_add(1, std::memory_order_relaxed);
+      (c->resp.overall_code() == pb::RateLimitResponse::OK ? totals->ok : totals->over)
+          .fetch_add(1, std::memory_order_relaxed);
+      if (latencies_ns->size() < 2'000'000) {
+        latencies_ns->push_back(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now - c->start).count());
+      }
+    } else {
+      totals->errors.fetch_add(1, std::memory_order_relaxed);
+    }
+    delete c;
+    if (now < stop) {
+      start_call();
+      ++outstanding;
+    }
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = Parse(argc, argv);
+  std::unique_ptr<tollgate::Store> store;
+  std::unique_ptr<tollgate::rls::RlsServer> server;
+  std::string address = a.target;
+  std::string store_name = "external";
+  if (address.empty()) {
+    if (!a.redis.empty()) {
+#ifdef TOLLGATE_RLS_BENCH_REDIS
+      auto opts = tollgate::ParseRedisUrl("redis://" + a.redis);
+      if (!opts.ok()) {
+        std::fprintf(stderr, "%s\n", opts.status().ToString().c_str());
+        return 1;
+      }
+      auto r = tollgate::RedisStore::Create(*opts);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+        return 1;
+      }
+      store = std::move(*r);
+      store_name = "redis " + a.redis;
+#else
+      std::fprintf(stderr, "built without the Redis store\n");
+      return 1;
+#endif
+    } else {
+      tollgate::LocalStoreOptions lo;
+      lo.max_keys = static_cast<size_t>(std::max(a.keys * 4, 1 << 16));
+      auto l = tollgate::LocalStore::Create(lo);
+      if (!l.ok()) return 1;
+      store = std::move(*l);
+      store_name = "local";
+    }
+    // Limits high enough that every call is decided in full (no early-outs).
+    const std::string yaml =
+        "domain: bench\ndescriptors:\n"
+        "  - key: user\n    rate_limit: {unit: second, requests_per_unit: "
+        "1000000, algorithm: " +
+        a.algorithm +
+        "}\n"
+        "  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: "
+        "1000000, algorithm: " +
+        a.algorithm + "}\n";
+    auto parsed = tollgate::rls::LoadRlsConfigYaml(yaml);
+    if (!parsed.config) {
+      for (const auto& e : parsed.errors) std::fprintf(stderr, "%s\n", e.ToString().c_str());
+      return 1;
+    }
+    tollgate::rls::RlsServerOptions o;
+    o.address = "127.0.0.1:0";
+    o.store = store.get();
+    o.config = parsed.config;
+    auto s = tollgate::rls::StartRlsServer(o);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    server = std::move(*s);
+    address = server->address();
+  }
+  Totals totals;
+  std::vector<std::vector<int64_t>> lat(static_cast<size_t>(a.threads));
+  // Warm-up: connections and key inserts.
+  {
+    Totals warm;
+    std::vector<int64_t> l;
+    Client(a, address, 99, Clock::now() + std::chrono::milliseconds(300), &warm, &l);
+  }
+  const auto begin = Clock::now();
+  const auto stop =
+      begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.threads; ++t) {
+    threads.emplace_back(Client, std::cref(a), address, t, stop, &totals,
+                         &lat[static_cast<size_t>(t)]);
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+  std::vector<int64_t> all;
+  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double p) {
+    if (all.empty()) return 0.0;
+    return static_cast<double>(all[static_cast<size_t>(p * static_cast<double>(all.size() - 1))]) /
+           1e3;
+  };
+  const double calls = static_cast<double>(totals.calls.load());
+  std::printf(
+      "store=%s algorithm=%s threads=%d inflight=%d keys=%d descriptors=%d seconds=%.2f\n"
+      "calls/s=%.0f decisions/s=%.0f ok=%llu over=%llu errors=%llu "
+      "latency_us p50=%.0f p99=%.0f p999=%.0f\n",
+      store_name.c_str(), a.algorithm.c_str(), a.threads, a.inflight, a.keys, a.descriptors,
+      elapsed, calls / elapsed, calls * a.descriptors / elapsed,
+      static_cast<unsigned long long>(totals.ok.load()),
+      static_cast<unsigned long long>(totals.over.load()),
+      static_cast<unsigned long long>(totals.errors.load()), pct(0.5), pct(0.99), pct(0.999));
+  if (server) server->Shutdown();
+  return 0;
+}
