@@ -11,9 +11,11 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "testing/redis_server.h"
@@ -121,8 +123,9 @@ bool IsOutage(int phase) { return phase == kKilled || phase == kPaused; }
 // Steady load: `threads` callers, one decision per ~1 ms each, every call timed.
 class Load {
  public:
-  Load(Store& store, FailureMode mode, double fraction, int threads)
-      : store_(store), mode_(mode), fraction_(fraction), limit_(RoomyLimit()) {
+  // async: each caller uses AcquireAsync and waits for its callback.
+  Load(Store& store, FailureMode mode, double fraction, int threads, bool async = false)
+      : store_(store), mode_(mode), fraction_(fraction), async_(async), limit_(RoomyLimit()) {
     for (auto& f : first_redis_) f.store(0);
     for (auto& c : counts_) c.store(0);
     for (int t = 0; t < threads; ++t) threads_.emplace_back([this, t] { Run(t); });
@@ -156,7 +159,7 @@ class Load {
     while (!stop_.load()) {
       const int p0 = phase_.load();
       const auto t0 = Steady::now();
-      Result<Decision> r = AcquireOne(store_, key, limit_, 1);
+      Result<Decision> r = async_ ? AcquireViaCallback(key) : AcquireOne(store_, key, limit_, 1);
       const auto t1 = Steady::now();
       const int p1 = phase_.load();
       const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
@@ -184,6 +187,17 @@ class Load {
     }
   }
 
+  Result<Decision> AcquireViaCallback(const std::string& key) {
+    std::promise<Result<BatchDecision>> promise;
+    std::future<Result<BatchDecision>> future = promise.get_future();
+    AcquireItem item{key, &limit_, 1};
+    store_.AcquireAsync({&item, 1},
+                        [&promise](Result<BatchDecision> r) { promise.set_value(std::move(r)); });
+    Result<BatchDecision> r = future.get();
+    if (!r.ok()) return r.status();
+    return r->decisions.front();
+  }
+
   void Violation(const std::string& what) {
     if (violations_.fetch_add(1) == 0) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -194,6 +208,7 @@ class Load {
   Store& store_;
   const FailureMode mode_;
   const double fraction_;
+  const bool async_;
   const Limit limit_;
   std::atomic<bool> stop_{false};
   std::atomic<int> phase_{kUp};
@@ -208,11 +223,12 @@ class Load {
   std::vector<std::thread> threads_;
 };
 
-class OutageTest : public ::testing::TestWithParam<FailureMode> {};
+class OutageTest : public ::testing::TestWithParam<std::tuple<FailureMode, bool>> {};
 
 TEST_P(OutageTest, KillRestartStopContUnderLoad) {
   TOLLGATE_START_REDIS(server);
-  const FailureMode mode = GetParam();
+  const FailureMode mode = std::get<0>(GetParam());
+  const bool async = std::get<1>(GetParam());
   std::vector<BreakerTransition> transitions;
   std::mutex tmu;
   auto o = TestOptions(mode);
@@ -222,7 +238,7 @@ TEST_P(OutageTest, KillRestartStopContUnderLoad) {
   };
   auto store = MakeStore(server, "tg-outage:", std::move(o));
   ASSERT_NE(store, nullptr);
-  Load load(*store, mode, 0.5, 4);
+  Load load(*store, mode, 0.5, 4, async);
 
   auto outage = [&](int down, int up, const std::function<void()>& fail,
                     const std::function<void()>& heal) {
@@ -268,9 +284,14 @@ TEST_P(OutageTest, KillRestartStopContUnderLoad) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, OutageTest,
-                         ::testing::Values(FailureMode::kOpen, FailureMode::kClosed,
-                                           FailureMode::kDegrade),
-                         [](const auto& info) { return std::string(FailureModeName(info.param)); });
+                         ::testing::Combine(::testing::Values(FailureMode::kOpen,
+                                                              FailureMode::kClosed,
+                                                              FailureMode::kDegrade),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(FailureModeName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_async" : "_sync");
+                         });
 
 // Two instances on one Redis: while it is down each grants limit * fraction / 2.
 TEST(DegradeFleetTest, TwoInstancesShareTheFraction) {
