@@ -11,12 +11,12 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-constexpr size_t kMaxValueBytes = 8192;  // longer request values are cut before matching
-
 std::optional<std::string> NonEmpty(std::string_view v) {
   v = Trim(v);
   if (v.empty()) return std::nullopt;
-  return std::string(v.substr(0, kMaxValueBytes));
+  // Not cut: distinct long values must keep distinct keys (NormalizeKeyValue
+  // hashes them); front ends bound header sizes.
+  return std::string(v);
 }
 
 }  // namespace

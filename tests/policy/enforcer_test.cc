@@ -1,0 +1,769 @@
+// The Enforcer on a LocalStore with a ManualClock: the seed examples verbatim,
+// tiers and stacking, all-or-nothing, costs, shadow, rollout, rollback guard,
+// missing keys, headers and bodies, store failures, explicit items, explain,
+// reload semantics.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "policy/policy_impl.h"
+#include "policy_test_util.h"
+#include "tollgate/policy_headers.h"
+
+namespace tollgate {
+namespace {
+
+using nlohmann::json;
+using testing::FindHeader;
+using testing::Harness;
+using testing::HasHeader;
+using testing::kSeedGlobalRps;
+using testing::kSeedTiered;
+using testing::MintHs256;
+using testing::TestRequest;
+
+constexpr char kSecret[] = "tier-secret";
+
+EnforcerOptions HsOptions() {
+  EnforcerOptions o;
+  o.jwt.hs256_secret = kSecret;
+  return o;
+}
+
+std::string Bearer(const json& claims) { return "Bearer " + MintHs256(claims, kSecret); }
+
+TEST(SeedGlobalRps, PerIpBucketOfTenRefillingAtFive) {
+  Harness h(kSeedGlobalRps);
+  TestRequest a;
+  a.Peer("192.0.2.1");
+  for (int i = 0; i < 10; ++i) {
+    CheckOutcome o = h.Check(a);
+    ASSERT_TRUE(o.allowed()) << i;
+    ASSERT_EQ(o.rules.size(), 1u);
+    EXPECT_EQ(o.rules[0].rule, "global-rps");
+    EXPECT_EQ(o.rules[0].key, "192.0.2.1");
+    EXPECT_EQ(o.rules[0].decision.remaining, 9 - i);
+  }
+  CheckOutcome rejected = h.Check(a);
+  EXPECT_EQ(rejected.verdict, CheckOutcome::Verdict::kReject);
+  EXPECT_EQ(rejected.http_status, 429);
+  EXPECT_EQ(rejected.denied_rule, 0);
+  // Another IP has its own bucket.
+  TestRequest b;
+  b.Peer("192.0.2.2");
+  EXPECT_TRUE(h.Check(b).allowed());
+  // One token refills every 200 ms.
+  h.clock.Advance(std::chrono::milliseconds(199));
+  EXPECT_FALSE(h.Check(a).allowed());
+  h.clock.Advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(h.Check(a).allowed());
+  EXPECT_FALSE(h.Check(a).allowed());
+}
+
+TEST(SeedGlobalRps, Draft11HeadersOnAllowAndReject) {
+  Harness h(kSeedGlobalRps);
+  TestRequest a;
+  CheckOutcome first = h.Check(a);
+  EXPECT_EQ(FindHeader(first, "RateLimit-Policy"), R"("global-rps";q=10;w=2)");
+  EXPECT_EQ(FindHeader(first, "RateLimit"), R"("global-rps";r=9;t=1)");
+  EXPECT_FALSE(HasHeader(first, "Retry-After"));
+  EXPECT_TRUE(first.body.empty());
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(h.Check(a).allowed());
+  CheckOutcome r = h.Check(a);
+  ASSERT_EQ(r.http_status, 429);
+  EXPECT_EQ(FindHeader(r, "RateLimit"), R"("global-rps";r=0;t=1)");
+  const std::string retry = FindHeader(r, "Retry-After");
+  ASSERT_FALSE(retry.empty());
+  // The real wait is 200 ms; with up to 50% jitter it is still 1 s.
+  EXPECT_EQ(retry, "1");
+  EXPECT_EQ(r.retry_after_seconds, 1);
+  EXPECT_EQ(FindHeader(r, "Cache-Control"), "no-store");
+  EXPECT_EQ(FindHeader(r, "Content-Type"), "application/problem+json");
+  EXPECT_EQ(FindHeader(r, "X-RateLimit-Reason"), R"(token_bucket_exceeded; policy="global-rps")");
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["type"], "https://iana.org/assignments/http-problem-types#quota-exceeded");
+  EXPECT_EQ(body["status"], 429);
+  EXPECT_EQ(body["violated-policies"], json::array({"global-rps"}));
+}
+
+TEST(SeedTiered, EnterpriseKeysGetOnlyTheEnterpriseLimit) {
+  Harness h(kSeedTiered, HsOptions());
+  TestRequest ent;
+  ent.Header("X-Api-Key", "ent-key").Header("Authorization", Bearer({{"plan", "enterprise"}}));
+  for (int i = 0; i < 100; ++i) {
+    CheckOutcome o = h.Check(ent);
+    ASSERT_TRUE(o.allowed()) << i;
+    ASSERT_EQ(o.rules.size(), 1u);
+    ASSERT_EQ(o.rules[0].rule, "enterprise");
+  }
+  EXPECT_EQ(h.Check(ent).rules[0].decision.remaining, 2000 - 101);
+}
+
+TEST(SeedTiered, EveryoneElseGetsTheFreeLimit) {
+  Harness h(kSeedTiered, HsOptions());
+  auto run = [&](TestRequest& r, const char* what) {
+    for (int i = 0; i < 20; ++i) {
+      CheckOutcome o = h.Check(r);
+      ASSERT_TRUE(o.allowed()) << what << " " << i;
+      ASSERT_EQ(o.rules.size(), 1u) << what;
+      ASSERT_EQ(o.rules[0].rule, "free") << what;
+    }
+    CheckOutcome o = h.Check(r);
+    EXPECT_EQ(o.http_status, 429) << what;
+    EXPECT_EQ(json::parse(o.body)["violated-policies"], json::array({"free"}));
+  };
+  TestRequest no_token;
+  no_token.Header("x-api-key", "k-none");
+  run(no_token, "no token");
+  TestRequest pro;
+  pro.Header("x-api-key", "k-pro").Header("Authorization", Bearer({{"plan", "pro"}}));
+  run(pro, "other plan");
+  TestRequest forged;
+  forged.Header("x-api-key", "k-forged")
+      .Header("Authorization", "Bearer " + MintHs256({{"plan", "enterprise"}}, "guessed"));
+  run(forged, "bad signature");
+  TestRequest expired;
+  expired.Header("x-api-key", "k-expired")
+      .Header("Authorization", Bearer({{"plan", "enterprise"}, {"exp", h.WallSeconds() - 3600}}));
+  run(expired, "expired");
+}
+
+TEST(SeedTiered, UnverifiedClaimsNeverSelectTheEnterpriseTier) {
+  Harness h(kSeedTiered);  // no JWT key configured
+  TestRequest r;
+  r.Header("x-api-key", "k")
+      .Header("Authorization", "Bearer " + MintHs256({{"plan", "enterprise"}}, "anything"));
+  CheckOutcome o = h.Check(r);
+  ASSERT_EQ(o.rules.size(), 1u);
+  EXPECT_EQ(o.rules[0].rule, "free");
+  // Unless the operator says a gateway verified the token.
+  EnforcerOptions upstream;
+  upstream.jwt.verified_upstream = true;
+  Harness trusted(kSeedTiered, upstream);
+  EXPECT_EQ(trusted.Check(r).rules[0].rule, "enterprise");
+}
+
+TEST(SeedTiered, Rs256Tokens) {
+  testing::RsaKey key;
+  EnforcerOptions o;
+  o.jwt.rs256_public_key_pem = key.PublicPem();
+  Harness h(kSeedTiered, o);
+  TestRequest r;
+  r.Header("x-api-key", "k")
+      .Header("Authorization", "Bearer " + key.Mint({{"plan", "enterprise"}}));
+  EXPECT_EQ(h.Check(r).rules[0].rule, "enterprise");
+}
+
+constexpr std::string_view kStacked = R"({"rules": [
+  {"name": "global-rps", "limit_keys": ["ip:address"], "algorithm": "token_bucket",
+   "algorithm_config": {"rps": 5, "burst": 10}},
+  {"name": "enterprise", "limit_keys": ["header:x-api-key"], "algorithm": "token_bucket",
+   "algorithm_config": { "rps": 1000, "burst": 2000 }, "match": { "jwt:plan": "enterprise" }},
+  {"name": "free", "limit_keys": ["header:x-api-key"], "algorithm": "token_bucket",
+   "algorithm_config": { "rps": 10, "burst": 20 }}]})";
+
+TEST(Stacking, PerIpAndPerKeyRulesBothApply) {
+  Harness h(kStacked, HsOptions());
+  TestRequest r;
+  r.Peer("192.0.2.1").Header("x-api-key", "k1");
+  CheckOutcome o = h.Check(r);
+  ASSERT_EQ(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[0].rule, "global-rps");
+  EXPECT_EQ(o.rules[1].rule, "free");
+  EXPECT_EQ(FindHeader(o, "RateLimit-Policy"), R"("global-rps";q=10;w=2, "free";q=20;w=2)");
+  EXPECT_EQ(FindHeader(o, "RateLimit"), R"("global-rps";r=9;t=1, "free";r=19;t=1)");
+}
+
+TEST(Stacking, RejectedRequestChargesNoBucket) {
+  Harness h(kStacked, HsOptions());
+  TestRequest r;
+  r.Peer("192.0.2.1").Header("x-api-key", "k1");
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(h.Check(r).allowed());
+  for (int i = 0; i < 5; ++i) {
+    CheckOutcome o = h.Check(r);
+    ASSERT_EQ(o.http_status, 429);
+    ASSERT_EQ(o.denied_rule, 0);                                       // the per-IP rule
+    EXPECT_EQ(FindHeader(o, "RateLimit"), R"("global-rps";r=0;t=1)");  // only the denying policy
+  }
+  // The key's free bucket was charged only by the 10 allowed requests.
+  TestRequest other_ip;
+  other_ip.Peer("192.0.2.2").Header("x-api-key", "k1");
+  CheckOutcome o = h.Check(other_ip);
+  ASSERT_TRUE(o.allowed());
+  EXPECT_EQ(o.rules[1].rule, "free");
+  EXPECT_EQ(o.rules[1].decision.remaining, 20 - 10 - 1);
+}
+
+TEST(Stacking, ExplicitGroupsOverrideTheDefault) {
+  Harness h(R"({"rules": [
+    {"name": "a", "limit_keys": ["header:k"], "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "b", "group": "other", "limit_keys": ["header:k"], "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "c", "group": "other", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 5}}]})");
+  TestRequest r;
+  r.Header("k", "v");
+  CheckOutcome o = h.Check(r);
+  ASSERT_EQ(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[0].rule, "a");
+  EXPECT_EQ(o.rules[1].rule, "b");
+}
+
+constexpr std::string_view kWeighted = R"({"rules": [
+  {"name": "w", "limit_keys": ["header:x-api-key"],
+   "algorithm_config": {"tokens_per_second": 100, "burst": 1000,
+                        "cost_source": "header:x-request-weight", "default_cost": 2}},
+  {"name": "q", "limit_keys": ["header:x-api-key"], "group": "q",
+   "algorithm_config": {"rps": 100, "burst": 1000, "cost_source": "query:cost"}}]})";
+
+int64_t CostFor(Harness& h, const std::string& header_value) {
+  TestRequest r;
+  r.Header("x-api-key", "k").Header("X-Request-Weight", header_value);
+  CheckOutcome o = h.Check(r);
+  return o.rules.at(0).cost;
+}
+
+TEST(Costs, FromHeaderWithHostileValues) {
+  Harness h(kWeighted);
+  EXPECT_EQ(CostFor(h, "5"), 5);
+  EXPECT_EQ(CostFor(h, " 7 "), 7);
+  EXPECT_EQ(CostFor(h, "2.5"), 3);
+  for (const char* bad :
+       {"-3", "NaN", "1e309", "", "abc", "0", "+5", "0x10", "inf", "-0", "1e-400"}) {
+    EXPECT_EQ(CostFor(h, bad), 2) << bad;  // default_cost
+  }
+  TestRequest absent;
+  absent.Header("x-api-key", "k");
+  EXPECT_EQ(h.Check(absent).rules[0].cost, 2);
+}
+
+TEST(Costs, HugeCostIsRejectedForeverWithoutChargingOrRetryAfter) {
+  Harness h(kWeighted);
+  for (const char* huge : {"1e30", "99999999999999999999", "1001"}) {
+    TestRequest r;
+    r.Header("x-api-key", "k").Header("x-request-weight", huge);
+    CheckOutcome o = h.Check(r);
+    EXPECT_EQ(o.http_status, 429) << huge;
+    EXPECT_FALSE(HasHeader(o, "Retry-After")) << huge;
+    EXPECT_EQ(o.retry_after_seconds, 0);
+    EXPECT_NE(json::parse(o.body)["detail"].get<std::string>().find("can never be allowed"),
+              std::string::npos);
+  }
+  TestRequest one;
+  one.Header("x-api-key", "k");
+  EXPECT_EQ(h.Check(one).rules[0].decision.remaining, 1000 - 2);
+}
+
+TEST(Costs, FromQuery) {
+  Harness h(kWeighted);
+  TestRequest r;
+  r.Header("x-api-key", "k").Query("a=1&cost=40&b");
+  CheckOutcome o = h.Check(r);
+  ASSERT_EQ(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[1].rule, "q");
+  EXPECT_EQ(o.rules[1].cost, 40);
+  TestRequest bad;
+  bad.Header("x-api-key", "k").Query("cost=-1");
+  EXPECT_EQ(h.Check(bad).rules[1].cost, 1);
+}
+
+constexpr std::string_view kShadowed = R"({"rules": [
+  {"name": "enforced", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 3}},
+  {"name": "watch", "group": "w", "limit_keys": ["ip"], "mode": "shadow",
+   "algorithm_config": {"rps": 1, "burst": 1}}]})";
+
+TEST(Shadow, NeverRejectsButCounts) {
+  Harness h(kShadowed);
+  TestRequest r;
+  CheckOutcome first = h.Check(r);
+  ASSERT_TRUE(first.allowed());
+  ASSERT_EQ(first.rules.size(), 2u);
+  EXPECT_TRUE(first.rules[1].shadow);
+  EXPECT_EQ(first.rules[1].shadow_reason, RuleOutcome::ShadowReason::kConfigured);
+  // Shadow policies are not advertised.
+  EXPECT_EQ(FindHeader(first, "RateLimit-Policy"), R"("enforced";q=3;w=3)");
+  CheckOutcome second = h.Check(r);
+  EXPECT_TRUE(second.allowed());
+  EXPECT_FALSE(second.rules[1].decision.allowed);  // would have rejected
+  EXPECT_FALSE(HasHeader(second, "Retry-After"));
+  EXPECT_TRUE(second.body.empty());
+  // The enforced rule was still charged on the second request.
+  EXPECT_EQ(second.rules[0].decision.remaining, 1);
+  EXPECT_TRUE(h.Check(r).allowed());
+  EXPECT_EQ(h.Check(r).http_status, 429);
+  std::map<std::string, RuleCounters> counters;
+  for (auto& c : h.enforcer->Counters()) counters[c.rule] = c;
+  EXPECT_EQ(counters["enforced"].allowed, 3u);
+  EXPECT_EQ(counters["enforced"].rejected, 1u);
+  EXPECT_GE(counters["watch"].shadow_rejected, 2u);
+  EXPECT_EQ(counters["watch"].rejected, 0u);
+}
+
+TEST(Shadow, ShadowOnlyPolicyAllowsEverything) {
+  Harness h(R"({"name": "s", "limit_keys": ["ip"], "mode": "shadow",
+               "algorithm_config": {"rps": 1, "burst": 1}})");
+  TestRequest r;
+  for (int i = 0; i < 5; ++i) {
+    CheckOutcome o = h.Check(r);
+    EXPECT_TRUE(o.allowed());
+    EXPECT_TRUE(o.headers.empty());
+  }
+  EXPECT_EQ(h.enforcer->Counters()[0].shadow_rejected, 4u);
+}
+
+TEST(Rollout, EnforcePercentIsDeterministicPerIdentity) {
+  Harness h(R"({"name": "r", "limit_keys": ["header:k"], "enforce_percent": 30,
+               "algorithm_config": {"rps": 1, "burst": 100}})");
+  int enforced = 0;
+  for (int i = 0; i < 2000; ++i) {
+    TestRequest r;
+    r.Header("k", "client-" + std::to_string(i));
+    const auto reason = h.Check(r).rules[0].shadow_reason;
+    EXPECT_EQ(h.Check(r).rules[0].shadow_reason, reason);  // same identity, same choice
+    if (reason == RuleOutcome::ShadowReason::kNone) {
+      ++enforced;
+    } else {
+      EXPECT_EQ(reason, RuleOutcome::ShadowReason::kRollout);
+    }
+  }
+  EXPECT_GT(enforced, 2000 * 25 / 100);
+  EXPECT_LT(enforced, 2000 * 35 / 100);
+}
+
+constexpr std::string_view kGuarded = R"({"name": "strict", "limit_keys": ["header:k"],
+  "algorithm_config": {"rps": 1, "burst": 1},
+  "rollback": {"max_reject_ratio": 0.5, "window_seconds": 60, "min_requests": 10}})";
+
+TEST(Rollback, TripsToShadowLogsAndExports) {
+  Harness h(kGuarded);
+  TestRequest r;
+  r.Header("k", "hot");
+  int rejected = 0;
+  for (int i = 0; i < 10; ++i) rejected += h.Check(r).http_status == 429;
+  EXPECT_EQ(rejected, 9);  // 9/10 > 0.5 at the 10th decision: tripped now
+  auto counters = h.enforcer->Counters();
+  ASSERT_EQ(counters.size(), 1u);
+  EXPECT_TRUE(counters[0].rolled_back);
+  EXPECT_NE(counters[0].rollback_reason.find("rejected 9 of 10"), std::string::npos);
+  ASSERT_EQ(h.log.size(), 1u);
+  EXPECT_NE(h.log[0].find("rollback guard tripped"), std::string::npos);
+  CheckOutcome o = h.Check(r);
+  EXPECT_TRUE(o.allowed());
+  EXPECT_EQ(o.rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+  // An operator resets it.
+  EXPECT_TRUE(h.enforcer->ResetRollback("strict"));
+  EXPECT_FALSE(h.enforcer->ResetRollback("nope"));
+  EXPECT_EQ(h.Check(r).http_status, 429);
+}
+
+TEST(Rollback, BelowMinRequestsOrRatioDoesNotTrip) {
+  Harness h(kGuarded);
+  for (int i = 0; i < 40; ++i) {
+    TestRequest r;
+    r.Header("k", "c" + std::to_string(i));
+    ASSERT_TRUE(h.Check(r).allowed());
+  }
+  TestRequest hot;
+  hot.Header("k", "hot");
+  for (int i = 0; i < 20; ++i) (void)h.Check(hot);  // 19 rejections of 60: ratio < 0.5
+  EXPECT_FALSE(h.enforcer->Counters()[0].rolled_back);
+}
+
+TEST(Rollback, ChangingTheRuleByReloadResetsTheGuard) {
+  Harness h(kGuarded);
+  TestRequest r;
+  r.Header("k", "hot");
+  for (int i = 0; i < 10; ++i) (void)h.Check(r);
+  ASSERT_TRUE(h.enforcer->Counters()[0].rolled_back);
+  // Unchanged reload: still tripped.
+  ASSERT_TRUE(h.policies->ReloadFromText(kGuarded).empty());
+  EXPECT_EQ(h.Check(r).rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+  ASSERT_TRUE(h.policies
+                  ->ReloadFromText(R"({"name": "strict", "limit_keys": ["header:k"],
+                     "algorithm_config": {"rps": 1, "burst": 2},
+                     "rollback": {"max_reject_ratio": 0.5, "window_seconds": 60, "min_requests": 10}})")
+                  .empty());
+  EXPECT_EQ(h.Check(r).rules[0].shadow_reason, RuleOutcome::ShadowReason::kNone);
+  EXPECT_FALSE(h.enforcer->Counters()[0].rolled_back);
+}
+
+TEST(MissingKey, SkipOrShared) {
+  Harness h(R"({"rules": [
+    {"name": "skip", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 2}},
+    {"name": "shared", "group": "s", "limit_keys": ["header:x-api-key", "ip"], "missing_key": "shared",
+     "algorithm_config": {"rps": 1, "burst": 3}}]})");
+  TestRequest a;
+  a.Peer("192.0.2.1");
+  CheckOutcome o = h.Check(a);
+  ASSERT_EQ(o.rules.size(), 1u);
+  EXPECT_EQ(o.rules[0].rule, "shared");
+  EXPECT_EQ(o.rules[0].key, "\\missing|192.0.2.1");
+  // An attacker naming the marker gets an escaped, different key.
+  TestRequest spoof;
+  spoof.Peer("192.0.2.1").Header("x-api-key", "\\missing");
+  CheckOutcome s = h.Check(spoof);
+  ASSERT_EQ(s.rules.size(), 2u);
+  EXPECT_EQ(s.rules[1].key, "\\\\missing|192.0.2.1");
+  EXPECT_GE(h.enforcer->Counters()[1].missing_key, 1u);
+  // An empty value counts as missing.
+  TestRequest empty;
+  empty.Peer("192.0.2.1").Header("x-api-key", "  ");
+  EXPECT_EQ(h.Check(empty).rules.size(), 1u);
+}
+
+TEST(Match, Operators) {
+  Harness h(R"({"rules": [
+    {"name": "api", "limit_keys": ["const:a"], "match": {"path": {"prefix": "/api/"}, "method": ["GET", "HEAD"]},
+     "algorithm_config": {"rps": 1, "burst": 100}},
+    {"name": "re", "group": "re", "limit_keys": ["const:a"], "match": {"path": {"regex": "^/items/[0-9]+$"}},
+     "algorithm_config": {"rps": 1, "burst": 100}},
+    {"name": "nobot", "group": "nb", "limit_keys": ["const:a"],
+     "match": {"header:user-agent": {"suffix": "bot"}, "query:debug": {"absent": true}},
+     "algorithm_config": {"rps": 1, "burst": 100}},
+    {"name": "present", "group": "p", "limit_keys": ["const:a"], "match": {"header:x-test": {"present": true}},
+     "algorithm_config": {"rps": 1, "burst": 100}}]})");
+  auto names = [&](TestRequest& r) {
+    std::set<std::string> out;
+    for (auto& ro : h.Check(r).rules) out.insert(ro.rule);
+    return out;
+  };
+  TestRequest get;
+  get.Method("get").Path("/api/x");
+  EXPECT_EQ(names(get), (std::set<std::string>{"api"}));
+  TestRequest post;
+  post.Method("POST").Path("/api/x");
+  EXPECT_TRUE(names(post).empty());
+  TestRequest item;
+  item.Path("/items/42");
+  EXPECT_EQ(names(item), (std::set<std::string>{"re"}));
+  TestRequest item_bad;
+  item_bad.Path("/items/42/x");
+  EXPECT_TRUE(names(item_bad).empty());
+  TestRequest bot;
+  bot.Path("/").Header("User-Agent", "crawlbot");
+  EXPECT_EQ(names(bot), (std::set<std::string>{"nobot"}));
+  bot.Query("debug=1");
+  EXPECT_TRUE(names(bot).empty());
+  TestRequest p;
+  p.Path("/").Header("X-Test", "1");
+  EXPECT_EQ(names(p), (std::set<std::string>{"present"}));
+}
+
+TEST(Keys, LongAndHostileValuesAreBounded) {
+  Harness h(
+      R"({"name": "k", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 1}})");
+  TestRequest a;
+  a.Header("x-api-key", std::string(100000, 'a'));
+  CheckOutcome o = h.Check(a);
+  ASSERT_EQ(o.rules.size(), 1u);
+  EXPECT_LE(o.rules[0].key.size(), kMaxKeyValueLength);
+  EXPECT_EQ(o.rules[0].key[0], '~');
+  TestRequest b;
+  b.Header("x-api-key", std::string(99999, 'a') + "b");
+  EXPECT_TRUE(h.Check(b).allowed());  // a different bucket
+  EXPECT_FALSE(h.Check(a).allowed());
+  TestRequest ctl;
+  ctl.Header("x-api-key", "a\r\nb\x1f");
+  EXPECT_EQ(h.Check(ctl).rules[0].key, "a\\x0d\\x0ab\\x1f");
+}
+
+// A store that fails or answers without state, to check the failure mapping.
+class FakeStore : public Store {
+ public:
+  std::optional<Status> error;
+  bool fail_open_allowed = true;
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override {
+    ++calls;
+    if (error) return *error;
+    BatchDecision d;
+    d.enforced = false;
+    d.allowed = fail_open_allowed;
+    d.decisions.resize(items.size());
+    return d;
+  }
+  std::string Name() const override { return "fake"; }
+  int calls = 0;
+};
+
+TEST(StoreFailure, UnavailableIsA503NeverA429) {
+  FakeStore store;
+  store.error = UnavailableError("breaker open");
+  ManualClock clock;
+  auto enforcer = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, {});
+  TestRequest r;
+  CheckOutcome o = enforcer->Check(r.View());
+  EXPECT_EQ(o.verdict, CheckOutcome::Verdict::kUnavailable);
+  EXPECT_EQ(o.http_status, 503);
+  EXPECT_EQ(o.status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(json::parse(o.body)["type"],
+            "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity");
+  EXPECT_EQ(FindHeader(o, "Cache-Control"), "no-store");
+  EXPECT_FALSE(HasHeader(o, "Retry-After"));
+  EXPECT_EQ(enforcer->Counters()[0].unavailable, 1u);
+}
+
+TEST(StoreFailure, FailOpenAnswerIsAllowedAndUnenforced) {
+  FakeStore store;
+  ManualClock clock;
+  auto enforcer = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, {});
+  TestRequest r;
+  CheckOutcome o = enforcer->Check(r.View());
+  EXPECT_TRUE(o.allowed());
+  EXPECT_FALSE(o.enforced);
+  EXPECT_TRUE(o.headers.empty());
+  EXPECT_EQ(enforcer->Counters()[0].unenforced, 1u);
+  store.fail_open_allowed = false;  // fail-closed without state
+  CheckOutcome closed = enforcer->Check(r.View());
+  EXPECT_EQ(closed.http_status, 503);
+  EXPECT_FALSE(closed.enforced);
+}
+
+TEST(StoreFailure, NoRuleAppliesMeansNoStoreCall) {
+  FakeStore store;
+  store.error = UnavailableError("down");
+  ManualClock clock;
+  auto enforcer =
+      *Enforcer::Create(*PolicyStore::FromText(R"({"name": "k", "limit_keys": ["header:x-api-key"],
+                                 "algorithm_config": {"rps": 1, "burst": 1}})"),
+                        &store, &clock, {});
+  TestRequest r;
+  EXPECT_TRUE(enforcer->Check(r.View()).allowed());
+  EXPECT_EQ(store.calls, 0);
+}
+
+TEST(ExplicitItems, ShareBucketsWithRequests) {
+  Harness h(kSeedTiered, HsOptions());
+  const ExplicitItem item{.rule = "free", .key = "k1", .cost = 5};
+  auto o = h.enforcer->CheckItems(std::span(&item, 1));
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->allowed());
+  EXPECT_EQ(o->rules[0].decision.remaining, 15);
+  TestRequest r;
+  r.Header("x-api-key", "k1");
+  EXPECT_EQ(h.Check(r).rules[0].decision.remaining, 14);
+}
+
+TEST(ExplicitItems, ErrorsAndOverrides) {
+  Harness h(kSeedTiered);
+  const ExplicitItem unknown{.rule = "gold", .key = "k"};
+  EXPECT_EQ(h.enforcer->CheckItems(std::span(&unknown, 1)).status().code(),
+            StatusCode::kInvalidArgument);
+  const ExplicitItem no_rule{.key = "k"};
+  EXPECT_FALSE(h.enforcer->CheckItems(std::span(&no_rule, 1)).ok());
+  const ExplicitItem negative{.rule = "free", .key = "k", .cost = -1};
+  EXPECT_FALSE(h.enforcer->CheckItems(std::span(&negative, 1)).ok());
+  ExplicitItem bad_limit{.key = "k"};
+  bad_limit.limit_override = LimitSpec{.rate = 0, .burst = 1};
+  EXPECT_FALSE(h.enforcer->CheckItems(std::span(&bad_limit, 1)).ok());
+  ExplicitItem adhoc{.key = "k", .cost = 1, .override_name = "envoy_rps"};
+  adhoc.limit_override = LimitSpec{.rate = 1, .burst = 2};
+  std::vector<ExplicitItem> items = {adhoc, {.rule = "free", .key = "k", .cost = 1}};
+  auto o = h.enforcer->CheckItems(items);
+  ASSERT_TRUE(o.ok());
+  ASSERT_EQ(o->rules.size(), 2u);
+  EXPECT_EQ(o->rules[0].rule, "envoy_rps");
+  (void)h.enforcer->CheckItems(items);
+  auto third = h.enforcer->CheckItems(items);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->http_status, 429);
+  EXPECT_EQ(third->rules[third->denied_rule].rule, "envoy_rps");
+  // All-or-nothing: "free" was charged twice, not three times.
+  EXPECT_EQ(third->rules[1].decision.remaining, 18);
+  // A single-rule policy accepts items without a rule name.
+  Harness single(kSeedGlobalRps);
+  const ExplicitItem implicit{.key = "1.2.3.4"};
+  auto s = single.enforcer->CheckItems(std::span(&implicit, 1));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->rules[0].rule, "global-rps");
+}
+
+TEST(Async, SameOutcomeAsCheck) {
+  Harness h(kStacked);
+  TestRequest r;
+  r.Header("x-api-key", "k");
+  int calls = 0;
+  CheckOutcome got;
+  h.enforcer->CheckAsync(r.View(), [&](CheckOutcome o) {
+    ++calls;
+    got = std::move(o);
+  });
+  ASSERT_EQ(calls, 1);
+  EXPECT_TRUE(got.allowed());
+  EXPECT_EQ(got.rules.size(), 2u);
+  EXPECT_EQ(got.rules[1].decision.remaining, 19);
+  // Shadow-only denial goes through the second async round.
+  Harness s(kShadowed);
+  TestRequest sr;
+  for (int i = 0; i < 2; ++i) {
+    s.enforcer->CheckAsync(sr.View(), [&](CheckOutcome o) {
+      ++calls;
+      got = std::move(o);
+    });
+  }
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(got.allowed());
+  EXPECT_EQ(got.rules[0].decision.remaining, 1);
+}
+
+TEST(Explain, ShowsRulesKeysAndStateWithoutCharging) {
+  Harness h(kStacked, HsOptions());
+  TestRequest r;
+  r.Peer("192.0.2.1").Header("x-api-key", "k1");
+  (void)h.Check(r);
+  CheckOutcome e = h.enforcer->Explain(r.View());
+  EXPECT_TRUE(e.allowed());
+  ASSERT_EQ(e.rules.size(), 2u);
+  EXPECT_EQ(e.rules[0].decision.remaining, 9);
+  EXPECT_EQ(e.rules[1].decision.remaining, 19);
+  std::string trace;
+  for (auto& t : e.trace) trace += t + "\n";
+  EXPECT_NE(trace.find("global-rps: applies, key 192.0.2.1, cost 1"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("enterprise: no match (jwt:plan equals enterprise failed); jwt claims "
+                       "unusable: no token"),
+            std::string::npos)
+      << trace;
+  EXPECT_NE(trace.find("free: applies, key k1"), std::string::npos) << trace;
+  // Nothing was charged.
+  EXPECT_EQ(h.enforcer->Explain(r.View()).rules[0].decision.remaining, 9);
+  EXPECT_EQ(h.Check(r).rules[0].decision.remaining, 8);
+  for (const auto& c : h.enforcer->Counters()) {
+    if (c.rule == "global-rps") EXPECT_EQ(c.allowed, 2u);
+  }
+}
+
+TEST(Shaping, LeakyBucketDelay) {
+  Harness h(R"({"name": "shape", "limit_keys": ["const:x"], "algorithm": "leaky_bucket",
+               "algorithm_config": {"rps": 10, "burst": 10, "max_delay_ms": 1000}})");
+  TestRequest r;
+  Nanos last{0};
+  for (int i = 0; i < 5; ++i) {
+    CheckOutcome o = h.Check(r);
+    ASSERT_TRUE(o.allowed());
+    EXPECT_GE(o.delay, last);
+    last = o.delay;
+  }
+  EXPECT_GT(last, Nanos(0));
+}
+
+TEST(HeaderStyles, ConfiguredPerEnforcer) {
+  EnforcerOptions o;
+  o.header_style = HeaderStyle::kXRateLimitEpoch;
+  o.reason_header = "";
+  Harness h(kSeedGlobalRps, o);
+  TestRequest r;
+  CheckOutcome first = h.Check(r);
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Limit"), "10");
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Remaining"), "9");
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Reset"), std::to_string(h.WallSeconds() + 1));
+  EXPECT_FALSE(HasHeader(first, "RateLimit"));
+  for (int i = 0; i < 9; ++i) (void)h.Check(r);
+  CheckOutcome rej = h.Check(r);
+  EXPECT_EQ(rej.http_status, 429);
+  EXPECT_FALSE(HasHeader(rej, "X-RateLimit-Reason"));
+  EXPECT_TRUE(HasHeader(rej, "Retry-After"));
+}
+
+TEST(RetryAfterJitter, NeverBelowTheWaitAndStablePerClient) {
+  EnforcerOptions o;
+  o.retry_after_jitter = 1.0;
+  Harness h(R"({"name": "slow", "limit_keys": ["header:k"],
+               "algorithm_config": {"tokens_per_second": 0.1, "burst": 1}})",
+            o);
+  std::set<int64_t> seen;
+  for (int i = 0; i < 100; ++i) {
+    TestRequest r;
+    r.Header("k", "client" + std::to_string(i));
+    ASSERT_TRUE(h.Check(r).allowed());
+    CheckOutcome a = h.Check(r);
+    CheckOutcome b = h.Check(r);
+    ASSERT_EQ(a.http_status, 429);
+    EXPECT_GE(a.retry_after_seconds, 10);  // the real wait
+    EXPECT_LE(a.retry_after_seconds, 20);
+    EXPECT_EQ(a.retry_after_seconds, b.retry_after_seconds);
+    seen.insert(a.retry_after_seconds);
+  }
+  EXPECT_GE(seen.size(), 5u);
+}
+
+TEST(Reload, UnchangedRulesKeepStateChangedLimitsKeepKeys) {
+  Harness h(R"({"rules": [
+    {"name": "a", "limit_keys": ["const:x"], "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "b", "group": "b", "limit_keys": ["const:x"], "algorithm_config": {"rps": 1, "burst": 5}}]})");
+  TestRequest r;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Check(r).allowed());
+  EXPECT_EQ(h.policies->generation(), 1u);
+  // a unchanged, b's burst raised to 10, c new.
+  ASSERT_TRUE(h.policies
+                  ->ReloadFromText(R"({"rules": [
+    {"name": "a", "limit_keys": ["const:x"], "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "b", "group": "b", "limit_keys": ["const:x"], "algorithm_config": {"rps": 1, "burst": 10}},
+    {"name": "c", "group": "c", "limit_keys": ["const:x"], "algorithm_config": {"rps": 1, "burst": 5}}]})")
+                  .empty());
+  EXPECT_EQ(h.policies->generation(), 2u);
+  CheckOutcome o = h.Check(r);
+  ASSERT_EQ(o.rules.size(), 3u);
+  EXPECT_EQ(o.rules[0].decision.remaining, 1);  // 5 - 4
+  EXPECT_EQ(o.rules[1].decision.remaining, 6);  // same key, new burst: 10 - 4
+  EXPECT_EQ(o.rules[2].decision.remaining, 4);  // fresh
+  EXPECT_EQ(o.policy_generation, 2u);
+}
+
+TEST(Reload, BadPolicyKeepsTheOldOneAndReportsEveryError) {
+  Harness h(kSeedGlobalRps);
+  auto before = h.policies->Current();
+  auto errors = h.policies->ReloadFromText(
+      R"({"rules": [{"name": "x y", "limit_keys": [], "algorithm_config": {"rps": 0, "burst": 1}}]})");
+  EXPECT_GE(errors.size(), 3u);
+  EXPECT_EQ(h.policies->Current(), before);
+  EXPECT_EQ(h.policies->generation(), 1u);
+  EXPECT_EQ(h.policies->reload_failures(), 1u);
+  auto last = h.policies->last_reload();
+  EXPECT_FALSE(last.ok);
+  EXPECT_EQ(last.errors.size(), errors.size());
+  TestRequest r;
+  EXPECT_EQ(h.Check(r).rules[0].rule, "global-rps");
+}
+
+TEST(Reload, FromFile) {
+  const std::string path = ::testing::TempDir() + "/tollgate_policy_reload.json";
+  { std::ofstream(path) << kSeedGlobalRps; }
+  auto store = PolicyStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->path(), path);
+  { std::ofstream(path) << kSeedTiered; }
+  EXPECT_TRUE((*store)->Reload().empty());
+  EXPECT_EQ(SummarizePolicy(*(*store)->Current()).size(), 2u);
+  { std::ofstream(path) << "{broken"; }
+  EXPECT_FALSE((*store)->Reload().empty());
+  EXPECT_EQ(SummarizePolicy(*(*store)->Current()).size(), 2u);
+  EXPECT_FALSE(PolicyStore::Open("/nonexistent.json").ok());
+  EXPECT_FALSE(PolicyStore::FromPolicy((*store)->Current())->Reload().empty());
+}
+
+TEST(Summary, DescribesRules) {
+  auto store = *PolicyStore::FromText(kSeedTiered);
+  auto s = SummarizePolicy(*store->Current());
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].name, "enterprise");
+  EXPECT_EQ(s[0].limit_keys, std::vector<std::string>{"header:x-api-key"});
+  EXPECT_EQ(s[0].limit.burst(), 2000);
+  EXPECT_NE(s[0].description.find("match=jwt:plan equals enterprise"), std::string::npos);
+}
+
+TEST(EnforcerOptionsValidation, BadOptionsAreRefused) {
+  ManualClock clock;
+  FakeStore store;
+  auto policies = *PolicyStore::FromText(kSeedGlobalRps);
+  EnforcerOptions jitter;
+  jitter.retry_after_jitter = -1;
+  EXPECT_FALSE(Enforcer::Create(policies, &store, &clock, jitter).ok());
+  EnforcerOptions cidr;
+  cidr.trusted_proxies = {"10.0.0.0/99"};
+  EXPECT_FALSE(Enforcer::Create(policies, &store, &clock, cidr).ok());
+  EnforcerOptions header;
+  header.reason_header = "X Bad";
+  EXPECT_FALSE(Enforcer::Create(policies, &store, &clock, header).ok());
+  EXPECT_FALSE(Enforcer::Create(nullptr, &store, &clock, {}).ok());
+  EXPECT_FALSE(Enforcer::Create(policies, nullptr, &clock, {}).ok());
+}
+
+}  // namespace
+}  // namespace tollgate
