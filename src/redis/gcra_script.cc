@@ -6,21 +6,14 @@ namespace tollgate::redis {
 namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
-constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v1
+constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v2
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9 = 1000000000
+local tonumber, sub = tonumber, string.sub
 local function split(v)
   local len = #v
   if len <= 9 then return 0, tonumber(v) end
-  return tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
-end
-local function add(as, an, bs, bn)
-  local s, n = as + bs, an + bn
-  if n >= E9 then return s + 1, n - E9 end
-  return s, n
-end
-local function le(as, an, bs, bn)
-  return as < bs or (as == bs and an <= bn)
+  return tonumber(sub(v, 1, len - 9)), tonumber(sub(v, len - 8))
 end
 local now_s, now_n
 if ARGV[1] == '' then
@@ -29,24 +22,40 @@ if ARGV[1] == '' then
 else
   now_s, now_n = split(ARGV[1])
 end
+-- Entries: kind, increment and threshold (both split), and now + threshold.
+local nent = tonumber(ARGV[2])
+local ekind, eis, ein, els, eln = {}, {}, {}, {}, {}
+local a = 3
+for e = 1, nent do
+  ekind[e] = tonumber(ARGV[a])
+  eis[e], ein[e] = split(ARGV[a + 1])
+  local hs, hn = split(ARGV[a + 2])
+  local ls, ln = now_s + hs, now_n + hn
+  if ln >= E9 then ls, ln = ls + 1, ln - E9 end
+  els[e], eln[e] = ls, ln
+  a = a + 3
+end
 local ts, tn = {}, {}
 local vals = redis.call('MGET', unpack(KEYS))
 for i = 1, #KEYS do
   local v = vals[i]
-  if v then ts[i], tn[i] = split(v) else ts[i], tn[i] = 0, 0 end
+  if v then ts[i], tn[i] = split(v) else ts[i], tn[i] = now_s, now_n end
 end
 -- One item against TAT (s, n): allowed?, tat_after (s, n).
-local function step(s, n, kind, is, inn, hs, hn)
-  if not le(now_s, now_n, s, n) then s, n = now_s, now_n end
-  if kind == 3 or kind == 2 then return kind == 3, s, n end
-  local ls, ln = add(now_s, now_n, hs, hn)
+local function step(s, n, e)
+  if s < now_s or (s == now_s and n < now_n) then s, n = now_s, now_n end
+  local kind = ekind[e]
+  if kind >= 2 then return kind == 3, s, n end
+  local ls, ln = els[e], eln[e]
   if kind == 0 then
-    local xs, xn = add(s, n, is, inn)
-    if le(xs, xn, ls, ln) then return true, xs, xn end
+    local xs, xn = s + eis[e], n + ein[e]
+    if xn >= E9 then xs, xn = xs + 1, xn - E9 end
+    if xs < ls or (xs == ls and xn <= ln) then return true, xs, xn end
     return false, s, n
   end
-  if le(s, n, ls, ln) then
-    local xs, xn = add(s, n, is, inn)
+  if s < ls or (s == ls and n <= ln) then
+    local xs, xn = s + eis[e], n + ein[e]
+    if xn >= E9 then xs, xn = xs + 1, xn - E9 end
     return true, xs, xn
   end
   return false, s, n
@@ -59,53 +68,65 @@ local function emit(code, s, n)
   out[o + 1], out[o + 2], out[o + 3] = code, rs, rn
   o = o + 3
 end
-local a = 2
 local nargs = #ARGV
 while a <= nargs do
   local count = tonumber(ARGV[a])
   a = a + 1
-  local k, kind, is, inn, hs, hn = {}, {}, {}, {}, {}, {}
-  for j = 1, count do
-    k[j] = tonumber(ARGV[a])
-    kind[j] = tonumber(ARGV[a + 1])
-    is[j], inn[j] = split(ARGV[a + 2])
-    hs[j], hn[j] = split(ARGV[a + 3])
-    a = a + 4
-  end
-  -- Phase 1: every item alone against the current state.
-  local ok1, s1, n1 = {}, {}, {}
-  local denied = false
-  for j = 1, count do
-    ok1[j], s1[j], n1[j] = step(ts[k[j]], tn[k[j]], kind[j], is[j], inn[j], hs[j], hn[j])
-    if not ok1[j] then denied = true end
-  end
-  local fail = 0
-  local ws, wn, ok2, s2, n2 = {}, {}, {}, {}, {}
-  if not denied then
-    -- Phase 2: the items together, in order, on a working copy.
-    for j = 1, count do
-      local key = k[j]
-      local cs, cn = ws[key], wn[key]
-      if cs == nil then cs, cn = ts[key], tn[key] end
-      local ok, s, n = step(cs, cn, kind[j], is[j], inn[j], hs[j], hn[j])
-      if not ok then fail = j; break end
-      ok2[j], s2[j], n2[j] = ok, s, n
-      if kind[j] < 2 then ws[key], wn[key] = s, n end
-    end
-  end
-  if denied or fail > 0 then
-    -- Nothing is charged: each item reports its state alone (3: it would fit).
-    for j = 1, count do
-      local code = 0
-      if j == fail then code = 2 elseif ok1[j] then code = 3 end
-      emit(code, s1[j], n1[j])
+  if count == 1 then
+    -- The common case, without tables: one item is its own all-or-nothing group.
+    local key, e = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    a = a + 2
+    local ok, s, n = step(ts[key], tn[key], e)
+    if ok then
+      if ekind[e] < 2 then
+        ts[key], tn[key] = s, n
+        dirty[key] = true
+      end
+      emit(1, s, n)
+    else
+      emit(0, s, n)
     end
   else
-    for key, s in pairs(ws) do
-      ts[key], tn[key] = s, wn[key]
-      dirty[key] = true
+    local k, ent = {}, {}
+    for j = 1, count do
+      k[j], ent[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+      a = a + 2
     end
-    for j = 1, count do emit(1, s2[j], n2[j]) end
+    -- Phase 1: every item alone against the current state.
+    local ok1, s1, n1 = {}, {}, {}
+    local denied = false
+    for j = 1, count do
+      ok1[j], s1[j], n1[j] = step(ts[k[j]], tn[k[j]], ent[j])
+      if not ok1[j] then denied = true end
+    end
+    local fail = 0
+    local ws, wn, s2, n2 = {}, {}, {}, {}
+    if not denied then
+      -- Phase 2: the items together, in order, on a working copy.
+      for j = 1, count do
+        local key = k[j]
+        local cs, cn = ws[key], wn[key]
+        if cs == nil then cs, cn = ts[key], tn[key] end
+        local ok, s, n = step(cs, cn, ent[j])
+        if not ok then fail = j; break end
+        s2[j], n2[j] = s, n
+        if ekind[ent[j]] < 2 then ws[key], wn[key] = s, n end
+      end
+    end
+    if denied or fail > 0 then
+      -- Nothing is charged: each item reports its state alone (3: it would fit).
+      for j = 1, count do
+        local code = 0
+        if j == fail then code = 2 elseif ok1[j] then code = 3 end
+        emit(code, s1[j], n1[j])
+      end
+    else
+      for key, s in pairs(ws) do
+        ts[key], tn[key] = s, wn[key]
+        dirty[key] = true
+      end
+      for j = 1, count do emit(1, s2[j], n2[j]) end
+    end
   end
 end
 for key in pairs(dirty) do
@@ -116,7 +137,7 @@ for key in pairs(dirty) do
   if ms < 1 then ms = 1 end
   local v
   if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
-  redis.call('SET', KEYS[key], v, 'PX', string.format('%d', ms))
+  redis.call('SET', KEYS[key], v, 'PX', ms)  -- ms < 2^41: printed as an integer
 end
 return out
 )lua";

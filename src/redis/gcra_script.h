@@ -4,8 +4,9 @@
 // and is all-or-nothing. Arguments:
 //   KEYS    the distinct Redis keys of the call
 //   ARGV[1] now in ns as a decimal string, or "" to read Redis TIME
-//   then, per group: n, followed by n items of 4 arguments:
-//           key index (1-based into KEYS), kind, increment ns, threshold ns
+//   ARGV[2] E, the number of distinct entries, then E triples:
+//           kind, increment ns, threshold ns (an entry is a limit + cost shape)
+//   then, per group: n, followed by n pairs: key index, entry index (1-based)
 // Reply: a flat array of 3 integers per item, in order: code, rel_s, rel_ns,
 // where rel = tat_after - now (>= 0) split into seconds and nanoseconds, and
 // code is 1 allowed (charged), 0 denied; in a denied group 3 means "this item

@@ -355,30 +355,52 @@ class RedisStore::Impl : public Connection::Listener {
 
   // One EVALSHA (or EVAL after NOSCRIPT) for every request in `reqs`.
   void SendScript(Connection& c, std::vector<RequestPtr> reqs, bool eval) {
-    // Distinct keys of the call, 1-based, in first-seen order.
+    // Distinct keys and distinct (kind, increment, threshold) entries of the
+    // call, 1-based, in first-seen order.
     std::unordered_map<std::string_view, int> index;
     std::vector<std::string_view> keys;
-    size_t nargs = 1;
-    for (auto& r : reqs) {
-      nargs += 1 + 4 * r->items.size();
-      for (auto& k : r->keys) {
-        if (index.emplace(k, static_cast<int>(keys.size()) + 1).second) keys.push_back(k);
-      }
-    }
-    std::vector<std::string> nums;  // owns the numeric argument texts
-    nums.reserve(nargs + 2);
-    nums.push_back(std::to_string(keys.size()));
-    nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
-                                             : std::string());
+    std::vector<const ScriptItem*> entries;
+    std::vector<int> item_key, item_entry;
     SteadyTime deadline = SteadyTime::max();
     for (auto& r : reqs) {
       deadline = std::min(deadline, r->deadline);
-      nums.push_back(std::to_string(r->items.size()));
       for (size_t i = 0; i < r->items.size(); ++i) {
-        nums.push_back(std::to_string(index[r->keys[i]]));
-        nums.push_back(std::to_string(static_cast<int>(r->items[i].kind)));
-        nums.push_back(std::to_string(r->items[i].increment));
-        nums.push_back(std::to_string(r->items[i].threshold));
+        auto [it, fresh] = index.emplace(r->keys[i], static_cast<int>(keys.size()) + 1);
+        if (fresh) keys.push_back(r->keys[i]);
+        item_key.push_back(it->second);
+        const ScriptItem& si = r->items[i];
+        int e = 0;
+        for (size_t j = entries.size(); j-- > 0;) {  // few distinct limits per call
+          if (entries[j]->kind == si.kind && entries[j]->increment == si.increment &&
+              entries[j]->threshold == si.threshold) {
+            e = static_cast<int>(j) + 1;
+            break;
+          }
+        }
+        if (e == 0) {
+          entries.push_back(&si);
+          e = static_cast<int>(entries.size());
+        }
+        item_entry.push_back(e);
+      }
+    }
+    std::vector<std::string> nums;  // owns the numeric argument texts
+    nums.reserve(3 + 3 * entries.size() + reqs.size() + 2 * item_key.size());
+    nums.push_back(std::to_string(keys.size()));
+    nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
+                                             : std::string());
+    nums.push_back(std::to_string(entries.size()));
+    for (const ScriptItem* e : entries) {
+      nums.push_back(std::to_string(static_cast<int>(e->kind)));
+      nums.push_back(std::to_string(e->increment));
+      nums.push_back(std::to_string(e->threshold));
+    }
+    size_t n = 0;
+    for (auto& r : reqs) {
+      nums.push_back(std::to_string(r->items.size()));
+      for (size_t i = 0; i < r->items.size(); ++i, ++n) {
+        nums.push_back(std::to_string(item_key[n]));
+        nums.push_back(std::to_string(item_entry[n]));
       }
     }
     std::vector<const char*> argv;
