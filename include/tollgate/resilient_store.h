@@ -33,11 +33,13 @@
 // Charge-back (Options::charge_back, default on): every cost granted by kDegrade
 // is added to a per-key ledger (bounded by max_charge_back_keys; overflow is
 // counted and dropped). When the breaker closes again the maintenance thread
-// charges each key's total to the primary: with Options::force_charge when set
-// (a store operation that may push the bucket into debt); otherwise with a plain
-// Acquire of the total and, when that is refused, an Acquire of whatever still
-// fits (the bucket ends empty: the client is still limited, but debt beyond
-// empty is forgiven). A failed charge-back is kept and retried next period.
+// charges each key's total to the primary, saturating at an empty bucket: the
+// client ends at most empty (still limited), never in debt, because grants made
+// early in a long outage have partly refilled since. With
+// Options::saturating_charge (a store operation doing that atomically) it is
+// one call; otherwise an Acquire of the total and, when that is refused,
+// Acquires of whatever still fits (up to 3 tries against concurrent traffic).
+// A failed charge-back is kept and retried next period.
 //
 // Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts);
 // a hung primary costs the calls in flight at most that deadline, then the
@@ -117,9 +119,10 @@ struct ResilientStoreOptions {
 
   bool charge_back = true;
   size_t max_charge_back_keys = size_t{1} << 17;
-  // Optional: charges `item.cost` to the primary even when it does not fit
-  // (pushing the bucket into debt). Without it, charge-back drains to empty.
-  std::function<Status(const AcquireItem& item)> force_charge;
+  // Optional: charges min(item.cost, what fits) to the primary in one atomic
+  // step, leaving the bucket at worst empty. Without it, charge-back uses
+  // Acquire (two or more calls, see above).
+  std::function<Status(const AcquireItem& item)> saturating_charge;
 
   CircuitBreakerOptions breaker;         // its clock and listener are used as given
   std::unique_ptr<FleetRegistry> fleet;  // optional

@@ -223,29 +223,25 @@ class ResilientStore::Impl {
 
   Status ChargeOne(const resilient::ChargeBackLedger::Entry& e) {
     const AcquireItem item{e.key, &e.limit, e.cost};
-    if (options_.force_charge) {
-      Status s = options_.force_charge(item);
+    if (options_.saturating_charge) {
+      Status s = options_.saturating_charge(item);
       if (s.ok()) CountCharged(e.cost, 0);
       return s;
     }
-    Result<BatchDecision> r = primary_->Acquire(std::span<const AcquireItem>(&item, 1));
-    if (!r.ok()) return IsOutage(r.status().code()) ? r.status() : DropCharge(e.cost);
-    if (r->allowed) {
-      CountCharged(e.cost, 0);
-      return Status::Ok();
-    }
-    // Does not fit: take what is left, so the bucket ends empty.
-    const int64_t left = std::min(e.cost, r->decisions.front().remaining);
-    if (left > 0) {
-      const AcquireItem rest{e.key, &e.limit, left};
-      Result<BatchDecision> r2 = primary_->Acquire(std::span<const AcquireItem>(&rest, 1));
-      if (!r2.ok() && IsOutage(r2.status().code())) return r2.status();
-      if (r2.ok() && r2->allowed) {
-        CountCharged(left, e.cost - left);
+    // Charge the total; when it does not fit, charge what is left, so the
+    // bucket ends empty. Concurrent traffic may take tokens in between: retry.
+    int64_t want = e.cost;
+    for (int attempt = 0; attempt < 3 && want > 0; ++attempt) {
+      const AcquireItem charge{e.key, &e.limit, want};
+      Result<BatchDecision> r = primary_->Acquire(std::span<const AcquireItem>(&charge, 1));
+      if (!r.ok()) return IsOutage(r.status().code()) ? r.status() : DropCharge(e.cost);
+      if (r->allowed) {
+        CountCharged(want, e.cost - want);
         return Status::Ok();
       }
+      want = std::min(want, r->decisions.front().remaining);
     }
-    CountCharged(0, e.cost);
+    CountCharged(0, e.cost);  // the bucket is empty already
     return Status::Ok();
   }
 

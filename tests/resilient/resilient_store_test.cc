@@ -282,10 +282,10 @@ TEST_F(ResilientStoreTest, ChargeBackDrainsWhatDoesNotFit) {
   EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 0);
 }
 
-TEST_F(ResilientStoreTest, ForceChargeIsUsedWhenGiven) {
+TEST_F(ResilientStoreTest, SaturatingChargeIsUsedWhenGiven) {
   auto o = Options(FailureMode::kDegrade);
   std::vector<std::pair<std::string, int64_t>> charged;
-  o.force_charge = [&](const AcquireItem& item) {
+  o.saturating_charge = [&](const AcquireItem& item) {
     charged.emplace_back(std::string(item.key), item.cost);
     return Status::Ok();
   };
