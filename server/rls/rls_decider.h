@@ -49,7 +49,7 @@ struct RlsDecideOptions {
   size_t max_descriptors = 64;
   size_t max_entries = 32;  // per descriptor
   // Algorithm for descriptors that carry their own `limit` override.
-  Algorithm override_algorithm = Algorithm::kFixedWindow;
+  Algorithm override_algorithm = Algorithm::kTokenBucket;
 };
 
 class RlsDecider {
