@@ -130,10 +130,10 @@ std::string ParseArgs(const std::vector<std::string>& args, BenchArgs* a, bool o
   return "";
 }
 
-// Latency histogram: 1 us buckets up to 100 ms, then one overflow bucket.
+// Latency histogram: 1 us buckets up to 1 s, then one overflow bucket.
 class Histogram {
  public:
-  static constexpr size_t kBuckets = 100001;
+  static constexpr size_t kBuckets = 1000001;
   Histogram() : counts_(new std::atomic<uint64_t>[kBuckets]) {
     for (size_t i = 0; i < kBuckets; ++i) counts_[i].store(0, std::memory_order_relaxed);
   }

@@ -75,7 +75,9 @@ TEST(RedisUrl, RejectsBadUrlsWithAReason) {
                           "redis://h:1/x", "redis://h?bogus=1", "redis://%zz@h"}) {
     auto r = ParseRedisUrl(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
   }
   auto tls = ParseRedisUrl("rediss://h:1");
   ASSERT_FALSE(tls.ok());

@@ -1,0 +1,381 @@
+#include "redis/node_client.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tollgate::redis {
+
+namespace asio = boost::asio;
+
+namespace {
+
+void FailJob(NodeJobPtr& job, const Status& st) {
+  JobResult r;
+  r.status = st;
+  auto& done = job->done;  // stays alive even if the callback takes the job
+  done(job, r);
+}
+
+void Finish(NodeJobPtr& job, const JobResult& r) {
+  auto& done = job->done;
+  done(job, r);
+}
+
+}  // namespace
+
+BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples) {
+  BatchDecision out;
+  out.decisions.reserve(job.items.size());
+  bool all = true;
+  for (size_t i = 0; i < job.items.size(); ++i) {
+    const int64_t code = triples[3 * i]->integer;
+    const int64_t rel = triples[3 * i + 1]->integer * 1'000'000'000 + triples[3 * i + 2]->integer;
+    out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], code, rel));
+    if (code != 1) all = false;
+    if ((code == 0 || code == 2) && out.denied_index < 0) out.denied_index = static_cast<int>(i);
+  }
+  out.allowed = all;
+  return out;
+}
+
+Status ErrorReplyStatus(std::string_view endpoint, std::string_view text) {
+  std::string msg = "redis " + std::string(endpoint) + ": " + std::string(text.substr(0, 300));
+  if (text.starts_with("ERR Error running script") || text.starts_with("NOSCRIPT") ||
+      text.find("user_script") != std::string_view::npos) {
+    return Status(StatusCode::kScript, msg);
+  }
+  return Status(StatusCode::kServer, msg);
+}
+
+NodeClient::NodeClient(asio::io_context& io, RedisOptions options, std::string_view script,
+                       NodeStats* stats)
+    : io_(io), options_(std::move(options)), script_(script), stats_(stats) {}
+
+NodeClient::~NodeClient() = default;
+
+void NodeClient::Start() {
+  for (size_t i = 0; i < options_.connections; ++i) {
+    conns_.push_back(std::make_shared<Connection>(io_, options_, script_, this));
+    backoff_.push_back(options_.reconnect_backoff_min);
+    retry_at_.push_back(SteadyTime::max());
+  }
+  for (auto& c : conns_) c->Connect();
+}
+
+void NodeClient::Close(const Status& why) {
+  stopping_ = true;
+  for (auto& c : conns_) c->Fail(why);
+  UpdateReady();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  FailQueued(why);
+}
+
+void NodeClient::Submit(NodeJobPtr job) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_ || queue_.size() >= options_.max_queue) {
+      lock.unlock();
+      FailJob(job,
+              UnavailableError(closed_ ? "redis " + endpoint() + ": client closed"
+                                       : "redis " + endpoint() + ": queue is full (" +
+                                             std::to_string(options_.max_queue) + " waiting)"));
+      return;
+    }
+    queue_.push_back(std::move(job));
+    if (pump_posted_) return;
+    pump_posted_ = true;
+  }
+  asio::post(io_, [this] { Pump(); });
+}
+
+void NodeClient::OnReady(Connection&) {
+  stats_->connects.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    if (conns_[i]->ready()) backoff_[i] = options_.reconnect_backoff_min;
+  }
+  UpdateReady();
+  Pump();
+}
+
+void NodeClient::OnDown(Connection& c, const Status&) {
+  UpdateReady();
+  if (stopping_) return;
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    if (conns_[i].get() != &c) continue;
+    // Exponential backoff with jitter in [backoff/2, backoff].
+    const auto b = backoff_[i];
+    std::uniform_int_distribution<int64_t> jitter(b.count() / 2, b.count());
+    retry_at_[i] = std::chrono::steady_clock::now() + std::chrono::milliseconds(jitter(rng_));
+    backoff_[i] = std::min(options_.reconnect_backoff_max, b * 2);
+  }
+  // Posted, so that a job failing inside Connection::Fail() does not re-enter Pump.
+  asio::post(io_, [this] { Pump(); });
+}
+
+void NodeClient::UpdateReady() {
+  int ready = 0;
+  for (auto& c : conns_) ready += c->ready() ? 1 : 0;
+  ready_count_.store(ready, std::memory_order_relaxed);
+}
+
+bool NodeClient::AnyConnecting() const {
+  for (auto& c : conns_) {
+    if (c->state() == Connection::State::kConnecting) return true;
+  }
+  return false;
+}
+
+Status NodeClient::LastError() const {
+  for (auto& c : conns_) {
+    if (!c->last_error().ok()) return c->last_error();
+  }
+  return ConnectionError("redis " + endpoint() + ": not connected");
+}
+
+void NodeClient::Tick(SteadyTime now) {
+  if (stopping_) return;
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    conns_[i]->CheckDeadlines(now);
+    const auto st = conns_[i]->state();
+    if ((st == Connection::State::kClosed || st == Connection::State::kIdle) &&
+        now >= retry_at_[i]) {
+      retry_at_[i] = SteadyTime::max();
+      conns_[i]->Connect();
+    }
+  }
+  ExpireQueued(now);
+}
+
+void NodeClient::ExpireQueued(SteadyTime now) {
+  std::vector<NodeJobPtr> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!queue_.empty() && queue_.front()->deadline < now) {
+      expired.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  for (auto& j : expired) {
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    FailJob(j, TimeoutError("redis " + endpoint() + ": no connection answered within " +
+                            std::to_string(options_.call_timeout.count()) + "ms"));
+  }
+}
+
+void NodeClient::FailQueued(const Status& why) {
+  std::deque<NodeJobPtr> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed.swap(queue_);
+  }
+  for (auto& j : failed) {
+    stats_->errors.fetch_add(1, std::memory_order_relaxed);
+    FailJob(j, why);
+  }
+}
+
+Connection* NodeClient::PickConnection() {
+  Connection* best = nullptr;
+  for (auto& c : conns_) {
+    if (!c->ready() || c->inflight() >= options_.max_inflight_per_connection) continue;
+    if (best == nullptr || c->inflight() < best->inflight()) best = c.get();
+  }
+  return best;
+}
+
+void NodeClient::Pump() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pump_posted_ = false;
+  }
+  if (stopping_) return;
+  for (;;) {
+    Connection* c = PickConnection();
+    if (c == nullptr) break;
+    std::vector<NodeJobPtr> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!queue_.empty() && batch.size() < options_.max_batch) {
+        // An ASKING job goes alone: ASKING applies to the next command only.
+        if (queue_.front()->asking && !batch.empty()) break;
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        if (batch.back()->asking) break;
+      }
+    }
+    if (batch.empty()) return;
+    std::vector<NodeJobPtr> scripts;
+    scripts.reserve(batch.size());
+    for (auto& j : batch) {
+      if (!j->argv.empty()) {
+        SendCommand(*c, std::move(j));
+      } else {
+        scripts.push_back(std::move(j));
+      }
+    }
+    if (!scripts.empty()) SendScript(*c, std::move(scripts), /*eval=*/false);
+  }
+  if (ready_count_.load(std::memory_order_relaxed) == 0 && !AnyConnecting()) {
+    FailQueued(LastError());  // every connection is backing off: fail fast
+  }
+}
+
+void NodeClient::CountFailure(const Status& st) {
+  if (st.code() == StatusCode::kTimeout) {
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    stats_->errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void NodeClient::SendCommand(Connection& c, NodeJobPtr job) {
+  std::string resp;
+  AppendCommand(resp, job->argv);
+  NodeJob* raw = job.release();
+  c.Send(std::move(resp), 1, raw->deadline, [this, raw](Status st, std::vector<ReplyPtr>& got) {
+    NodeJobPtr j(raw);
+    JobResult r;
+    r.status = st;
+    if (!st.ok()) {
+      CountFailure(st);
+    } else {
+      r.reply = got.front().get();
+    }
+    Finish(j, r);
+    Pump();
+  });
+}
+
+// One EVALSHA (or EVAL after NOSCRIPT) for every job in `jobs`.
+void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool eval) {
+  // Distinct keys and distinct (kind, increment, threshold) entries of the
+  // call, 1-based, in first-seen order.
+  std::unordered_map<std::string_view, int> index;
+  std::vector<std::string_view> keys;
+  std::vector<const ScriptItem*> entries;
+  std::vector<int> item_key, item_entry;
+  SteadyTime deadline = SteadyTime::max();
+  const bool asking = jobs.front()->asking;
+  const int64_t sent = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count();
+  for (auto& j : jobs) {
+    j->sent_ns = sent;
+    deadline = std::min(deadline, j->deadline);
+    for (size_t i = 0; i < j->items.size(); ++i) {
+      auto [it, fresh] = index.emplace(j->keys[i], static_cast<int>(keys.size()) + 1);
+      if (fresh) keys.push_back(j->keys[i]);
+      item_key.push_back(it->second);
+      const ScriptItem& si = j->items[i];
+      int e = 0;
+      for (size_t k = entries.size(); k-- > 0;) {  // few distinct limits per call
+        if (entries[k]->kind == si.kind && entries[k]->increment == si.increment &&
+            entries[k]->threshold == si.threshold) {
+          e = static_cast<int>(k) + 1;
+          break;
+        }
+      }
+      if (e == 0) {
+        entries.push_back(&si);
+        e = static_cast<int>(entries.size());
+      }
+      item_entry.push_back(e);
+    }
+  }
+  std::vector<std::string> nums;  // owns the numeric argument texts
+  nums.reserve(3 + 3 * entries.size() + jobs.size() + 2 * item_key.size());
+  nums.push_back(std::to_string(keys.size()));
+  nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
+                                           : std::string());
+  nums.push_back(std::to_string(entries.size()));
+  for (const ScriptItem* e : entries) {
+    nums.push_back(std::to_string(static_cast<int>(e->kind)));
+    nums.push_back(std::to_string(e->increment));
+    nums.push_back(std::to_string(e->threshold));
+  }
+  size_t n = 0;
+  for (auto& j : jobs) {
+    nums.push_back(std::to_string(j->items.size()));
+    for (size_t i = 0; i < j->items.size(); ++i, ++n) {
+      nums.push_back(std::to_string(item_key[n]));
+      nums.push_back(std::to_string(item_entry[n]));
+    }
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  argv.reserve(3 + keys.size() + nums.size());
+  lens.reserve(argv.capacity());
+  auto push = [&](std::string_view s) {
+    argv.push_back(s.data());
+    lens.push_back(s.size());
+  };
+  push(eval ? "EVAL" : "EVALSHA");
+  push(eval ? script_ : std::string_view(c.script_sha()));
+  push(nums[0]);
+  for (auto k : keys) push(k);
+  for (size_t i = 1; i < nums.size(); ++i) push(nums[i]);
+  std::string resp;
+  int replies = 1;
+  if (asking) {
+    AppendCommand(resp, {"ASKING"});
+    replies = 2;
+  }
+  AppendCommand(resp, static_cast<int>(argv.size()), argv.data(), lens.data());
+
+  stats_->script_calls.fetch_add(1, std::memory_order_relaxed);
+  auto shared = std::make_shared<std::vector<NodeJobPtr>>(std::move(jobs));
+  Connection* conn = &c;
+  c.Send(std::move(resp), replies, deadline,
+         [this, shared, conn, eval](Status st, std::vector<ReplyPtr>& got) {
+           OnScriptReply(*conn, *shared, eval, st, got);
+           Pump();
+         });
+}
+
+void NodeClient::OnScriptReply(Connection& c, std::vector<NodeJobPtr>& jobs, bool eval,
+                               const Status& st, std::vector<ReplyPtr>& got) {
+  if (!st.ok()) {
+    for (auto& j : jobs) {
+      CountFailure(st);
+      FailJob(j, st);
+    }
+    return;
+  }
+  const redisReply* reply = got.back().get();
+  if (reply->type == REDIS_REPLY_ERROR) {
+    std::string_view text(reply->str, reply->len);
+    if (text.starts_with("NOSCRIPT") && !eval && c.ready()) {
+      // The call did not run: resend it with the script body (which also loads it).
+      stats_->noscript_reloads.fetch_add(1, std::memory_order_relaxed);
+      SendScript(c, std::move(jobs), /*eval=*/true);
+      return;
+    }
+    JobResult r;
+    r.error = text;
+    for (auto& j : jobs) Finish(j, r);
+    return;
+  }
+  size_t total = 0;
+  for (auto& j : jobs) total += j->items.size();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 * total) {
+    const Status err(StatusCode::kScript,
+                     "redis " + endpoint() + ": script returned a malformed reply");
+    for (auto& j : jobs) {
+      CountFailure(err);
+      FailJob(j, err);
+    }
+    return;
+  }
+  size_t e = 0;
+  for (auto& j : jobs) {
+    JobResult r;
+    r.triples = reply->element + e;
+    e += 3 * j->items.size();
+    Finish(j, r);
+  }
+}
+
+}  // namespace tollgate::redis

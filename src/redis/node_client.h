@@ -1,0 +1,124 @@
+// NodeClient: the pipelined connection pool and job queue for one Redis node.
+//
+// Jobs are either one script group (one caller's all-or-nothing batch, for
+// the GCRA script) or one plain command. Pump() packs every waiting script
+// job into one EVALSHA per connection turn (up to max_batch jobs; jobs marked
+// `asking` go alone, preceded by ASKING), pipelining up to
+// max_inflight_per_connection calls per connection. NOSCRIPT is answered by
+// resending the same call once as EVAL (it did not run, so nothing is charged
+// twice). Every other outcome goes back to the job's callback, which decides
+// what to do (RedisStore decodes; the cluster store also follows redirections).
+//
+// Thread safety: Submit() may be called from any thread; everything else runs
+// on the io_context's thread. Callbacks run on that thread.
+#ifndef TOLLGATE_SRC_REDIS_NODE_CLIENT_H_
+#define TOLLGATE_SRC_REDIS_NODE_CLIENT_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "redis/connection.h"
+#include "redis/gcra_script.h"
+#include "tollgate/store.h"
+
+namespace tollgate::redis {
+
+// What a job's callback receives. Exactly one of: a transport/status error
+// (status not ok), an error reply (error non-empty, e.g. "MOVED 3999 h:p"),
+// or a reply: for a script job `triples` points at its 3*items integers, for a
+// command `reply` is the whole reply.
+struct JobResult {
+  Status status;
+  std::string_view error;
+  redisReply* const* triples = nullptr;
+  const redisReply* reply = nullptr;
+};
+
+struct NodeJob;
+using NodeJobPtr = std::unique_ptr<NodeJob>;
+
+struct NodeJob {
+  std::vector<std::string> keys;  // Redis keys, one per item
+  std::vector<ScriptItem> items;
+  std::vector<Limit> limits;      // one per item, for decoding
+  std::vector<std::string> argv;  // a plain command when non-empty
+  bool asking = false;            // send ASKING first (ASK redirection)
+  int redirects = 0;              // redirections followed so far (cluster)
+  SteadyTime deadline;
+  int64_t sent_ns = 0;  // local steady time the call was sent
+  // Runs once per outcome; may take ownership of `job` (e.g. to resubmit it
+  // elsewhere after a redirection), otherwise the job is destroyed after it.
+  std::function<void(NodeJobPtr& job, const JobResult&)> done;
+};
+
+// The BatchDecision of a script job from its reply triples.
+BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples);
+// The Status for an error reply: kScript for Lua errors and NOSCRIPT, else kServer.
+Status ErrorReplyStatus(std::string_view endpoint, std::string_view text);
+
+struct NodeStats {
+  std::atomic<uint64_t> script_calls{0}, noscript_reloads{0}, connects{0}, timeouts{0}, errors{0};
+};
+
+class NodeClient : public Connection::Listener {
+ public:
+  // `options` (host, port, pool, timeouts) must outlive the client; `stats` too.
+  NodeClient(boost::asio::io_context& io, RedisOptions options, std::string_view script,
+             NodeStats* stats);
+  ~NodeClient() override;
+
+  const RedisOptions& options() const { return options_; }
+  std::string endpoint() const { return options_.host + ":" + std::to_string(options_.port); }
+
+  // Any thread. Fails inline with kUnavailable when the queue is full or closed.
+  void Submit(NodeJobPtr job);
+  // I/O thread: start connecting / periodic work / shut down.
+  void Start();
+  void Tick(SteadyTime now);
+  void Close(const Status& why);
+
+  bool Healthy() const { return ready_count_.load(std::memory_order_relaxed) > 0; }
+
+ private:
+  void OnReady(Connection& c) override;
+  void OnDown(Connection& c, const Status& why) override;
+  void UpdateReady();
+  bool AnyConnecting() const;
+  Status LastError() const;
+  void ExpireQueued(SteadyTime now);
+  void FailQueued(const Status& why);
+  Connection* PickConnection();
+  void Pump();
+  void SendCommand(Connection& c, NodeJobPtr job);
+  void SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool eval);
+  void OnScriptReply(Connection& c, std::vector<NodeJobPtr>& jobs, bool eval, const Status& st,
+                     std::vector<ReplyPtr>& got);
+  void CountFailure(const Status& st);
+
+  boost::asio::io_context& io_;
+  const RedisOptions options_;
+  std::string_view script_;
+  NodeStats* stats_;
+  // I/O thread only.
+  std::vector<std::shared_ptr<Connection>> conns_;
+  std::vector<std::chrono::milliseconds> backoff_;
+  std::vector<SteadyTime> retry_at_;
+  std::minstd_rand rng_{std::random_device{}()};
+  bool stopping_ = false;
+  // Guarded by mu_.
+  std::mutex mu_;
+  std::deque<NodeJobPtr> queue_;
+  bool pump_posted_ = false;
+  bool closed_ = false;
+  std::atomic<int> ready_count_{0};
+};
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_REDIS_NODE_CLIENT_H_
