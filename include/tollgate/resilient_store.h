@@ -41,7 +41,8 @@
 // Acquires of whatever still fits (up to 3 tries against concurrent traffic).
 // A failed charge-back is kept and retried next period.
 //
-// Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts);
+// Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts),
+// optionally backed by Options::call_deadline;
 // a hung primary costs the calls in flight at most that deadline, then the
 // breaker opens and no call waits until a probe is due. While open, at most
 // half_open_probes calls per open_duration are sent to the primary as probes;
@@ -124,6 +125,13 @@ struct ResilientStoreOptions {
   // Acquire (two or more calls, see above).
   std::function<Status(const AcquireItem& item)> saturating_charge;
 
+  // Optional guard (0 = off): Acquire() waits at most this long for the
+  // primary, through its AcquireAsync, then answers per the mode (kTimeout
+  // counts as a failure). For primaries whose own deadline is not trusted;
+  // useless with a primary whose AcquireAsync runs inline. AcquireAsync is not
+  // guarded (the primary's callback decides when it completes).
+  Nanos call_deadline{0};
+
   CircuitBreakerOptions breaker;         // its clock and listener are used as given
   std::unique_ptr<FleetRegistry> fleet;  // optional
 
@@ -149,6 +157,7 @@ struct ResilientStoreStats {
   uint64_t charge_back_forgiven = 0;  // cost that did not fit (drain mode)
   uint64_t charge_back_dropped = 0;   // cost not recorded: ledger full
   uint64_t charge_back_failures = 0;  // failed attempts (retried later)
+  uint64_t deadline_expired = 0;      // calls cut short by call_deadline
   uint64_t heartbeats = 0;
   uint64_t heartbeat_failures = 0;
   int64_t instances = 1;  // last known instance count

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -76,8 +77,33 @@ class ResilientStore::Impl {
       Bump(short_circuited_);
       return Fallback(items);
     }
+    if (options_.call_deadline > Nanos(0)) return Settle(permit, GuardedAcquire(items), items);
     Result<BatchDecision> r = primary_->Acquire(items);
     return Settle(permit, std::move(r), items);
+  }
+
+  // The primary's AcquireAsync, waited for at most call_deadline; a late answer
+  // is dropped (its callback only fills the shared slot nobody reads any more).
+  Result<BatchDecision> GuardedAcquire(std::span<const AcquireItem> items) {
+    struct Slot {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::optional<Result<BatchDecision>> result;  // guarded by mu
+    };
+    auto slot = std::make_shared<Slot>();
+    primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      slot->result.emplace(std::move(r));
+      slot->cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lock(slot->mu);
+    if (!slot->cv.wait_for(lock, options_.call_deadline,
+                           [&] { return slot->result.has_value(); })) {
+      Bump(deadline_expired_);
+      return TimeoutError("rate-limit store " + primary_->Name() + " did not answer within " +
+                          std::to_string(options_.call_deadline.count() / 1'000'000) + "ms");
+    }
+    return std::move(*slot->result);
   }
 
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) {
@@ -272,6 +298,7 @@ class ResilientStore::Impl {
     s.charge_back_forgiven = get(charge_back_forgiven_);
     s.charge_back_dropped = get(charge_back_dropped_);
     s.charge_back_failures = get(charge_back_failures_);
+    s.deadline_expired = get(deadline_expired_);
     s.heartbeats = get(heartbeats_);
     s.heartbeat_failures = get(heartbeat_failures_);
     s.instances = instances_.load(std::memory_order_relaxed);
@@ -320,7 +347,7 @@ class ResilientStore::Impl {
   std::atomic<uint64_t> degraded_decisions_{0}, degraded_allowed_{0};
   std::atomic<uint64_t> charge_back_keys_{0}, charge_back_tokens_{0}, charge_back_forgiven_{0};
   std::atomic<uint64_t> charge_back_dropped_{0}, charge_back_failures_{0};
-  std::atomic<uint64_t> heartbeats_{0}, heartbeat_failures_{0};
+  std::atomic<uint64_t> heartbeats_{0}, heartbeat_failures_{0}, deadline_expired_{0};
 
   std::mutex mu_;  // guards stop_ and wake_ (the maintenance thread's wake-ups)
   std::condition_variable cv_;
@@ -339,6 +366,8 @@ Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<S
   if (options.maintenance_period <= Nanos(0))
     return InvalidArgument("resilient.maintenance_period: must be positive");
   if (options.clock == nullptr) return InvalidArgument("resilient.clock: must not be null");
+  if (options.call_deadline < Nanos(0))
+    return InvalidArgument("resilient.call_deadline: must not be negative");
   Status s = CircuitBreaker::Validate(options.breaker);
   if (!s.ok()) return s;
   LocalStoreOptions lo;

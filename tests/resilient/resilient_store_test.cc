@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "resilient/degraded_limit.h"
 #include "resilient/fake_store.h"
@@ -384,6 +386,83 @@ TEST(FleetUrlTest, Parses) {
   EXPECT_EQ(o.db, 2);
   EXPECT_FALSE(ParseFleetUrl("http://x", &o).ok());
   EXPECT_FALSE(ParseFleetUrl("redis://host:99999", &o).ok());
+}
+
+}  // namespace
+}  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+// A primary whose async answers are held until the test releases them.
+class HangingStore final : public Store {
+ public:
+  Result<BatchDecision> Acquire(std::span<const AcquireItem>) override {
+    return InternalError("the guard must use AcquireAsync");
+  }
+  void AcquireAsync(std::span<const AcquireItem> items, Callback done) override {
+    if (answer_at_once) {
+      BatchDecision d;
+      d.allowed = true;
+      d.decisions.resize(items.size());
+      done(std::move(d));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    held.push_back(std::move(done));
+  }
+  std::string Name() const override { return "hanging"; }
+  void ReleaseAll() {
+    std::vector<Callback> callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      callbacks.swap(held);
+    }
+    for (auto& cb : callbacks) cb(ConnectionError("released late"));
+  }
+  size_t HeldCount() {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.size();
+  }
+
+  bool answer_at_once = false;
+  std::mutex mu;
+  std::vector<Callback> held;  // guarded by mu
+};
+
+TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
+  ManualClock clock;
+  ResilientStoreOptions o;
+  o.mode = FailureMode::kOpen;
+  o.background = false;
+  o.clock = &clock;
+  o.breaker.clock = &clock;
+  o.breaker.consecutive_failures = 3;
+  o.call_deadline = std::chrono::milliseconds(20);
+  auto hanging = std::make_unique<HangingStore>();
+  HangingStore* primary = hanging.get();
+  auto store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
+  const Limit l = Bucket(5);
+
+  primary->answer_at_once = true;
+  auto ok = AcquireOne(*store, "r\x1fk", l, 1);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(store->Stats().primary_decisions, 1u);
+
+  primary->answer_at_once = false;
+  for (int i = 0; i < 10; ++i) {
+    AcquireItem item{"r\x1fk", &l, 1};
+    auto r = store->Acquire({&item, 1});  // would hang forever without the guard
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->enforced);
+  }
+  EXPECT_EQ(primary->HeldCount(), 3u);  // then the breaker kept calls away
+  EXPECT_EQ(store->breaker().state(), BreakerState::kOpen);
+  const auto s = store->Stats();
+  EXPECT_EQ(s.deadline_expired, 3u);
+  EXPECT_EQ(s.short_circuited, 7u);
+  primary->ReleaseAll();  // late answers are dropped harmlessly
+  EXPECT_EQ(store->Stats().primary_failures, 3u);
 }
 
 }  // namespace
