@@ -1,0 +1,370 @@
+#include "server/config.h"
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tollgate::server {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads typed fields out of one JSON object, recording errors with paths and
+// flagging fields nobody asked for.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string path, std::vector<ConfigError>* errors)
+      : object_(object), path_(std::move(path)), errors_(errors) {}
+
+  std::string PathOf(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+  void Error(std::string_view key, std::string message) {
+    errors_->push_back({PathOf(key), std::move(message)});
+  }
+  const json* Find(std::string_view key) {
+    seen_.emplace_back(key);
+    auto it = object_.find(std::string(key));
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  void String(std::string_view key, std::string* out) {
+    if (const json* v = Find(key)) {
+      if (v->is_string()) {
+        *out = v->get<std::string>();
+      } else {
+        Error(key, "must be a string");
+      }
+    }
+  }
+  void Bool(std::string_view key, bool* out) {
+    if (const json* v = Find(key)) {
+      if (v->is_boolean()) {
+        *out = v->get<bool>();
+      } else {
+        Error(key, "must be true or false");
+      }
+    }
+  }
+  void Double(std::string_view key, double* out, double lo, double hi) {
+    if (const json* v = Find(key)) {
+      if (!v->is_number()) return Error(key, "must be a number");
+      double d = v->get<double>();
+      if (!(d >= lo && d <= hi)) {
+        std::ostringstream m;
+        m << "must be in [" << lo << ", " << hi << "]";
+        return Error(key, m.str());
+      }
+      *out = d;
+    }
+  }
+  template <typename Int>
+  void Integer(std::string_view key, Int* out, int64_t lo, int64_t hi) {
+    if (const json* v = Find(key)) {
+      if (!v->is_number_integer()) return Error(key, "must be an integer");
+      int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
+                      ? INT64_MAX
+                      : v->get<int64_t>();
+      if (i < lo || i > hi) {
+        return Error(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      }
+      *out = static_cast<Int>(i);
+    }
+  }
+  void Duration(std::string_view key, Millis* out, int64_t lo_ms, int64_t hi_ms) {
+    int64_t ms = out->count();
+    Integer(key, &ms, lo_ms, hi_ms);
+    *out = Millis(ms);
+  }
+  void StringList(std::string_view key, std::vector<std::string>* out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_array()) return Error(key, "must be an array of strings");
+      out->clear();
+      for (size_t i = 0; i < v->size(); ++i) {
+        if (!(*v)[i].is_string()) {
+          Error(std::string(key) + "[" + std::to_string(i) + "]", "must be a string");
+          continue;
+        }
+        out->push_back((*v)[i].get<std::string>());
+      }
+    }
+  }
+  // Call last: every field not read is an error.
+  void RejectUnknown() {
+    for (auto it = object_.begin(); it != object_.end(); ++it) {
+      bool known = false;
+      for (const auto& s : seen_) known = known || s == it.key();
+      if (!known) Error(it.key(), "unknown field");
+    }
+  }
+
+ private:
+  const json& object_;
+  std::string path_;
+  std::vector<ConfigError>* errors_;
+  std::vector<std::string> seen_;
+};
+
+constexpr int64_t kHour = 3600 * 1000;
+
+}  // namespace
+
+std::string HostPort::ToString() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+bool ParseHostPort(std::string_view text, HostPort* out, std::string* error) {
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      *error = "expected [IPv6]:PORT";
+      return false;
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      *error = "expected HOST:PORT";
+      return false;
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) {
+      *error = "an IPv6 address must be written in brackets: [::1]:PORT";
+      return false;
+    }
+  }
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value > 65535) {
+    *error = "port must be a number in [0, 65535]";
+    return false;
+  }
+  out->host = host.empty() ? "0.0.0.0" : std::string(host);
+  out->port = static_cast<uint16_t>(value);
+  return true;
+}
+
+bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* error) {
+  constexpr std::string_view kScheme = "http://";
+  if (text.substr(0, kScheme.size()) != kScheme) {
+    *error = "must start with http:// (https upstreams are not supported)";
+    return false;
+  }
+  std::string_view rest = text.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view base = slash == std::string_view::npos ? "" : rest.substr(slash);
+  while (!base.empty() && base.back() == '/') base.remove_suffix(1);
+  if (authority.empty()) {
+    *error = "missing host";
+    return false;
+  }
+  std::string with_port(authority);
+  bool has_port = authority.back() != ']' && authority.find(':') != std::string_view::npos &&
+                  authority.find(':') == authority.rfind(':');
+  if (authority.front() == '[') has_port = authority.find("]:") != std::string_view::npos;
+  if (!has_port) with_port += ":80";
+  if (!ParseHostPort(with_port, &out->address, error)) return false;
+  if (out->address.port == 0) {
+    *error = "port must not be 0";
+    return false;
+  }
+  out->host_header = std::string(authority);
+  out->base_path = std::string(base);
+  return true;
+}
+
+std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerConfig* c) {
+  std::vector<ConfigError> errors;
+  json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  if (doc.is_discarded()) {
+    errors.push_back({"", "not valid JSON"});
+    return errors;
+  }
+  if (!doc.is_object()) {
+    errors.push_back({"", "must be a JSON object"});
+    return errors;
+  }
+  FieldReader r(doc, "", &errors);
+  r.String("policy", &c->policy_path);
+  r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
+  r.String("listen", &c->listen);
+  r.Integer("threads", &c->threads, 0, 256);
+  r.Bool("metrics_on_main", &c->metrics_on_main);
+  if (const json* admin = r.Find("admin")) {
+    if (admin->is_string()) {
+      c->admin_listen = admin->get<std::string>();
+    } else if (admin->is_object()) {
+      FieldReader a(*admin, "admin", &errors);
+      a.String("listen", &c->admin_listen);
+      a.String("token", &c->admin_token);
+      std::string token_file;
+      a.String("token_file", &token_file);
+      if (!token_file.empty()) {
+        std::ifstream in(token_file);
+        std::string token;
+        if (!in || !std::getline(in, token)) {
+          a.Error("token_file", "cannot read " + token_file);
+        } else {
+          c->admin_token = token;
+        }
+      }
+      a.RejectUnknown();
+    } else {
+      r.Error("admin", "must be \"HOST:PORT\", \"\" (off) or an object");
+    }
+  }
+  if (const json* store = r.Find("store")) {
+    if (store->is_string()) {
+      c->store = store->get<std::string>();
+    } else if (store->is_object()) {
+      FieldReader s(*store, "store", &errors);
+      s.String("url", &c->store);
+      s.String("failure_mode", &c->failure_mode);
+      s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
+      s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
+      s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
+      s.RejectUnknown();
+    } else {
+      r.Error("store", "must be a URL string or an object");
+    }
+  }
+  r.String("failure_mode", &c->failure_mode);
+  r.String("headers", &c->header_style);
+  r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
+  r.StringList("trusted_proxies", &c->trusted_proxies);
+  r.String("forwarded_header", &c->forwarded_header);
+  if (const json* jwt = r.Find("jwt")) {
+    if (!jwt->is_object()) {
+      r.Error("jwt", "must be an object");
+    } else {
+      FieldReader j(*jwt, "jwt", &errors);
+      j.String("hs256_secret", &c->jwt_hs256_secret);
+      j.Bool("verified_upstream", &c->jwt_verified_upstream);
+      j.RejectUnknown();
+    }
+  }
+  if (const json* http = r.Find("http")) {
+    if (!http->is_object()) {
+      r.Error("http", "must be an object");
+    } else {
+      FieldReader h(*http, "http", &errors);
+      h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
+      h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
+      h.Integer("max_connections", &c->max_connections, 1, 1 << 20);
+      h.Duration("read_timeout_ms", &c->read_timeout, 10, kHour);
+      h.Duration("idle_timeout_ms", &c->idle_timeout, 10, kHour);
+      h.Duration("write_timeout_ms", &c->write_timeout, 10, kHour);
+      h.Duration("drain_timeout_ms", &c->drain_timeout, 0, kHour);
+      h.RejectUnknown();
+    }
+  }
+  if (const json* gw = r.Find("gateway")) {
+    if (!gw->is_object()) {
+      r.Error("gateway", "must be an object");
+    } else {
+      FieldReader g(*gw, "gateway", &errors);
+      g.String("upstream", &c->upstream);
+      g.Duration("connect_timeout_ms", &c->upstream_connect_timeout, 1, kHour);
+      g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
+      g.Integer("max_idle_connections", &c->upstream_max_idle, 0, 100000);
+      g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
+      g.RejectUnknown();
+    }
+  }
+  if (const json* log = r.Find("log")) {
+    if (!log->is_object()) {
+      r.Error("log", "must be an object");
+    } else {
+      FieldReader l(*log, "log", &errors);
+      l.String("level", &c->log_level);
+      l.String("file", &c->log_file);
+      l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
+      l.Integer("reject_per_second", &c->reject_logs_per_second, 0, 1 << 20);
+      l.Bool("access_log", &c->access_log);
+      l.RejectUnknown();
+    }
+  }
+  if (const json* top = r.Find("top")) {
+    if (!top->is_object()) {
+      r.Error("top", "must be an object");
+    } else {
+      FieldReader t(*top, "top", &errors);
+      t.Duration("window_ms", &c->top_window, 1000, 24 * kHour);
+      t.Integer("capacity", &c->top_capacity, 1, 10000);
+      t.RejectUnknown();
+    }
+  }
+  r.Find("$schema");  // allowed, ignored
+  r.Find("comment");  // allowed, ignored
+  r.RejectUnknown();
+  return errors;
+}
+
+std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerConfig* config) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {{"", "cannot open config file " + path}};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > (4u << 20)) return {{"", "config file larger than 4 MiB"}};
+  return ParseServerConfig(text.str(), config);
+}
+
+std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
+  std::vector<ConfigError> errors;
+  std::string why;
+  HostPort hp;
+  if (c.policy_path.empty()) errors.push_back({"policy", "is required (--policy FILE)"});
+  if (!ParseHostPort(c.listen, &hp, &why)) errors.push_back({"listen", why});
+  if (!c.admin_listen.empty() && !ParseHostPort(c.admin_listen, &hp, &why)) {
+    errors.push_back({"admin.listen", why});
+  }
+  if (c.store != "local" && c.store.rfind("redis://", 0) != 0 &&
+      c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0) {
+    errors.push_back(
+        {"store", "must be local, redis://HOST:PORT or redis-cluster://HOST:PORT[,...]"});
+  }
+  if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
+    errors.push_back({"failure_mode", "must be open, closed or degrade"});
+  }
+  HeaderStyle style;
+  if (!ParseHeaderStyle(c.header_style, &style)) {
+    errors.push_back(
+        {"headers", "unknown style \"" + c.header_style +
+                        "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
+  }
+  if (c.forwarded_header != "x-forwarded-for" && c.forwarded_header != "forwarded") {
+    errors.push_back({"forwarded_header", "must be x-forwarded-for or forwarded"});
+  }
+  if (!c.upstream.empty()) {
+    UpstreamUrl u;
+    if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors.push_back({"gateway.upstream", why});
+  }
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok = level_ok || c.log_level == l;
+  if (!level_ok) errors.push_back({"log.level", "must be trace, debug, info, warn, error or off"});
+  if (c.threads < 0 || c.threads > 256) errors.push_back({"threads", "must be in [0, 256]"});
+  return errors;
+}
+
+EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
+  EnforcerOptions o;
+  ParseHeaderStyle(c.header_style, &o.header_style);
+  o.retry_after_jitter = c.retry_after_jitter;
+  o.trusted_proxies = c.trusted_proxies;
+  o.forwarded_header = c.forwarded_header == "forwarded" ? ForwardedHeader::kForwarded
+                                                         : ForwardedHeader::kXForwardedFor;
+  o.jwt.hs256_secret = c.jwt_hs256_secret;
+  o.jwt.verified_upstream = c.jwt_verified_upstream;
+  return o;
+}
+
+}  // namespace tollgate::server

@@ -1,0 +1,110 @@
+// ServerConfig: everything tollgated needs to start, from a JSON file and flags.
+//
+// LoadServerConfigFile() / ParseServerConfig() read the JSON document described
+// in docs/operations.md ("Config file reference"); every problem is returned
+// with its JSON path ("gateway.upstream: must start with http://"), never just
+// the first, and unknown fields are errors (a typo must not pass silently).
+// Command-line flags are applied on top by the caller (server/cli.h), then
+// ValidateServerConfig() checks the merged result once more.
+//
+// Thread safety: plain value type. Errors: ConfigError lists; no exceptions
+// escape these functions.
+#ifndef TOLLGATE_SERVER_CONFIG_H_
+#define TOLLGATE_SERVER_CONFIG_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/policy.h"
+
+namespace tollgate::server {
+
+using Millis = std::chrono::milliseconds;
+
+struct HostPort {
+  std::string host;  // numeric IPv4/IPv6 address or a name resolved at startup
+  uint16_t port = 0;
+  std::string ToString() const;
+};
+// "127.0.0.1:8080", "[::1]:8080", ":8080" (all interfaces), "localhost:0".
+bool ParseHostPort(std::string_view text, HostPort* out, std::string* error);
+
+// "http://host:port[/base]" for gateway mode (https is not supported).
+struct UpstreamUrl {
+  HostPort address;
+  std::string host_header;  // the Host header sent upstream: "host:port"
+  std::string base_path;    // prefix added before the request path, "" or "/base"
+};
+bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* error);
+
+struct ServerConfig {
+  // What to enforce.
+  std::string policy_path;
+  Millis policy_poll_interval{1000};  // mtime check for automatic reload; 0 = off
+
+  // Listeners.
+  std::string listen = "127.0.0.1:8080";
+  std::string admin_listen = "127.0.0.1:9090";  // "" = no admin listener
+  std::string admin_token;                      // bearer token for admin; "" = none
+  bool metrics_on_main = true;                  // also serve /metrics on the main listener
+  int threads = 0;                              // 0 = one per core
+
+  // Where state lives.
+  std::string store = "local";        // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]
+  std::string failure_mode = "open";  // open | closed | degrade
+  double degrade_fraction = 0.5;      // degrade: local buckets at this share of the limit
+  size_t local_max_keys = size_t{1} << 20;
+  Millis store_timeout{100};  // per store call (Redis), enqueue to reply
+
+  // How decisions are rendered and who may tell us the client address.
+  std::string header_style = "draft11";
+  double retry_after_jitter = 0.5;
+  std::vector<std::string> trusted_proxies;
+  std::string forwarded_header = "x-forwarded-for";  // or "forwarded"
+  std::string jwt_hs256_secret;
+  bool jwt_verified_upstream = false;
+
+  // HTTP limits and timeouts (per connection).
+  size_t max_header_bytes = 16 * 1024;  // request line + headers; over -> 431
+  size_t max_body_bytes = 64 * 1024;    // decision API bodies; over -> 413
+  size_t max_connections = 10000;       // per process; more are closed at accept
+  Millis read_timeout{10000};           // from the first byte to the full request
+  Millis idle_timeout{60000};           // keep-alive wait for the next request
+  Millis write_timeout{10000};          // to write one response
+  Millis drain_timeout{10000};          // SIGTERM: wait this long for in-flight requests
+
+  // Gateway mode: every path that is not a tollgated endpoint is decided and proxied.
+  std::string upstream;  // "" = gateway mode off
+  Millis upstream_connect_timeout{2000};
+  Millis upstream_timeout{30000};  // for the upstream's response header and each body read
+  size_t upstream_max_idle = 64;   // idle keep-alive upstream connections per thread
+  size_t gateway_max_body_bytes = 16 * 1024 * 1024;  // streamed request bodies; over -> 413
+
+  // Logs.
+  std::string log_level = "info";        // trace | debug | info | warn | error | off
+  std::string log_file;                  // "" = stderr
+  uint32_t reject_log_sample = 100;      // log 1 in N rejections...
+  uint32_t reject_logs_per_second = 10;  // ...and at most this many a second
+  bool access_log = false;               // one line per request (debugging; costs throughput)
+
+  // GET /v1/top.
+  Millis top_window{60000};
+  size_t top_capacity = 64;  // identities tracked per rule (space-saving sketch)
+};
+
+// Parses a config document over the defaults above. Returns every error.
+std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerConfig* config);
+std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerConfig* config);
+// Checks the merged config (after flags): ranges, listeners, store URL, modes.
+std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
+
+// Turns the config's decision options into EnforcerOptions (validated already).
+EnforcerOptions MakeEnforcerOptions(const ServerConfig& config);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_CONFIG_H_

@@ -1,0 +1,466 @@
+#include "server/handlers.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tollgate/limit.h"
+
+namespace tollgate::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxItems = 64;
+constexpr size_t kMaxHeaders = 128;
+
+std::string Dump(const json& j) {
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  s.push_back('\n');
+  return s;
+}
+
+Response JsonResponse(int status, const json& j) {
+  Response r;
+  r.status = status;
+  r.content_type = kJson;
+  r.body = Dump(j);
+  return r;
+}
+
+int64_t Ms(Nanos d) {
+  if (d == Decision::kNever) return -1;
+  return d.count() / 1'000'000;
+}
+
+std::string_view VerdictName(CheckOutcome::Verdict v) {
+  switch (v) {
+    case CheckOutcome::Verdict::kAllow:
+      return "allow";
+    case CheckOutcome::Verdict::kReject:
+      return "reject";
+    case CheckOutcome::Verdict::kUnavailable:
+      return "unavailable";
+  }
+  return "allow";
+}
+
+json RuleJson(const RuleOutcome& r) {
+  json j = {{"rule", r.rule},
+            {"key", r.key},
+            {"cost", r.cost},
+            {"shadow", r.shadow},
+            {"allowed", r.decision.allowed},
+            {"limit", r.decision.limit},
+            {"remaining", r.decision.remaining},
+            {"retry_after_ms", Ms(r.decision.retry_after)},
+            {"reset_after_ms", Ms(r.decision.reset_after)},
+            {"description", r.limit ? r.limit->ToString() : std::string()}};
+  if (r.decision.delay.count() > 0) j["delay_ms"] = Ms(r.decision.delay);
+  return j;
+}
+
+json OutcomeJson(const CheckOutcome& o) {
+  json rules = json::array();
+  for (const auto& r : o.rules) rules.push_back(RuleJson(r));
+  json headers = json::object();
+  for (const auto& h : o.headers) headers[h.name] = h.value;
+  json j = {{"allowed", o.allowed()},
+            {"verdict", VerdictName(o.verdict)},
+            {"status", o.http_status},
+            {"enforced", o.enforced},
+            {"retry_after_seconds", o.retry_after_seconds},
+            {"delay_ms", Ms(o.delay)},
+            {"rules", std::move(rules)},
+            {"headers", std::move(headers)},
+            {"policy_generation", o.policy_generation}};
+  j["denied_rule"] = o.denied_rule >= 0 && size_t(o.denied_rule) < o.rules.size()
+                         ? json(o.rules[o.denied_rule].rule)
+                         : json(nullptr);
+  if (!o.status.ok()) j["error"] = o.status.ToString();
+  if (!o.allowed() && !o.body.empty()) {
+    json problem = json::parse(o.body, nullptr, false);
+    if (!problem.is_discarded()) j["problem"] = std::move(problem);
+  }
+  return j;
+}
+
+bool ReadString(const json& obj, const char* field, const std::string& path, std::string* out,
+                std::vector<ConfigError>* errors) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return false;
+  if (!it->is_string()) {
+    errors->push_back({path + "." + field, "must be a string"});
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+RequestView DescribedRequest::View() {
+  headers.clear();
+  for (const auto& [n, v] : header_storage) headers.emplace_back(n, v);
+  RequestView v;
+  v.method = method;
+  v.path = path;
+  v.query = query;
+  v.peer_address = client_ip;
+  v.headers = std::span<const HeaderPair>(headers.data(), headers.size());
+  return v;
+}
+
+std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out) {
+  std::vector<ConfigError> errors;
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return {{"", "body is not valid JSON"}};
+  if (!doc.is_object()) return {{"", "body must be a JSON object with \"request\" or \"items\""}};
+  bool has_request = doc.contains("request"), has_items = doc.contains("items");
+  if (has_request == has_items) {
+    return {{"", "exactly one of \"request\" or \"items\" is required"}};
+  }
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "request" && it.key() != "items") errors.push_back({it.key(), "unknown field"});
+  }
+  if (has_request) {
+    const json& r = doc["request"];
+    if (!r.is_object()) return {{"request", "must be an object"}};
+    DescribedRequest d;
+    ReadString(r, "method", "request", &d.method, &errors);
+    if (ReadString(r, "path", "request", &d.path, &errors)) {
+      if (d.path.empty() || d.path[0] != '/')
+        errors.push_back({"request.path", "must start with /"});
+    }
+    ReadString(r, "query", "request", &d.query, &errors);
+    if (!r.contains("query")) {
+      size_t q = d.path.find('?');
+      if (q != std::string::npos) {
+        d.query = d.path.substr(q + 1);
+        d.path.resize(q);
+      }
+    }
+    if (!ReadString(r, "client_ip", "request", &d.client_ip, &errors)) {
+      ReadString(r, "ip", "request", &d.client_ip, &errors);
+    }
+    if (auto h = r.find("headers"); h != r.end()) {
+      if (h->is_object()) {
+        for (auto f = h->begin(); f != h->end(); ++f) {
+          if (!f.value().is_string()) {
+            errors.push_back({"request.headers." + f.key(), "must be a string"});
+            continue;
+          }
+          d.header_storage.emplace_back(f.key(), f.value().get<std::string>());
+        }
+      } else if (h->is_array()) {
+        for (size_t i = 0; i < h->size(); ++i) {
+          const json& p = (*h)[i];
+          if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string()) {
+            errors.push_back(
+                {"request.headers[" + std::to_string(i) + "]", "must be [\"name\", \"value\"]"});
+            continue;
+          }
+          d.header_storage.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
+        }
+      } else {
+        errors.push_back({"request.headers", "must be an object or an array of [name, value]"});
+      }
+      if (d.header_storage.size() > kMaxHeaders) {
+        errors.push_back(
+            {"request.headers", "at most " + std::to_string(kMaxHeaders) + " headers"});
+      }
+    }
+    for (auto it = r.begin(); it != r.end(); ++it) {
+      static const char* kKnown[] = {"method", "path", "query", "client_ip", "ip", "headers"};
+      bool known = false;
+      for (const char* k : kKnown) known = known || it.key() == k;
+      if (!known) errors.push_back({"request." + it.key(), "unknown field"});
+    }
+    out->request = std::move(d);
+    return errors;
+  }
+  const json& items = doc["items"];
+  if (!items.is_array() || items.empty()) return {{"items", "must be a non-empty array"}};
+  if (items.size() > kMaxItems) {
+    return {{"items", "at most " + std::to_string(kMaxItems) + " items"}};
+  }
+  out->item_storage.reserve(items.size() * 2);  // pointers into it must stay valid
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string path = "items[" + std::to_string(i) + "]";
+    const json& it = items[i];
+    if (!it.is_object()) {
+      errors.push_back({path, "must be an object {rule?, key, cost?}"});
+      continue;
+    }
+    std::string rule, key;
+    ReadString(it, "rule", path, &rule, &errors);
+    if (!ReadString(it, "key", path, &key, &errors) && !it.contains("key")) {
+      errors.push_back({path + ".key", "is required"});
+    }
+    int64_t cost = 1;
+    if (auto c = it.find("cost"); c != it.end()) {
+      if (!c->is_number_integer() || c->get<int64_t>() < 0 ||
+          (c->is_number_unsigned() && c->get<uint64_t>() > uint64_t(Limit::kMaxBurst))) {
+        errors.push_back({path + ".cost", "must be an integer >= 0"});
+      } else {
+        cost = c->get<int64_t>();
+      }
+    }
+    for (auto f = it.begin(); f != it.end(); ++f) {
+      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost") {
+        errors.push_back({path + "." + f.key(), "unknown field"});
+      }
+    }
+    out->item_storage.push_back(std::move(rule));
+    const std::string& rule_ref = out->item_storage.back();
+    out->item_storage.push_back(std::move(key));
+    const std::string& key_ref = out->item_storage.back();
+    ExplicitItem item;
+    item.rule = rule_ref;
+    item.key = key_ref;
+    item.cost = cost;
+    out->items.push_back(item);
+  }
+  return errors;
+}
+
+Response RenderDecision(const CheckOutcome& outcome) {
+  Response r = JsonResponse(200, OutcomeJson(outcome));
+  r.headers = outcome.headers;
+  return r;
+}
+
+Response RejectionResponse(const CheckOutcome& outcome) {
+  Response r;
+  r.status = outcome.http_status == 200 ? 429 : outcome.http_status;
+  r.content_type = kProblemJson;
+  r.body = outcome.body;
+  bool cache_control = false;
+  for (const HeaderField& h : outcome.headers) {
+    if (EqualsIgnoreCase(h.name, "content-type")) continue;  // ours is set above
+    cache_control = cache_control || EqualsIgnoreCase(h.name, "cache-control");
+    r.headers.push_back(h);
+  }
+  if (!cache_control) r.headers.push_back({"Cache-Control", "no-store"});  // RFC 6585
+  return r;
+}
+
+Response HandleHealthz(Shared& s) {
+  Response r;
+  r.content_type = kText;
+  r.body = "ok\n";
+  return r;
+}
+
+Response HandleReadyz(Shared& s) {
+  bool store_ok = s.store.store->Healthy();
+  bool ready = !s.draining.load(std::memory_order_relaxed) && (store_ok || !s.store.fail_closed);
+  json j = {{"ready", ready},
+            {"policy_generation", s.policies->generation()},
+            {"store", s.store.description},
+            {"store_healthy", store_ok},
+            {"failure_mode", s.config.failure_mode},
+            {"draining", s.draining.load(std::memory_order_relaxed)}};
+  return JsonResponse(ready ? 200 : 503, j);
+}
+
+Response HandleMetrics(Shared& s) {
+  PrometheusWriter w;
+  w.Family("tollgate_decisions_total", "counter",
+           "Rule decisions by rule and outcome (allowed, rejected, shadow_rejected, unenforced, "
+           "unavailable).");
+  std::vector<RuleCounters> counters = s.enforcer->Counters();
+  for (const auto& c : counters) {
+    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "allowed"}, c.allowed);
+    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "rejected"}, c.rejected);
+    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "shadow_rejected"},
+             c.shadow_rejected);
+    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unenforced"}, c.unenforced);
+    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unavailable"}, c.unavailable);
+  }
+  w.Family("tollgate_missing_key_total", "counter",
+           "Decisions where a rule's key source was absent, by rule.");
+  for (const auto& c : counters)
+    w.Sample("tollgate_missing_key_total", {"rule", c.rule}, c.missing_key);
+  w.Family("tollgate_rule_rolled_back", "gauge",
+           "1 when the rollback guard switched the rule to shadow mode.");
+  for (const auto& c : counters) {
+    w.Sample("tollgate_rule_rolled_back", {"rule", c.rule}, c.rolled_back ? 1.0 : 0.0);
+  }
+  s.metrics->Render(w);
+  w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
+  w.Sample("tollgate_policy_reloads_total", {"result", "success"},
+           s.reloads_ok.load(std::memory_order_relaxed));
+  w.Sample("tollgate_policy_reloads_total", {"result", "failure"},
+           s.reloads_failed.load(std::memory_order_relaxed));
+  w.Family("tollgate_policy_generation", "gauge",
+           "Generation of the live policy (1 = as started).");
+  w.Sample("tollgate_policy_generation", double(s.policies->generation()));
+  PolicyStore::ReloadResult last = s.policies->last_reload();
+  w.Family("tollgate_policy_last_reload_success", "gauge",
+           "1 if the last reload attempt succeeded (or none was made).");
+  w.Sample("tollgate_policy_last_reload_success", last.ok ? 1.0 : 0.0);
+  w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
+  w.Sample("tollgate_store_healthy", s.store.store->Healthy() ? 1.0 : 0.0);
+  if (s.store.export_metrics) s.store.export_metrics(w);
+  w.Family("tollgate_rejection_logs_suppressed_total", "counter",
+           "Rejections not logged because of sampling or the per-second cap.");
+  w.Sample("tollgate_rejection_logs_suppressed_total", {}, s.reject_gate->suppressed());
+  w.Family("tollgate_top_dropped_total", "counter",
+           "Rejections not tracked by /v1/top because too many rules were seen.");
+  w.Sample("tollgate_top_dropped_total", {}, s.top->dropped());
+  w.Family("tollgate_start_time_seconds", "gauge", "Process start, Unix seconds.");
+  w.Sample("tollgate_start_time_seconds", double(s.start_wall_ns / 1'000'000'000));
+  w.Family("tollgate_draining", "gauge", "1 while shutting down.");
+  w.Sample("tollgate_draining", s.draining.load(std::memory_order_relaxed) ? 1.0 : 0.0);
+  Response r;
+  r.content_type = kPrometheus;
+  r.body = w.Take();
+  return r;
+}
+
+Response HandleReload(Shared& s) {
+  std::vector<ConfigError> errors = s.Reload("admin");
+  if (!errors.empty()) {
+    return Problem(400, "Policy reload failed", "the previous policy stays in effect", errors);
+  }
+  return JsonResponse(200, {{"ok", true}, {"generation", s.policies->generation()}});
+}
+
+Response HandlePolicy(Shared& s) {
+  std::shared_ptr<const Policy> policy = s.policies->Current();
+  json rules = json::array();
+  for (const RuleSummary& r : SummarizePolicy(*policy)) {
+    rules.push_back({{"name", r.name},
+                     {"group", r.group},
+                     {"limit_keys", r.limit_keys},
+                     {"limit", r.limit.ToString()},
+                     {"shadow", r.shadow},
+                     {"enforce_percent", r.enforce_percent},
+                     {"description", r.description}});
+  }
+  PolicyStore::ReloadResult last = s.policies->last_reload();
+  json errors = json::array();
+  for (const auto& e : last.errors) errors.push_back({{"path", e.path}, {"message", e.message}});
+  return JsonResponse(
+      200, {{"path", s.policies->path()},
+            {"generation", s.policies->generation()},
+            {"rules", std::move(rules)},
+            {"last_reload",
+             {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}, {"errors", std::move(errors)}}},
+            {"reload_failures", s.policies->reload_failures()}});
+}
+
+Response HandleTop(Shared& s, std::string_view query) {
+  size_t n = 10;
+  std::string rule_filter;
+  std::vector<ConfigError> errors;
+  ForEachQueryParam(query, [&](std::string name, std::string value) {
+    if (name == "n") {
+      char* end = nullptr;
+      long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 1 || v > 1000) {
+        errors.push_back({"n", "must be an integer in [1, 1000]"});
+      } else {
+        n = size_t(v);
+      }
+    } else if (name == "rule") {
+      rule_filter = value;
+    } else {
+      errors.push_back({name, "unknown parameter (n, rule)"});
+    }
+  });
+  if (!errors.empty()) return Problem(400, "Bad query", "", errors);
+  json rules = json::array();
+  for (auto& rt : s.top->Top(n, s.clock->Now())) {
+    if (!rule_filter.empty() && rt.rule != rule_filter) continue;
+    json top = json::array();
+    for (const auto& e : rt.top) {
+      top.push_back({{"key", e.key}, {"rejected", e.count}, {"error", e.error}});
+    }
+    rules.push_back({{"rule", rt.rule}, {"top", std::move(top)}});
+  }
+  return JsonResponse(200, {{"window_seconds", s.config.top_window.count() / 1000},
+                            {"note",
+                             "counts cover the current and the previous window; a count "
+                             "overestimates the truth by at most its error"},
+                            {"rules", std::move(rules)}});
+}
+
+std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out) {
+  std::vector<ConfigError> errors;
+  ForEachQueryParam(query, [&](std::string name, std::string value) {
+    if (name == "method") {
+      out->method = value;
+    } else if (name == "path") {
+      size_t q = value.find('?');
+      if (q != std::string::npos) {
+        out->query = value.substr(q + 1);
+        value.resize(q);
+      }
+      out->path = value;
+    } else if (name == "query") {
+      out->query = value;
+    } else if (name == "ip" || name == "client_ip") {
+      out->client_ip = value;
+    } else if (name == "header") {
+      size_t colon = value.find(':');
+      if (colon == std::string::npos || colon == 0) {
+        errors.push_back({"header", "must be name:value"});
+        return;
+      }
+      std::string_view v = std::string_view(value).substr(colon + 1);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      out->header_storage.emplace_back(value.substr(0, colon), std::string(v));
+    } else {
+      errors.push_back({name, "unknown parameter (method, path, query, header, ip)"});
+    }
+  });
+  if (out->path.empty() || out->path[0] != '/') errors.push_back({"path", "must start with /"});
+  if (out->header_storage.size() > kMaxHeaders) errors.push_back({"header", "too many"});
+  return errors;
+}
+
+Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& request,
+                       std::string_view client_ip) {
+  json j = OutcomeJson(outcome);
+  j["trace"] = outcome.trace;
+  json headers = json::object();
+  for (const auto& [n, v] : request.header_storage) headers[n] = v;
+  j["request"] = {{"method", request.method}, {"path", request.path},
+                  {"query", request.query},   {"peer", request.client_ip},
+                  {"client_ip", client_ip},   {"headers", std::move(headers)}};
+  j["note"] = "explain charges nothing: remaining shows each bucket's state now";
+  return JsonResponse(200, j);
+}
+
+void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
+                   int64_t elapsed_ns, const RequestView* request, std::string_view trace_id) {
+  if (outcome.rules.empty() && outcome.status.ok()) return;  // nothing applied: no store call
+  shard.ObserveDecision(elapsed_ns, !outcome.enforced || !outcome.status.ok());
+  if (outcome.delay.count() > 0) shard.shaped.fetch_add(1, std::memory_order_relaxed);
+  int64_t now = s.clock->Now();
+  for (const auto& r : outcome.rules) {
+    if (!r.decision.allowed && r.cost > 0) s.top->Record(r.rule, r.key, now);
+  }
+  if (outcome.allowed()) return;
+  if (!s.reject_gate->Admit(now / 1'000'000'000)) return;
+  json f = json::object();
+  f["status"] = outcome.http_status;
+  if (outcome.denied_rule >= 0 && size_t(outcome.denied_rule) < outcome.rules.size()) {
+    const RuleOutcome& r = outcome.rules[outcome.denied_rule];
+    f["rule"] = r.rule;
+    f["key"] = Logger::Client(r.key);
+    f["retry_after_s"] = outcome.retry_after_seconds;
+  }
+  if (!outcome.status.ok()) f["error"] = outcome.status.ToString();
+  if (request) {
+    f["method"] = Logger::Client(request->method);
+    f["path"] = Logger::Client(request->path);
+    f["peer"] = Logger::Client(request->peer_address);
+  }
+  if (!trace_id.empty()) f["trace_id"] = std::string(trace_id);
+  f["sampled"] = true;
+  s.log->Info(outcome.verdict == CheckOutcome::Verdict::kReject ? "rejected" : "unavailable",
+              std::move(f));
+}
+
+}  // namespace tollgate::server

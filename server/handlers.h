@@ -1,0 +1,65 @@
+// Internal: tollgated's endpoint logic that does not touch the network.
+//
+// Front ends hold no rate-limit logic: these functions translate between
+// HTTP/JSON and the Enforcer (policy layer) and render its CheckOutcome.
+#ifndef TOLLGATE_SERVER_HANDLERS_H_
+#define TOLLGATE_SERVER_HANDLERS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/context.h"
+#include "server/http_util.h"
+#include "tollgate/policy.h"
+
+namespace tollgate::server {
+
+// A request described in JSON (POST /v1/decide) or in a query (GET /v1/explain),
+// owning the strings a RequestView points to.
+struct DescribedRequest {
+  std::string method = "GET";
+  std::string path = "/";
+  std::string query;
+  std::string client_ip = "127.0.0.1";
+  std::vector<std::pair<std::string, std::string>> header_storage;
+  std::vector<HeaderPair> headers;
+  RequestView View();  // valid while this object lives and is not modified
+};
+
+// The parsed body of POST /v1/decide: either a request or explicit items.
+struct DecideInput {
+  std::optional<DescribedRequest> request;
+  std::vector<std::string> item_storage;  // rule and key strings the items point to
+  std::vector<ExplicitItem> items;
+};
+// Returns errors (with JSON paths) when the body is not a valid decide request.
+std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out);
+
+// The JSON answer of /v1/decide: decision, per-rule state, headers to send.
+Response RenderDecision(const CheckOutcome& outcome);
+
+// The response a gateway or any direct caller gets for a not-allowed outcome.
+Response RejectionResponse(const CheckOutcome& outcome);
+
+Response HandleHealthz(Shared& s);
+Response HandleReadyz(Shared& s);
+Response HandleMetrics(Shared& s);
+
+// Admin.
+Response HandleReload(Shared& s);
+Response HandlePolicy(Shared& s);
+Response HandleTop(Shared& s, std::string_view query);
+// Parses ?method=&path=&query=&header=name:value&ip= into a request.
+std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out);
+Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& request,
+                       std::string_view client_ip);
+
+// Counts the outcome, feeds /v1/top and emits a (gated) rejection log line.
+void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
+                   int64_t elapsed_ns, const RequestView* request, std::string_view trace_id);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_HANDLERS_H_

@@ -1,0 +1,116 @@
+#include "server/http_util.h"
+
+#include <boost/beast/http/status.hpp>
+#include <nlohmann/json.hpp>
+
+namespace tollgate::server {
+
+namespace {
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+void SerializeResponse(const Response& r, bool keep_alive, const char* date, bool head_only,
+                       std::string* out) {
+  auto reason =
+      boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(r.status));
+  out->append("HTTP/1.1 ");
+  out->append(std::to_string(r.status));
+  out->push_back(' ');
+  out->append(reason.data(), reason.size());
+  out->append("\r\nDate: ");
+  out->append(date);
+  out->append("\r\n");
+  for (const HeaderField& h : r.headers) {
+    out->append(h.name);
+    out->append(": ");
+    out->append(h.value);
+    out->append("\r\n");
+  }
+  if (!r.content_type.empty()) {
+    out->append("Content-Type: ");
+    out->append(r.content_type);
+    out->append("\r\n");
+  }
+  if (r.status != 204 && r.status != 304 && r.status >= 200) {
+    out->append("Content-Length: ");
+    out->append(std::to_string(r.body.size()));
+    out->append("\r\n");
+  }
+  if (!keep_alive || r.close) out->append("Connection: close\r\n");
+  out->append("\r\n");
+  if (!head_only && r.status != 204 && r.status != 304) out->append(r.body);
+}
+
+Response Problem(int status, std::string_view title, std::string_view detail,
+                 const std::vector<ConfigError>& errors) {
+  nlohmann::json j = {{"type", "about:blank"}, {"title", title}, {"status", status}};
+  if (!detail.empty()) j["detail"] = detail;
+  if (!errors.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
+    j["errors"] = std::move(list);
+  }
+  Response r;
+  r.status = status;
+  r.content_type = kProblemJson;
+  r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  r.body.push_back('\n');
+  return r;
+}
+
+Target SplitTarget(std::string_view target) {
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return {target, {}};
+  return {target.substr(0, q), target.substr(q + 1)};
+}
+
+std::string PercentDecode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%' && i + 2 < s.size()) {
+      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(plus_is_space && c == '+' ? ' ' : c);
+  }
+  return out;
+}
+
+void ForEachQueryParam(std::string_view query,
+                       const std::function<void(std::string, std::string)>& fn) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string_view name = pair.substr(0, eq);
+    std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    fn(PercentDecode(name), PercentDecode(value));
+  }
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace tollgate::server

@@ -1,0 +1,55 @@
+// Internal: small HTTP helpers for tollgated's own endpoints.
+//
+// Responses of tollgated's endpoints are rendered by hand into one reusable
+// string (status line, Date, headers, Content-Length, body): no per-header
+// allocation on the request path. Gateway responses use Beast's serializer.
+#ifndef TOLLGATE_SERVER_HTTP_UTIL_H_
+#define TOLLGATE_SERVER_HTTP_UTIL_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/policy.h"
+#include "tollgate/request.h"
+
+namespace tollgate::server {
+
+struct Response {
+  int status = 200;
+  std::string_view content_type;  // "" = none (must be a literal or outlive the response)
+  std::string body;
+  std::vector<HeaderField> headers;
+  bool close = false;  // force Connection: close
+};
+
+// Appends the whole response to `out` (which is not cleared).
+void SerializeResponse(const Response& r, bool keep_alive, const char* date, bool head_only,
+                       std::string* out);
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kProblemJson = "application/problem+json";
+constexpr std::string_view kText = "text/plain; charset=utf-8";
+constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
+
+// An RFC 9457 problem response. `errors` become {"errors":[{"path","message"}]}.
+Response Problem(int status, std::string_view title, std::string_view detail,
+                 const std::vector<ConfigError>& errors = {});
+
+struct Target {
+  std::string_view path;
+  std::string_view query;  // without '?'
+};
+Target SplitTarget(std::string_view target);
+
+std::string PercentDecode(std::string_view s, bool plus_is_space = true);
+// Calls fn(name, value) for each query parameter, percent-decoded.
+void ForEachQueryParam(std::string_view query,
+                       const std::function<void(std::string, std::string)>& fn);
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_HTTP_UTIL_H_

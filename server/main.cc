@@ -1,0 +1,123 @@
+// tollgated: the rate-limit service. See docs/operations.md.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "server/config.h"
+#include "server/server.h"
+
+namespace {
+
+constexpr const char* kDescription =
+    "tollgated: rate-limit decisions over HTTP.\n"
+    "  Decision API    POST /v1/decide       (JSON request description or explicit items)\n"
+    "  nginx           GET  /v1/auth         (auth_request: 204, or 403 + X-RateLimit-Decision)\n"
+    "  gateway         any other path        (when gateway.upstream is set: decide, then 429 or "
+    "proxy)\n"
+    "  operations      GET /metrics /healthz /readyz; admin: POST /v1/reload, GET /v1/policy\n"
+    "                  /v1/top /v1/explain\n"
+    "Flags override the config file. Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the "
+    "policy.\nFull reference: docs/operations.md";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using tollgate::server::ServerConfig;
+  CLI::App app{kDescription, "tollgated"};
+  std::string config_path;
+  ServerConfig flags;
+  app.add_option("-c,--config", config_path,
+                 "Server config file (JSON, see examples/tollgated.json); flags override it");
+  auto* policy = app.add_option("-p,--policy", flags.policy_path,
+                                "Policy file (rules); reloaded on SIGHUP, POST /v1/reload and "
+                                "when the file changes");
+  auto* listen = app.add_option("-l,--listen", flags.listen,
+                                "HOST:PORT for the decision API, /v1/auth and gateway traffic "
+                                "(default 127.0.0.1:8080; [::1]:PORT for IPv6)");
+  auto* admin = app.add_option("-a,--admin", flags.admin_listen,
+                               "HOST:PORT for the admin listener (reload, policy, top, explain, "
+                               "metrics); '' disables it (default 127.0.0.1:9090)");
+  auto* admin_token_file =
+      app.add_option("--admin-token-file", flags.admin_token,
+                     "File whose first line is the bearer token the admin listener requires");
+  auto* store = app.add_option("-s,--store", flags.store,
+                               "Where state lives: local | redis://HOST:PORT | "
+                               "redis-cluster://HOST:PORT[,HOST:PORT...] (default local)");
+  auto* failure = app.add_option("-f,--failure-mode", flags.failure_mode,
+                                 "When a remote store fails: open (allow, unenforced), closed "
+                                 "(503) or degrade (local buckets at a fraction of the limit)");
+  auto* threads =
+      app.add_option("-t,--threads", flags.threads, "I/O threads; 0 = one per core (default)");
+  auto* upstream = app.add_option("-u,--upstream", flags.upstream,
+                                  "Gateway mode: http://HOST:PORT[/base] to forward allowed "
+                                  "requests to");
+  auto* headers = app.add_option("--headers", flags.header_style,
+                                 "Rate-limit header style: draft11 | draft03 | x-ratelimit | "
+                                 "x-ratelimit-epoch | none");
+  auto* log_level = app.add_option("--log-level", flags.log_level,
+                                   "trace | debug | info | warn | error | off (JSON lines on "
+                                   "stderr)");
+  bool check_only = false;
+  app.add_flag("--check", check_only,
+               "Validate the config and the policy, print the result and exit (0 = valid)");
+  CLI11_PARSE(app, argc, argv);
+
+  ServerConfig config;
+  if (!config_path.empty()) {
+    auto errors = tollgate::server::LoadServerConfigFile(config_path, &config);
+    if (!errors.empty()) {
+      std::cerr << "tollgated: " << config_path << " is invalid:\n";
+      for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
+      return 2;
+    }
+  }
+  if (policy->count()) config.policy_path = flags.policy_path;
+  if (listen->count()) config.listen = flags.listen;
+  if (admin->count()) config.admin_listen = flags.admin_listen;
+  if (admin_token_file->count()) {
+    FILE* f = std::fopen(flags.admin_token.c_str(), "r");
+    char line[512] = {0};
+    if (!f || !std::fgets(line, sizeof line, f)) {
+      std::cerr << "tollgated: cannot read --admin-token-file " << flags.admin_token << "\n";
+      if (f) std::fclose(f);
+      return 2;
+    }
+    std::fclose(f);
+    std::string token(line);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    config.admin_token = token;
+  }
+  if (store->count()) config.store = flags.store;
+  if (failure->count()) config.failure_mode = flags.failure_mode;
+  if (threads->count()) config.threads = flags.threads;
+  if (upstream->count()) config.upstream = flags.upstream;
+  if (headers->count()) config.header_style = flags.header_style;
+  if (log_level->count()) config.log_level = flags.log_level;
+
+  auto errors = tollgate::server::ValidateServerConfig(config);
+  if (!errors.empty()) {
+    std::cerr << "tollgated: invalid configuration:\n";
+    for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
+    return 2;
+  }
+  if (check_only) {
+    auto parsed = tollgate::ParsePolicyFile(config.policy_path);
+    if (!parsed.errors.empty()) {
+      std::cerr << "tollgated: policy " << config.policy_path << " is invalid:\n";
+      for (const auto& e : parsed.errors) std::cerr << "  " << e.ToString() << "\n";
+      return 2;
+    }
+    std::cout << "config and policy are valid\n";
+    return 0;
+  }
+
+  auto server = tollgate::server::Server::Create(config);
+  if (!server.ok()) {
+    std::cerr << "tollgated: " << server.status().message() << "\n";
+    return 1;
+  }
+  (*server)->HandleSignals();
+  (*server)->Start();
+  (*server)->Wait();
+  return 0;
+}

@@ -1,0 +1,40 @@
+// Internal: gateway mode's forwarding of one allowed request to the upstream.
+//
+// The request header is rewritten (hop-by-hop fields removed, including those
+// named by Connection; X-Forwarded-For appended with the peer address;
+// X-Forwarded-Host/-Proto set; Host set to the upstream's), then the body is
+// streamed in 16 KiB pieces (Content-Length or chunked, never buffered whole).
+// Upstream connections are kept alive in a per-worker pool; a pooled
+// connection that turns out to be closed is replaced once, before any body byte
+// was sent. The response header is rewritten the same way, the rate-limit
+// headers are added, and its body is streamed back.
+//
+// Failures before the response header was relayed become 502 (connect refused,
+// broken connection, bad response) or 504 (connect or response timeout); after
+// that the client connection is closed, because a half-sent response cannot
+// be turned into an error.
+#ifndef TOLLGATE_SERVER_PROXY_H_
+#define TOLLGATE_SERVER_PROXY_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include "server/context.h"
+
+namespace tollgate::server {
+
+struct ProxyResult {
+  int status = 0;           // status sent to the client (0: nothing sent)
+  bool keep_alive = false;  // whether the client connection may be reused
+};
+
+net::awaitable<ProxyResult> ProxyRequest(
+    Shared& shared, Worker& worker, Connection& client, boost::beast::flat_buffer& client_buffer,
+    boost::beast::http::request_parser<boost::beast::http::empty_body>& header_parser,
+    std::string_view peer_ip, const std::vector<HeaderField>& response_headers);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_PROXY_H_

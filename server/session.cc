@@ -1,0 +1,362 @@
+#include "server/session.h"
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "server/handlers.h"
+#include "server/http_util.h"
+#include "server/proxy.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using net::redirect_error;
+using net::use_awaitable;
+
+// Awaits Enforcer::CheckAsync; the completion is posted back to `ex`.
+template <typename Token>
+auto AsyncCheck(Enforcer& enforcer, const RequestView& view, net::any_io_executor ex,
+                Token&& token) {
+  return net::async_initiate<Token, void(CheckOutcome)>(
+      [&enforcer, &view, ex](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        enforcer.CheckAsync(view, [h, ex](CheckOutcome outcome) {
+          net::post(ex, [h, o = std::move(outcome)]() mutable { (*h)(std::move(o)); });
+        });
+      },
+      token);
+}
+
+// Counts the connection as active for its lifetime.
+struct ActiveConnection {
+  explicit ActiveConnection(ServerMetrics& m) : m_(m) {
+    m_.connections_active.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ActiveConnection() { m_.connections_active.fetch_sub(1, std::memory_order_relaxed); }
+  ServerMetrics& m_;
+};
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Response MethodNotAllowed(std::string_view allow) {
+  Response r = Problem(405, "Method not allowed", "use " + std::string(allow));
+  r.headers.push_back({"Allow", std::string(allow)});
+  return r;
+}
+
+}  // namespace
+
+net::awaitable<CheckOutcome> Decide(Shared& s, const RequestView& request) {
+  if (!s.async_store) co_return s.enforcer->Check(request);
+  auto ex = co_await net::this_coro::executor;
+  co_return co_await AsyncCheck(*s.enforcer, request, ex, use_awaitable);
+}
+
+net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::socket socket) {
+  Connection conn(std::move(socket));
+  ConnectionGuard guard(w, conn);
+  ActiveConnection active(*s.metrics);
+  ServerMetrics::Shard& shard = s.metrics->shard(w.index);
+  const ServerConfig& cfg = s.config;
+
+  beast::error_code ec;
+  std::string peer;
+  {
+    tcp::endpoint remote = conn.socket.remote_endpoint(ec);
+    if (ec) co_return;
+    net::ip::address addr = remote.address();
+    if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+      addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
+    }
+    peer = addr.to_string();
+  }
+  beast::flat_buffer buffer;
+  std::string out;
+  out.reserve(1024);
+  std::vector<HeaderPair> headers;
+  headers.reserve(32);
+
+  for (;;) {
+    if (buffer.size() == 0) {
+      if (s.draining.load(std::memory_order_relaxed)) break;
+      conn.idle = true;
+      conn.SetDeadline(cfg.idle_timeout);
+      co_await conn.socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+      conn.idle = false;
+      if (ec) break;
+    }
+    conn.SetDeadline(cfg.read_timeout);
+    http::request_parser<http::empty_body> hp;
+    hp.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+    co_await http::async_read_header(conn.socket, buffer, hp, redirect_error(use_awaitable, ec));
+
+    Response resp;
+    Endpoint ep = Endpoint::kInvalid;
+    bool keep_alive = false;
+    bool head = false;
+    std::string_view trace_id;
+    if (ec) {
+      if (conn.timed_out || ec == http::error::end_of_stream || ec == net::error::eof ||
+          ec == net::error::operation_aborted || ec == net::error::bad_descriptor ||
+          ec.category() != http::make_error_code(http::error::header_limit).category()) {
+        if (conn.timed_out && buffer.size() > 0) {
+          // A partial request timed out: say so if the socket still works.
+        }
+        break;
+      }
+      resp = ec == http::error::header_limit || ec == http::error::buffer_overflow
+                 ? Problem(431, "Request header fields too large",
+                           "request line and headers must fit " +
+                               std::to_string(cfg.max_header_bytes) + " bytes")
+                 : Problem(400, "Bad request", "malformed HTTP request: " + ec.message());
+      resp.close = true;
+    } else {
+      auto& req = hp.get();
+      keep_alive = req.keep_alive();
+      head = req.method() == http::verb::head;
+      std::string_view target(req.target().data(), req.target().size());
+      Target t = SplitTarget(target);
+      TraceContext trace;
+      if (auto it = req.find("traceparent"); it != req.end()) {
+        trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
+        trace_id = trace.trace_id;
+      }
+      headers.clear();
+      for (const auto& f : req) {
+        headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
+                             std::string_view(f.value().data(), f.value().size()));
+      }
+      bool get = req.method() == http::verb::get || head;
+
+      // Route.
+      if (kind == ListenerKind::kMain) {
+        if (t.path == "/v1/auth") {
+          ep = Endpoint::kAuth;
+        } else if (t.path == "/v1/decide") {
+          ep = Endpoint::kDecide;
+        } else if (t.path == "/healthz" || t.path == "/readyz") {
+          ep = Endpoint::kHealth;
+        } else if (t.path == "/metrics" && cfg.metrics_on_main) {
+          ep = Endpoint::kMetrics;
+        } else if (s.gateway) {
+          ep = Endpoint::kGateway;
+        } else {
+          ep = Endpoint::kNotFound;
+        }
+      } else {
+        if (t.path == "/healthz" || t.path == "/readyz") {
+          ep = Endpoint::kHealth;
+        } else if (t.path == "/metrics") {
+          ep = Endpoint::kMetrics;
+        } else {
+          ep = Endpoint::kAdmin;
+        }
+      }
+
+      if (ep == Endpoint::kGateway) {
+        RequestView view;
+        view.method = std::string_view(req.method_string().data(), req.method_string().size());
+        view.path = t.path;
+        view.query = t.query;
+        view.peer_address = peer;
+        view.headers = std::span<const HeaderPair>(headers.data(), headers.size());
+        int64_t t0 = SteadyNowNs();
+        CheckOutcome outcome = co_await Decide(s, view);
+        RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
+        if (outcome.allowed()) {
+          if (outcome.delay.count() > 0) {
+            net::steady_timer timer(w.ioc, outcome.delay);
+            conn.SetDeadline(outcome.delay + cfg.read_timeout);
+            co_await timer.async_wait(redirect_error(use_awaitable, ec));
+          }
+          ProxyResult pr = co_await ProxyRequest(s, w, conn, buffer, hp, peer, outcome.headers);
+          if (pr.status) shard.CountRequest(ep, pr.status);
+          if (!pr.keep_alive || s.draining.load(std::memory_order_relaxed)) break;
+          continue;
+        }
+        resp = RejectionResponse(outcome);
+        // The request body (if any) was not read: the connection cannot be reused.
+        if (hp.content_length().value_or(0) > 0 || hp.chunked()) resp.close = true;
+      } else {
+        // Our own endpoints read the whole (bounded) body first.
+        http::request_parser<http::string_body> p(std::move(hp));
+        p.body_limit(cfg.max_body_bytes);
+        // The header was parsed under the first parser's limit: check the length here.
+        if (p.content_length().value_or(0) > cfg.max_body_bytes) ec = http::error::body_limit;
+        if (!ec && !p.is_done()) {
+          auto expect = p.get().find(http::field::expect);
+          if (expect != p.get().end() &&
+              EqualsIgnoreCase(std::string_view(expect->value().data(), expect->value().size()),
+                               "100-continue")) {
+            if (p.content_length().value_or(0) > cfg.max_body_bytes) {
+              ec = http::error::body_limit;
+            } else {
+              static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+              co_await net::async_write(conn.socket,
+                                        net::buffer(kContinue.data(), kContinue.size()),
+                                        redirect_error(use_awaitable, ec));
+              if (ec) break;
+            }
+          }
+          if (!ec) {
+            co_await http::async_read(conn.socket, buffer, p, redirect_error(use_awaitable, ec));
+          }
+        }
+        // Headers point into the parser's message: rebuild after the move.
+        auto& rq = p.get();
+        headers.clear();
+        for (const auto& f : rq) {
+          headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
+                               std::string_view(f.value().data(), f.value().size()));
+        }
+        target = std::string_view(rq.target().data(), rq.target().size());
+        t = SplitTarget(target);
+        if (auto it = rq.find("traceparent"); it != rq.end()) {
+          trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
+          trace_id = trace.trace_id;
+        }
+        if (ec) {
+          if (conn.timed_out ||
+              ec.category() != http::make_error_code(http::error::body_limit).category()) {
+            break;
+          }
+          resp = ec == http::error::body_limit
+                     ? Problem(413, "Content too large",
+                               "request bodies must fit " + std::to_string(cfg.max_body_bytes) +
+                                   " bytes")
+                     : Problem(400, "Bad request", "malformed HTTP request body: " + ec.message());
+          resp.close = true;
+          ep = Endpoint::kInvalid;
+        } else if (ep == Endpoint::kAuth) {
+          RequestView view;
+          view.method = std::string_view(rq.method_string().data(), rq.method_string().size());
+          view.path = "/";
+          view.peer_address = peer;
+          view.headers = std::span<const HeaderPair>(headers.data(), headers.size());
+          RequestView probe = view;
+          if (auto m = probe.Header("x-original-method")) view.method = *m;
+          if (auto u = probe.Header("x-original-uri")) {
+            Target ot = SplitTarget(*u);
+            view.path = ot.path;
+            view.query = ot.query;
+          }
+          int64_t t0 = SteadyNowNs();
+          CheckOutcome outcome = co_await Decide(s, view);
+          RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
+          resp.headers = std::move(outcome.headers);
+          if (outcome.allowed()) {
+            resp.status = 204;
+            if (outcome.delay.count() > 0) {
+              net::steady_timer timer(w.ioc, outcome.delay);
+              conn.SetDeadline(outcome.delay + cfg.read_timeout);
+              co_await timer.async_wait(redirect_error(use_awaitable, ec));
+            }
+          } else {
+            resp.status = 403;
+            resp.headers.push_back(
+                {"X-RateLimit-Decision",
+                 outcome.verdict == CheckOutcome::Verdict::kReject ? "reject" : "unavailable"});
+          }
+        } else if (ep == Endpoint::kDecide) {
+          if (rq.method() != http::verb::post) {
+            resp = MethodNotAllowed("POST");
+          } else {
+            DecideInput input;
+            std::vector<ConfigError> errors = ParseDecideBody(rq.body(), &input);
+            if (!errors.empty()) {
+              resp = Problem(400, "Invalid decision request", "see errors", errors);
+            } else if (input.request) {
+              RequestView view = input.request->View();
+              int64_t t0 = SteadyNowNs();
+              CheckOutcome outcome = co_await Decide(s, view);
+              RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
+              resp = RenderDecision(outcome);
+            } else {
+              int64_t t0 = SteadyNowNs();
+              Result<CheckOutcome> outcome = s.enforcer->CheckItems(input.items);
+              if (!outcome.ok()) {
+                resp = Problem(400, "Invalid decision request", outcome.status().message());
+              } else {
+                RecordOutcome(s, shard, *outcome, SteadyNowNs() - t0, nullptr, trace_id);
+                resp = RenderDecision(*outcome);
+              }
+            }
+          }
+        } else if (ep == Endpoint::kHealth) {
+          resp = !get                   ? MethodNotAllowed("GET")
+                 : t.path == "/healthz" ? HandleHealthz(s)
+                                        : HandleReadyz(s);
+        } else if (ep == Endpoint::kMetrics) {
+          resp = get ? HandleMetrics(s) : MethodNotAllowed("GET");
+        } else if (ep == Endpoint::kAdmin) {
+          RequestView probe;
+          probe.headers = std::span<const HeaderPair>(headers.data(), headers.size());
+          auto authz = probe.Header("authorization");
+          if (!s.bearer.empty() && (!authz || !ConstantTimeEquals(*authz, s.bearer))) {
+            resp = Problem(401, "Unauthorized", "admin endpoints need the bearer token");
+            resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
+          } else if (t.path == "/v1/reload") {
+            resp = rq.method() == http::verb::post ? HandleReload(s) : MethodNotAllowed("POST");
+          } else if (t.path == "/v1/policy") {
+            resp = get ? HandlePolicy(s) : MethodNotAllowed("GET");
+          } else if (t.path == "/v1/top") {
+            resp = get ? HandleTop(s, t.query) : MethodNotAllowed("GET");
+          } else if (t.path == "/v1/explain") {
+            if (!get) {
+              resp = MethodNotAllowed("GET");
+            } else {
+              DescribedRequest d;
+              std::vector<ConfigError> errors = ParseExplainQuery(t.query, &d);
+              if (!errors.empty()) {
+                resp = Problem(400, "Invalid explain query", "see errors", errors);
+              } else {
+                RequestView view = d.View();
+                CheckOutcome outcome = s.enforcer->Explain(view);
+                resp = RenderExplain(outcome, d, s.enforcer->ClientIp(view));
+              }
+            }
+          } else {
+            resp = Problem(404, "Not found",
+                           "admin endpoints: /v1/reload /v1/policy /v1/top "
+                           "/v1/explain /metrics /healthz /readyz");
+          }
+        } else {
+          resp = Problem(404, "Not found", "no such endpoint");
+        }
+      }
+    }
+
+    bool draining = s.draining.load(std::memory_order_relaxed);
+    bool reuse = keep_alive && !resp.close && !draining;
+    out.clear();
+    SerializeResponse(resp, reuse, w.Date(), head, &out);
+    conn.SetDeadline(cfg.write_timeout);
+    co_await net::async_write(conn.socket, net::buffer(out), redirect_error(use_awaitable, ec));
+    shard.CountRequest(ep, resp.status);
+    if (cfg.access_log) {
+      s.log->Info("request", {{"status", resp.status},
+                              {"endpoint", EndpointName(ep)},
+                              {"peer", peer},
+                              {"trace_id", std::string(trace_id)}});
+    }
+    if (ec || !reuse) break;
+  }
+  if (conn.timed_out) s.metrics->timeouts.fetch_add(1, std::memory_order_relaxed);
+  beast::error_code ignored;
+  conn.socket.shutdown(tcp::socket::shutdown_send, ignored);
+  conn.socket.close(ignored);
+}
+
+}  // namespace tollgate::server

@@ -1,0 +1,140 @@
+#include "server/store_factory.h"
+
+#include "tollgate/local_store.h"
+#if TOLLGATE_HAVE_REDIS
+#include "tollgate/redis_store.h"
+#endif
+#if TOLLGATE_HAVE_RESILIENT
+#include "tollgate/resilient_store.h"
+#endif
+
+namespace tollgate::server {
+namespace {
+
+Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) {
+  LocalStoreOptions options;
+  options.max_keys = config.local_max_keys;
+  options.clock = clock;
+  auto created = LocalStore::Create(options);
+  if (!created.ok()) return created.status();
+  std::shared_ptr<LocalStore> local = std::move(created).value();
+  StoreBundle bundle;
+  bundle.description = "local (max_keys " + std::to_string(config.local_max_keys) + ")";
+  LocalStore* raw = local.get();
+  bundle.export_metrics = [raw](PrometheusWriter& w) {
+    LocalStoreStats s = raw->Stats();
+    w.Family("tollgate_store_keys", "gauge", "Keys held by the local store.");
+    w.Sample("tollgate_store_keys", {"store", "local"}, double(s.keys));
+    w.Family("tollgate_store_capacity_keys", "gauge", "Key slots allocated by the local store.");
+    w.Sample("tollgate_store_capacity_keys", {"store", "local"}, double(s.capacity_slots));
+    w.Family("tollgate_store_bytes", "gauge", "Bytes allocated for local store slots.");
+    w.Sample("tollgate_store_bytes", {"store", "local"}, double(s.bytes));
+    w.Family("tollgate_store_keys_evicted_total", "counter",
+             "Idle keys reclaimed to make room for new ones.");
+    w.Sample("tollgate_store_keys_evicted_total", {"store", "local"}, s.reclaimed);
+    w.Family("tollgate_store_overflow_total", "counter",
+             "Decisions made without a slot because the key cap was reached, by result.");
+    w.Sample("tollgate_store_overflow_total", {"store", "local", "result", "rejected"},
+             s.overflow_rejected);
+    w.Sample("tollgate_store_overflow_total", {"store", "local", "result", "allowed"},
+             s.overflow_allowed);
+  };
+  bundle.store = std::move(local);
+  return bundle;
+}
+
+#if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
+// Wraps a remote store in the resilient store (failure mode + circuit breaker).
+Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string description,
+                                  std::function<void(PrometheusWriter&)> primary_metrics,
+                                  const ServerConfig& config, const Clock* clock) {
+  ResilientStoreOptions options;
+  if (!ParseFailureMode(config.failure_mode, &options.mode)) {
+    return InvalidArgument("failure_mode: must be open, closed or degrade");
+  }
+  options.degrade_fraction = config.degrade_fraction;
+  options.clock = clock;
+  options.breaker.clock = clock;
+  auto created = ResilientStore::Create(std::move(primary), std::move(options));
+  if (!created.ok()) return created.status();
+  std::shared_ptr<ResilientStore> resilient = std::move(created).value();
+  StoreBundle bundle;
+  bundle.description = description + ", failure mode " + config.failure_mode;
+  bundle.fail_closed = config.failure_mode == "closed";
+  ResilientStore* raw = resilient.get();
+  bundle.export_metrics = [raw, primary_metrics](PrometheusWriter& w) {
+    ResilientStoreStats s = raw->Stats();
+    w.Family("tollgate_breaker_state", "gauge",
+             "Circuit breaker state of the remote store (1 for the current state).");
+    for (BreakerState st : {BreakerState::kClosed, BreakerState::kOpen, BreakerState::kHalfOpen}) {
+      w.Sample("tollgate_breaker_state", {"state", BreakerStateName(st)},
+               s.breaker_state == st ? 1.0 : 0.0);
+    }
+    w.Family("tollgate_breaker_transitions_total", "counter",
+             "Breaker transitions by target state.");
+    w.Sample("tollgate_breaker_transitions_total", {"to", "open"}, s.breaker.opened);
+    w.Sample("tollgate_breaker_transitions_total", {"to", "half_open"}, s.breaker.half_opened);
+    w.Sample("tollgate_breaker_transitions_total", {"to", "closed"}, s.breaker.closed);
+    w.Family("tollgate_failure_mode_decisions_total", "counter",
+             "Batches answered without the remote store, by failure mode.");
+    w.Sample("tollgate_failure_mode_decisions_total", {"mode", "open"}, s.open_decisions);
+    w.Sample("tollgate_failure_mode_decisions_total", {"mode", "closed"}, s.closed_rejections);
+    w.Sample("tollgate_failure_mode_decisions_total", {"mode", "degrade"}, s.degraded_decisions);
+    w.Family("tollgate_store_primary_failures_total", "counter",
+             "Remote store calls that failed (timeouts, connection errors).");
+    w.Sample("tollgate_store_primary_failures_total", {}, s.primary_failures);
+    w.Family("tollgate_store_short_circuited_total", "counter",
+             "Batches the open breaker kept from the remote store.");
+    w.Sample("tollgate_store_short_circuited_total", {}, s.short_circuited);
+    w.Family("tollgate_charge_back_tokens_total", "counter",
+             "Tokens spent locally while degraded and charged back to the remote store.");
+    w.Sample("tollgate_charge_back_tokens_total", {}, s.charge_back_tokens);
+    if (primary_metrics) primary_metrics(w);
+  };
+  bundle.store = std::move(resilient);
+  return bundle;
+}
+
+Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock) {
+  auto options = ParseRedisUrl(config.store);
+  if (!options.ok()) return options.status();
+  options->call_timeout = config.store_timeout;
+  options->clock = clock;
+  auto created = RedisStore::Create(*options);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<RedisStore> redis = std::move(created).value();
+  RedisStore* raw = redis.get();
+  std::string description = "redis " + options->host + ":" + std::to_string(options->port) +
+                            " db " + std::to_string(options->db);
+  auto redis_metrics = [raw](PrometheusWriter& w) {
+    RedisStoreStats s = raw->Stats();
+    w.Family("tollgate_redis_script_calls_total", "counter",
+             "Script calls sent to Redis (one call decides many batches).");
+    w.Sample("tollgate_redis_script_calls_total", {}, s.script_calls);
+    w.Family("tollgate_redis_decisions_total", "counter", "Batches decided by Redis.");
+    w.Sample("tollgate_redis_decisions_total", {}, s.decisions);
+    w.Family("tollgate_redis_errors_total", "counter", "Redis calls failed, by kind.");
+    w.Sample("tollgate_redis_errors_total", {"kind", "timeout"}, s.timeouts);
+    w.Sample("tollgate_redis_errors_total", {"kind", "other"}, s.errors);
+    w.Family("tollgate_redis_connects_total", "counter", "Successful (re)connections to Redis.");
+    w.Sample("tollgate_redis_connects_total", {}, s.connects);
+  };
+  return WrapResilient(std::move(redis), description, redis_metrics, config, clock);
+}
+#endif
+
+}  // namespace
+
+Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock) {
+  if (config.store == "local") return CreateLocal(config, clock);
+#if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
+  if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
+    return CreateRedis(config, clock);
+  }
+#endif
+  std::string kind = config.store.substr(0, config.store.find("://"));
+  return UnavailableError("store " + kind + " not available in this build (" + config.store +
+                          "); build with the redis and resilient libraries");
+}
+
+}  // namespace tollgate::server

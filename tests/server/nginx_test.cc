@@ -1,0 +1,82 @@
+// nginx (Debian package) in front, running the shipped examples/nginx/tollgate.conf:
+// client -> nginx -> auth_request -> tollgated /v1/auth; allowed -> upstream.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "server/server_fixture.h"
+#include "server/test_http.h"
+#include "testing/nginx_server.h"
+
+namespace tollgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+std::string ExampleConfig() {
+  const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
+  std::ifstream in(std::string(src ? src : ".") + "/examples/nginx/tollgate.conf");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
+  if (NginxServer::BinaryPath().empty()) GTEST_SKIP() << "nginx is not installed";
+  std::string conf = ExampleConfig();
+  ASSERT_NE(conf.find("127.0.0.1:8080"), std::string::npos) << "example config not found";
+
+  server::ServerConfig cfg = TestServer::DefaultConfig();
+  cfg.trusted_proxies = {"127.0.0.1"};
+  std::string error;
+  auto tollgated = TestServer::Start(cfg, TightPolicy(), &error);
+  ASSERT_TRUE(tollgated) << error;
+  TestUpstream app;
+  int port = NginxServer::FreePort();
+  conf = ReplaceAll(conf, "127.0.0.1:8080", "127.0.0.1:" + std::to_string(tollgated->port));
+  conf = ReplaceAll(conf, "127.0.0.1:3000", "127.0.0.1:" + std::to_string(app.port()));
+  conf = ReplaceAll(conf, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(port));
+  auto nginx = NginxServer::Start(conf, port);
+  ASSERT_TRUE(nginx) << nginx.error;
+
+  HttpConnection c(port);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.Request("POST", "/api/items?page=2", {{"X-Api-Key", "nginx-key"}}, "payload");
+    ASSERT_TRUE(r.ok) << r.error << nginx->ErrorLog();
+    ASSERT_EQ(r.status, 200) << r.body << nginx->ErrorLog();
+    EXPECT_NE(r.Header("ratelimit").find("\"keyed\";r=" + std::to_string(2 - i)), std::string::npos)
+        << r.Header("ratelimit");
+    EXPECT_NE(r.Header("ratelimit-policy").find("\"keyed\";q=3"), std::string::npos);
+    EXPECT_FALSE(r.Has("retry-after"));
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["target"], "/api/items?page=2");
+    EXPECT_EQ(j["body_bytes"], 7);  // the body reached the app (never tollgated)
+  }
+  auto r = c.Request("POST", "/api/items", {{"X-Api-Key", "nginx-key"}}, "payload");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 429) << r.body << nginx->ErrorLog();
+  EXPECT_GE(std::atoi(r.Header("retry-after").c_str()), 1);
+  EXPECT_NE(r.Header("ratelimit").find("\"keyed\";r=0"), std::string::npos);
+  EXPECT_EQ(r.Header("cache-control"), "no-store");
+  EXPECT_EQ(r.Header("content-type"), "application/problem+json");
+  EXPECT_EQ(json::parse(r.body)["status"], 429);
+  EXPECT_EQ(app.requests(), 3);
+
+  // The app's own errors still carry the headers (add_header ... always).
+  r = c.Request("GET", "/status?code=404", {{"X-Api-Key", "other-key"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(r.Has("ratelimit"));
+  EXPECT_EQ(nginx->ErrorLog().find("auth request unexpected status"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tollgate::testing

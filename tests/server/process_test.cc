@@ -1,0 +1,207 @@
+// Runs the real tollgated binary as a child process: signals (SIGTERM drain,
+// SIGHUP reload), reload on file change, --help and config errors.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "server/server_fixture.h"
+#include "server/test_http.h"
+
+namespace tollgate::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string Binary() {
+  const char* dir = std::getenv("TOLLGATE_BINARY_DIR");
+  return std::string(dir ? dir : "build") + "/server/tollgated";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int PortOf(const std::string& address) {
+  return std::atoi(address.substr(address.rfind(':') + 1).c_str());
+}
+
+class Tollgated {
+ public:
+  Tollgated(std::vector<std::string> args, std::string dir) : dir_(std::move(dir)) {
+    log_ = dir_ + "/stderr.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout);
+      std::vector<char*> argv;
+      std::string bin = Binary();
+      argv.push_back(bin.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Tollgated() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits for the "started" line; fills the ports.
+  bool WaitStarted() {
+    return WaitFor(
+        [&] {
+          std::istringstream lines(ReadAll(log_));
+          std::string line;
+          while (std::getline(lines, line)) {
+            json j = json::parse(line, nullptr, false);
+            if (!j.is_discarded() && j.value("msg", "") == "started") {
+              port_ = PortOf(j["listen"]);
+              if (j.contains("admin")) admin_port_ = PortOf(j["admin"]);
+              return true;
+            }
+          }
+          return false;
+        },
+        10s);
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  // The exit code, or -1 if it did not exit in time.
+  int WaitExit(std::chrono::milliseconds within) {
+    int code = -1;
+    WaitFor(
+        [&] {
+          int status;
+          if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            exited_ = true;
+            code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            return true;
+          }
+          return false;
+        },
+        within);
+    return code;
+  }
+  std::string Log() const { return ReadAll(log_); }
+  std::string Stdout() const { return ReadAll(dir_ + "/stdout.log"); }
+  int port() const { return port_; }
+  int admin_port() const { return admin_port_; }
+
+ private:
+  std::string dir_;
+  std::string log_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int port_ = 0;
+  int admin_port_ = 0;
+};
+
+class ProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(Binary().c_str(), X_OK) != 0) GTEST_SKIP() << "no binary at " << Binary();
+    dir_ = MakeTempDir();
+    policy_ = dir_ + "/policy.json";
+    WriteFile(policy_, GenerousPolicy(1000));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  std::string dir_;
+  std::string policy_;
+};
+
+TEST_F(ProcessTest, SigtermDrainsInFlightRequestsThenExits) {
+  TestUpstream upstream;
+  Tollgated t(
+      {"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--threads", "2",
+       "--upstream", "http://127.0.0.1:" + std::to_string(upstream.port())},
+      dir_);
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  HttpConnection idle(t.port());
+  ASSERT_EQ(idle.Request("GET", "/healthz").status, 200);
+
+  HttpResponse slow;
+  std::thread client([&] { slow = Fetch(t.port(), "GET", "/slow?ms=800", {{"X-Api-Key", "k"}}); });
+  ASSERT_TRUE(WaitFor([&] { return upstream.requests() == 1; }));
+  t.Signal(SIGTERM);
+  // No new connections once draining; idle keep-alive connections are closed.
+  EXPECT_TRUE(WaitFor([&] { return !HttpConnection(t.port()).connected(); }, 3s));
+  EXPECT_TRUE(idle.WaitClosed(3s));
+  client.join();
+  ASSERT_TRUE(slow.ok) << slow.error;
+  EXPECT_EQ(slow.status, 200);  // the in-flight request completed
+  EXPECT_FALSE(slow.keep_alive);
+  EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
+  EXPECT_NE(t.Log().find("\"msg\":\"draining\""), std::string::npos);
+}
+
+TEST_F(ProcessTest, ReloadsOnSighupAndWhenThePolicyFileChanges) {
+  WriteFile(dir_ + "/tollgated.json", R"({"policy": ")" + policy_ + R"(",
+      "listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "threads": 1,
+      "policy_poll_interval_ms": 50})");
+  Tollgated t({"--config", dir_ + "/tollgated.json"}, dir_);
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  auto generation = [&] {
+    auto r = Fetch(t.admin_port(), "GET", "/v1/policy");
+    return r.ok ? json::parse(r.body)["generation"].get<int>() : -1;
+  };
+  EXPECT_EQ(generation(), 1);
+  WriteFile(policy_, GenerousPolicy(2000));
+  EXPECT_TRUE(WaitFor([&] { return generation() == 2; })) << t.Log();
+  // A broken file is reported and ignored; the live policy stays.
+  WriteFile(policy_, "{broken");
+  EXPECT_TRUE(WaitFor([&] { return t.Log().find("policy_reload_failed") != std::string::npos; }));
+  EXPECT_EQ(generation(), 2);
+  WriteFile(policy_, GenerousPolicy(3000));
+  EXPECT_TRUE(WaitFor([&] { return generation() == 3; })) << t.Log();
+  t.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return generation() == 4; })) << t.Log();
+  EXPECT_NE(t.Log().find("\"trigger\":\"sighup\""), std::string::npos);
+  t.Signal(SIGINT);
+  EXPECT_EQ(t.WaitExit(5s), 0);
+}
+
+TEST_F(ProcessTest, HelpExplainsFlagsAndBadConfigExits2) {
+  {
+    Tollgated t({"--help"}, dir_);
+    EXPECT_EQ(t.WaitExit(5s), 0);
+    std::string out = t.Stdout();
+    for (const char* flag : {"--policy", "--listen", "--admin", "--store", "--failure-mode",
+                             "--config", "redis-cluster://"}) {
+      EXPECT_NE(out.find(flag), std::string::npos) << flag;
+    }
+  }
+  {
+    Tollgated t({"--policy", policy_, "--store", "memcached://x"}, dir_);
+    EXPECT_EQ(t.WaitExit(5s), 2);
+    EXPECT_NE(t.Log().find("store"), std::string::npos);
+  }
+  {
+    WriteFile(dir_ + "/bad.json", R"({"listen": 5, "nope": 1})");
+    Tollgated t({"--config", dir_ + "/bad.json"}, dir_);
+    EXPECT_EQ(t.WaitExit(5s), 2);
+    EXPECT_NE(t.Log().find("nope: unknown field"), std::string::npos) << t.Log();
+  }
+  {
+    WriteFile(dir_ + "/broken-policy.json", R"({"rules": [{"name": 1}]})");
+    Tollgated t({"--policy", dir_ + "/broken-policy.json", "--check"}, dir_);
+    EXPECT_EQ(t.WaitExit(5s), 2);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::testing

@@ -1,0 +1,555 @@
+// End-to-end tests of tollgated over real sockets, run once per store
+// (local, and Redis when the Redis store is part of the build).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "server/server_fixture.h"
+#include "server/test_http.h"
+#if TOLLGATE_TEST_REDIS
+#include "testing/redis_server.h"
+#endif
+
+namespace tollgate::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+class ServerE2E : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "redis") {
+#if TOLLGATE_TEST_REDIS
+      redis_ = RedisServer::Start();
+      if (redis_.missing) GTEST_SKIP() << redis_.error;
+      ASSERT_TRUE(redis_.server != nullptr) << redis_.error;
+      store_ = redis_->url();
+#else
+      GTEST_SKIP() << "the Redis store is not part of this build";
+#endif
+    }
+  }
+
+  server::ServerConfig Config() {
+    server::ServerConfig c = TestServer::DefaultConfig();
+    c.store = store_;
+    return c;
+  }
+
+  std::unique_ptr<TestServer> Start(server::ServerConfig c, const std::string& policy,
+                                    std::shared_ptr<server::Logger> log = nullptr) {
+    std::string error;
+    auto s = TestServer::Start(std::move(c), policy, &error, std::move(log));
+    EXPECT_TRUE(s != nullptr) << error;
+    return s;
+  }
+  std::unique_ptr<TestServer> Start() { return Start(Config(), TightPolicy()); }
+
+  std::string store_ = "local";
+#if TOLLGATE_TEST_REDIS
+  RedisServer::StartResult redis_;
+#endif
+};
+
+// A key unique to each test, so buckets never leak between tests (Redis persists across them).
+std::string Key(const std::string& suffix = "") {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string(info->name()) + "-" + std::to_string(::getpid()) + suffix;
+}
+
+std::string ReadFileForDebug(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Headers AuthHeaders(const std::string& key, const std::string& uri = "/api/items") {
+  return {{"X-Original-URI", uri}, {"X-Original-Method", "GET"}, {"X-Api-Key", key}};
+}
+
+TEST_P(ServerE2E, HealthReadyAndMetricsOnBothListeners) {
+  auto s = Start();
+  ASSERT_TRUE(s);
+  for (int port : {s->port, s->admin_port}) {
+    auto h = Fetch(port, "GET", "/healthz");
+    ASSERT_TRUE(h.ok) << h.error;
+    EXPECT_EQ(h.status, 200);
+    auto r = Fetch(port, "GET", "/readyz");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(json::parse(r.body)["ready"].get<bool>());
+    auto m = Fetch(port, "GET", "/metrics");
+    EXPECT_EQ(m.status, 200);
+    EXPECT_NE(m.Header("content-type").find("version=0.0.4"), std::string::npos);
+    EXPECT_NE(m.body.find("# TYPE tollgate_decisions_total counter"), std::string::npos);
+    EXPECT_EQ(m.body.back(), '\n');
+  }
+  EXPECT_EQ(Fetch(s->port, "POST", "/healthz").status, 405);
+  EXPECT_EQ(Fetch(s->port, "GET", "/nope").status, 404);
+}
+
+TEST_P(ServerE2E, AuthAllowsWithHeadersThenRejectsWithMarker) {
+  auto s = Start();
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  for (int i = 0; i < 3; ++i) {
+    auto r = Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 204) << i;
+    EXPECT_NE(r.Header("ratelimit").find("\"keyed\";r=" + std::to_string(2 - i)), std::string::npos)
+        << r.Header("ratelimit");
+    EXPECT_NE(r.Header("ratelimit-policy").find("\"keyed\";q=3"), std::string::npos);
+    EXPECT_FALSE(r.Has("x-ratelimit-decision"));
+  }
+  auto r = Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(r.Header("x-ratelimit-decision"), "reject");
+  EXPECT_GE(std::atoi(r.Header("retry-after").c_str()), 1);
+  EXPECT_NE(r.Header("ratelimit").find("\"keyed\";r=0"), std::string::npos);
+  // Another key is independent.
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key + "-other")).status, 204);
+}
+
+TEST_P(ServerE2E, DecideWithRequestDescriptionAndItems) {
+  auto s = Start();
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  json body = {
+      {"request", {{"method", "GET"}, {"path", "/api/items"}, {"headers", {{"x-api-key", key}}}}}};
+  auto r =
+      Fetch(s->port, "POST", "/v1/decide", {{"Content-Type", "application/json"}}, body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_TRUE(j["allowed"].get<bool>());
+  EXPECT_EQ(j["status"], 200);
+  ASSERT_FALSE(j["rules"].empty());
+  EXPECT_EQ(j["rules"][0]["rule"], "keyed");
+  EXPECT_EQ(j["rules"][0]["key"], key);
+  EXPECT_EQ(j["rules"][0]["remaining"], 2);
+  EXPECT_TRUE(j["headers"].contains("RateLimit"));
+  EXPECT_NE(r.Header("ratelimit").find("\"keyed\""), std::string::npos);
+
+  // Explicit items share the bucket: cost 2 leaves 0, then 1 more is rejected.
+  json items = {{"items", {{{"rule", "keyed"}, {"key", key}, {"cost", 2}}}}};
+  r = Fetch(s->port, "POST", "/v1/decide", {}, items.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["allowed"].get<bool>());
+  items = {{"items", {{{"rule", "keyed"}, {"key", key}}}}};
+  r = Fetch(s->port, "POST", "/v1/decide", {}, items.dump());
+  j = json::parse(r.body);
+  EXPECT_FALSE(j["allowed"].get<bool>());
+  EXPECT_EQ(j["status"], 429);
+  EXPECT_EQ(j["denied_rule"], "keyed");
+  EXPECT_GE(j["retry_after_seconds"].get<int>(), 1);
+  EXPECT_TRUE(j.contains("problem"));
+}
+
+TEST_P(ServerE2E, DecideRejectsBadInputWithProblemDetails) {
+  auto s = Start();
+  ASSERT_TRUE(s);
+  struct Case {
+    std::string body;
+    std::string expect_path;
+  } cases[] = {
+      {"{not json", ""},
+      {"[]", ""},
+      {R"({"request": {"path": "/x"}, "items": []})", ""},
+      {R"({"request": {"path": 5}})", "request.path"},
+      {R"({"request": {"path": "/x", "headers": {"a": 1}}})", "request.headers.a"},
+      {R"({"items": [{"rule": "keyed"}]})", "items[0].key"},
+      {R"({"items": [{"key": "k", "cost": -1}]})", "items[0].cost"},
+      {R"({"request": {"path": "/x", "bogus": 1}})", "request.bogus"},
+  };
+  for (const auto& c : cases) {
+    auto r = Fetch(s->port, "POST", "/v1/decide", {}, c.body);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_EQ(r.Header("content-type"), "application/problem+json");
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["status"], 400);
+    if (!c.expect_path.empty()) {
+      EXPECT_EQ(j["errors"][0]["path"], c.expect_path) << r.body;
+    }
+  }
+  // An unknown rule is the policy layer's error, still a 400.
+  auto r = Fetch(s->port, "POST", "/v1/decide", {}, R"({"items": [{"rule": "nope", "key": "k"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/decide").status, 405);
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
+}
+
+TEST_P(ServerE2E, EveryHeaderStyle) {
+  struct Style {
+    std::string name;
+    std::vector<std::string> present;
+    std::vector<std::string> absent;
+  } styles[] = {
+      {"draft11", {"ratelimit", "ratelimit-policy"}, {"x-ratelimit-limit", "ratelimit-limit"}},
+      {"draft03", {"ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"}, {"ratelimit"}},
+      {"x-ratelimit",
+       {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"},
+       {"ratelimit"}},
+      {"x-ratelimit-epoch", {"x-ratelimit-limit", "x-ratelimit-reset"}, {"ratelimit"}},
+      {"none", {}, {"ratelimit", "x-ratelimit-limit", "ratelimit-limit"}},
+  };
+  for (const auto& style : styles) {
+    SCOPED_TRACE(style.name);
+    server::ServerConfig c = Config();
+    c.header_style = style.name;
+    auto s = Start(c, TightPolicy());
+    ASSERT_TRUE(s);
+    std::string key = Key(style.name);
+    auto r = Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+    EXPECT_EQ(r.status, 204);
+    for (const auto& h : style.present) EXPECT_TRUE(r.Has(h)) << h;
+    for (const auto& h : style.absent) EXPECT_FALSE(r.Has(h)) << h;
+    if (style.name == "x-ratelimit-epoch") {
+      long long reset = std::atoll(r.Header("x-ratelimit-reset").c_str());
+      EXPECT_GT(reset, 1'600'000'000LL);  // epoch seconds, not a delta
+    }
+    for (int i = 0; i < 3; ++i) Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+    r = Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+    EXPECT_EQ(r.status, 403);
+    EXPECT_TRUE(r.Has("retry-after"));  // on every style, none included
+  }
+}
+
+TEST_P(ServerE2E, KeepAliveServesManyRequestsOnOneConnection) {
+  auto s = Start();
+  ASSERT_TRUE(s);
+  HttpConnection c(s->port);
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 50; ++i) {
+    auto r = c.Request("GET", "/healthz");
+    ASSERT_TRUE(r.ok) << i << " " << r.error;
+    EXPECT_EQ(r.status, 200);
+    EXPECT_TRUE(r.keep_alive);
+  }
+  // Connection: close is honoured.
+  auto r = c.Request("GET", "/healthz", {{"Connection", "close"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_TRUE(c.WaitClosed(2s));
+}
+
+TEST_P(ServerE2E, MalformedAndOversizedRequestsGetErrorsAndServerStaysUp) {
+  server::ServerConfig cfg = Config();
+  cfg.max_header_bytes = 4096;
+  cfg.max_body_bytes = 1024;
+  auto s = Start(cfg, TightPolicy());
+  ASSERT_TRUE(s);
+  {
+    HttpConnection c(s->port);
+    ASSERT_TRUE(c.SendRaw("THIS IS NOT HTTP\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 400);
+    EXPECT_TRUE(c.WaitClosed(2s));
+  }
+  {
+    HttpConnection c(s->port);
+    ASSERT_TRUE(c.SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8000, 'a') +
+                          "\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 431);
+  }
+  {
+    auto r = Fetch(s->port, "POST", "/v1/decide", {}, std::string(5000, '{'));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 413);
+  }
+  {
+    // Expect: 100-continue with a too-large declared body: 413 without reading it.
+    HttpConnection c(s->port);
+    ASSERT_TRUE(
+        c.SendRaw("POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n"
+                  "Expect: 100-continue\r\n\r\n"));
+    auto r = c.ReadResponse();
+    EXPECT_EQ(r.status, 413);
+  }
+  {
+    HttpConnection c(s->port);
+    ASSERT_TRUE(c.SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"));
+    auto r = c.ReadResponse();
+    EXPECT_EQ(r.status, 400);
+  }
+  {
+    HttpConnection c(s->port);
+    ASSERT_TRUE(
+        c.SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "zz\r\n"));
+    auto r = c.ReadResponse();
+    EXPECT_EQ(r.status, 400);
+  }
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
+}
+
+TEST_P(ServerE2E, SlowAndIdleClientsTimeOut) {
+  server::ServerConfig cfg = Config();
+  cfg.read_timeout = server::Millis(200);
+  cfg.idle_timeout = server::Millis(300);
+  auto s = Start(cfg, TightPolicy());
+  ASSERT_TRUE(s);
+  HttpConnection slow(s->port);
+  ASSERT_TRUE(slow.SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\n"));  // never finished
+  HttpConnection idle(s->port);
+  auto r = idle.Request("GET", "/healthz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(slow.WaitClosed(3s));
+  EXPECT_TRUE(idle.WaitClosed(3s));
+  EXPECT_TRUE(WaitFor([&] {
+    auto m = Fetch(s->port, "GET", "/metrics");
+    return m.body.find("tollgate_connection_timeouts_total 2") != std::string::npos;
+  }));
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
+}
+
+TEST_P(ServerE2E, ReloadUnderLoadFailsNoRequest) {
+  auto s = Start(Config(), GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      HttpConnection c(s->port);
+      std::string key = Key(std::to_string(t));
+      while (!stop.load()) {
+        auto r = c.Request("GET", "/v1/auth", AuthHeaders(key));
+        if (r.ok && r.status == 204) {
+          ++ok;
+        } else {
+          ++failed;
+          c.Close();
+          c = HttpConnection(s->port);
+        }
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return ok.load() > 100; }));
+  for (int i = 0; i < 20; ++i) {
+    WriteFile(s->policy_path, GenerousPolicy(1'000'000 + i));
+    auto r = Fetch(s->admin_port, "POST", "/v1/reload");
+    ASSERT_EQ(r.status, 200) << r.body;
+    int before = ok.load();
+    ASSERT_TRUE(WaitFor([&] { return ok.load() > before + 10; }));
+  }
+  stop = true;
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(ok.load(), 200);
+  auto policy = json::parse(Fetch(s->admin_port, "GET", "/v1/policy").body);
+  EXPECT_EQ(policy["generation"], 21);
+}
+
+TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
+  server::ServerConfig cfg = Config();
+  cfg.admin_token = "s3cret";
+  auto s = Start(cfg, TightPolicy());
+  ASSERT_TRUE(s);
+  Headers auth = {{"Authorization", "Bearer s3cret"}};
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/policy").status, 401);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/policy", {{"Authorization", "Bearer nope"}}).status,
+            401);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/healthz").status, 200);  // probes need no token
+  auto p = Fetch(s->admin_port, "GET", "/v1/policy", auth);
+  ASSERT_EQ(p.status, 200);
+  json pj = json::parse(p.body);
+  EXPECT_EQ(pj["generation"], 1);
+  EXPECT_EQ(pj["rules"][0]["name"], "keyed");
+
+  // A broken policy is refused with its errors; the old one stays live.
+  WriteFile(s->policy_path, R"({"rules": [{"name": "x", "algorithm": "nope"}]})");
+  auto bad = Fetch(s->admin_port, "POST", "/v1/reload", auth);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_FALSE(json::parse(bad.body)["errors"].empty()) << bad.body;
+  EXPECT_EQ(json::parse(Fetch(s->admin_port, "GET", "/v1/policy", auth).body)["generation"], 1);
+  WriteFile(s->policy_path, TightPolicy());
+  EXPECT_EQ(Fetch(s->admin_port, "POST", "/v1/reload", auth).status, 200);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/reload", auth).status, 405);
+
+  // Rejections show up in /v1/top, never in /metrics labels.
+  std::string key = Key("\"quoted\"");
+  for (int i = 0; i < 8; ++i) Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+  auto top = Fetch(s->admin_port, "GET", "/v1/top?n=5", auth);
+  ASSERT_EQ(top.status, 200);
+  json tj = json::parse(top.body);
+  ASSERT_FALSE(tj["rules"].empty()) << top.body;
+  EXPECT_EQ(tj["rules"][0]["rule"], "keyed");
+  EXPECT_EQ(tj["rules"][0]["top"][0]["key"], key);
+  EXPECT_EQ(tj["rules"][0]["top"][0]["rejected"], 5);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/top?n=0", auth).status, 400);
+  auto metrics = Fetch(s->admin_port, "GET", "/metrics", auth).body;
+  EXPECT_EQ(metrics.find("quoted"), std::string::npos);
+  EXPECT_NE(metrics.find("tollgate_decisions_total{rule=\"keyed\",outcome=\"rejected\"} 5"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tollgate_policy_reloads_total{result=\"failure\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("tollgate_policy_reloads_total{result=\"success\"} 1"), std::string::npos);
+
+  // Explain charges nothing.
+  std::string fresh = Key("explain");
+  auto e = Fetch(
+      s->admin_port, "GET",
+      "/v1/explain?method=GET&path=/api/items&header=x-api-key:" + fresh + "&ip=10.1.2.3", auth);
+  ASSERT_EQ(e.status, 200) << e.body;
+  json ej = json::parse(e.body);
+  EXPECT_EQ(ej["rules"][0]["rule"], "keyed");
+  EXPECT_EQ(ej["rules"][0]["key"], fresh);
+  EXPECT_EQ(ej["rules"][0]["remaining"], 3);
+  EXPECT_EQ(ej["request"]["client_ip"], "10.1.2.3");
+  e = Fetch(s->admin_port, "GET", "/v1/explain?path=/api/items&header=x-api-key:" + fresh, auth);
+  EXPECT_EQ(json::parse(e.body)["rules"][0]["remaining"], 3);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/explain?path=nope", auth).status, 400);
+}
+
+TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
+  std::string dir = MakeTempDir();
+  auto log = server::Logger::Create(server::LogLevel::kInfo, dir + "/log.jsonl");
+  ASSERT_TRUE(log.ok());
+  std::shared_ptr<server::Logger> shared_log = std::move(log).value();
+  server::ServerConfig cfg = Config();
+  cfg.reject_log_sample = 1;
+  cfg.reject_logs_per_second = 2;
+  auto s = Start(cfg, TightPolicy(), shared_log);
+  ASSERT_TRUE(s);
+  std::string key = Key("\"},\n{\"evil\":1");
+  std::string trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Headers h = AuthHeaders(key);
+  h.push_back({"traceparent", trace});
+  for (int i = 0; i < 10; ++i) Fetch(s->port, "GET", "/v1/auth", h);
+  s.reset();  // flushes
+  shared_log->Flush();
+  std::ifstream in(dir + "/log.jsonl");
+  std::string line;
+  int rejected = 0;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;  // every line is one JSON object
+    EXPECT_FALSE(j.contains("evil"));
+    if (j["msg"] == "rejected") {
+      ++rejected;
+      EXPECT_EQ(j["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+      EXPECT_EQ(j["rule"], "keyed");
+    }
+  }
+  // 7 rejections in well under a second, at most 2 a second logged.
+  EXPECT_GE(rejected, 1) << ReadFileForDebug(dir + "/log.jsonl");
+  EXPECT_LE(rejected, 4);
+  std::filesystem::remove_all(dir);
+}
+
+// ---- Gateway mode ----
+
+TEST_P(ServerE2E, GatewayForwardsAllowedRequestsAndAnswers429Itself) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, TightPolicy());
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  std::string trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  HttpConnection c(s->port);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.Request("GET", "/api/items?x=1",
+                       {{"X-Api-Key", key},
+                        {"X-Forwarded-For", "198.51.100.1"},
+                        {"traceparent", trace},
+                        {"Connection", "keep-alive, X-Hop"},
+                        {"X-Hop", "secret"},
+                        {"Keep-Alive", "timeout=5"}});
+    ASSERT_TRUE(r.ok) << r.error;
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.Header("x-upstream"), "yes");
+    EXPECT_FALSE(r.Has("keep-alive"));  // hop-by-hop from the upstream removed
+    EXPECT_NE(r.Header("ratelimit").find("\"keyed\";r=" + std::to_string(2 - i)),
+              std::string::npos);
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["target"], "/api/items?x=1");
+    EXPECT_EQ(j["headers"]["x-forwarded-for"], "198.51.100.1, 127.0.0.1");
+    EXPECT_EQ(j["headers"]["traceparent"], trace);
+    EXPECT_EQ(j["headers"]["host"], "127.0.0.1:" + std::to_string(upstream.port()));
+    EXPECT_EQ(j["headers"]["x-forwarded-host"], "test");
+    EXPECT_FALSE(j["headers"].contains("x-hop"));
+    EXPECT_FALSE(j["headers"].contains("keep-alive"));
+  }
+  EXPECT_EQ(upstream.connections(), 1);  // pooled keep-alive connection reused
+
+  auto r = c.Request("GET", "/api/items", {{"X-Api-Key", key}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.Header("content-type"), "application/problem+json");
+  EXPECT_EQ(r.Header("cache-control"), "no-store");
+  EXPECT_GE(std::atoi(r.Header("retry-after").c_str()), 1);
+  json problem = json::parse(r.body);
+  EXPECT_EQ(problem["status"], 429);
+  EXPECT_NE(problem["type"].get<std::string>().find("quota-exceeded"), std::string::npos);
+  EXPECT_EQ(upstream.requests(), 3);
+  // tollgated's own endpoints are still served in gateway mode.
+  EXPECT_EQ(c.Request("GET", "/healthz").status, 200);
+}
+
+TEST_P(ServerE2E, GatewayStreamsBodiesBothWays) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  HttpConnection c(s->port);
+  std::string big(200'000, 'b');
+  auto r = c.Request("POST", "/upload", {{"X-Api-Key", key}}, big);
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(json::parse(r.body)["body_bytes"], 200000);
+  // A chunked request body.
+  ASSERT_TRUE(
+      c.SendRaw("POST /upload HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + key +
+                "\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"));
+  r = c.ReadResponse();
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(json::parse(r.body)["body_bytes"], 11);
+  // A chunked response.
+  r = c.Request("GET", "/chunked", {{"X-Api-Key", key}});
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(r.body, "part0part1part2part3part4");
+  EXPECT_TRUE(r.Has("ratelimit"));
+  // HEAD has no body.
+  r = c.Request("HEAD", "/x", {{"X-Api-Key", key}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body.empty());
+  r = c.Request("GET", "/status?code=404", {{"X-Api-Key", key}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(r.Has("ratelimit"));
+}
+
+TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
+  server::ServerConfig cfg = Config();
+  cfg.upstream_timeout = server::Millis(300);
+  auto upstream = std::make_unique<TestUpstream>();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream->port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  auto r = Fetch(s->port, "GET", "/slow?ms=1500", {{"X-Api-Key", key}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 504);
+  EXPECT_EQ(r.Header("content-type"), "application/problem+json");
+  upstream.reset();  // nobody listens there any more
+  r = Fetch(s->port, "GET", "/x", {{"X-Api-Key", key}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
+  auto m = Fetch(s->admin_port, "GET", "/metrics").body;
+  EXPECT_NE(m.find("tollgate_upstream_errors_total{kind=\"timeout\"} 1"), std::string::npos) << m;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ServerE2E, ::testing::Values("local", "redis"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace tollgate::testing

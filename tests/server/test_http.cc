@@ -1,0 +1,380 @@
+#include "server/test_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+namespace tollgate::testing {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void SetTimeouts(int fd, std::chrono::milliseconds t) {
+  timeval tv{static_cast<time_t>(t.count() / 1000),
+             static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int ConnectLoopback(int port, std::chrono::milliseconds timeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  SetTimeouts(fd, timeout);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
+}
+
+// Reads more bytes into buf; false on EOF/error/timeout.
+bool ReadMore(int fd, std::string& buf) {
+  char tmp[16384];
+  ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+  if (n <= 0) return false;
+  buf.append(tmp, size_t(n));
+  return true;
+}
+
+struct Message {
+  std::string start_line;
+  std::map<std::string, std::string> headers;
+  std::string body;
+};
+
+// Reads one HTTP message from fd (with leftover bytes in buf). For responses,
+// `head` / status without body are handled by the caller passing no_body.
+bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no_body,
+                 std::string* error) {
+  size_t end;
+  while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+    if (buf.size() > (1 << 20)) {
+      *error = "header too large";
+      return false;
+    }
+    if (!ReadMore(fd, buf)) {
+      *error = buf.empty() ? "connection closed" : "eof in header";
+      return false;
+    }
+  }
+  std::string head = buf.substr(0, end);
+  buf.erase(0, end + 4);
+  std::istringstream lines(head);
+  std::getline(lines, m->start_line);
+  if (!m->start_line.empty() && m->start_line.back() == '\r') m->start_line.pop_back();
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = Lower(line.substr(0, colon));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    auto it = m->headers.find(name);
+    if (it == m->headers.end()) {
+      m->headers[name] = value;
+    } else {
+      it->second += ", " + value;
+    }
+  }
+  if (no_body) return true;
+  auto te = m->headers.find("transfer-encoding");
+  auto cl = m->headers.find("content-length");
+  if (te != m->headers.end() && Lower(te->second).find("chunked") != std::string::npos) {
+    for (;;) {
+      size_t eol;
+      while ((eol = buf.find("\r\n")) == std::string::npos) {
+        if (!ReadMore(fd, buf)) {
+          *error = "eof in chunk size";
+          return false;
+        }
+      }
+      size_t size = std::stoul(buf.substr(0, eol), nullptr, 16);
+      buf.erase(0, eol + 2);
+      if (size == 0) {
+        while ((eol = buf.find("\r\n")) != 0) {  // trailers until empty line
+          if (eol == std::string::npos) {
+            if (!ReadMore(fd, buf)) {
+              *error = "eof in trailer";
+              return false;
+            }
+            continue;
+          }
+          buf.erase(0, eol + 2);
+        }
+        buf.erase(0, 2);
+        return true;
+      }
+      while (buf.size() < size + 2) {
+        if (!ReadMore(fd, buf)) {
+          *error = "eof in chunk";
+          return false;
+        }
+      }
+      m->body.append(buf, 0, size);
+      buf.erase(0, size + 2);
+    }
+  }
+  if (cl != m->headers.end()) {
+    size_t n = std::stoul(cl->second);
+    while (buf.size() < n) {
+      if (!ReadMore(fd, buf)) {
+        *error = "eof in body";
+        return false;
+      }
+    }
+    m->body = buf.substr(0, n);
+    buf.erase(0, n);
+    return true;
+  }
+  if (!is_response) return true;  // request without body
+  while (ReadMore(fd, buf)) {
+  }
+  m->body = std::move(buf);
+  buf.clear();
+  return true;
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(int port, std::chrono::milliseconds timeout)
+    : fd_(ConnectLoopback(port, timeout)) {}
+HttpConnection::~HttpConnection() { Close(); }
+
+void HttpConnection::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool HttpConnection::SendRaw(const std::string& bytes) { return fd_ >= 0 && SendAll(fd_, bytes); }
+
+HttpResponse HttpConnection::ReadResponse(bool head) {
+  HttpResponse r;
+  if (fd_ < 0) {
+    r.error = "not connected";
+    return r;
+  }
+  Message m;
+  for (;;) {
+    m = Message();
+    if (!ReadMessage(fd_, buffer_, &m, true, true, &r.error)) return r;
+    if (m.start_line.size() < 12) {
+      r.error = "bad status line: " + m.start_line;
+      return r;
+    }
+    r.status = std::atoi(m.start_line.c_str() + 9);
+    if (r.status != 100) break;
+  }
+  bool no_body = head || r.status == 204 || r.status == 304;
+  if (!no_body) {
+    // Re-run the body part with the parsed headers.
+    std::string error;
+    Message body_only;
+    body_only.headers = m.headers;
+    auto te = m.headers.find("transfer-encoding");
+    auto cl = m.headers.find("content-length");
+    if (te != m.headers.end() || cl != m.headers.end()) {
+      // Build a fake header block so ReadMessage can parse the body.
+      std::string fake = "HTTP/1.1 200 OK\r\n";
+      if (te != m.headers.end()) fake += "Transfer-Encoding: " + te->second + "\r\n";
+      if (cl != m.headers.end()) fake += "Content-Length: " + cl->second + "\r\n";
+      fake += "\r\n";
+      buffer_.insert(0, fake);
+      Message b;
+      if (!ReadMessage(fd_, buffer_, &b, true, false, &r.error)) return r;
+      m.body = std::move(b.body);
+    } else {
+      while (ReadMore(fd_, buffer_)) {
+      }
+      m.body = std::move(buffer_);
+      buffer_.clear();
+    }
+  }
+  r.headers = std::move(m.headers);
+  r.body = std::move(m.body);
+  std::string conn = Lower(r.Header("connection"));
+  r.keep_alive = conn.find("close") == std::string::npos;
+  r.ok = true;
+  return r;
+}
+
+HttpResponse HttpConnection::Request(const std::string& method, const std::string& target,
+                                     const Headers& headers, const std::string& body) {
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: test\r\n";
+  bool has_length = false;
+  for (const auto& [n, v] : headers) {
+    req += n + ": " + v + "\r\n";
+    has_length = has_length || Lower(n) == "content-length" || Lower(n) == "transfer-encoding";
+  }
+  if (!has_length && (!body.empty() || method == "POST" || method == "PUT")) {
+    req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  req += "\r\n" + body;
+  if (!SendRaw(req)) {
+    HttpResponse r;
+    r.error = "send failed";
+    return r;
+  }
+  return ReadResponse(method == "HEAD");
+}
+
+bool HttpConnection::WaitClosed(std::chrono::milliseconds within) {
+  if (fd_ < 0) return true;
+  auto end = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    int n = ::poll(&p, 1, int(left.count()));
+    if (n <= 0) continue;
+    char c[4096];
+    ssize_t r = ::recv(fd_, c, sizeof c, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+    if (r > 0) buffer_.append(c, size_t(r));
+  }
+}
+
+HttpResponse Fetch(int port, const std::string& method, const std::string& target,
+                   const Headers& headers, const std::string& body) {
+  HttpConnection c(port);
+  if (!c.connected()) {
+    HttpResponse r;
+    r.error = "connect failed";
+    return r;
+  }
+  return c.Request(method, target, headers, body);
+}
+
+// ---- TestUpstream ----
+
+TestUpstream::TestUpstream() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::listen(listen_fd_, 512);
+  socklen_t len = sizeof a;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+TestUpstream::~TestUpstream() {
+  stop_ = true;
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  ::close(listen_fd_);
+  acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    threads = std::move(threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+void TestUpstream::AcceptLoop() {
+  for (;;) {
+    int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) {
+      if (stop_) return;
+      continue;
+    }
+    int id = ++connections_;
+    SetTimeouts(fd, std::chrono::seconds(10));
+    std::lock_guard lock(mu_);
+    fds_.push_back(fd);
+    threads_.emplace_back([this, fd, id] { Serve(fd, id); });
+  }
+}
+
+void TestUpstream::Serve(int fd, int id) {
+  std::string buf;
+  for (;;) {
+    Message m;
+    std::string error;
+    if (!ReadMessage(fd, buf, &m, false, false, &error)) break;
+    ++requests_;
+    std::istringstream sl(m.start_line);
+    std::string method, target, version;
+    sl >> method >> target >> version;
+    std::string path = target.substr(0, target.find('?'));
+    std::string query =
+        target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1);
+    int status = 200;
+    bool close = Lower(m.headers["connection"]) == "close";
+    if (path == "/slow") {
+      int ms = std::atoi(query.substr(query.find('=') + 1).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the behaviour under test
+    } else if (path == "/status") {
+      status = std::atoi(query.substr(query.find('=') + 1).c_str());
+    } else if (path == "/close") {
+      close = true;
+    }
+    std::string resp;
+    if (path == "/chunked") {
+      resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
+      for (int i = 0; i < 5; ++i) resp += "5\r\npart" + std::to_string(i) + "\r\n";
+      resp += "0\r\n\r\n";
+    } else {
+      std::ostringstream body;
+      body << "{\"method\":\"" << method << "\",\"target\":\"" << target
+           << "\",\"connection\":" << id << ",\"body_bytes\":" << m.body.size() << ",\"headers\":{";
+      bool first = true;
+      for (const auto& [n, v] : m.headers) {
+        if (!first) body << ",";
+        first = false;
+        body << "\"" << n << "\":\"";
+        for (char c : v) {
+          if (c == '"' || c == '\\') body << '\\';
+          body << c;
+        }
+        body << "\"";
+      }
+      body << "}}";
+      std::string b = body.str();
+      resp = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\n" +
+             "Keep-Alive: timeout=5\r\nX-Upstream: yes\r\nContent-Length: " +
+             std::to_string(b.size()) + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" +
+             (method == "HEAD" ? "" : b);
+    }
+    if (!SendAll(fd, resp) || close) break;
+  }
+  ::shutdown(fd, SHUT_RDWR);
+  std::lock_guard lock(mu_);
+  for (auto& f : fds_) {
+    if (f == fd) f = -1;
+  }
+  ::close(fd);
+}
+
+}  // namespace tollgate::testing

@@ -1,0 +1,104 @@
+// Test helpers: a blocking HTTP/1.1 client over real sockets, and a tiny
+// upstream server (Beast, thread per connection) for gateway and nginx tests.
+//
+// Every socket has a receive/send timeout, so a broken server fails a test
+// instead of hanging it. Not for production use.
+#ifndef TOLLGATE_TESTS_SERVER_TEST_HTTP_H_
+#define TOLLGATE_TESTS_SERVER_TEST_HTTP_H_
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tollgate::testing {
+
+struct HttpResponse {
+  bool ok = false;    // a complete response was read
+  std::string error;  // why not
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased; repeated fields joined by ", "
+  std::string body;
+  bool keep_alive = false;
+  std::string Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
+  bool Has(const std::string& lower_name) const { return headers.count(lower_name) > 0; }
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// One keep-alive connection.
+class HttpConnection {
+ public:
+  explicit HttpConnection(int port, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  ~HttpConnection();
+  bool connected() const { return fd_ >= 0; }
+
+  HttpResponse Request(const std::string& method, const std::string& target,
+                       const Headers& headers = {}, const std::string& body = "");
+  // Raw bytes; returns false if the send failed.
+  bool SendRaw(const std::string& bytes);
+  // Reads one response (after SendRaw).
+  HttpResponse ReadResponse(bool head = false);
+  // True when the server closed the connection (reads EOF within the timeout).
+  bool WaitClosed(std::chrono::milliseconds within);
+  void Close();
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// One request on a fresh connection.
+HttpResponse Fetch(int port, const std::string& method, const std::string& target,
+                   const Headers& headers = {}, const std::string& body = "");
+
+// A small upstream: GET/POST anything -> 200 JSON describing what it received.
+//   /slow?ms=N      answer after N ms
+//   /chunked        a chunked response ("part0".."part4")
+//   /status?code=N  answer with status N
+//   /close          answer with Connection: close
+class TestUpstream {
+ public:
+  TestUpstream();  // listens on 127.0.0.1, a free port
+  ~TestUpstream();
+  int port() const { return port_; }
+  int connections() const { return connections_.load(); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void AcceptLoop();
+  void Serve(int fd, int id);
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<int> requests_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::vector<int> fds_;
+};
+
+// Waits until pred() is true or the deadline passes; returns pred().
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return pred();
+    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling interval, not a sync
+  }
+  return true;
+}
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_SERVER_TEST_HTTP_H_

@@ -1,0 +1,193 @@
+// Unit tests of tollgated's parts that need no sockets: config parsing and
+// validation, the space-saving sketch, Prometheus text, trace context, log gate.
+#include <gtest/gtest.h>
+
+#include "server/config.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/top_rejected.h"
+
+namespace tollgate::server {
+namespace {
+
+TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
+  ServerConfig c;
+  auto errors = ParseServerConfig(R"({
+    "policy": "p.json", "listen": "0.0.0.0:8080", "threads": 4,
+    "admin": {"listen": "127.0.0.1:9999", "token": "t"},
+    "store": {"url": "redis://127.0.0.1:6379", "failure_mode": "degrade", "timeout_ms": 20},
+    "headers": "x-ratelimit", "trusted_proxies": ["10.0.0.0/8"],
+    "http": {"max_header_bytes": 2048, "read_timeout_ms": 500},
+    "gateway": {"upstream": "http://127.0.0.1:3000/base", "timeout_ms": 100},
+    "log": {"level": "debug", "reject_sample": 10}
+  })",
+                                  &c);
+  EXPECT_TRUE(errors.empty()) << errors[0].ToString();
+  EXPECT_EQ(c.policy_path, "p.json");
+  EXPECT_EQ(c.threads, 4);
+  EXPECT_EQ(c.admin_listen, "127.0.0.1:9999");
+  EXPECT_EQ(c.admin_token, "t");
+  EXPECT_EQ(c.store, "redis://127.0.0.1:6379");
+  EXPECT_EQ(c.failure_mode, "degrade");
+  EXPECT_EQ(c.header_style, "x-ratelimit");
+  EXPECT_EQ(c.max_header_bytes, 2048u);
+  EXPECT_EQ(c.read_timeout, Millis(500));
+  EXPECT_EQ(c.upstream_timeout, Millis(100));
+  EXPECT_EQ(c.reject_log_sample, 10u);
+  EXPECT_TRUE(ValidateServerConfig(c).empty());
+
+  ServerConfig d;
+  errors = ParseServerConfig(R"({"threads": "x", "http": {"max_header_bytes": 1, "bogus": 1},
+                                 "gateway": 5, "typo": true})",
+                             &d);
+  std::vector<std::string> paths;
+  for (const auto& e : errors) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"threads", "http.max_header_bytes", "http.bogus",
+                                             "gateway", "typo"}));
+  EXPECT_EQ(ParseServerConfig("{", &d).size(), 1u);
+  EXPECT_EQ(ParseServerConfig("[]", &d).size(), 1u);
+}
+
+TEST(ServerConfig, ValidationCatchesBadValues) {
+  ServerConfig c;
+  c.listen = "nope";
+  c.store = "memcached://x";
+  c.failure_mode = "maybe";
+  c.header_style = "draft99";
+  c.upstream = "https://x";
+  c.log_level = "loud";
+  std::vector<std::string> paths;
+  for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "failure_mode", "headers",
+                                             "gateway.upstream", "log.level"}));
+}
+
+TEST(ServerConfig, HostPortAndUpstreamUrls) {
+  HostPort hp;
+  std::string why;
+  ASSERT_TRUE(ParseHostPort("127.0.0.1:80", &hp, &why));
+  EXPECT_EQ(hp.host, "127.0.0.1");
+  EXPECT_EQ(hp.port, 80);
+  ASSERT_TRUE(ParseHostPort("[::1]:0", &hp, &why));
+  EXPECT_EQ(hp.host, "::1");
+  EXPECT_EQ(hp.ToString(), "[::1]:0");
+  ASSERT_TRUE(ParseHostPort(":9", &hp, &why));
+  EXPECT_EQ(hp.host, "0.0.0.0");
+  EXPECT_FALSE(ParseHostPort("::1:80", &hp, &why));
+  EXPECT_FALSE(ParseHostPort("h:70000", &hp, &why));
+  EXPECT_FALSE(ParseHostPort("h:", &hp, &why));
+  UpstreamUrl u;
+  ASSERT_TRUE(ParseUpstreamUrl("http://app.local/v2/", &u, &why));
+  EXPECT_EQ(u.address.host, "app.local");
+  EXPECT_EQ(u.address.port, 80);
+  EXPECT_EQ(u.base_path, "/v2");
+  EXPECT_EQ(u.host_header, "app.local");
+  ASSERT_TRUE(ParseUpstreamUrl("http://[::1]:3000", &u, &why));
+  EXPECT_EQ(u.address.port, 3000);
+  EXPECT_FALSE(ParseUpstreamUrl("https://x", &u, &why));
+  EXPECT_FALSE(ParseUpstreamUrl("http://", &u, &why));
+}
+
+TEST(SpaceSaving, KeepsHeavyHittersAndBoundsErrors) {
+  SpaceSaving s(16);  // guarantees every key above 350 / 16 ~ 22 occurrences
+  // Heavy hitters a (100) and b (50) among 200 distinct one-off keys.
+  for (int i = 0; i < 200; ++i) {
+    s.Add("noise" + std::to_string(i));
+    if (i % 2 == 0) s.Add("a");
+    if (i % 4 == 0) s.Add("b");
+  }
+  auto top = s.Top(2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].key, "a");
+  EXPECT_EQ(top[1].key, "b");
+  for (const auto& e : top) {
+    uint64_t truth = e.key == "a" ? 100 : 50;
+    EXPECT_GE(e.count, truth);
+    EXPECT_LE(e.count - e.error, truth);
+  }
+  EXPECT_LE(s.entries().size(), 16u);
+}
+
+TEST(TopRejected, WindowsRotateAndMemoryIsBounded) {
+  TopRejected t(8, 1'000);
+  t.Record("r", "k1", 0);
+  t.Record("r", "k1", 10);
+  t.Record("r", "k2", 20);
+  auto top = t.Top(10, 30);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].top[0].key, "k1");
+  EXPECT_EQ(top[0].top[0].count, 2u);
+  // One window later the counts are still reported (previous window)...
+  EXPECT_EQ(t.Top(10, 1'500)[0].top[0].count, 2u);
+  // ...two windows later they are gone.
+  EXPECT_TRUE(t.Top(10, 4'000).empty() || t.Top(10, 4'000)[0].top.empty());
+  for (size_t i = 0; i < TopRejected::kMaxRules + 10; ++i) {
+    t.Record("rule" + std::to_string(i), std::string(1000, 'x'), 5'000);
+  }
+  EXPECT_EQ(t.dropped(), 11u);  // "r" already held one of the slots
+  auto all = t.Top(1, 5'000);
+  for (const auto& r : all) {
+    for (const auto& e : r.top) EXPECT_LE(e.key.size(), TopRejected::kMaxKeyBytes);
+  }
+}
+
+TEST(Prometheus, EscapesLabelsAndWritesHistograms) {
+  PrometheusWriter w;
+  w.Family("x_total", "counter", "Help with \\ and\nnewline.");
+  w.Sample("x_total", {"rule", "a\"b\\c\nd"}, uint64_t{3});
+  std::string text = w.Take();
+  EXPECT_EQ(text,
+            "# HELP x_total Help with \\\\ and\\nnewline.\n# TYPE x_total counter\n"
+            "x_total{rule=\"a\\\"b\\\\c\\nd\"} 3\n");
+  ServerMetrics m(2);
+  m.shard(0).ObserveDecision(10'000, false);         // 10 us
+  m.shard(1).ObserveDecision(2'000'000, true);       // 2 ms
+  m.shard(1).ObserveDecision(5'000'000'000, false);  // 5 s: only +Inf
+  PrometheusWriter w2;
+  m.Render(w2);
+  std::string h = w2.Take();
+  EXPECT_NE(h.find("tollgate_decision_duration_seconds_bucket{le=\"2.5e-05\"} 1\n"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("tollgate_decision_duration_seconds_bucket{le=\"0.0025\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(h.find("tollgate_decision_duration_seconds_bucket{le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(h.find("tollgate_decision_duration_seconds_bucket{le=\"+Inf\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(h.find("tollgate_decision_duration_seconds_count 3\n"), std::string::npos);
+  EXPECT_NE(h.find("tollgate_store_errors_total 1\n"), std::string::npos);
+}
+
+TEST(TraceContext, ParsesOnlyValidTraceparents) {
+  auto t = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(t.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(t.parent_id, "00f067aa0ba902b7");
+  for (const char* bad : {"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+                          "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                          "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+                          "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0\n"}) {
+    EXPECT_TRUE(ParseTraceparent(bad).traceparent.empty()) << bad;
+  }
+  // A future version may append fields.
+  EXPECT_FALSE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz")
+                   .trace_id.empty());
+}
+
+TEST(RejectionGate, SamplesAndCapsPerSecond) {
+  RejectionGate gate(10, 3);
+  int admitted = 0;
+  for (int i = 0; i < 1000; ++i) admitted += gate.Admit(/*now_s=*/5);
+  EXPECT_EQ(admitted, 3);  // 100 sampled, 3 allowed in second 5
+  admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += gate.Admit(6);
+  EXPECT_EQ(admitted, 2);  // sampled 1 in 10, cap not reached
+  EXPECT_EQ(gate.suppressed(), 1000u + 20u - 5u);
+  RejectionGate off(0, 10);
+  EXPECT_FALSE(off.Admit(1));
+}
+
+}  // namespace
+}  // namespace tollgate::server
