@@ -95,6 +95,7 @@ class FleetRegistry {
 struct RedisFleetOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
+  std::string username;  // ACL user (AUTH username password); empty = legacy AUTH
   std::string password;  // AUTH when non-empty
   int db = 0;
   // The sorted set holding the fleet; a {hash tag} keeps it on one Cluster slot.

@@ -105,7 +105,9 @@ class RedisFleetRegistry final : public FleetRegistry {
       return ConnectionError("fleet: cannot set the command timeout");
     context_ = std::move(c);
     if (!options_.password.empty()) {
-      ReplyPtr r(Command({"AUTH", options_.password}));
+      ReplyPtr r(options_.username.empty()
+                     ? Command({"AUTH", options_.password})
+                     : Command({"AUTH", options_.username, options_.password}));
       if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
         context_.reset();
         return ConnectionError("fleet: AUTH failed");
@@ -176,14 +178,19 @@ Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options) {
   if (url.substr(0, kScheme.size()) != kScheme)
     return InvalidArgument("fleet url: must start with redis://");
   std::string_view rest = url.substr(kScheme.size());
+  rest = rest.substr(0, rest.find('?'));  // store options (prefix, timeouts) are not ours
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   const size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
     std::string_view userinfo = authority.substr(0, at);
     const size_t colon = userinfo.find(':');
-    options->password =
-        std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1));
+    if (colon == std::string_view::npos) {
+      options->password = std::string(userinfo);
+    } else {
+      options->username = std::string(userinfo.substr(0, colon));
+      options->password = std::string(userinfo.substr(colon + 1));
+    }
     authority = authority.substr(at + 1);
   }
   const size_t colon = authority.rfind(':');

@@ -333,6 +333,40 @@ TEST(DegradeFleetTest, TwoInstancesShareTheFraction) {
   EXPECT_EQ(drain(*b), 25);
 }
 
+// The registry against a real server: counts distinct live instances, needs AUTH
+// when the server asks for it, and survives a restart.
+TEST(FleetRegistryTest, CountsInstancesWithAuthAndReconnects) {
+  testing::RedisServer::Options so;
+  so.extra_args = {"--requirepass", "pw"};
+  so.password = "pw";
+  auto started = testing::RedisServer::Start(so);
+  if (started.missing) GTEST_SKIP() << started.error;
+  ASSERT_TRUE(started.server != nullptr) << started.error;
+  testing::RedisServer& server = *started.server;
+  auto make = [&](const std::string& id, const std::string& password) {
+    RedisFleetOptions f;
+    f.port = server.port();
+    f.password = password;
+    f.instance_id = id;
+    f.key = "tg-registry:{fleet}";
+    f.timeout = kDeadline;
+    return std::move(*CreateRedisFleetRegistry(f));
+  };
+  auto a = make("a", "pw"), b = make("b", "pw"), intruder = make("c", "wrong");
+  EXPECT_EQ(*a->Heartbeat(), 1);
+  EXPECT_EQ(*b->Heartbeat(), 2);
+  EXPECT_EQ(*a->Heartbeat(), 2);  // the same id counts once
+  EXPECT_FALSE(intruder->Heartbeat().ok());
+  server.Kill();
+  EXPECT_FALSE(a->Heartbeat().ok());
+  ASSERT_EQ(server.Restart(), "");
+  ASSERT_TRUE(WaitFor([&] { return a->Heartbeat().ok(); }, kRecoveryBound));
+  EXPECT_EQ(*a->Heartbeat(), 1);  // the restarted server forgot b until it beats again
+  EXPECT_EQ(*b->Heartbeat(), 2);
+  b.reset();  // leaving removes it at once, not after the TTL
+  EXPECT_EQ(*a->Heartbeat(), 1);
+}
+
 // Charge-back: a client that used its budget locally is still limited once
 // Redis is back, even though the restarted Redis lost every bucket.
 void RunChargeBack(bool charge_back, bool expect_limited) {

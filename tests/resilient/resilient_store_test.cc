@@ -384,6 +384,12 @@ TEST(FleetUrlTest, Parses) {
   EXPECT_EQ(o.port, 6380);
   EXPECT_EQ(o.password, "pw");
   EXPECT_EQ(o.db, 2);
+  RedisFleetOptions u;
+  ASSERT_TRUE(ParseFleetUrl("redis://app:secret@redis.internal:6379/0?timeout_ms=50", &u).ok());
+  EXPECT_EQ(u.username, "app");
+  EXPECT_EQ(u.password, "secret");
+  EXPECT_EQ(u.host, "redis.internal");
+  EXPECT_EQ(u.port, 6379);
   EXPECT_FALSE(ParseFleetUrl("http://x", &o).ok());
   EXPECT_FALSE(ParseFleetUrl("redis://host:99999", &o).ok());
 }
