@@ -22,7 +22,7 @@
 //
 // Per-rule modes: AcquireItem carries no mode. Options::mode_for_key maps a
 // bucket key to its mode; FailureModesByRule() builds one from rule names for
-// keys in the policy layer's "<rule name>\x1f<identity>" form.
+// the policy layer's keys (the rule name comes before the first \x1f).
 //
 // Fleet awareness: with Options::fleet set, a maintenance thread calls
 // FleetRegistry::Heartbeat() every maintenance_period while the breaker is not
@@ -78,8 +78,9 @@ bool ParseFailureMode(std::string_view name, FailureMode* out);
 
 using FailureModeResolver = std::function<FailureMode(std::string_view key)>;
 
-// A resolver for keys of the form "<rule name>\x1f<identity>": the rule name's
-// mode from `by_rule`, else `fallback` (also for keys without a separator).
+// A resolver for the policy layer's keys, "<rule name>\x1f<algorithm>\x1f<identity>":
+// the mode of the rule name (the text before the first \x1f) from `by_rule`,
+// else `fallback` (also for keys without a separator).
 FailureModeResolver FailureModesByRule(std::map<std::string, FailureMode, std::less<>> by_rule,
                                        FailureMode fallback);
 
