@@ -52,6 +52,9 @@
 // path adds one breaker Allow/Record (lock-free) to the primary call.
 // Ownership: owns the primary, the breaker, the local store, the fleet registry
 // and the maintenance thread (joined by the destructor). Clocks are borrowed.
+// The destructor destroys the primary first, so async calls it still holds
+// complete (per the mode) while everything they use is alive; no new call may
+// start once destruction has begun.
 // Errors: as the primary's, plus kUnavailable from kClosed.
 #ifndef TOLLGATE_RESILIENT_STORE_H_
 #define TOLLGATE_RESILIENT_STORE_H_

@@ -49,6 +49,7 @@ class ResilientStore::Impl {
   Impl(std::unique_ptr<Store> primary, ResilientStoreOptions options,
        std::unique_ptr<LocalStore> local)
       : primary_(std::move(primary)),
+        primary_name_(primary_->Name()),
         fleet_(std::move(options.fleet)),
         options_(std::move(options)),
         breaker_(WrapListener(options_.breaker)),
@@ -56,7 +57,12 @@ class ResilientStore::Impl {
         ledger_(options_.max_charge_back_keys),
         instances_(std::max<int64_t>(1, options_.initial_instances)) {}
 
-  ~Impl() { StopThread(); }
+  ~Impl() {
+    StopThread();
+    // The primary fails its queued async calls as it shuts down; their
+    // callbacks use the breaker, the local store and the ledger, so it goes first.
+    primary_.reset();
+  }
 
   void StartThread() {
     thread_ = std::thread([this] { Loop(); });
@@ -100,7 +106,7 @@ class ResilientStore::Impl {
     if (!slot->cv.wait_for(lock, options_.call_deadline,
                            [&] { return slot->result.has_value(); })) {
       Bump(deadline_expired_);
-      return TimeoutError("rate-limit store " + primary_->Name() + " did not answer within " +
+      return TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
                           std::to_string(options_.call_deadline.count() / 1'000'000) + "ms");
     }
     return std::move(*slot->result);
@@ -157,7 +163,7 @@ class ResilientStore::Impl {
       const FailureMode m = options_.mode_for_key ? options_.mode_for_key(it.key) : options_.mode;
       if (m == FailureMode::kClosed) {
         Bump(closed_rejections_);
-        return UnavailableError("rate-limit store " + primary_->Name() +
+        return UnavailableError("rate-limit store " + primary_name_ +
                                 " unavailable (fail-closed, breaker " +
                                 std::string(BreakerStateName(breaker_.state())) + ")");
       }
@@ -308,6 +314,7 @@ class ResilientStore::Impl {
   }
 
   std::unique_ptr<Store> primary_;
+  const std::string primary_name_;  // kept: used while primary_ is being destroyed
   std::unique_ptr<FleetRegistry> fleet_;
   const ResilientStoreOptions options_;
   CircuitBreaker breaker_;
@@ -394,7 +401,7 @@ void ResilientStore::AcquireAsync(std::span<const AcquireItem> items, Callback d
   impl_->AcquireAsync(items, std::move(done));
 }
 
-std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_->Name() + ")"; }
+std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_name_ + ")"; }
 
 bool ResilientStore::Healthy() const {
   return impl_->breaker_.state() != BreakerState::kOpen ||

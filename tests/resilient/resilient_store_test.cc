@@ -403,6 +403,7 @@ namespace {
 // A primary whose async answers are held until the test releases them.
 class HangingStore final : public Store {
  public:
+  ~HangingStore() override { ReleaseAll(); }  // like RedisStore: fails what it still holds
   Result<BatchDecision> Acquire(std::span<const AcquireItem>) override {
     return InternalError("the guard must use AcquireAsync");
   }
@@ -469,6 +470,26 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
   EXPECT_EQ(s.short_circuited, 7u);
   primary->ReleaseAll();  // late answers are dropped harmlessly
   EXPECT_EQ(store->Stats().primary_failures, 3u);
+}
+
+TEST(ShutdownTest, AsyncCallsHeldByThePrimaryCompleteOnDestruction) {
+  ResilientStoreOptions o;
+  o.mode = FailureMode::kClosed;
+  o.background = false;
+  auto hanging = std::make_unique<HangingStore>();
+  HangingStore* primary = hanging.get();
+  auto store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
+  const Limit l = Bucket(5);
+  std::vector<StatusCode> codes;
+  for (int i = 0; i < 3; ++i) {
+    AcquireItem item{"r\x1fk", &l, 1};
+    store->AcquireAsync({&item, 1},
+                        [&codes](Result<BatchDecision> r) { codes.push_back(r.status().code()); });
+  }
+  EXPECT_EQ(primary->HeldCount(), 3u);
+  store.reset();
+  ASSERT_EQ(codes.size(), 3u);
+  for (StatusCode c : codes) EXPECT_EQ(c, StatusCode::kUnavailable);  // answered per the mode
 }
 
 }  // namespace
