@@ -45,6 +45,13 @@ if(EXISTS ${WORK_DIR}/embed/embed_httplib)
   endif()
 endif()
 
+if(EXISTS ${WORK_DIR}/embed/embed_beast)
+  run(${WORK_DIR}/embed/embed_beast)
+  if(NOT LAST_OUTPUT MATCHES "beast example: ok")
+    message(FATAL_ERROR "embed_beast did not report ok")
+  endif()
+endif()
+
 # 3. The libcurl client example builds against the installed tree too.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/client -B ${WORK_DIR}/client -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_BUILD_TYPE=Release
