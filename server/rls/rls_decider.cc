@@ -73,7 +73,10 @@ RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, co
     : store_(store), clock_(clock), options_(options), config_(std::move(config)) {}
 
 void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
-  config_.store(std::move(config));
+  {
+    std::lock_guard<std::mutex> lock(config_mu_);
+    config_.swap(config);
+  }
   Count(counters().service().config_reloads, 1);
 }
 
@@ -244,7 +247,7 @@ class Runner {
 void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
                         Done done) {
   auto call = std::make_shared<Call>();
-  call->config = config_.load();
+  call->config = this->config();
   call->request = &request;
   call->response = response;
   call->done = std::move(done);

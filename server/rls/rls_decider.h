@@ -26,6 +26,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "rls/rls_config.h"
@@ -69,7 +70,10 @@ class RlsDecider {
   Status DecideSync(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response);
 
   void SetConfig(std::shared_ptr<const RlsConfig> config);
-  std::shared_ptr<const RlsConfig> config() const { return config_.load(); }
+  std::shared_ptr<const RlsConfig> config() const {
+    std::lock_guard<std::mutex> lock(config_mu_);
+    return config_;
+  }
   // The counters registry (shared by every configuration compiled with it).
   RlsCounters& counters() const { return config()->counters(); }
   const RlsDecideOptions& options() const { return options_; }
@@ -78,7 +82,10 @@ class RlsDecider {
   Store* store_;
   const Clock* clock_;
   RlsDecideOptions options_;
-  std::atomic<std::shared_ptr<const RlsConfig>> config_;
+  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's lock-bit
+  // implementation of the latter is invisible to TSan. Held for a pointer copy.
+  mutable std::mutex config_mu_;
+  std::shared_ptr<const RlsConfig> config_;
 };
 
 }  // namespace tollgate::rls
