@@ -88,6 +88,8 @@ class PolicyStore {
 
   // The policy to decide with; never null. Hold the pointer for one decision.
   std::shared_ptr<const Policy> Current() const;
+  // Same, with the generation that policy was installed as (read together).
+  std::shared_ptr<const Policy> Current(uint64_t* generation) const;
   // Starts at 1, +1 per successful reload.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -106,7 +108,11 @@ class PolicyStore {
   std::vector<ConfigError> Install(ParsedPolicy parsed);
 
   const std::string path_;
-  std::atomic<std::shared_ptr<const Policy>> current_;
+  // The pointer swap is guarded by a mutex rather than std::atomic<shared_ptr>:
+  // libstdc++'s lock-bit implementation is invisible to ThreadSanitizer, and a
+  // copy under an uncontended mutex costs about the same.
+  mutable std::mutex current_mu_;
+  std::shared_ptr<const Policy> current_;  // guarded by current_mu_
   std::atomic<uint64_t> generation_{1};
   std::atomic<uint64_t> reload_failures_{0};
   mutable std::mutex reload_mu_;  // serialises reloads; guards last_reload_
@@ -161,13 +167,13 @@ struct EnforcerOptions {
 // builds it, so an item {rule "free", key "k1"} shares the bucket of a request
 // whose single limit key value is "k1" under rule "free".
 struct ExplicitItem {
-  std::string_view rule;  // a rule name of the current policy; empty: see CheckItems
-  std::string_view key;   // the identity; normalised and bounded like request values
-  int64_t cost = 1;       // >= 0; 0 peeks
+  std::string_view rule = {};  // a rule name of the current policy; empty: see CheckItems
+  std::string_view key = {};   // the identity; normalised and bounded like request values
+  int64_t cost = 1;            // >= 0; 0 peeks
   // Optional ad-hoc limit (Envoy RateLimitOverride). With an empty rule it
   // makes an ad-hoc policy named `override_name` (default "override").
-  std::optional<LimitSpec> limit_override;
-  std::string_view override_name;
+  std::optional<LimitSpec> limit_override = {};
+  std::string_view override_name = {};
 };
 
 // The outcome of one rule for one request.

@@ -122,7 +122,8 @@ class Enforcer::Impl {
   mutable std::mutex
       mu_;  // guards states_ (the map; entries are never erased) and binding rebuilds
   std::map<std::string, std::unique_ptr<RuleState>, std::less<>> states_;
-  std::atomic<std::shared_ptr<const Binding>> binding_;
+  mutable std::mutex binding_mu_;  // guards binding_ (a TSan-visible pointer swap)
+  std::shared_ptr<const Binding> binding_;
 };
 
 void Enforcer::Impl::Log(const std::string& message) const {
@@ -140,11 +141,11 @@ RuleState* Enforcer::Impl::StateFor(const std::string& name) {
 }
 
 std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy> policy) {
-  auto b = binding_.load(std::memory_order_acquire);
-  if (b && b->policy == policy) return b;
+  {
+    std::lock_guard<std::mutex> lock(binding_mu_);
+    if (binding_ && binding_->policy == policy) return binding_;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  b = binding_.load(std::memory_order_acquire);
-  if (b && b->policy == policy) return b;
   auto nb = std::make_shared<Binding>();
   nb->policy = policy;
   // Only the live policy updates fingerprints, so an in-flight decision on an
@@ -162,7 +163,8 @@ std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy
     }
     nb->states.push_back(s);
   }
-  binding_.store(nb, std::memory_order_release);
+  std::lock_guard<std::mutex> swap(binding_mu_);
+  binding_ = nb;
   return nb;
 }
 
@@ -177,8 +179,7 @@ void Enforcer::Impl::AddItem(Plan& plan, std::vector<PlannedItem>& shadow, Plann
 std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bool explain) {
   auto plan = std::make_shared<Plan>();
   plan->explain = explain;
-  auto policy = policies_->Current();
-  plan->generation = policies_->generation();
+  auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
   std::vector<PlannedItem> shadow;
@@ -283,8 +284,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
 
 Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
   auto plan = std::make_shared<Plan>();
-  auto policy = policies_->Current();
-  plan->generation = policies_->generation();
+  auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   std::vector<PlannedItem> shadow;
   size_t order = 0;

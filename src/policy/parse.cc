@@ -351,13 +351,15 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   auto tps = Number(c, "tokens_per_second", path, e);
   auto rps = Number(c, "rps", path, e);
   const char* rate_field = rps && !tps ? "rps" : "tokens_per_second";
-  std::optional<double> rate = tps ? tps : rps;
+  // A plain double plus a flag: GCC 12 warns (falsely) about optional<double> here.
+  bool has_rate = tps.has_value() || rps.has_value();
+  double rate = tps ? *tps : (rps ? *rps : 0.0);
   if (tps && rps) {
     e.Add(Join(path, "rps"), "is an alias of tokens_per_second: set only one");
   }
-  if (rate && !(*rate > 0)) {
-    e.Add(Join(path, rate_field), "must be > 0 (got " + Num(*rate) + ")");
-    rate.reset();
+  if (has_rate && !(rate > 0)) {
+    e.Add(Join(path, rate_field), "must be > 0 (got " + Num(rate) + ")");
+    has_rate = false;
   }
   if (window) {
     if (tps || rps) {
@@ -375,8 +377,8 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     e.Add(Join(path, "burst"), window ? "is required (the quota per window)" : "is required");
   } else {
     burst = Whole(c, "burst", path, e, Limit::kMaxBurst);
-    if (!window && burst && rate && static_cast<double>(*burst) < *rate) {
-      e.Add(Join(path, "burst"), "must be >= " + std::string(rate_field) + " (" + Num(*rate) + ")");
+    if (!window && burst && has_rate && static_cast<double>(*burst) < rate) {
+      e.Add(Join(path, "burst"), "must be >= " + std::string(rate_field) + " (" + Num(rate) + ")");
     }
   }
 
@@ -434,7 +436,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (auto dc = Whole(c, "default_cost", path, e, kMaxCost)) cost->default_cost = *dc;
 
   if (e.count() != before) return false;
-  spec->rate = window ? 0 : rate.value_or(0);
+  spec->rate = window ? 0 : rate;
   spec->burst = *burst;
   if (window) spec->window = Nanos(*window_ns);
   // Core checks what only it knows (representable constants, window bounds).

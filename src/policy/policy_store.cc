@@ -1,6 +1,7 @@
 // PolicyStore: parse completely, then swap one pointer.
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "policy/policy_impl.h"
 #include "tollgate/policy.h"
@@ -64,14 +65,26 @@ std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {
     last_reload_ = std::move(result);
     return parsed.errors;
   }
-  current_.store(std::move(parsed.policy), std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  std::shared_ptr<const Policy> old;
+  {
+    std::lock_guard<std::mutex> swap(current_mu_);
+    old = std::exchange(current_, std::move(parsed.policy));
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // `old` is released here, outside the lock (in-flight decisions may still hold it).
   last_reload_ = std::move(result);
   return {};
 }
 
 std::shared_ptr<const Policy> PolicyStore::Current() const {
-  return current_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(current_mu_);
+  return current_;
+}
+
+std::shared_ptr<const Policy> PolicyStore::Current(uint64_t* generation) const {
+  std::lock_guard<std::mutex> lock(current_mu_);
+  *generation = generation_.load(std::memory_order_acquire);
+  return current_;
 }
 
 PolicyStore::ReloadResult PolicyStore::last_reload() const {

@@ -625,7 +625,9 @@ TEST(Explain, ShowsRulesKeysAndStateWithoutCharging) {
   EXPECT_EQ(h.enforcer->Explain(r.View()).rules[0].decision.remaining, 9);
   EXPECT_EQ(h.Check(r).rules[0].decision.remaining, 8);
   for (const auto& c : h.enforcer->Counters()) {
-    if (c.rule == "global-rps") EXPECT_EQ(c.allowed, 2u);
+    if (c.rule == "global-rps") {
+      EXPECT_EQ(c.allowed, 2u);
+    }
   }
 }
 
