@@ -24,7 +24,24 @@ class Errors {
  public:
   explicit Errors(std::vector<ConfigError>* out) : out_(out) {}
   void Add(const std::string& path, std::string message) {
-    out_->push_back({path, std::move(message)});
+    out_->push_back({Printable(path), Printable(message)});
+  }
+
+  // Errors quote user text (field names, values): keep one error on one line.
+  static std::string Printable(std::string_view s) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (unsigned char c : s) {
+      if (c < 0x20 || c == 0x7f) {
+        out += "\\x";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 15]);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+    }
+    return out;
   }
   size_t count() const { return out_->size(); }
 

@@ -296,6 +296,17 @@ INSTANTIATE_TEST_SUITE_P(
             R"({"rules": [{"name": "a", "limit_keys": ["ip"], "algorithm_config": {"rps": 1e400, "burst": 1}}]})",
             "invalid JSON"}));
 
+TEST(ParsePolicy, ErrorsQuotingUserTextStayOnOneLine) {
+  auto errors = Errors(
+      R"({"rules": [{"name": "a", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+                          "evil\nfield\r": 1, "match": {"header:a\nb": "x"}}]})");
+  ASSERT_EQ(errors.size(), 2u);
+  for (const auto& e : errors) {
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    EXPECT_EQ(e.find('\r'), std::string::npos) << e;
+  }
+}
+
 TEST(ParsePolicy, RejectsHugeInput) {
   std::string big = R"({"rules": [], "description": ")" + std::string(5 << 20, 'x') + "\"}";
   auto errors = Errors(big);
