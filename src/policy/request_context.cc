@@ -2,6 +2,8 @@
 
 #include <re2/re2.h>
 
+#include <algorithm>
+
 namespace tollgate {
 namespace {
 
@@ -17,6 +19,18 @@ std::optional<std::string> NonEmpty(std::string_view v) {
   // Not cut: distinct long values must keep distinct keys (NormalizeKeyValue
   // hashes them); front ends bound header sizes.
   return std::string(v);
+}
+
+// "2001:db8:1:2:3::4" with 64 -> "2001:db8:1:2::/64"; IPv4 stays as is.
+std::optional<std::string> IpPrefix(const std::string& ip_text, int bits) {
+  auto ip = IpAddress::Parse(ip_text);
+  if (!ip) return std::nullopt;
+  if (!ip->v6) return ip->ToString();
+  for (int i = 0; i < 16; ++i) {
+    const int keep = std::clamp(bits - i * 8, 0, 8);
+    ip->bytes[static_cast<size_t>(i)] &= static_cast<uint8_t>(0xff00 >> keep);
+  }
+  return ip->ToString() + "/" + std::to_string(bits);
 }
 
 }  // namespace
@@ -37,6 +51,7 @@ const JwtClaims& RequestContext::Claims() {
 std::optional<std::string> RequestContext::Value(const Source& source) {
   switch (source.kind) {
     case Source::Kind::kIp:
+      if (!source.arg.empty()) return IpPrefix(ClientIp(), std::stoi(source.arg));
       return NonEmpty(ClientIp());
     case Source::Kind::kHeader:
       if (auto v = request_.Header(source.arg)) return NonEmpty(*v);

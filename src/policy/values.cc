@@ -71,7 +71,24 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
     return true;
   }
   if (kind == "ip") {
-    *error = "unknown ip source '" + std::string(spec) + "' (use ip:address)";
+    // "ip:address/64": IPv6 clients grouped by prefix (one bucket per /64).
+    constexpr std::string_view kPrefixed = "address/";
+    if (arg.starts_with(kPrefixed) && arg.size() > kPrefixed.size() &&
+        arg.size() <= kPrefixed.size() + 3) {
+      int bits = 0;
+      bool digits = true;
+      for (char c : arg.substr(kPrefixed.size())) {
+        digits = digits && c >= '0' && c <= '9';
+        bits = bits * 10 + (c - '0');
+      }
+      if (digits && bits >= 1 && bits <= 128) {
+        out->kind = Source::Kind::kIp;
+        out->arg = std::to_string(bits);
+        return true;
+      }
+    }
+    *error = "unknown ip source '" + std::string(spec) +
+             "' (use ip:address, or ip:address/<1-128> to group IPv6 clients by prefix)";
     return false;
   }
   if (arg.empty() || arg.size() > 128) {

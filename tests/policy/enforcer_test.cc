@@ -465,6 +465,25 @@ TEST(Keys, LongAndHostileValuesAreBounded) {
   EXPECT_EQ(h.Check(ctl).rules[0].key, "a\\x0d\\x0ab\\x1f");
 }
 
+TEST(Keys, Ipv6ClientsGroupedByPrefix) {
+  Harness h(
+      R"({"name": "v6", "limit_keys": ["ip:address/64"], "algorithm_config": {"rps": 1, "burst": 2}})");
+  TestRequest a;
+  a.Peer("2001:db8:1:2:aaaa::1");
+  TestRequest b;
+  b.Peer("2001:db8:1:2:bbbb::2");
+  TestRequest other;
+  other.Peer("2001:db8:1:3::1");
+  TestRequest v4;
+  v4.Peer("192.0.2.1");
+  CheckOutcome first = h.Check(a);
+  EXPECT_EQ(first.rules[0].key, "2001:db8:1:2::/64");
+  EXPECT_TRUE(h.Check(b).allowed());
+  EXPECT_EQ(h.Check(a).http_status, 429);  // same /64: one bucket
+  EXPECT_TRUE(h.Check(other).allowed());
+  EXPECT_EQ(h.Check(v4).rules[0].key, "192.0.2.1");
+}
+
 // A store that fails or answers without state, to check the failure mapping.
 class FakeStore : public Store {
  public:
