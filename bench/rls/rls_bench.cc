@@ -11,6 +11,7 @@
 // Prints calls/s, descriptor decisions/s, OK/OVER_LIMIT/error counts and
 // latency percentiles. Not a test: no assertions on speed.
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -212,6 +213,13 @@ int main(int argc, char** argv) {
     std::vector<int64_t> l;
     Client(a, address, 99, Clock::now() + std::chrono::milliseconds(300), &warm, &l);
   }
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  const double cpu_begin = cpu_seconds();
   const auto begin = Clock::now();
   const auto stop =
       begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
@@ -222,6 +230,7 @@ int main(int argc, char** argv) {
   }
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+  const double cpu = cpu_seconds() - cpu_begin;
   std::vector<int64_t> all;
   for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
@@ -234,12 +243,13 @@ int main(int argc, char** argv) {
   std::printf(
       "store=%s algorithm=%s threads=%d inflight=%d keys=%d descriptors=%d seconds=%.2f\n"
       "calls/s=%.0f decisions/s=%.0f ok=%llu over=%llu errors=%llu "
-      "latency_us p50=%.0f p99=%.0f p999=%.0f\n",
+      "latency_us p50=%.0f p99=%.0f p999=%.0f cpu_us_per_call=%.1f (client+server, this process)\n",
       store_name.c_str(), a.algorithm.c_str(), a.threads, a.inflight, a.keys, a.descriptors,
       elapsed, calls / elapsed, calls * a.descriptors / elapsed,
       static_cast<unsigned long long>(totals.ok.load()),
       static_cast<unsigned long long>(totals.over.load()),
-      static_cast<unsigned long long>(totals.errors.load()), pct(0.5), pct(0.99), pct(0.999));
+      static_cast<unsigned long long>(totals.errors.load()), pct(0.5), pct(0.99), pct(0.999),
+      calls > 0 ? cpu * 1e6 / calls : 0.0);
   if (server) server->Shutdown();
   return 0;
 }
