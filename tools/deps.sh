@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang-format
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost-dev libboost-system-dev
-  libhiredis-dev libssl-dev
+  libhiredis-dev libssl-dev libre2-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev libcurl4-openssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
