@@ -207,5 +207,17 @@ TEST(BeastCheckTest, AsyncCheckRendersTheSameOutcome) {
   EXPECT_NE(res.find(http::field::retry_after), res.end());
 }
 
+TEST(BeastCheckTest, UnreachableStoreRenders503) {
+  testing::FailingEnforcerFixture f;
+  Request req{http::verb::get, "/api/items", 11};
+  req.set("X-Api-Key", "k1");
+  const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_FALSE(check.allowed());
+  const Response res = check.Rejection(11, false);
+  EXPECT_EQ(res.result_int(), 503);
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_NE(res.body().find("temporary-reduced-capacity"), std::string::npos) << res.body();
+}
+
 }  // namespace
 }  // namespace tollgate

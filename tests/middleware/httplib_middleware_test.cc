@@ -153,5 +153,29 @@ TEST_F(HttplibMiddlewareTest, RejectedBodyClosesTheConnectionSafely) {
   EXPECT_EQ(next->body, "ok");
 }
 
+TEST(HttplibMiddlewareFailureTest, UnreachableStoreIs503BeforeTheHandler) {
+  testing::FailingEnforcerFixture f;
+  httplib::Server server;
+  std::atomic<int> handler_calls{0};
+  middleware::InstallHttplib(server, *f.enforcer);
+  server.Get("/api/items", [&](const httplib::Request&, httplib::Response& res) {
+    ++handler_calls;
+    res.set_content("ok", "text/plain");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread thread([&] { server.listen_after_bind(); });
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5);
+  auto res = client.Get("/api/items", {{"X-Api-Key", "k1"}});
+  server.stop();
+  thread.join();
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_NE(res->body.find("temporary-reduced-capacity"), std::string::npos) << res->body;
+  EXPECT_EQ(handler_calls.load(), 0);
+}
+
 }  // namespace
 }  // namespace tollgate

@@ -49,6 +49,30 @@ struct EnforcerFixture {
   std::unique_ptr<Enforcer> enforcer;
 };
 
+// A store that cannot be reached: every decision fails (the fail-closed 503 path).
+class UnreachableStore final : public Store {
+ public:
+  Result<BatchDecision> Acquire(std::span<const AcquireItem>) override {
+    return ConnectionError("unreachable store (test)");
+  }
+  std::string Name() const override { return "unreachable"; }
+  bool Healthy() const override { return false; }
+};
+
+// An Enforcer on the middleware policy over UnreachableStore.
+struct FailingEnforcerFixture {
+  FailingEnforcerFixture() {
+    auto policies = PolicyStore::FromText(kMiddlewarePolicy);
+    EXPECT_TRUE(policies.ok()) << policies.status().ToString();
+    auto e = Enforcer::Create(*policies, &store, &clock);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    enforcer = std::move(*e);
+  }
+  ManualClock clock;
+  UnreachableStore store;
+  std::unique_ptr<Enforcer> enforcer;
+};
+
 // Response headers as HeaderPairs (views into `storage`), for ParseRateLimitHeaders.
 template <class Headers>
 std::vector<HeaderPair> Pairs(const Headers& headers) {
