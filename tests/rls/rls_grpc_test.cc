@@ -421,6 +421,18 @@ TEST(RlsGrpcTest, StoreFailureIsUnavailable) {
   (*server)->Shutdown();
 }
 
+TEST(RlsGrpcTest, AddressInUseIsAnError) {
+  RlsFixture f(kSimple);
+  RlsServerOptions o;
+  o.address = f.server().address();
+  o.store = &f.store();
+  o.config = f.server().config();
+  auto second = StartRlsServer(o);
+  EXPECT_FALSE(second.ok());
+  o.store = nullptr;
+  EXPECT_EQ(StartRlsServer(o).status().code(), StatusCode::kInvalidArgument);
+}
+
 // Over-grant on a frozen clock: exactly burst, then exactly rate * elapsed.
 TEST(RlsGrpcTest, OverGrantExactOnManualClock) {
   ManualClock clock;
