@@ -69,10 +69,10 @@ class SleepWaiter final : public Waiter {
 };
 
 struct LimiterOptions {
-  LimitSpec limit;               // validated by Create(); rate + burst for a token bucket
-  std::string name = "limiter";  // key-space prefix: "<name>/<key>"; no '/' allowed in it
-  std::shared_ptr<Store> store;  // null: a LocalStore is created from `local`
-  LocalStoreOptions local;       // used only when `store` is null
+  LimitSpec limit = {};                    // validated by Create(); rate + burst for a token bucket
+  std::string name = "limiter";            // key-space prefix: "<name>/<key>"; no '/' allowed in it
+  std::shared_ptr<Store> store = nullptr;  // null: a LocalStore is created from `local`
+  LocalStoreOptions local = {};            // used only when `store` is null
   Nanos max_wait = std::chrono::seconds(1);       // WaitAcquire's default budget
   const Clock* clock = &SystemClock::Instance();  // WaitAcquire's budget clock; not owned
   Waiter* waiter = &SleepWaiter::Instance();      // how WaitAcquire waits; not owned

@@ -129,11 +129,11 @@ void CheckBeastRequestAsync(Enforcer& enforcer, const beast_http::request<Body, 
 
 struct BeastOptions {
   // Exact paths that are never rate-limited (health checks, metrics).
-  std::vector<std::string> skip_paths;
+  std::vector<std::string> skip_paths = {};
   // Wait out leaky-bucket shaping delays before calling the handler.
   bool apply_delay = true;
   // How to wait (tests inject one); default: std::this_thread::sleep_for.
-  std::function<void(Nanos)> wait;
+  std::function<void(Nanos)> wait = nullptr;
 };
 
 // Wraps `handler`, callable as handler(const request&) -> response<string_body>,

@@ -50,13 +50,13 @@ namespace tollgate::middleware {
 
 struct HttplibOptions {
   // Exact paths that are never rate-limited (health checks, metrics).
-  std::vector<std::string> skip_paths;
+  std::vector<std::string> skip_paths = {};
   // Wait out leaky-bucket shaping delays before the handler runs.
   bool apply_delay = true;
   // How to wait (tests inject one); default: std::this_thread::sleep_for.
-  std::function<void(Nanos)> wait;
+  std::function<void(Nanos)> wait = nullptr;
   // Called with every outcome (logging, metrics); must be thread-safe.
-  std::function<void(const httplib::Request&, const CheckOutcome&)> observe;
+  std::function<void(const httplib::Request&, const CheckOutcome&)> observe = nullptr;
 };
 
 // Decides one request. Returns Handled when `res` now holds the rejection (the
