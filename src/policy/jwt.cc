@@ -4,8 +4,12 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 
+#include <array>
 #include <cmath>
+#include <mutex>
+#include <unordered_set>
 
 namespace tollgate {
 namespace {
@@ -43,9 +47,43 @@ JwtClaims Invalid(std::string why) {
 
 }  // namespace
 
+// Keys, and a bounded set of RS256 tokens whose signature already verified
+// (by SHA-256 of the whole token), so a client repeating its token costs one
+// hash instead of one RSA verification per request. Only successes are cached;
+// exp / nbf / iss / aud are checked on every request.
 struct JwtVerifier::Keys {
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kPerShard = 1024;
+
   EVP_PKEY* rsa = nullptr;
+  struct Shard {
+    std::mutex mu;
+    std::unordered_set<std::string> digests;  // guarded by mu
+  };
+  std::array<Shard, kShards> verified;
+
   ~Keys() { EVP_PKEY_free(rsa); }
+
+  static std::string Digest(std::string_view token) {
+    std::string d(SHA256_DIGEST_LENGTH, '\0');
+    SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+           reinterpret_cast<unsigned char*>(d.data()));
+    return d;
+  }
+  Shard& ShardFor(const std::string& digest) {
+    return verified[static_cast<unsigned char>(digest[0]) % kShards];
+  }
+  bool Known(const std::string& digest) {
+    Shard& s = ShardFor(digest);
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.digests.count(digest) != 0;
+  }
+  void Remember(const std::string& digest) {
+    Shard& s = ShardFor(digest);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.digests.size() >= kPerShard) s.digests.clear();  // bounded; refills with hot tokens
+    s.digests.insert(digest);
+  }
 };
 
 bool Base64UrlDecode(std::string_view in, std::string* out) {
@@ -65,7 +103,8 @@ bool Base64UrlDecode(std::string_view in, std::string* out) {
       out->push_back(static_cast<char>((acc >> bits) & 0xff));
     }
   }
-  return true;
+  // Canonical encodings only: leftover bits must be zero, so one token has one spelling.
+  return (acc & ((1u << bits) - 1)) == 0;
 }
 
 std::string Base64UrlEncode(std::string_view in) {
@@ -197,16 +236,23 @@ JwtClaims JwtVerifier::Verify(std::string_view token, int64_t wall_now_s) const 
     }
     verified = true;
   } else if (alg == "RS256" && keys_->rsa) {
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    if (!ctx) return Invalid("out of memory");
-    const bool ok = EVP_DigestVerifyInit(ctx, nullptr, EVP_sha256(), nullptr, keys_->rsa) == 1 &&
-                    EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(signature.data()),
-                                     signature.size(),
-                                     reinterpret_cast<const unsigned char*>(signing_input.data()),
-                                     signing_input.size()) == 1;
-    EVP_MD_CTX_free(ctx);
-    if (!ok) return Invalid("bad signature");
-    verified = true;
+    const std::string digest = Keys::Digest(token);
+    if (keys_->Known(digest)) {
+      verified = true;
+    } else {
+      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+      if (!ctx) return Invalid("out of memory");
+      const bool ok =
+          EVP_DigestVerifyInit(ctx, nullptr, EVP_sha256(), nullptr, keys_->rsa) == 1 &&
+          EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(signature.data()),
+                           signature.size(),
+                           reinterpret_cast<const unsigned char*>(signing_input.data()),
+                           signing_input.size()) == 1;
+      EVP_MD_CTX_free(ctx);
+      if (!ok) return Invalid("bad signature");
+      keys_->Remember(digest);
+      verified = true;
+    }
   } else if (can_verify()) {
     // A key is configured, but not for this algorithm: never fall back to trust.
     return Invalid("no key configured for " + alg);

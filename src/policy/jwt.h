@@ -5,7 +5,8 @@
 // declared that tokens were verified upstream; exp / nbf (with leeway), iss and
 // aud are checked either way. alg "none" and unknown algorithms are refused.
 //
-// Thread safety: immutable after Create(); Verify() may run on many threads.
+// Thread safety: Verify() may run on many threads; the only mutable state is a
+// bounded cache of RS256 tokens already verified (mutex-sharded).
 // Errors: Create() fails on an unusable key; Verify() never throws.
 #ifndef TOLLGATE_SRC_POLICY_JWT_H_
 #define TOLLGATE_SRC_POLICY_JWT_H_

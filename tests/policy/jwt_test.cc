@@ -36,6 +36,9 @@ TEST(Jwt, Base64UrlRoundTrip) {
   std::string out;
   EXPECT_FALSE(Base64UrlDecode("a", &out));
   EXPECT_FALSE(Base64UrlDecode("ab+c", &out));
+  // Non-canonical: leftover bits must be zero ("Zh" and "Zg" would both decode to "f").
+  EXPECT_TRUE(Base64UrlDecode("Zg", &out));
+  EXPECT_FALSE(Base64UrlDecode("Zh", &out));
   EXPECT_TRUE(Base64UrlDecode("Zm9v", &out));
   EXPECT_EQ(out, "foo");
 }
@@ -129,6 +132,25 @@ TEST(Jwt, Rs256GoodAndBad) {
   // Algorithm confusion: an HS256 token "signed" with the public key text.
   const std::string confused = MintHs256({{"plan", "enterprise"}}, o.rs256_public_key_pem);
   EXPECT_EQ(v->Verify(confused, kNow).state, JwtClaims::State::kInvalid);
+}
+
+TEST(Jwt, Rs256CacheNeverSkipsTimeChecks) {
+  RsaKey key;
+  JwtOptions o;
+  o.rs256_public_key_pem = key.PublicPem();
+  auto v = Verifier(o);
+  const std::string t = key.Mint({{"plan", "enterprise"}, {"exp", kNow + 60}});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(v->Verify(t, kNow).usable());  // cached after the first
+  EXPECT_EQ(v->Verify(t, kNow + 3600).error, "expired");
+  // A tampered copy of a cached token is a different token: verified (and refused) afresh.
+  std::string tampered = t;
+  char& c = tampered[tampered.size() - 10];  // a full 6-bit group of the signature
+  c = c == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(v->Verify(tampered, kNow).usable());
+  // Many distinct tokens stay bounded and correct.
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(v->Verify(key.Mint({{"n", i}}), kNow).usable());
+  }
 }
 
 TEST(Jwt, BadKeysAreRefusedAtCreate) {
