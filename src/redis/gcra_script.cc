@@ -6,7 +6,7 @@ namespace tollgate::redis {
 namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
-constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v2
+constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v3
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9 = 1000000000
 local tonumber, sub = tonumber, string.sub
@@ -22,10 +22,18 @@ if ARGV[1] == '' then
 else
   now_s, now_n = split(ARGV[1])
 end
+-- Keys: declared in KEYS, or (cluster, several slots of this node) in ARGV.
+local keys, a = KEYS, 3
+local nk = tonumber(ARGV[2])
+if nk > 0 then
+  keys = {}
+  for i = 1, nk do keys[i] = ARGV[a + i - 1] end
+  a = a + nk
+end
 -- Entries: kind, increment and threshold (both split), and now + threshold.
-local nent = tonumber(ARGV[2])
+local nent = tonumber(ARGV[a])
+a = a + 1
 local ekind, eis, ein, els, eln = {}, {}, {}, {}, {}
-local a = 3
 for e = 1, nent do
   ekind[e] = tonumber(ARGV[a])
   eis[e], ein[e] = split(ARGV[a + 1])
@@ -36,8 +44,14 @@ for e = 1, nent do
   a = a + 3
 end
 local ts, tn = {}, {}
-local vals = redis.call('MGET', unpack(KEYS))
-for i = 1, #KEYS do
+local vals
+if nk > 0 then
+  vals = {}  -- one GET per key: MGET may not span slots
+  for i = 1, nk do vals[i] = redis.call('GET', keys[i]) end
+else
+  vals = redis.call('MGET', unpack(KEYS))
+end
+for i = 1, #keys do
   local v = vals[i]
   if v then ts[i], tn[i] = split(v) else ts[i], tn[i] = now_s, now_n end
 end
@@ -72,13 +86,16 @@ local nargs = #ARGV
 while a <= nargs do
   local count = tonumber(ARGV[a])
   a = a + 1
+  -- A negative count is a dry run: decide the group, write nothing.
+  local dry = count < 0
+  if dry then count = -count end
   if count == 1 then
     -- The common case, without tables: one item is its own all-or-nothing group.
     local key, e = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
     a = a + 2
     local ok, s, n = step(ts[key], tn[key], e)
     if ok then
-      if ekind[e] < 2 then
+      if ekind[e] < 2 and not dry then
         ts[key], tn[key] = s, n
         dirty[key] = true
       end
@@ -121,9 +138,11 @@ while a <= nargs do
         emit(code, s1[j], n1[j])
       end
     else
-      for key, s in pairs(ws) do
-        ts[key], tn[key] = s, wn[key]
-        dirty[key] = true
+      if not dry then
+        for key, s in pairs(ws) do
+          ts[key], tn[key] = s, wn[key]
+          dirty[key] = true
+        end
       end
       for j = 1, count do emit(1, s2[j], n2[j]) end
     end
@@ -137,14 +156,21 @@ for key in pairs(dirty) do
   if ms < 1 then ms = 1 end
   local v
   if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
-  redis.call('SET', KEYS[key], v, 'PX', ms)  -- ms < 2^41: printed as an integer
+  redis.call('SET', keys[key], v, 'PX', ms)  -- ms < 2^41: printed as an integer
 end
 return out
 )lua";
 
 }  // namespace
 
+constexpr std::string_view kClusterScript = "#!lua flags=allow-cross-slot-keys\n";
+
 std::string_view GcraScript() { return kScript; }
+
+const std::string& GcraClusterScript() {
+  static const std::string script = std::string(kClusterScript) + std::string(kScript);
+  return script;
+}
 
 Status CheckScriptLimit(const Limit& limit) {
   switch (limit.algorithm()) {

@@ -2,11 +2,14 @@
 //
 // One script call decides any number of groups; a group is one caller's batch
 // and is all-or-nothing. Arguments:
-//   KEYS    the distinct Redis keys of the call
+//   KEYS    the distinct Redis keys of the call (or none, see ARGV[2])
 //   ARGV[1] now in ns as a decimal string, or "" to read Redis TIME
-//   ARGV[2] E, the number of distinct entries, then E triples:
+//   ARGV[2] K: 0 when the keys are in KEYS; else K keys follow in ARGV (cluster:
+//           undeclared keys of several slots of one node, allow-cross-slot-keys)
+//   then    E, the number of distinct entries, then E triples:
 //           kind, increment ns, threshold ns (an entry is a limit + cost shape)
-//   then, per group: n, followed by n pairs: key index, entry index (1-based)
+//   then, per group: n, followed by n pairs: key index, entry index (1-based);
+//           a negative n is a dry run: the group is decided but nothing is written
 // Reply: a flat array of 3 integers per item, in order: code, rel_s, rel_ns,
 // where rel = tat_after - now (>= 0) split into seconds and nanoseconds, and
 // code is 1 allowed (charged), 0 denied; in a denied group 3 means "this item
@@ -30,6 +33,9 @@ namespace tollgate::redis {
 
 // The Lua source of the script.
 std::string_view GcraScript();
+// The same script with the Redis 7 shebang `#!lua flags=allow-cross-slot-keys`,
+// so one call may touch keys of several slots held by the same cluster node.
+const std::string& GcraClusterScript();
 
 enum class ItemKind : int {
   kGcra = 0,    // allowed iff max(TAT, now) + inc <= now + threshold (tolerance)

@@ -9,9 +9,10 @@ namespace asio = boost::asio;
 
 namespace {
 
-void FailJob(NodeJobPtr& job, const Status& st) {
+void FailJob(NodeJobPtr& job, const Status& st, bool sent = true) {
   JobResult r;
   r.status = st;
+  r.sent = sent;
   auto& done = job->done;  // stays alive even if the callback takes the job
   done(job, r);
 }
@@ -48,8 +49,8 @@ Status ErrorReplyStatus(std::string_view endpoint, std::string_view text) {
 }
 
 NodeClient::NodeClient(asio::io_context& io, RedisOptions options, std::string_view script,
-                       NodeStats* stats)
-    : io_(io), options_(std::move(options)), script_(script), stats_(stats) {}
+                       NodeStats* stats, bool cluster)
+    : io_(io), options_(std::move(options)), script_(script), stats_(stats), cluster_(cluster) {}
 
 NodeClient::~NodeClient() = default;
 
@@ -81,7 +82,8 @@ void NodeClient::Submit(NodeJobPtr job) {
       FailJob(job,
               UnavailableError(closed_ ? "redis " + endpoint() + ": client closed"
                                        : "redis " + endpoint() + ": queue is full (" +
-                                             std::to_string(options_.max_queue) + " waiting)"));
+                                             std::to_string(options_.max_queue) + " waiting)"),
+              /*sent=*/false);
       return;
     }
     queue_.push_back(std::move(job));
@@ -160,8 +162,10 @@ void NodeClient::ExpireQueued(SteadyTime now) {
   }
   for (auto& j : expired) {
     stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
-    FailJob(j, TimeoutError("redis " + endpoint() + ": no connection answered within " +
-                            std::to_string(options_.call_timeout.count()) + "ms"));
+    FailJob(j,
+            TimeoutError("redis " + endpoint() + ": no connection answered within " +
+                         std::to_string(options_.call_timeout.count()) + "ms"),
+            /*sent=*/false);
   }
 }
 
@@ -173,7 +177,7 @@ void NodeClient::FailQueued(const Status& why) {
   }
   for (auto& j : failed) {
     stats_->errors.fetch_add(1, std::memory_order_relaxed);
-    FailJob(j, why);
+    FailJob(j, why, /*sent=*/false);
   }
 }
 
@@ -199,11 +203,18 @@ void NodeClient::Pump() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (!queue_.empty() && batch.size() < options_.max_batch) {
-        // An ASKING job goes alone: ASKING applies to the next command only.
-        if (queue_.front()->asking && !batch.empty()) break;
+        // Some jobs go alone: ASKING applies to the next command only, and in a
+        // cluster a call with declared keys must stay within one slot.
+        const NodeJob& front = *queue_.front();
+        const bool alone = front.asking || (cluster_ && front.declare_keys && front.argv.empty());
+        if (alone && !batch.empty()) break;
+        if (!batch.empty() && cluster_ && batch.back()->argv.empty() && front.argv.empty() &&
+            front.declare_keys != batch.back()->declare_keys) {
+          break;
+        }
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
-        if (batch.back()->asking) break;
+        if (alone) break;
       }
     }
     if (batch.empty()) return;
@@ -259,6 +270,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
   std::vector<int> item_key, item_entry;
   SteadyTime deadline = SteadyTime::max();
   const bool asking = jobs.front()->asking;
+  const bool declare = jobs.front()->declare_keys;
   const int64_t sent = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now().time_since_epoch())
                            .count();
@@ -286,10 +298,12 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     }
   }
   std::vector<std::string> nums;  // owns the numeric argument texts
-  nums.reserve(3 + 3 * entries.size() + jobs.size() + 2 * item_key.size());
-  nums.push_back(std::to_string(keys.size()));
+  nums.reserve(4 + 3 * entries.size() + jobs.size() + 2 * item_key.size());
+  nums.push_back(declare ? std::to_string(keys.size()) : std::string("0"));
   nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
                                            : std::string());
+  nums.push_back(declare ? std::string("0") : std::to_string(keys.size()));
+  const size_t entries_at = nums.size();
   nums.push_back(std::to_string(entries.size()));
   for (const ScriptItem* e : entries) {
     nums.push_back(std::to_string(static_cast<int>(e->kind)));
@@ -298,7 +312,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
   }
   size_t n = 0;
   for (auto& j : jobs) {
-    nums.push_back(std::to_string(j->items.size()));
+    nums.push_back((j->dry_run ? "-" : "") + std::to_string(j->items.size()));
     for (size_t i = 0; i < j->items.size(); ++i, ++n) {
       nums.push_back(std::to_string(item_key[n]));
       nums.push_back(std::to_string(item_entry[n]));
@@ -314,9 +328,14 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
   };
   push(eval ? "EVAL" : "EVALSHA");
   push(eval ? script_ : std::string_view(c.script_sha()));
-  push(nums[0]);
-  for (auto k : keys) push(k);
-  for (size_t i = 1; i < nums.size(); ++i) push(nums[i]);
+  push(nums[0]);  // numkeys
+  if (declare)
+    for (auto k : keys) push(k);  // KEYS
+  push(nums[1]);                  // ARGV[1] now
+  push(nums[2]);                  // ARGV[2] undeclared key count
+  if (!declare)
+    for (auto k : keys) push(k);
+  for (size_t i = entries_at; i < nums.size(); ++i) push(nums[i]);
   std::string resp;
   int replies = 1;
   if (asking) {

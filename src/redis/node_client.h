@@ -35,6 +35,7 @@ namespace tollgate::redis {
 // command `reply` is the whole reply.
 struct JobResult {
   Status status;
+  bool sent = true;  // false: failed before it was written to Redis (safe to retry)
   std::string_view error;
   redisReply* const* triples = nullptr;
   const redisReply* reply = nullptr;
@@ -49,7 +50,11 @@ struct NodeJob {
   std::vector<Limit> limits;      // one per item, for decoding
   std::vector<std::string> argv;  // a plain command when non-empty
   bool asking = false;            // send ASKING first (ASK redirection)
-  int redirects = 0;              // redirections followed so far (cluster)
+  bool dry_run = false;           // decide without writing (cluster cross-node batches)
+  // Declare keys in KEYS (standalone; cluster fallback, one slot per call). A
+  // cluster packs undeclared jobs of many slots into one call instead.
+  bool declare_keys = true;
+  int redirects = 0;  // redirections followed so far (cluster)
   SteadyTime deadline;
   int64_t sent_ns = 0;  // local steady time the call was sent
   // Runs once per outcome; may take ownership of `job` (e.g. to resubmit it
@@ -69,8 +74,10 @@ struct NodeStats {
 class NodeClient : public Connection::Listener {
  public:
   // `options` (host, port, pool, timeouts) must outlive the client; `stats` too.
+  // `cluster`: declared-key jobs go one per call (their keys share one slot),
+  // undeclared-key jobs pack together.
   NodeClient(boost::asio::io_context& io, RedisOptions options, std::string_view script,
-             NodeStats* stats);
+             NodeStats* stats, bool cluster = false);
   ~NodeClient() override;
 
   const RedisOptions& options() const { return options_; }
@@ -105,6 +112,7 @@ class NodeClient : public Connection::Listener {
   const RedisOptions options_;
   std::string_view script_;
   NodeStats* stats_;
+  const bool cluster_;
   // I/O thread only.
   std::vector<std::shared_ptr<Connection>> conns_;
   std::vector<std::chrono::milliseconds> backoff_;

@@ -26,17 +26,18 @@ bool Safe(unsigned char c) {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-std::string HashedKey(std::string_view key) {
+std::string HexSha256(std::string_view key, unsigned int bytes, std::string out) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(key.data(), key.size(), md, &len, EVP_sha256(), nullptr);
-  std::string out = "#";
-  for (unsigned int i = 0; i < 16 && i < len; ++i) {
+  for (unsigned int i = 0; i < bytes && i < len; ++i) {
     out += kHex[md[i] >> 4];
     out += kHex[md[i] & 15];
   }
   return out;
 }
+
+std::string HashedKey(std::string_view key) { return HexSha256(key, 16, "#"); }
 
 }  // namespace
 
@@ -59,6 +60,20 @@ std::string EscapeKey(std::string_view key) {
 
 std::string RedisKey(std::string_view prefix, std::string_view key) {
   std::string out(prefix);
+  out += EscapeKey(key);
+  return out;
+}
+
+std::string_view IdentityOf(std::string_view key) {
+  const size_t sep = key.rfind('\x1f');
+  return sep == std::string_view::npos ? key : key.substr(sep + 1);
+}
+
+std::string ClusterRedisKey(std::string_view prefix, std::string_view key) {
+  std::string out(prefix);
+  out += '{';
+  out = HexSha256(IdentityOf(key), 4, std::move(out));
+  out += '}';
   out += EscapeKey(key);
   return out;
 }

@@ -21,6 +21,13 @@ std::string EscapeKey(std::string_view key);
 // prefix + EscapeKey(key).
 std::string RedisKey(std::string_view prefix, std::string_view key);
 
+// The identity part of an item key: the text after the last '\x1f' of the
+// policy layer's "<rule>\x1f<algorithm>\x1f<identity>" layout, or the whole key.
+std::string_view IdentityOf(std::string_view key);
+// Cluster layout: prefix + "{" + 8 hex of SHA-256(identity) + "}" + EscapeKey(key).
+// Every key of one identity shares a hash tag, so one slot and one node.
+std::string ClusterRedisKey(std::string_view prefix, std::string_view key);
+
 }  // namespace tollgate::redis
 
 #endif  // TOLLGATE_SRC_REDIS_REDIS_KEYS_H_

@@ -15,6 +15,7 @@
 #include "redis/gcra_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
+#include "redis/waiter.h"
 
 namespace tollgate {
 
@@ -211,27 +212,8 @@ void RedisStore::AcquireAsync(std::span<const AcquireItem> items, Callback done)
   impl_->AcquireAsync(items, std::move(done));
 }
 
-namespace {
-template <typename T>
-struct Waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<T> value;
-  void Set(T v) {
-    std::lock_guard<std::mutex> lock(mu);
-    value.emplace(std::move(v));
-    cv.notify_one();
-  }
-  T Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return value.has_value(); });
-    return std::move(*value);
-  }
-};
-}  // namespace
-
 Result<BatchDecision> RedisStore::Acquire(std::span<const AcquireItem> items) {
-  auto w = std::make_shared<Waiter<Result<BatchDecision>>>();
+  auto w = std::make_shared<redis::Waiter<Result<BatchDecision>>>();
   impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
   return w->Wait();
 }
@@ -242,7 +224,7 @@ void RedisStore::CommandAsync(std::vector<std::string> argv,
 }
 
 Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
-  auto w = std::make_shared<Waiter<Result<RedisReply>>>();
+  auto w = std::make_shared<redis::Waiter<Result<RedisReply>>>();
   impl_->CommandAsync(std::move(argv), [w](Result<RedisReply> r) { w->Set(std::move(r)); });
   return w->Wait();
 }

@@ -79,6 +79,28 @@ int FreeLoopbackPort() {
   return port;
 }
 
+namespace {
+bool PortFree(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+}  // namespace
+
+int FreeClusterPort() {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int p = FreeLoopbackPort();
+    if (p > 0 && p <= 55535 && PortFree(p + 10000)) return p;
+  }
+  return -1;
+}
+
 std::string RedisServer::BinaryPath() {
   if (const char* env = std::getenv("TOLLGATE_REDIS_SERVER"); env && access(env, X_OK) == 0) {
     return env;
@@ -116,7 +138,7 @@ RedisServer::StartResult RedisServer::Start(Options options) {
   }
   std::string last_error;
   for (int attempt = 0; attempt < 8; ++attempt) {  // retry on port collisions
-    int port = FreeLoopbackPort();
+    int port = options.cluster_bus ? FreeClusterPort() : FreeLoopbackPort();
     if (port <= 0) continue;
     std::unique_ptr<RedisServer> server(new RedisServer(port, options, tmpl));
     last_error = server->Launch();

@@ -34,6 +34,8 @@ class RedisServer {
     std::vector<std::string> extra_args;  // e.g. {"--requirepass", "pw"}
     std::chrono::milliseconds start_deadline{10000};
     std::string password;  // used by the readiness PING when requirepass is set
+    // Pick a port whose cluster bus port (port + 10000) is free too.
+    bool cluster_bus = false;
   };
 
   // The outcome of Start(): a server, or why not (missing = not installed).
@@ -90,6 +92,8 @@ class RedisServer {
 
 // Returns a free loopback TCP port (bind to port 0, read it back, close).
 int FreeLoopbackPort();
+// A free port p <= 55535 with p + 10000 free as well (Redis Cluster bus).
+int FreeClusterPort();
 
 }  // namespace tollgate::testing
 

@@ -1,0 +1,49 @@
+// Redis Cluster slot math and topology parsing (pure functions, no I/O).
+//
+// KeySlot() is CRC16-CCITT (XMODEM) mod 16384 of the key, or of the text
+// between the first '{' and the next '}' when that text is non-empty (a hash
+// tag), exactly as Redis computes it.
+//
+// A SlotMap maps every slot to a master endpoint "host:port" (or to nothing
+// while the cluster has unassigned slots). It is parsed from CLUSTER SHARDS
+// (Redis 7) or CLUSTER SLOTS (older) replies; replicas are recorded but never
+// used for writes.
+#ifndef TOLLGATE_SRC_REDIS_CLUSTER_SLOTS_H_
+#define TOLLGATE_SRC_REDIS_CLUSTER_SLOTS_H_
+
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/status.h"
+
+namespace tollgate::redis {
+
+inline constexpr int kClusterSlots = 16384;
+
+uint16_t Crc16(std::string_view data);
+int KeySlot(std::string_view key);
+
+struct SlotMap {
+  std::vector<std::string> masters;                // endpoints, "host:port"
+  std::vector<std::vector<std::string>> replicas;  // per master
+  std::array<int16_t, kClusterSlots> owner;        // index into masters, -1 = unassigned
+  SlotMap() { owner.fill(-1); }
+  int covered() const;
+};
+
+// Parses a CLUSTER SHARDS reply (RESP2: arrays of flat key/value arrays).
+Result<SlotMap> ParseClusterShards(const redisReply* reply);
+// Parses a CLUSTER SLOTS reply.
+Result<SlotMap> ParseClusterSlots(const redisReply* reply);
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": slot and endpoint.
+bool ParseRedirect(std::string_view error, std::string_view kind, int* slot, std::string* endpoint);
+
+}  // namespace tollgate::redis
+
+#endif  // TOLLGATE_SRC_REDIS_CLUSTER_SLOTS_H_

@@ -1,0 +1,710 @@
+#include "tollgate/redis_cluster_store.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "redis/cluster_slots.h"
+#include "redis/node_client.h"
+#include "redis/redis_keys.h"
+#include "redis/waiter.h"
+
+namespace tollgate {
+
+namespace asio = boost::asio;
+using redis::JobResult;
+using redis::NodeClient;
+using redis::NodeJob;
+using redis::NodeJobPtr;
+using redis::SteadyTime;
+using Final = std::function<void(Result<BatchDecision>)>;
+
+namespace {
+
+bool SplitEndpoint(const std::string& ep, std::string* host, int* port) {
+  const size_t colon = ep.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = ep.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  try {
+    *port = std::stoi(ep.substr(colon + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return *port > 0 && *port < 65536;
+}
+
+// Replies after which the same call may succeed later; none of them ran the
+// script. READONLY means we reached a demoted master: the map is stale.
+bool Retryable(std::string_view error) {
+  return error.starts_with("TRYAGAIN") || error.starts_with("CLUSTERDOWN") ||
+         error.starts_with("MASTERDOWN") || error.starts_with("LOADING") ||
+         error.starts_with("READONLY");
+}
+
+}  // namespace
+
+class RedisClusterStore::Impl {
+ public:
+  explicit Impl(const RedisClusterOptions& options)
+      : options_(options), work_(asio::make_work_guard(io_)), ticker_(io_) {
+    slot_node_.fill(nullptr);
+  }
+
+  ~Impl() { Shutdown(); }
+
+  void Start() {
+    thread_ = std::thread([this] { io_.run(); });
+    asio::post(io_, [this] {
+      for (const auto& s : options_.seeds) candidates_.push_back(s);
+      RequestRefresh(true);
+      Tick();
+    });
+  }
+
+  void Shutdown() {
+    if (!thread_.joinable()) return;
+    closed_.store(true);
+    asio::post(io_, [this] {
+      stopping_ = true;
+      ticker_.cancel();
+      const Status why = UnavailableError("redis cluster store is shutting down");
+      for (auto& [ep, node] : nodes_) node->Close(why);
+      auto parked = std::move(parked_);
+      for (auto& p : parked) Finish(p.job, why);
+      auto waiting = std::move(predispatch_);
+      for (auto& p : waiting) p.second(why);
+      io_.stop();
+    });
+    work_.reset();
+    thread_.join();
+    const Status why = UnavailableError("redis cluster store is shutting down");
+    for (auto& [ep, node] : nodes_) node->Close(why);
+  }
+
+  std::string KeyFor(std::string_view key) const {
+    return redis::ClusterRedisKey(options_.node.key_prefix, key);
+  }
+
+  void AcquireAsync(std::span<const AcquireItem> items, Store::Callback done) {
+    if (items.empty()) {
+      done(BatchDecision{true, true, -1, {}});
+      return;
+    }
+    if (closed_.load()) {
+      done(UnavailableError("redis cluster store is shutting down"));
+      return;
+    }
+    auto job = std::make_unique<NodeJob>();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const AcquireItem& it = items[i];
+      if (it.limit == nullptr || it.cost < 0) {
+        done(InvalidArgument("items[" + std::to_string(i) + "]: needs a limit and a cost >= 0"));
+        return;
+      }
+      if (Status st = redis::CheckScriptLimit(*it.limit); !st.ok()) {
+        done(st);
+        return;
+      }
+      job->keys.push_back(KeyFor(it.key));
+      job->limits.push_back(*it.limit);
+      job->items.push_back(redis::MakeScriptItem(*it.limit, it.cost));
+    }
+    job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+    // Runs on the I/O thread; if the I/O thread stopped first, the holder's
+    // destructor answers, so `done` always runs exactly once.
+    struct Holder {
+      NodeJobPtr job;
+      Store::Callback done;
+      Holder(NodeJobPtr j, Store::Callback d) : job(std::move(j)), done(std::move(d)) {}
+      Holder(Holder&&) = default;
+      ~Holder() {
+        if (done) done(UnavailableError("redis cluster store is shutting down"));
+      }
+    };
+    asio::post(io_, [this, h = Holder(std::move(job), std::move(done))]() mutable {
+      Dispatch(std::move(h.job), std::exchange(h.done, nullptr));
+    });
+  }
+
+  bool Healthy() const { return healthy_.load(std::memory_order_relaxed); }
+
+  RedisClusterStats Stats() const {
+    RedisClusterStats s;
+    s.decisions = decisions_.load();
+    s.script_calls = node_stats_.script_calls.load();
+    s.moved = moved_.load();
+    s.ask = ask_.load();
+    s.tryagain = tryagain_.load();
+    s.refreshes = refreshes_.load();
+    s.retried_unsent = retried_unsent_.load();
+    s.cross_node_batches = cross_.load();
+    s.slot_fallbacks = undeclared_fallbacks_.load();
+    s.timeouts = node_stats_.timeouts.load() + timeouts_.load();
+    s.errors = node_stats_.errors.load() + errors_.load();
+    s.masters = masters_.load();
+    return s;
+  }
+
+ private:
+  struct Parked {
+    SteadyTime retry_at;
+    NodeJobPtr job;
+  };
+
+  // ---- I/O thread ----
+
+  NodeClient* Node(const std::string& endpoint) {
+    auto it = nodes_.find(endpoint);
+    if (it != nodes_.end()) return it->second.get();
+    RedisOptions o = options_.node;
+    if (!SplitEndpoint(endpoint, &o.host, &o.port)) return nullptr;
+    o.deny_cache = false;
+    auto node = std::make_unique<NodeClient>(io_, o, redis::GcraClusterScript(), &node_stats_,
+                                             /*cluster=*/true);
+    NodeClient* raw = node.get();
+    nodes_.emplace(endpoint, std::move(node));
+    raw->Start();
+    return raw;
+  }
+
+  // The one node holding every key of `job`; nullptr + *unknown when a slot has
+  // no owner yet; nullptr + !*unknown when the keys span nodes.
+  NodeClient* OwnerOf(const NodeJob& job, bool* unknown) const {
+    *unknown = false;
+    NodeClient* owner = nullptr;
+    for (const auto& k : job.keys) {
+      NodeClient* n = slot_node_[static_cast<size_t>(redis::KeySlot(k))];
+      if (n == nullptr) {
+        *unknown = true;
+        return nullptr;
+      }
+      if (owner != nullptr && owner != n) return nullptr;
+      owner = n;
+    }
+    return owner;
+  }
+
+  void Dispatch(NodeJobPtr job, Store::Callback done) {
+    if (stopping_) {
+      done(UnavailableError("redis cluster store is shutting down"));
+      return;
+    }
+    if (!have_map_) {  // decided where to go once the first topology arrives
+      predispatch_.emplace_back(std::move(job), std::move(done));
+      RequestRefresh(false);
+      return;
+    }
+    bool unknown = false;
+    NodeClient* owner = OwnerOf(*job, &unknown);
+    if (owner == nullptr && !unknown) {
+      CrossNode(std::move(job), std::move(done));
+      return;
+    }
+    Final final = [this, done = std::move(done)](Result<BatchDecision> r) {
+      if (r.ok()) decisions_.fetch_add(1, std::memory_order_relaxed);
+      done(std::move(r));
+    };
+    Attach(*job, std::move(final));
+    Route(std::move(job));
+  }
+
+  // Gives `job` the result handler that follows redirections and ends in `final`.
+  void Attach(NodeJob& job, Final final) {
+    job.declare_keys = false;  // many slots of one node per call, until a redirection
+    job.done = [this, final = std::move(final)](NodeJobPtr& j, const JobResult& r) {
+      Handle(j, r, final);
+    };
+  }
+
+  void Finish(NodeJobPtr& job, const Status& st) {
+    JobResult r;
+    r.status = st;
+    auto& done = job->done;
+    done(job, r);
+  }
+
+  void Route(NodeJobPtr job) {
+    job->asking = false;
+    if (job->declare_keys && job->argv.empty()) {
+      const int slot = redis::KeySlot(job->keys.front());
+      for (const auto& k : job->keys) {
+        if (redis::KeySlot(k) == slot) continue;
+        // Declared keys must share a slot: during a resharding a multi-slot
+        // batch cannot be followed through redirections atomically.
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        Finish(job, Status(StatusCode::kServer,
+                           "redis cluster: a batch over several slots met a resharding; retry"));
+        return;
+      }
+    }
+    bool unknown = false;
+    NodeClient* owner = have_map_ ? OwnerOf(*job, &unknown) : nullptr;
+    if (owner != nullptr) {
+      owner->Submit(std::move(job));
+      return;
+    }
+    if (!have_map_ || unknown) {
+      Park(std::move(job), std::chrono::steady_clock::now());
+      RequestRefresh(false);
+      return;
+    }
+    // A resharding split the keys of one group apart: it cannot stay atomic.
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    Finish(job, Status(StatusCode::kServer,
+                       "redis cluster: the keys of one batch moved to different nodes during "
+                       "a resharding; retry"));
+  }
+
+  void Park(NodeJobPtr job, SteadyTime retry_at) {
+    parked_.push_back(Parked{retry_at, std::move(job)});
+  }
+
+  void Handle(NodeJobPtr& job, const JobResult& r, const Final& final) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!r.status.ok()) {
+      const auto code = r.status.code();
+      if (!r.sent && (code == StatusCode::kConnection || code == StatusCode::kTimeout) &&
+          now < job->deadline && !stopping_) {
+        // Never written: safe to retry once the topology says where to go.
+        retried_unsent_.fetch_add(1, std::memory_order_relaxed);
+        RequestRefresh(false);
+        Park(std::move(job), now + options_.retry_backoff);
+        return;
+      }
+      final(r.status);
+      return;
+    }
+    if (!r.error.empty()) {
+      int slot = 0;
+      std::string endpoint;
+      const bool moved = redis::ParseRedirect(r.error, "MOVED", &slot, &endpoint);
+      const bool ask = !moved && redis::ParseRedirect(r.error, "ASK", &slot, &endpoint);
+      if ((moved || ask || Retryable(r.error)) && ++job->redirects > options_.max_redirects) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        final(Status(StatusCode::kServer, "redis cluster: too many redirections, last: " +
+                                              std::string(r.error.substr(0, 200))));
+        return;
+      }
+      if (!job->declare_keys &&
+          (r.error.find("non local key") != std::string_view::npos ||
+           r.error.find("CROSSSLOT") != std::string_view::npos ||
+           r.error.find("do not hash to the same slot") != std::string_view::npos)) {
+        // A multi-slot call met a slot that moved or is migrating. The script
+        // failed before writing; resend this job with declared keys so that
+        // Redis answers with MOVED/ASK for its slot.
+        if (++job->redirects > options_.max_redirects) {
+          errors_.fetch_add(1, std::memory_order_relaxed);
+          final(Status(StatusCode::kServer, "redis cluster: too many redirections"));
+          return;
+        }
+        undeclared_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+        job->declare_keys = true;
+        RequestRefresh(false);
+        Route(std::move(job));
+        return;
+      }
+      if (moved) {
+        moved_.fetch_add(1, std::memory_order_relaxed);
+        if (NodeClient* n = Node(endpoint)) slot_node_[static_cast<size_t>(slot)] = n;
+        RequestRefresh(false);
+        Route(std::move(job));
+        return;
+      }
+      if (ask) {
+        ask_.fetch_add(1, std::memory_order_relaxed);
+        NodeClient* n = Node(endpoint);
+        if (n == nullptr) {
+          final(Status(StatusCode::kServer, "redis cluster: bad ASK target " + endpoint));
+          return;
+        }
+        job->asking = true;
+        job->declare_keys = true;
+        n->Submit(std::move(job));
+        return;
+      }
+      if (Retryable(r.error)) {
+        tryagain_.fetch_add(1, std::memory_order_relaxed);
+        const auto backoff = std::min<std::chrono::milliseconds>(
+            options_.retry_backoff * (1 << std::min(job->redirects, 5)),
+            std::chrono::milliseconds(200));
+        if (!r.error.starts_with("TRYAGAIN")) RequestRefresh(false);
+        if (now + backoff < job->deadline) {
+          Park(std::move(job), now + backoff);
+          return;
+        }
+      }
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      final(redis::ErrorReplyStatus("cluster", r.error));
+      return;
+    }
+    final(redis::DecodeJob(*job, r.triples));
+  }
+
+  // ---- batches spanning nodes: dry run everywhere, then charge node by node ----
+
+  struct Cross {
+    std::vector<std::vector<size_t>> parts;  // item indices per node
+    std::vector<NodeJobPtr> jobs;            // the charging jobs, one per part
+    BatchDecision out;
+    Store::Callback done;
+    int pending = 0;
+    Status error;
+  };
+
+  NodeJobPtr PartJob(const NodeJob& all, const std::vector<size_t>& idx, bool dry) {
+    auto j = std::make_unique<NodeJob>();
+    for (size_t i : idx) {
+      j->keys.push_back(all.keys[i]);
+      j->items.push_back(all.items[i]);
+      j->limits.push_back(all.limits[i]);
+    }
+    j->dry_run = dry;
+    j->deadline = all.deadline;
+    return j;
+  }
+
+  void CrossNode(NodeJobPtr job, Store::Callback done) {
+    cross_.fetch_add(1, std::memory_order_relaxed);
+    auto c = std::make_shared<Cross>();
+    c->done = std::move(done);
+    c->out.decisions.resize(job->keys.size());
+    std::map<NodeClient*, size_t> part_of;
+    for (size_t i = 0; i < job->keys.size(); ++i) {
+      NodeClient* n = slot_node_[static_cast<size_t>(redis::KeySlot(job->keys[i]))];
+      auto [it, fresh] = part_of.emplace(n, c->parts.size());
+      if (fresh) c->parts.emplace_back();
+      c->parts[it->second].push_back(i);
+    }
+    c->pending = static_cast<int>(c->parts.size());
+    for (size_t p = 0; p < c->parts.size(); ++p) {
+      c->jobs.push_back(PartJob(*job, c->parts[p], /*dry=*/false));
+      NodeJobPtr dry = PartJob(*job, c->parts[p], /*dry=*/true);
+      Attach(*dry, [this, c, p](Result<BatchDecision> r) { OnDryRun(c, p, std::move(r)); });
+      Route(std::move(dry));
+    }
+  }
+
+  void Merge(Cross& c, size_t p, const BatchDecision& part) {
+    for (size_t k = 0; k < c.parts[p].size(); ++k) {
+      const size_t i = c.parts[p][k];
+      c.out.decisions[i] = part.decisions[k];
+      if (!part.allowed && part.denied_index == static_cast<int>(k) &&
+          (c.out.denied_index < 0 || static_cast<int>(i) < c.out.denied_index)) {
+        c.out.denied_index = static_cast<int>(i);
+      }
+    }
+  }
+
+  void OnDryRun(const std::shared_ptr<Cross>& c, size_t p, Result<BatchDecision> r) {
+    if (!r.ok()) {
+      if (c->error.ok()) c->error = r.status();
+    } else {
+      Merge(*c, p, *r);
+    }
+    if (--c->pending > 0) return;
+    if (!c->error.ok()) {
+      c->done(c->error);
+      return;
+    }
+    if (c->out.denied_index >= 0) {
+      c->out.allowed = false;
+      c->done(std::move(c->out));
+      return;
+    }
+    ChargePart(c, 0);
+  }
+
+  void ChargePart(const std::shared_ptr<Cross>& c, size_t p) {
+    if (p == c->parts.size()) {
+      c->out.allowed = true;
+      c->out.denied_index = -1;
+      decisions_.fetch_add(1, std::memory_order_relaxed);
+      c->done(std::move(c->out));
+      return;
+    }
+    NodeJobPtr j = std::move(c->jobs[p]);
+    Attach(*j, [this, c, p](Result<BatchDecision> r) {
+      if (!r.ok()) {
+        c->done(r.status());
+        return;
+      }
+      Merge(*c, p, *r);
+      if (!r->allowed) {  // lost a race after the dry run: earlier parts stay charged
+        c->out.allowed = false;
+        c->done(std::move(c->out));
+        return;
+      }
+      ChargePart(c, p + 1);
+    });
+    Route(std::move(j));
+  }
+
+  // ---- topology ----
+
+  void RequestRefresh(bool force) {
+    if (stopping_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (refresh_inflight_) return;
+    if (!force && now - last_refresh_ < options_.refresh_interval) {
+      refresh_wanted_ = true;  // Tick() runs it when the interval has passed
+      return;
+    }
+    refresh_wanted_ = false;
+    refresh_inflight_ = true;
+    last_refresh_ = now;
+    refreshes_.fetch_add(1, std::memory_order_relaxed);
+    if (candidates_.empty()) {
+      refresh_inflight_ = false;
+      return;
+    }
+    const std::string endpoint = candidates_[next_candidate_++ % candidates_.size()];
+    NodeClient* n = Node(endpoint);
+    if (n == nullptr) {
+      refresh_inflight_ = false;
+      refresh_wanted_ = true;
+      return;
+    }
+    auto job = std::make_unique<NodeJob>();
+    job->argv = use_slots_ ? std::vector<std::string>{"CLUSTER", "SLOTS"}
+                           : std::vector<std::string>{"CLUSTER", "SHARDS"};
+    job->deadline = now + options_.node.call_timeout;
+    job->done = [this](NodeJobPtr&, const JobResult& r) { OnTopologyReply(r); };
+    n->Submit(std::move(job));
+  }
+
+  void OnTopologyReply(const JobResult& r) {
+    refresh_inflight_ = false;
+    if (stopping_) return;
+    if (!r.status.ok() || r.reply == nullptr) {
+      refresh_wanted_ = true;  // try the next candidate after the interval
+      return;
+    }
+    if (r.reply->type == REDIS_REPLY_ERROR) {
+      std::string_view text(r.reply->str, r.reply->len);
+      if (!use_slots_ && (text.find("unknown subcommand") != std::string_view::npos ||
+                          text.find("Unknown subcommand") != std::string_view::npos)) {
+        use_slots_ = true;
+        RequestRefresh(true);
+        return;
+      }
+      refresh_wanted_ = true;
+      return;
+    }
+    auto map = use_slots_ ? redis::ParseClusterSlots(r.reply) : redis::ParseClusterShards(r.reply);
+    if (!map.ok() || map->covered() == 0) {
+      refresh_wanted_ = true;
+      return;
+    }
+    // Masters first among topology candidates, then replicas, then the seeds.
+    std::vector<std::string> cands = map->masters;
+    for (const auto& reps : map->replicas) cands.insert(cands.end(), reps.begin(), reps.end());
+    for (const auto& s : options_.seeds) {
+      if (std::find(cands.begin(), cands.end(), s) == cands.end()) cands.push_back(s);
+    }
+    candidates_ = std::move(cands);
+    std::vector<NodeClient*> masters;
+    for (const auto& m : map->masters) masters.push_back(Node(m));
+    for (size_t s = 0; s < redis::kClusterSlots; ++s) {
+      const int16_t o = map->owner[s];
+      slot_node_[s] = o >= 0 ? masters[static_cast<size_t>(o)] : nullptr;
+    }
+    masters_.store(map->masters.size());
+    master_nodes_ = std::move(masters);
+    slots_covered_ = map->covered();
+    have_map_ = true;
+    auto waiting = std::move(predispatch_);
+    predispatch_.clear();
+    for (auto& p : waiting) Dispatch(std::move(p.first), std::move(p.second));
+    RouteParked(std::chrono::steady_clock::now(), /*due_only=*/false);
+  }
+
+  void ExpirePredispatch(SteadyTime now) {
+    if (predispatch_.empty()) return;
+    std::vector<std::pair<NodeJobPtr, Store::Callback>> keep, expired;
+    for (auto& p : predispatch_) {
+      (p.first->deadline <= now ? expired : keep).push_back(std::move(p));
+    }
+    predispatch_ = std::move(keep);
+    for (auto& p : expired) {
+      timeouts_.fetch_add(1, std::memory_order_relaxed);
+      p.second(TimeoutError("redis cluster: no topology within " +
+                            std::to_string(options_.node.call_timeout.count()) +
+                            "ms (seeds unreachable?)"));
+    }
+  }
+
+  void RouteParked(SteadyTime now, bool due_only) {
+    if (parked_.empty()) return;
+    std::vector<Parked> keep, go;
+    for (auto& p : parked_) {
+      if (p.job->deadline <= now) {
+        go.push_back(std::move(p));  // expired: answered below
+      } else if (!due_only || p.retry_at <= now) {
+        go.push_back(std::move(p));
+      } else {
+        keep.push_back(std::move(p));
+      }
+    }
+    parked_ = std::move(keep);
+    for (auto& p : go) {
+      if (p.job->deadline <= now) {
+        timeouts_.fetch_add(1, std::memory_order_relaxed);
+        Finish(p.job, TimeoutError("redis cluster: no node could take the call within " +
+                                   std::to_string(options_.node.call_timeout.count()) + "ms"));
+      } else {
+        Route(std::move(p.job));
+      }
+    }
+  }
+
+  void Tick() {
+    if (stopping_) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [ep, node] : nodes_) node->Tick(now);
+    RouteParked(now, /*due_only=*/true);
+    ExpirePredispatch(now);
+    if ((refresh_wanted_ && now - last_refresh_ >= options_.refresh_interval) ||
+        now - last_refresh_ >= options_.periodic_refresh) {
+      RequestRefresh(true);
+    }
+    bool healthy = have_map_ && slots_covered_ == redis::kClusterSlots;
+    for (NodeClient* m : master_nodes_) healthy = healthy && m != nullptr && m->Healthy();
+    healthy_.store(healthy, std::memory_order_relaxed);
+    ticker_.expires_after(std::chrono::milliseconds(5));
+    ticker_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) Tick();
+    });
+  }
+
+  const RedisClusterOptions options_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::steady_timer ticker_;
+  std::thread thread_;
+  redis::NodeStats node_stats_;
+  // I/O thread only. Node clients are never destroyed before shutdown (their
+  // connections may still have completions queued).
+  std::map<std::string, std::unique_ptr<NodeClient>> nodes_;
+  std::array<NodeClient*, redis::kClusterSlots> slot_node_;
+  std::vector<NodeClient*> master_nodes_;
+  int slots_covered_ = 0;
+  bool have_map_ = false;
+  bool use_slots_ = false;
+  bool refresh_inflight_ = false;
+  bool refresh_wanted_ = false;
+  SteadyTime last_refresh_{};
+  std::vector<std::string> candidates_;
+  size_t next_candidate_ = 0;
+  std::vector<Parked> parked_;
+  std::vector<std::pair<NodeJobPtr, Store::Callback>> predispatch_;
+  bool stopping_ = false;
+
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> healthy_{false};
+  std::atomic<size_t> masters_{0};
+  std::atomic<uint64_t> decisions_{0}, moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0},
+      retried_unsent_{0}, cross_{0}, timeouts_{0}, errors_{0}, undeclared_fallbacks_{0};
+};
+
+Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {
+  if (!url.starts_with("redis-cluster://")) {
+    return InvalidArgument("redis cluster url: must start with redis-cluster:// (got '" +
+                           std::string(url.substr(0, 100)) + "')");
+  }
+  std::string_view rest = url.substr(16);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q);
+    rest = rest.substr(0, q);
+  }
+  std::string userinfo;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(rest.substr(0, at + 1));
+    rest = rest.substr(at + 1);
+  }
+  RedisClusterOptions o;
+  bool first = true;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view hp = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    // Reuse the redis:// parser for host, port, credentials and options.
+    auto parsed = ParseRedisUrl("redis://" + userinfo + std::string(hp) +
+                                (first ? std::string(query) : std::string()));
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->db != 0) return InvalidArgument("redis cluster url: clusters have only db 0");
+    if (first) o.node = *parsed;
+    first = false;
+    const bool v6 = parsed->host.find(':') != std::string::npos;
+    o.seeds.push_back((v6 ? "[" + parsed->host + "]" : parsed->host) + ":" +
+                      std::to_string(parsed->port));
+  }
+  if (o.seeds.empty()) return InvalidArgument("redis cluster url: no host:port given");
+  return o;
+}
+
+Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Create(
+    const RedisClusterOptions& options) {
+  if (options.seeds.empty()) return InvalidArgument("redis cluster: at least one seed node");
+  if (options.node.tls) {
+    return InvalidArgument("redis cluster: tls is not supported (no hiredis_ssl in Debian)");
+  }
+  if (options.node.db != 0) return InvalidArgument("redis cluster: db must be 0");
+  if (options.max_redirects < 1 || options.max_redirects > 100) {
+    return InvalidArgument("redis cluster: max_redirects must be 1..100");
+  }
+  if (options.node.connections < 1 || options.node.connections > 64 || options.node.max_batch < 1 ||
+      options.node.max_batch > 4096 || options.node.max_inflight_per_connection < 1 ||
+      options.node.max_queue < 1) {
+    return InvalidArgument("redis cluster: bad pool/batch options");
+  }
+  if (options.node.call_timeout.count() < 1 || options.node.connect_timeout.count() < 1) {
+    return InvalidArgument("redis cluster: timeouts must be at least 1ms");
+  }
+  if (options.node.key_prefix.size() > 64 ||
+      options.node.key_prefix.find_first_of("{}") != std::string::npos) {
+    return InvalidArgument("redis cluster: key_prefix must be <= 64 bytes without '{' or '}'");
+  }
+  if (options.node.clock == nullptr) return InvalidArgument("redis cluster: clock is null");
+  for (const auto& s : options.seeds) {
+    std::string host;
+    int port = 0;
+    if (!SplitEndpoint(s, &host, &port)) {
+      return InvalidArgument("redis cluster: bad seed '" + s + "' (want host:port)");
+    }
+  }
+  auto impl = std::make_unique<Impl>(options);
+  impl->Start();
+  return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));
+}
+
+RedisClusterStore::RedisClusterStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RedisClusterStore::~RedisClusterStore() = default;
+
+void RedisClusterStore::AcquireAsync(std::span<const AcquireItem> items, Callback done) {
+  impl_->AcquireAsync(items, std::move(done));
+}
+
+Result<BatchDecision> RedisClusterStore::Acquire(std::span<const AcquireItem> items) {
+  auto w = std::make_shared<redis::Waiter<Result<BatchDecision>>>();
+  impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
+
+bool RedisClusterStore::Healthy() const { return impl_->Healthy(); }
+
+std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {
+  return impl_->KeyFor(key);
+}
+
+int RedisClusterStore::SlotOf(std::string_view redis_key) { return redis::KeySlot(redis_key); }
+
+RedisClusterStats RedisClusterStore::Stats() const { return impl_->Stats(); }
+
+}  // namespace tollgate
