@@ -1,0 +1,119 @@
+// Enforcer internals shared by its two halves: planning (enforcer_plan.cc:
+// request -> rules -> items) and deciding (enforcer.cc: items -> store batch ->
+// CheckOutcome). Private to src/policy.
+//
+// Thread safety: Impl is shared by all threads using an Enforcer; a Plan
+// belongs to one decision (shared with a store callback for async checks).
+#ifndef TOLLGATE_SRC_POLICY_ENFORCER_IMPL_H_
+#define TOLLGATE_SRC_POLICY_ENFORCER_IMPL_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/client_ip.h"
+#include "policy/jwt.h"
+#include "policy/policy_impl.h"
+#include "policy/rule_state.h"
+#include "tollgate/policy.h"
+
+namespace tollgate {
+
+// Identity value standing for an absent key source (missing_key: shared). A
+// normalised value never holds a backslash followed by 'm', so no request can
+// name this bucket.
+inline constexpr std::string_view kMissingValue = "\\missing";
+inline constexpr uint64_t kRolloutSeed = 0x726f6c6c6f7574ULL;
+
+struct Binding {
+  std::shared_ptr<const Policy> policy;
+  std::vector<RuleState*> states;  // one per rule, same order
+};
+
+struct PlannedItem {
+  PlannedItem(const Limit& l) : limit(l) {}  // NOLINT: Limit has no default
+  std::string name;
+  std::string identity;
+  std::string key;
+  Limit limit;
+  int64_t cost = 0;
+  RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
+  RuleState* state = nullptr;
+  std::optional<RollbackConfig> rollback;
+  size_t order = 0;  // position in policy order
+};
+
+struct Plan {
+  std::shared_ptr<const Binding> binding;
+  uint64_t generation = 0;
+  bool explain = false;
+  std::vector<PlannedItem> items;  // enforced first, then shadow
+  size_t enforced_count = 0;
+  std::vector<std::string> trace;
+  // Results.
+  std::vector<Decision> decisions;
+  Status error;
+  bool unenforced = false;
+  bool allowed = false;
+  int denied_item = -1;
+
+  std::vector<AcquireItem> Batch(size_t count) const {
+    std::vector<AcquireItem> batch;
+    batch.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      batch.push_back({items[i].key, &items[i].limit, explain ? 0 : items[i].cost});
+    }
+    return batch;
+  }
+};
+
+class Enforcer::Impl {
+ public:
+  Impl(std::shared_ptr<PolicyStore> policies, Store* store, const Clock* clock,
+       EnforcerOptions options, ClientIpResolver ip, std::unique_ptr<JwtVerifier> jwt)
+      : policies_(std::move(policies)),
+        store_(store),
+        clock_(clock),
+        options_(std::move(options)),
+        ip_(std::move(ip)),
+        jwt_(std::move(jwt)) {}
+
+  std::shared_ptr<Plan> PlanRequest(const RequestView& request, bool explain);
+  Result<std::shared_ptr<Plan>> PlanItems(std::span<const ExplicitItem> items);
+  CheckOutcome Run(Plan& plan);
+  void RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
+  std::vector<RuleCounters> Counters() const;
+  bool ResetRollback(std::string_view rule);
+  std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
+
+  const std::shared_ptr<PolicyStore> policies_;
+  Store* const store_;
+  const Clock* const clock_;
+  const EnforcerOptions options_;
+
+ private:
+  std::shared_ptr<const Binding> Bind(std::shared_ptr<const Policy> policy);
+  RuleState* StateFor(const std::string& name);
+  void AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item);
+  // Returns true when the enforced items must be decided again on their own.
+  bool Absorb(Plan& plan, Result<BatchDecision> r, bool second);
+  CheckOutcome Finish(Plan& plan);
+  void Count(Plan& plan);
+  void Log(const std::string& message) const;
+
+  const ClientIpResolver ip_;
+  const std::unique_ptr<JwtVerifier> jwt_;
+
+  mutable std::mutex
+      mu_;  // guards states_ (the map; entries are never erased) and binding rebuilds
+  std::map<std::string, std::unique_ptr<RuleState>, std::less<>> states_;
+  mutable std::mutex binding_mu_;  // guards binding_ (a TSan-visible pointer swap)
+  std::shared_ptr<const Binding> binding_;
+};
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_SRC_POLICY_ENFORCER_IMPL_H_

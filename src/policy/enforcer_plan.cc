@@ -1,0 +1,245 @@
+// Enforcer, planning half: which rules apply to a request (tiers, match),
+// their keys (normalised, missing-key policy), costs, and shadow status
+// (mode, rollback guard, enforce_percent rollout).
+#include <cstdio>
+
+#include "policy/enforcer_impl.h"
+#include "policy/request_context.h"
+
+namespace tollgate {
+namespace {
+
+const char* ShadowText(RuleOutcome::ShadowReason r) {
+  switch (r) {
+    case RuleOutcome::ShadowReason::kConfigured:
+      return " [shadow: mode]";
+    case RuleOutcome::ShadowReason::kRollout:
+      return " [shadow: outside enforce_percent]";
+    case RuleOutcome::ShadowReason::kRollback:
+      return " [shadow: rollback guard tripped]";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+void Enforcer::Impl::Log(const std::string& message) const {
+  if (options_.log) {
+    options_.log(message);
+  } else {
+    std::fprintf(stderr, "tollgate: %s\n", message.c_str());
+  }
+}
+
+RuleState* Enforcer::Impl::StateFor(const std::string& name) {
+  auto it = states_.find(name);
+  if (it == states_.end()) it = states_.emplace(name, std::make_unique<RuleState>(name)).first;
+  return it->second.get();
+}
+
+std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy> policy) {
+  {
+    std::lock_guard<std::mutex> lock(binding_mu_);
+    if (binding_ && binding_->policy == policy) return binding_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto nb = std::make_shared<Binding>();
+  nb->policy = policy;
+  // Only the live policy updates fingerprints, so an in-flight decision on an
+  // old policy cannot undo what a reload reset.
+  const bool live = policies_->Current() == policy;
+  for (const Rule& rule : policy->rules) {
+    RuleState* s = StateFor(rule.name);
+    if (live && s->fingerprint != rule.fingerprint) {
+      if (!s->fingerprint.empty() && s->tripped.load()) {
+        Log("rule '" + rule.name + "': changed by a reload, rollback guard reset");
+        s->ResetGuard();
+        s->reason.clear();
+      }
+      s->fingerprint = rule.fingerprint;
+    }
+    nb->states.push_back(s);
+  }
+  std::lock_guard<std::mutex> swap(binding_mu_);
+  binding_ = nb;
+  return nb;
+}
+
+void Enforcer::Impl::AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item) {
+  if (item.shadow == RuleOutcome::ShadowReason::kNone) {
+    plan.items.push_back(std::move(item));
+  } else {
+    shadow.push_back(std::move(item));
+  }
+}
+
+std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bool explain) {
+  auto plan = std::make_shared<Plan>();
+  plan->explain = explain;
+  auto policy = policies_->Current(&plan->generation);
+  plan->binding = Bind(policy);
+  RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
+  std::vector<PlannedItem> shadow;
+  std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
+  size_t order = 0;
+  for (size_t i = 0; i < policy->rules.size(); ++i) {
+    const Rule& rule = policy->rules[i];
+    RuleState* state = plan->binding->states[i];
+    int& taken = group_taken[static_cast<size_t>(policy->group_of[i])];
+    if (taken >= 0) {
+      if (explain) {
+        plan->trace.push_back(rule.name + ": not applied (tier group already matched by '" +
+                              policy->rules[static_cast<size_t>(taken)].name + "')");
+      }
+      continue;
+    }
+    const Condition* failed = nullptr;
+    for (const Condition& c : rule.match) {
+      if (!ctx.Matches(c)) {
+        failed = &c;
+        break;
+      }
+    }
+    if (failed) {
+      if (explain) {
+        std::string why = rule.name + ": no match (" + failed->text + " failed)";
+        if (failed->source.kind == Source::Kind::kJwt && !ctx.Claims().usable()) {
+          why += "; jwt claims unusable: " + (ctx.Claims().state == JwtClaims::State::kNoToken
+                                                  ? std::string("no token")
+                                                  : ctx.Claims().error);
+        }
+        plan->trace.push_back(why);
+      }
+      continue;
+    }
+    taken = static_cast<int>(i);
+    std::vector<std::string> values;
+    const Source* missing = nullptr;
+    for (const Source& s : rule.keys) {
+      auto v = ctx.Value(s);
+      if (!v) {
+        if (!missing) missing = &s;
+        values.emplace_back(kMissingValue);
+      } else {
+        values.push_back(NormalizeKeyValue(*v));
+      }
+    }
+    if (missing) {
+      if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
+      if (rule.missing_key == MissingKey::kSkip) {
+        if (explain) {
+          plan->trace.push_back(rule.name + ": skipped (key source " + missing->spec +
+                                " absent; missing_key: skip)");
+        }
+        continue;
+      }
+    }
+    PlannedItem item(rule.limit);
+    item.name = rule.name;
+    item.identity = JoinIdentity(values);
+    item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
+    item.state = state;
+    item.rollback = rule.rollback;
+    item.order = order++;
+    switch (rule.cost_kind) {
+      case Rule::CostKind::kFixed:
+        item.cost = rule.fixed_cost;
+        break;
+      case Rule::CostKind::kHeader:
+      case Rule::CostKind::kQuery: {
+        std::optional<std::string> text;
+        if (rule.cost_kind == Rule::CostKind::kHeader) {
+          if (auto h = request.Header(rule.cost_arg)) text = std::string(*h);
+        } else {
+          text = request.QueryParam(rule.cost_arg);
+        }
+        if (!text || !ParseCost(*text, &item.cost)) item.cost = rule.default_cost;
+        break;
+      }
+    }
+    if (rule.shadow) {
+      item.shadow = RuleOutcome::ShadowReason::kConfigured;
+    } else if (state->tripped.load(std::memory_order_acquire)) {
+      item.shadow = RuleOutcome::ShadowReason::kRollback;
+    } else if (rule.enforce_percent < 100) {
+      const uint64_t bucket = StableHash(rule.name + '\x1f' + item.identity, kRolloutSeed) % 10000;
+      if (static_cast<double>(bucket) >= rule.enforce_percent * 100) {
+        item.shadow = RuleOutcome::ShadowReason::kRollout;
+      }
+    }
+    if (explain) {
+      plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
+                            std::to_string(item.cost) + ", " + rule.limit.ToString() +
+                            ShadowText(item.shadow));
+    }
+    AddItem(*plan, shadow, std::move(item));
+  }
+  plan->enforced_count = plan->items.size();
+  for (auto& s : shadow) plan->items.push_back(std::move(s));
+  return plan;
+}
+
+Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
+  auto plan = std::make_shared<Plan>();
+  auto policy = policies_->Current(&plan->generation);
+  plan->binding = Bind(policy);
+  std::vector<PlannedItem> shadow;
+  size_t order = 0;
+  for (size_t n = 0; n < items.size(); ++n) {
+    const ExplicitItem& it = items[n];
+    const std::string where = "items[" + std::to_string(n) + "]: ";
+    if (it.cost < 0) return InvalidArgument(where + "cost must be >= 0");
+    int index = -1;
+    if (!it.rule.empty()) {
+      index = policy->Find(it.rule);
+      if (index < 0) return InvalidArgument(where + "unknown rule '" + std::string(it.rule) + "'");
+    } else if (!it.limit_override) {
+      if (policy->rules.size() != 1) {
+        return InvalidArgument(where + "needs a rule name (the policy has " +
+                               std::to_string(policy->rules.size()) + " rules) or a limit");
+      }
+      index = 0;
+    }
+    const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
+    std::optional<Limit> limit;
+    if (it.limit_override) {
+      auto l = Limit::Create(*it.limit_override);
+      if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
+      limit = *l;
+    } else {
+      limit = rule->limit;
+    }
+    PlannedItem item(*limit);
+    if (rule) {
+      item.name = rule->name;
+      item.state = plan->binding->states[static_cast<size_t>(index)];
+      item.rollback = rule->rollback;
+    } else {
+      item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
+      std::lock_guard<std::mutex> lock(mu_);
+      item.state = StateFor(item.name);
+    }
+    item.identity = NormalizeKeyValue(it.key);
+    if (item.identity.empty()) item.identity = std::string(kMissingValue);
+    item.key = BucketKey(item.name, limit->algorithm(), item.identity);
+    item.cost = std::min<int64_t>(it.cost, kMaxCost);
+    item.order = order++;
+    if (rule && rule->shadow) {
+      item.shadow = RuleOutcome::ShadowReason::kConfigured;
+    } else if (item.state->tripped.load(std::memory_order_acquire)) {
+      item.shadow = RuleOutcome::ShadowReason::kRollback;
+    } else if (rule && rule->enforce_percent < 100) {
+      const uint64_t bucket = StableHash(rule->name + '\x1f' + item.identity, kRolloutSeed) % 10000;
+      if (static_cast<double>(bucket) >= rule->enforce_percent * 100) {
+        item.shadow = RuleOutcome::ShadowReason::kRollout;
+      }
+    }
+    AddItem(*plan, shadow, std::move(item));
+  }
+  plan->enforced_count = plan->items.size();
+  for (auto& s : shadow) plan->items.push_back(std::move(s));
+  return plan;
+}
+
+}  // namespace tollgate
