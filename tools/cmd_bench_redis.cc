@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tollgate/algorithm.h"
+#include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::cli {
@@ -178,7 +179,7 @@ uint64_t NextRandom(uint64_t& s) {
 // ---- lua / lua-single: RedisStore driven by async chains ----
 
 struct LuaDriver {
-  RedisStore* store = nullptr;
+  Store* store = nullptr;
   const Limit* limit = nullptr;
   const std::vector<std::string>* keys = nullptr;
   bool hot = false;
@@ -220,25 +221,49 @@ struct LuaDriver {
   }
 };
 
-Result<std::unique_ptr<RedisStore>> OpenStore(const BenchArgs& a, bool single) {
-  auto o = ParseRedisUrl(a.url);
+// A RedisStore (redis://) or RedisClusterStore (redis-cluster://) and its
+// script call counter.
+struct BenchStore {
+  std::unique_ptr<Store> store;
+  std::function<uint64_t()> script_calls;
+};
+
+Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
+  const bool cluster = a.url.starts_with("redis-cluster://");
+  Result<RedisOptions> o = cluster ? Result<RedisOptions>(RedisOptions{}) : ParseRedisUrl(a.url);
+  Result<RedisClusterOptions> co =
+      cluster ? ParseRedisClusterUrl(a.url) : Result<RedisClusterOptions>(RedisClusterOptions{});
   if (!o.ok()) return o.status();
-  o->connections = a.connections;
-  o->max_batch = single ? 1 : a.max_batch;
-  o->max_inflight_per_connection = single ? 64 : a.inflight;
-  o->call_timeout = std::chrono::milliseconds(5000);
-  o->max_queue = 1 << 20;
-  o->deny_cache = a.deny_cache;
-  o->key_prefix = "bench:";
-  auto store = RedisStore::Create(*o);
-  if (!store.ok()) return store.status();
-  // Wait (bounded) for the first connection so the run measures decisions.
-  const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
-  while (!(*store)->Healthy() && SteadyClock::now() < deadline) {
+  if (!co.ok()) return co.status();
+  RedisOptions& n = cluster ? co->node : *o;
+  n.connections = a.connections;
+  n.max_batch = single ? 1 : a.max_batch;
+  n.max_inflight_per_connection = single ? 64 : a.inflight;
+  n.call_timeout = std::chrono::milliseconds(5000);
+  n.max_queue = 1 << 20;
+  n.deny_cache = a.deny_cache;
+  n.key_prefix = "bench:";
+  BenchStore out;
+  if (cluster) {
+    auto s = RedisClusterStore::Create(*co);
+    if (!s.ok()) return s.status();
+    RedisClusterStore* raw = s->get();
+    out.script_calls = [raw] { return raw->Stats().script_calls; };
+    out.store = std::move(*s);
+  } else {
+    auto s = RedisStore::Create(*o);
+    if (!s.ok()) return s.status();
+    RedisStore* raw = s->get();
+    out.script_calls = [raw] { return raw->Stats().script_calls; };
+    out.store = std::move(*s);
+  }
+  // Wait (bounded) for the connections (and cluster topology) so the run measures decisions.
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  while (!out.store->Healthy() && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (!(*store)->Healthy()) return ConnectionError("redis " + a.url + ": not reachable");
-  return store;
+  if (!out.store->Healthy()) return ConnectionError("redis " + a.url + ": not reachable");
+  return out;
 }
 
 RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::string& scenario,
@@ -254,7 +279,7 @@ RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::str
     return res;
   }
   LuaDriver d;
-  d.store = store->get();
+  d.store = store->store.get();
   d.limit = &limit;
   d.keys = &keys;
   d.hot = scenario == "hot_key";
@@ -264,7 +289,7 @@ RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::str
   const auto start = SteadyClock::now();
   d.stop_at = start + std::chrono::duration_cast<SteadyClock::duration>(
                           std::chrono::duration<double>(a.seconds));
-  const uint64_t calls_before = (*store)->Stats().script_calls;
+  const uint64_t calls_before = store->script_calls();
   d.running.store(concurrency);
   for (int i = 0; i < concurrency; ++i) d.Issue(i);
   {
@@ -275,7 +300,7 @@ RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::str
   res.decisions = d.decisions.load();
   res.allowed = d.allowed.load();
   res.errors = d.errors.load();
-  res.redis_calls = (*store)->Stats().script_calls - calls_before;
+  res.redis_calls = store->script_calls() - calls_before;
   res.p50_us = d.hist.Percentile(0.50);
   res.p99_us = d.hist.Percentile(0.99);
   res.first_error = d.first_error;
@@ -405,6 +430,11 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
   res.strategy = strategy;
   res.scenario = scenario;
   res.concurrency = concurrency;
+  if (a.url.starts_with("redis-cluster://")) {
+    res.errors = 1;
+    res.first_error = strategy + " runs against one node only (redis://), not redis-cluster://";
+    return res;
+  }
   auto o = ParseRedisUrl(a.url);
   if (!o.ok()) {
     res.errors = 1;
@@ -573,7 +603,7 @@ OvergrantCounts OvergrantOnce(const BenchArgs& a, const std::string& strategy,
     }
     std::this_thread::sleep_until(start_at);
     LuaDriver d;
-    d.store = store->get();
+    d.store = store->store.get();
     d.limit = &limit;
     d.keys = &keys;
     d.hot = true;

@@ -60,7 +60,7 @@ const redisReply* Field(const redisReply* map, std::string_view name) {
 
 }  // namespace
 
-Result<SlotMap> ParseClusterShards(const redisReply* reply) {
+Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host) {
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return Status(StatusCode::kServer, "CLUSTER SHARDS: not an array");
   }
@@ -76,6 +76,7 @@ Result<SlotMap> ParseClusterShards(const redisReply* reply) {
       const redisReply* node = nodes->element[n];
       std::string host(Str(Field(node, "ip")));
       if (host.empty()) host = std::string(Str(Field(node, "endpoint")));
+      if (host.empty()) host = asked_host;
       const redisReply* port = Field(node, "port");
       if (port == nullptr || port->type != REDIS_REPLY_INTEGER || host.empty()) continue;
       const std::string endpoint = host + ":" + std::to_string(port->integer);
@@ -100,7 +101,7 @@ Result<SlotMap> ParseClusterShards(const redisReply* reply) {
   return map;
 }
 
-Result<SlotMap> ParseClusterSlots(const redisReply* reply) {
+Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& asked_host) {
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return Status(StatusCode::kServer, "CLUSTER SLOTS: not an array");
   }
@@ -110,8 +111,9 @@ Result<SlotMap> ParseClusterSlots(const redisReply* reply) {
     if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
     const redisReply* m = range->element[2];
     if (m->type != REDIS_REPLY_ARRAY || m->elements < 2) continue;
-    const std::string endpoint =
-        std::string(Str(m->element[0])) + ":" + std::to_string(m->element[1]->integer);
+    std::string host(Str(m->element[0]));
+    if (host.empty()) host = asked_host;
+    const std::string endpoint = host + ":" + std::to_string(m->element[1]->integer);
     const int idx = MasterIndex(map, endpoint);
     for (size_t r = 3; r < range->elements; ++r) {
       const redisReply* rep = range->element[r];

@@ -37,9 +37,11 @@ struct SlotMap {
 };
 
 // Parses a CLUSTER SHARDS reply (RESP2: arrays of flat key/value arrays).
-Result<SlotMap> ParseClusterShards(const redisReply* reply);
+// A node that does not know its own address (a lone node reports ip "") is
+// given `asked_host`, the host the reply came from.
+Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host = "");
 // Parses a CLUSTER SLOTS reply.
-Result<SlotMap> ParseClusterSlots(const redisReply* reply);
+Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& asked_host = "");
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": slot and endpoint.
 bool ParseRedirect(std::string_view error, std::string_view kind, int* slot, std::string* endpoint);

@@ -474,11 +474,13 @@ class RedisClusterStore::Impl {
     job->argv = use_slots_ ? std::vector<std::string>{"CLUSTER", "SLOTS"}
                            : std::vector<std::string>{"CLUSTER", "SHARDS"};
     job->deadline = now + options_.node.call_timeout;
-    job->done = [this](NodeJobPtr&, const JobResult& r) { OnTopologyReply(r); };
+    job->done = [this, host = n->options().host](NodeJobPtr&, const JobResult& r) {
+      OnTopologyReply(r, host);
+    };
     n->Submit(std::move(job));
   }
 
-  void OnTopologyReply(const JobResult& r) {
+  void OnTopologyReply(const JobResult& r, const std::string& asked_host) {
     refresh_inflight_ = false;
     if (stopping_) return;
     if (!r.status.ok() || r.reply == nullptr) {
@@ -496,7 +498,8 @@ class RedisClusterStore::Impl {
       refresh_wanted_ = true;
       return;
     }
-    auto map = use_slots_ ? redis::ParseClusterSlots(r.reply) : redis::ParseClusterShards(r.reply);
+    auto map = use_slots_ ? redis::ParseClusterSlots(r.reply, asked_host)
+                          : redis::ParseClusterShards(r.reply, asked_host);
     if (!map.ok() || map->covered() == 0) {
       refresh_wanted_ = true;
       return;
