@@ -4,9 +4,13 @@
 // Arithmetic is exact integer arithmetic (see docs/architecture.md, "Exactness"):
 //  - rates are held as whole micro-tokens per second (rate_micro), truncated
 //    downwards from the configured double, so a limit never grants more than asked;
-//  - time is int64 nanoseconds; the emission interval of `cost` tokens is
-//    ceil(cost * 1e15 / rate_micro) ns, rounded up so that rounding can only
-//    ever under-grant, by less than 1 ns per decision.
+//  - time is int64 nanoseconds; one token refills in interval_ns =
+//    ceil(1e15 / rate_micro) ns, and everything else is a whole multiple of it:
+//    `cost` tokens take cost * interval_ns, the bucket holds burst * interval_ns.
+//    The effective rate is therefore 1e9 / interval_ns tokens per second: the
+//    configured rate rounded down to the nearest whole-nanosecond interval (a
+//    relative difference below 1 / interval_ns, e.g. 1e-6 at 1000/s), and a
+//    full bucket always grants exactly `burst`.
 // Create() refuses limits whose constants would not fit (and so could not be
 // represented exactly in Redis' Lua doubles either).
 //
@@ -79,21 +83,30 @@ class Limit {
   int64_t window_ns() const { return window_ns_; }
   // Emission interval of one token, ns (rounded up).
   int64_t interval_ns() const { return interval_ns_; }
-  // Burst tolerance: the time it takes to refill `burst` tokens, ns (rounded up).
+  // The rate actually enforced: 1e9 / interval_ns() tokens per second.
+  double effective_rate() const { return 1e9 / static_cast<double>(interval_ns_); }
+  // Burst tolerance: burst * interval_ns, the time `burst` tokens take to refill.
   int64_t tolerance_ns() const { return tolerance_ns_; }
   int64_t max_delay_ns() const { return max_delay_ns_; }
 
-  // ceil(cost * 1e15 / rate_micro): the time `cost` tokens take to refill.
+  // cost * interval_ns: the time `cost` tokens take to refill. Saturates far
+  // above any tolerance for absurd costs (callers reject cost > burst first).
   int64_t IncrementFor(int64_t cost) const {
-    return cost == 1 ? interval_ns_ : SlowIncrement(cost);
+    int64_t product;
+    if (cost <= 0) return 0;
+    if (__builtin_mul_overflow(cost, interval_ns_, &product)) return int64_t{1} << 62;
+    return product;
   }
-  // Whole tokens that refill in `ns` nanoseconds (floor).
+  // Whole tokens that refill in `ns` nanoseconds: floor(ns / interval_ns),
+  // by a precomputed reciprocal (no hardware divide on the hot path).
   int64_t TokensIn(int64_t ns) const {
     if (ns <= 0) return 0;
-    int64_t product;
-    if (!__builtin_mul_overflow(ns, rate_micro_, &product))
-      return product / 1'000'000'000'000'000LL;
-    return SlowTokensIn(ns);
+    const uint64_t n = static_cast<uint64_t>(ns), d = static_cast<uint64_t>(interval_ns_);
+    if (reciprocal_ == 0) return static_cast<int64_t>(n / d);  // d is a power of 2: a shift
+    // q is floor(n / d) or at most 2 below it.
+    uint64_t q = static_cast<uint64_t>((static_cast<unsigned __int128>(n) * reciprocal_) >> 64);
+    while ((q + 1) * d <= n) ++q;
+    return static_cast<int64_t>(q);
   }
 
   // "token_bucket rate=10/s burst=20" - for logs and explain output.
@@ -103,8 +116,6 @@ class Limit {
 
  private:
   Limit() = default;
-  int64_t SlowIncrement(int64_t cost) const;
-  int64_t SlowTokensIn(int64_t ns) const;
 
   Algorithm algorithm_ = Algorithm::kTokenBucket;
   int64_t burst_ = 0;
@@ -113,6 +124,7 @@ class Limit {
   int64_t interval_ns_ = 0;
   int64_t tolerance_ns_ = 0;
   int64_t max_delay_ns_ = 0;
+  uint64_t reciprocal_ = 0;  // floor(2^64 / interval_ns), 0 when interval_ns is a power of 2
 };
 
 }  // namespace tollgate

@@ -37,6 +37,14 @@ std::string Num(double v) {
   return buf;
 }
 
+// floor(2^64 / d) for TokensIn's multiply-high division; 0 for powers of 2,
+// where the plain division is a shift.
+uint64_t Reciprocal(int64_t d) {
+  const uint64_t u = static_cast<uint64_t>(d);
+  if ((u & (u - 1)) == 0) return 0;
+  return static_cast<uint64_t>((static_cast<u128>(1) << 64) / u);
+}
+
 bool IsWindow(Algorithm a) {
   return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
          a == Algorithm::kSlidingLog;
@@ -108,8 +116,8 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
     add("rate", "must be at least 0.000001 tokens per second (got " + Num(spec.rate) + ")");
     return errors;
   }
-  if (burst >= 1 && static_cast<u128>(burst) * kFemto / static_cast<u128>(rm) >=
-                        static_cast<u128>(kMaxTimeConstant)) {
+  const u128 interval = (kFemto + static_cast<u128>(rm) - 1) / static_cast<u128>(rm);
+  if (burst >= 1 && static_cast<u128>(burst) * interval >= static_cast<u128>(kMaxTimeConstant)) {
     add("burst", "refilling " + std::to_string(burst) + " tokens at " + Num(spec.rate) +
                      "/s takes longer than 36 years; lower burst or raise the rate");
   }
@@ -135,11 +143,14 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
     l.rate_micro_ = rm < 1 ? 1 : static_cast<int64_t>(rm);
     l.interval_ns_ = CeilDiv(kFemto, static_cast<u128>(l.rate_micro_));
     l.tolerance_ns_ = l.window_ns_;
+    l.reciprocal_ = Reciprocal(l.interval_ns_);
     return l;
   }
   l.rate_micro_ = RateMicro(spec.rate);
   l.interval_ns_ = CeilDiv(kFemto, static_cast<u128>(l.rate_micro_));
-  l.tolerance_ns_ = CeilDiv(static_cast<u128>(spec.burst) * kFemto, l.rate_micro_);
+  // Whole multiples of the interval: a full bucket grants exactly `burst`.
+  l.tolerance_ns_ = spec.burst * l.interval_ns_;
+  l.reciprocal_ = Reciprocal(l.interval_ns_);
   if (spec.algorithm == Algorithm::kLeakyBucket) {
     l.max_delay_ns_ = spec.max_delay.count() < 0
                           ? static_cast<int64_t>(static_cast<u128>(spec.burst - 1) *
@@ -147,15 +158,6 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                           : spec.max_delay.count();
   }
   return l;
-}
-
-int64_t Limit::SlowIncrement(int64_t cost) const {
-  if (cost <= 0) return 0;
-  return CeilDiv(static_cast<u128>(cost) * kFemto, static_cast<u128>(rate_micro_));
-}
-
-int64_t Limit::SlowTokensIn(int64_t ns) const {
-  return static_cast<int64_t>(static_cast<u128>(ns) * static_cast<u128>(rate_micro_) / kFemto);
 }
 
 std::string Limit::ToString() const {

@@ -202,3 +202,49 @@ TEST(SlidingLogTest, ExactWindow) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+// Regression: with the interval rounded up on its own, 30/s burst 30 granted
+// only 29 from a full bucket. Every (rate, burst) must grant exactly burst.
+TEST(TokenBucketTest, FullBucketGrantsExactlyBurst) {
+  const double rates[] = {30, 100.0 / 3600, 80.0 / 86400, 3, 7, 33.3, 12345.678, 0.7, 1e6 / 7};
+  for (double rate : rates) {
+    for (int64_t burst : {int64_t{1}, int64_t{2}, int64_t{30}, int64_t{100}, int64_t{997}}) {
+      LimitSpec s;
+      s.rate = rate;
+      s.burst = burst;
+      auto l = Limit::Create(s);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      uint64_t state = 0;
+      int64_t granted = 0;
+      for (int64_t i = 0; i < burst + 5; ++i) {
+        StepResult r = Step(*l, state, 1, 5'000'000'000'000);
+        if (r.changed) state = r.state;
+        granted += r.decision.allowed;
+      }
+      EXPECT_EQ(granted, burst) << "rate " << rate << " burst " << burst;
+      // And the whole burst at once from a fresh bucket.
+      EXPECT_TRUE(Step(*l, 0, burst, 5'000'000'000'000).decision.allowed);
+    }
+  }
+}
+
+TEST(LimitTest, TokensInIsExactFloorDivision) {
+  for (double rate : {1.0, 3.0, 7.0, 33.3, 1000.0, 12345.678, 1e6 / 7, 1e9}) {
+    LimitSpec s;
+    s.rate = rate;
+    s.burst = 10;
+    auto l = Limit::Create(s);
+    ASSERT_TRUE(l.ok());
+    const int64_t d = l->interval_ns();
+    for (int64_t n : {int64_t{0}, int64_t{1}, d - 1, d, d + 1, 2 * d - 1, 2 * d, 10 * d - 1, 10 * d,
+                      int64_t{1} << 40, (int64_t{1} << 60) + 12345}) {
+      ASSERT_EQ(l->TokensIn(n), n / d) << "rate " << rate << " n " << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate

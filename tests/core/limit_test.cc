@@ -28,8 +28,12 @@ TEST(LimitTest, PrecomputesExactConstants) {
 TEST(LimitTest, FractionalRatesRoundTheIntervalUp) {
   auto third = Limit::Create(Bucket(3, 3));
   ASSERT_TRUE(third.ok());
-  EXPECT_EQ(third->interval_ns(), 333'333'334);      // ceil(1e9 / 3)
-  EXPECT_EQ(third->IncrementFor(3), 1'000'000'000);  // exact for the whole cost
+  EXPECT_EQ(third->interval_ns(), 333'333'334);  // ceil(1e9 / 3)
+  // Everything is a whole multiple of the interval, so a full bucket of 3 grants 3.
+  EXPECT_EQ(third->IncrementFor(3), 1'000'000'002);
+  EXPECT_EQ(third->tolerance_ns(), 1'000'000'002);
+  EXPECT_LE(third->effective_rate(), 3.0);
+  EXPECT_GT(third->effective_rate(), 3.0 * (1 - 1e-8));
   auto decimal = Limit::Create(Bucket(0.3, 1));
   ASSERT_TRUE(decimal.ok());
   EXPECT_EQ(decimal->rate_micro(), 300'000);  // the decimal the user meant, not 299999
