@@ -212,9 +212,11 @@ std::string RedisServer::Launch() {
 }
 
 bool RedisServer::Ping() const {
+  // The server on the port must be our child: another process may have taken
+  // the port between FreeLoopbackPort() and our bind (then our child exits).
   bool ok = false;
-  std::string reply = Command({"PING"}, &ok);
-  return ok && reply == "PONG";
+  const std::string info = Command({"INFO", "server"}, &ok);
+  return ok && info.find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos;
 }
 
 void RedisServer::Kill() {
