@@ -16,6 +16,10 @@ local function split(v)
   return tonumber(sub(v, 1, len - 9)), tonumber(sub(v, len - 8))
 end
 local now_s, now_n
+-- Client clocks may disagree: keep keys 1 s longer than the writer's refill
+-- time so a client whose clock is behind still sees the debt.
+local ttl_slack = 0
+if ARGV[1] ~= '' then ttl_slack = 1000 end
 if ARGV[1] == '' then
   local t = redis.call('TIME')
   now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
@@ -152,7 +156,7 @@ for key in pairs(dirty) do
   local s, n = ts[key], tn[key]
   local rs, rn = s - now_s, n - now_n
   if rn < 0 then rs, rn = rs - 1, rn + E9 end
-  local ms = rs * 1000 + math.ceil(rn / 1000000)
+  local ms = rs * 1000 + math.ceil(rn / 1000000) + ttl_slack
   if ms < 1 then ms = 1 end
   local v
   if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
