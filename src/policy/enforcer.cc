@@ -124,6 +124,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   out.policy_generation = plan.generation;
   out.trace = std::move(plan.trace);
   std::vector<size_t> by_order(plan.items.size());
+  out.rules.reserve(plan.items.size());
   for (size_t i = 0; i < plan.items.size(); ++i) by_order[plan.items[i].order] = i;
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
@@ -183,6 +184,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   }
 
   std::vector<QuotaReport> reports;
+  reports.reserve(plan.enforced_count);
   if (plan.allowed) {
     for (size_t i : by_order) {
       if (i >= plan.enforced_count) continue;

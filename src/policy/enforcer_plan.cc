@@ -81,6 +81,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
   std::vector<PlannedItem> shadow;
+  plan->items.reserve(policy->rules.size());
   std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
   size_t order = 0;
   for (size_t i = 0; i < policy->rules.size(); ++i) {
