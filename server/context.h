@@ -110,7 +110,7 @@ struct Shared {
   UpstreamUrl upstream;
   std::vector<tcp::endpoint> upstream_endpoints;  // resolved at startup
   std::atomic<bool> draining{false};
-  int64_t drain_deadline_ns = 0;  // written before draining is set
+  std::atomic<int64_t> drain_deadline_ns{0};  // set when draining starts; 0 forces
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   std::string bearer;  // "Bearer <token>" or ""

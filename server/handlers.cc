@@ -437,6 +437,11 @@ void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& o
   if (outcome.rules.empty() && outcome.status.ok()) return;  // nothing applied: no store call
   shard.ObserveDecision(elapsed_ns, !outcome.enforced || !outcome.status.ok());
   if (outcome.delay.count() > 0) shard.shaped.fetch_add(1, std::memory_order_relaxed);
+  if (outcome.verdict != CheckOutcome::Verdict::kReject && outcome.status.ok()) {
+    bool shadow_denied = false;
+    for (const auto& r : outcome.rules) shadow_denied = shadow_denied || !r.decision.allowed;
+    if (!shadow_denied) return;  // the hot path: allowed, nothing to track
+  }
   int64_t now = s.clock->Now();
   for (const auto& r : outcome.rules) {
     if (!r.decision.allowed && r.cost > 0) s.top->Record(r.rule, r.key, now);

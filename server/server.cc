@@ -147,7 +147,7 @@ class Server::Impl {
   void Sweep(Worker& w) {
     int64_t now = SteadyNowNs();
     bool draining = shared.draining.load(std::memory_order_acquire);
-    bool force = draining && now > shared.drain_deadline_ns;
+    bool force = draining && now > shared.drain_deadline_ns.load(std::memory_order_relaxed);
     for (Connection* c = w.connections; c != nullptr; c = c->next) {
       bool expired = c->deadline_ns != 0 && now > c->deadline_ns;
       if (expired || (draining && c->idle) || force) {
@@ -160,6 +160,12 @@ class Server::Impl {
     if (draining) w.idle_upstream.clear();
   }
 
+  // A worker with nothing left to drain: once no work remains its run() returns.
+  // Worker 0 also holds the signal set, which would otherwise keep it alive.
+  void Drained(Worker& w) {
+    if (&w == workers[0].get() && signals) signals->cancel();
+  }
+
   void ScheduleSweep(Worker& w) {
     auto interval = shared.draining.load(std::memory_order_relaxed)
                         ? std::min(sweep_interval, std::chrono::milliseconds(10))
@@ -168,7 +174,10 @@ class Server::Impl {
     w.sweep_timer.async_wait([this, &w](boost::system::error_code ec) {
       if (ec) return;
       Sweep(w);
-      if (shared.draining.load(std::memory_order_acquire) && w.connection_count == 0) return;
+      if (shared.draining.load(std::memory_order_acquire) && w.connection_count == 0) {
+        Drained(w);
+        return;
+      }
       ScheduleSweep(w);
     });
   }
@@ -195,7 +204,7 @@ class Server::Impl {
         shared.Reload("sighup");
       } else if (shutdown_started.load()) {
         shared.log->Warn("shutdown_forced", {{"signal", signo}});
-        shared.drain_deadline_ns = 0;
+        shared.drain_deadline_ns.store(0);
         shared.draining.store(true, std::memory_order_release);
       } else {
         shared.log->Info("signal", {{"signal", signo == SIGTERM ? "SIGTERM" : "SIGINT"}});
@@ -208,7 +217,7 @@ class Server::Impl {
   void Shutdown() {
     bool expected = false;
     if (!shutdown_started.compare_exchange_strong(expected, true)) return;
-    shared.drain_deadline_ns = SteadyNowNs() + Nanos(shared.config.drain_timeout).count();
+    shared.drain_deadline_ns.store(SteadyNowNs() + Nanos(shared.config.drain_timeout).count());
     shared.draining.store(true, std::memory_order_release);
     shared.log->Info("draining", {{"drain_timeout_ms", shared.config.drain_timeout.count()}});
     net::post(workers[0]->ioc, [this] {
@@ -216,13 +225,16 @@ class Server::Impl {
       if (main_acceptor) main_acceptor->close(ec);
       if (admin_acceptor) admin_acceptor->close(ec);
       if (reload_timer) reload_timer->cancel();
-      // The signal set stays armed (a second signal forces the close); Wait() cancels it.
+      // The signal set stays armed (a second signal forces the close) until worker 0 drained.
     });
     for (auto& w : workers) {
       Worker* wp = w.get();
       net::post(wp->ioc, [this, wp] {
         Sweep(*wp);
-        if (wp->connection_count == 0) wp->sweep_timer.cancel();
+        if (wp->connection_count == 0) {
+          wp->sweep_timer.cancel();
+          Drained(*wp);
+        }
       });
     }
   }
@@ -257,7 +269,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
 
   auto policies = PolicyStore::Open(config.policy_path);
   if (!policies.ok()) {
-    return InvalidArgument("policy " + config.policy_path + ":\n" + policies.status().message());
+    return InvalidArgument("invalid policy " + policies.status().message());
   }
   s.policies = std::move(policies).value();
   impl->policy_stamp = Stamp(config.policy_path);
@@ -366,15 +378,8 @@ void Server::Wait() {
   Impl& m = *impl_;
   if (!m.started || m.waited) return;
   m.waited = true;
-  // Worker 0 also holds the signal set: cancel it once the others are done.
-  for (size_t i = 1; i < m.threads.size(); ++i) {
-    if (m.threads[i].joinable()) m.threads[i].join();
-  }
-  if (!m.threads.empty() && m.threads[0].joinable()) {
-    net::post(m.workers[0]->ioc, [&m] {
-      if (m.signals) m.signals->cancel();
-    });
-    m.threads[0].join();
+  for (auto& t : m.threads) {
+    if (t.joinable()) t.join();
   }
   m.shared.log->Info("stopped",
                      {{"connections_total", m.shared.metrics->connections_total.load()}});

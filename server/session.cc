@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 
 #include "server/handlers.h"
 #include "server/http_util.h"
@@ -173,7 +174,12 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
         view.peer_address = peer;
         view.headers = std::span<const HeaderPair>(headers.data(), headers.size());
         int64_t t0 = SteadyNowNs();
-        CheckOutcome outcome = co_await Decide(s, view);
+        CheckOutcome outcome;
+        if (s.async_store) {
+          outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
+        } else {
+          outcome = s.enforcer->Check(view);
+        }
         RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
         if (outcome.allowed()) {
           if (outcome.delay.count() > 0) {
@@ -190,43 +196,44 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
         // The request body (if any) was not read: the connection cannot be reused.
         if (hp.content_length().value_or(0) > 0 || hp.chunked()) resp.close = true;
       } else {
-        // Our own endpoints read the whole (bounded) body first.
-        http::request_parser<http::string_body> p(std::move(hp));
-        p.body_limit(cfg.max_body_bytes);
-        // The header was parsed under the first parser's limit: check the length here.
-        if (p.content_length().value_or(0) > cfg.max_body_bytes) ec = http::error::body_limit;
-        if (!ec && !p.is_done()) {
+        // Our own endpoints read the whole (bounded) body first. Bodyless requests
+        // (the common case: GET /v1/auth) keep the header parser's message.
+        std::optional<http::request_parser<http::string_body>> bp;
+        if (!hp.is_done()) {
+          bp.emplace(std::move(hp));
+          auto& p = *bp;
+          p.body_limit(cfg.max_body_bytes);
+          // The header was parsed under the first parser's limit: check the length here.
+          if (p.content_length().value_or(0) > cfg.max_body_bytes) ec = http::error::body_limit;
           auto expect = p.get().find(http::field::expect);
-          if (expect != p.get().end() &&
+          if (!ec && expect != p.get().end() &&
               EqualsIgnoreCase(std::string_view(expect->value().data(), expect->value().size()),
                                "100-continue")) {
-            if (p.content_length().value_or(0) > cfg.max_body_bytes) {
-              ec = http::error::body_limit;
-            } else {
-              static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-              co_await net::async_write(conn.socket,
-                                        net::buffer(kContinue.data(), kContinue.size()),
-                                        redirect_error(use_awaitable, ec));
-              if (ec) break;
-            }
+            static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+            co_await net::async_write(conn.socket, net::buffer(kContinue.data(), kContinue.size()),
+                                      redirect_error(use_awaitable, ec));
+            if (ec) break;
           }
           if (!ec) {
             co_await http::async_read(conn.socket, buffer, p, redirect_error(use_awaitable, ec));
           }
+          // Headers point into the parser's message: rebuild after the move.
+          headers.clear();
+          for (const auto& f : p.get()) {
+            headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
+                                 std::string_view(f.value().data(), f.value().size()));
+          }
+          target = std::string_view(p.get().target().data(), p.get().target().size());
+          t = SplitTarget(target);
+          if (auto it = p.get().find("traceparent"); it != p.get().end()) {
+            trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
+            trace_id = trace.trace_id;
+          }
         }
-        // Headers point into the parser's message: rebuild after the move.
-        auto& rq = p.get();
-        headers.clear();
-        for (const auto& f : rq) {
-          headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
-                               std::string_view(f.value().data(), f.value().size()));
-        }
-        target = std::string_view(rq.target().data(), rq.target().size());
-        t = SplitTarget(target);
-        if (auto it = rq.find("traceparent"); it != rq.end()) {
-          trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
-          trace_id = trace.trace_id;
-        }
+        const http::request_header<>& rq =
+            bp ? static_cast<const http::request_header<>&>(bp->get())
+               : static_cast<const http::request_header<>&>(hp.get());
+        std::string_view body = bp ? std::string_view(bp->get().body()) : std::string_view();
         if (ec) {
           if (conn.timed_out ||
               ec.category() != http::make_error_code(http::error::body_limit).category()) {
@@ -253,9 +260,18 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             view.query = ot.query;
           }
           int64_t t0 = SteadyNowNs();
-          CheckOutcome outcome = co_await Decide(s, view);
+          CheckOutcome outcome;
+          if (s.async_store) {
+            outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
+          } else {
+            outcome = s.enforcer->Check(view);
+          }
           RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
-          resp.headers = std::move(outcome.headers);
+          resp.headers.reserve(outcome.headers.size() + 1);
+          for (HeaderField& h : outcome.headers) {
+            // A 403/204 carries no body: the problem body's type would mislead.
+            if (!EqualsIgnoreCase(h.name, "content-type")) resp.headers.push_back(std::move(h));
+          }
           if (outcome.allowed()) {
             resp.status = 204;
             if (outcome.delay.count() > 0) {
@@ -274,13 +290,18 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             resp = MethodNotAllowed("POST");
           } else {
             DecideInput input;
-            std::vector<ConfigError> errors = ParseDecideBody(rq.body(), &input);
+            std::vector<ConfigError> errors = ParseDecideBody(body, &input);
             if (!errors.empty()) {
               resp = Problem(400, "Invalid decision request", "see errors", errors);
             } else if (input.request) {
               RequestView view = input.request->View();
               int64_t t0 = SteadyNowNs();
-              CheckOutcome outcome = co_await Decide(s, view);
+              CheckOutcome outcome;
+              if (s.async_store) {
+                outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
+              } else {
+                outcome = s.enforcer->Check(view);
+              }
               RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
               resp = RenderDecision(outcome);
             } else {

@@ -114,7 +114,7 @@ class ProcessTest : public ::testing::Test {
     if (::access(Binary().c_str(), X_OK) != 0) GTEST_SKIP() << "no binary at " << Binary();
     dir_ = MakeTempDir();
     policy_ = dir_ + "/policy.json";
-    WriteFile(policy_, GenerousPolicy(1000));
+    WriteFile(policy_, GenerousPolicy(1000000));
   }
   void TearDown() override {
     std::error_code ec;
@@ -130,7 +130,7 @@ TEST_F(ProcessTest, SigtermDrainsInFlightRequestsThenExits) {
       {"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--threads", "2",
        "--upstream", "http://127.0.0.1:" + std::to_string(upstream.port())},
       dir_);
-  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  ASSERT_TRUE(t.WaitStarted()) << "log: " << t.Log() << " stdout: " << t.Stdout();
   HttpConnection idle(t.port());
   ASSERT_EQ(idle.Request("GET", "/healthz").status, 200);
 
@@ -154,19 +154,19 @@ TEST_F(ProcessTest, ReloadsOnSighupAndWhenThePolicyFileChanges) {
       "listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "threads": 1,
       "policy_poll_interval_ms": 50})");
   Tollgated t({"--config", dir_ + "/tollgated.json"}, dir_);
-  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  ASSERT_TRUE(t.WaitStarted()) << "log: " << t.Log() << " stdout: " << t.Stdout();
   auto generation = [&] {
     auto r = Fetch(t.admin_port(), "GET", "/v1/policy");
     return r.ok ? json::parse(r.body)["generation"].get<int>() : -1;
   };
   EXPECT_EQ(generation(), 1);
-  WriteFile(policy_, GenerousPolicy(2000));
+  WriteFile(policy_, GenerousPolicy(2000000));
   EXPECT_TRUE(WaitFor([&] { return generation() == 2; })) << t.Log();
   // A broken file is reported and ignored; the live policy stays.
   WriteFile(policy_, "{broken");
   EXPECT_TRUE(WaitFor([&] { return t.Log().find("policy_reload_failed") != std::string::npos; }));
   EXPECT_EQ(generation(), 2);
-  WriteFile(policy_, GenerousPolicy(3000));
+  WriteFile(policy_, GenerousPolicy(3000000));
   EXPECT_TRUE(WaitFor([&] { return generation() == 3; })) << t.Log();
   t.Signal(SIGHUP);
   EXPECT_TRUE(WaitFor([&] { return generation() == 4; })) << t.Log();

@@ -418,7 +418,7 @@ TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
   cfg.reject_logs_per_second = 2;
   auto s = Start(cfg, TightPolicy(), shared_log);
   ASSERT_TRUE(s);
-  std::string key = Key("\"},\n{\"evil\":1");
+  std::string key = Key("\"},{\"evil\":1,\"x\":\"\\\xff");  // quotes, backslash, bad UTF-8
   std::string trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   Headers h = AuthHeaders(key);
   h.push_back({"traceparent", trace});
