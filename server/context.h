@@ -60,6 +60,7 @@ struct Worker {
   Connection* connections = nullptr;  // intrusive list head
   size_t connection_count = 0;
   std::vector<std::unique_ptr<Connection>> idle_upstream;  // keep-alive pool
+  std::vector<std::unique_ptr<char[]>> relay_buffers;      // gateway body buffers, reused
   // Cached IMF-fixdate for the Date header.
   std::time_t date_second = 0;
   char date[40] = {0};

@@ -141,7 +141,21 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
   req.version(11);
   const bool has_body = !p.is_done();
 
-  std::unique_ptr<char[]> buf(new char[kRelayBuffer]);
+  // A relay buffer from the worker's spares (returned on every exit path).
+  std::unique_ptr<char[]> buf;
+  if (!w.relay_buffers.empty()) {
+    buf = std::move(w.relay_buffers.back());
+    w.relay_buffers.pop_back();
+  } else {
+    buf.reset(new char[kRelayBuffer]);
+  }
+  struct ReturnBuffer {
+    Worker& w;
+    std::unique_ptr<char[]>& b;
+    ~ReturnBuffer() {
+      if (b && w.relay_buffers.size() < 64) w.relay_buffers.push_back(std::move(b));
+    }
+  } return_buffer{w, buf};
   auto send_error = [&](int status, std::string_view detail,
                         ServerMetrics::UpstreamError kind) -> net::awaitable<ProxyResult> {
     shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
@@ -199,17 +213,9 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       (*up)->socket.set_option(tcp::no_delay(true), ignored);
     }
 
-    // 2. The request: header, then the body streamed piece by piece.
+    // 2. The request: the header goes out with the first piece of the body (one
+    //    write), then the rest of the body streamed piece by piece.
     (*up)->SetDeadline(cfg.upstream_timeout);
-    req.body().data = nullptr;
-    req.body().more = true;
-    co_await http::async_write_header((*up)->socket, *sr, redirect_error(use_awaitable, ec));
-    if (ec) {
-      if (reused && attempt == 0) {
-        continue;
-      }
-      co_return co_await send_error(502, "upstream connection broke", ServerMetrics::kBroken);
-    }
     do {
       if (!p.is_done()) {
         req.body().data = buf.get();
@@ -244,6 +250,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       (*up)->SetDeadline(cfg.upstream_timeout);
       co_await http::async_write((*up)->socket, *sr, redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
+      if (ec && reused && attempt == 0 && !has_body) break;  // stale pooled connection: retry
       if (ec) {
         co_return co_await send_error(
             (*up)->timed_out ? 504 : 502,
@@ -252,6 +259,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
             (*up)->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken);
       }
     } while (!p.is_done() && !sr->is_done());
+    if (ec) continue;
 
     // 3. The response header (1xx interim responses are skipped).
     ubuf.clear();
@@ -297,12 +305,8 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
   }
   res.version(11);
   res.keep_alive(keep_alive);
+  // The header goes out with the first piece of the body (one write).
   http::serializer<false, http::buffer_body> rs{res};
-  res.body().data = nullptr;
-  res.body().more = true;
-  client.SetDeadline(cfg.write_timeout);
-  co_await http::async_write_header(client.socket, rs, redirect_error(use_awaitable, ec));
-  if (ec) co_return ProxyResult{status, false};
   do {
     if (!rp->is_done()) {
       res.body().data = buf.get();
