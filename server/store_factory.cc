@@ -2,6 +2,7 @@
 
 #include "tollgate/local_store.h"
 #if TOLLGATE_HAVE_REDIS
+#include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
 #endif
 #if TOLLGATE_HAVE_RESILIENT
@@ -121,6 +122,35 @@ Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock) 
   };
   return WrapResilient(std::move(redis), description, redis_metrics, config, clock);
 }
+
+Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* clock) {
+  auto options = ParseRedisClusterUrl(config.store);
+  if (!options.ok()) return options.status();
+  options->node.call_timeout = config.store_timeout;
+  options->node.clock = clock;
+  auto created = RedisClusterStore::Create(*options);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<RedisClusterStore> cluster = std::move(created).value();
+  RedisClusterStore* raw = cluster.get();
+  std::string description = "redis-cluster (" + std::to_string(options->seeds.size()) + " seeds)";
+  auto cluster_metrics = [raw](PrometheusWriter& w) {
+    RedisClusterStats s = raw->Stats();
+    w.Family("tollgate_redis_script_calls_total", "counter",
+             "Script calls sent to Redis (one call decides many batches).");
+    w.Sample("tollgate_redis_script_calls_total", {}, s.script_calls);
+    w.Family("tollgate_redis_decisions_total", "counter", "Batches decided by Redis.");
+    w.Sample("tollgate_redis_decisions_total", {}, s.decisions);
+    w.Family("tollgate_redis_errors_total", "counter", "Redis calls failed, by kind.");
+    w.Sample("tollgate_redis_errors_total", {"kind", "timeout"}, s.timeouts);
+    w.Sample("tollgate_redis_errors_total", {"kind", "other"}, s.errors);
+    w.Family("tollgate_redis_cluster_redirects_total", "counter", "MOVED / ASK replies followed.");
+    w.Sample("tollgate_redis_cluster_redirects_total", {"kind", "moved"}, s.moved);
+    w.Sample("tollgate_redis_cluster_redirects_total", {"kind", "ask"}, s.ask);
+    w.Family("tollgate_redis_cluster_masters", "gauge", "Masters in the last topology read.");
+    w.Sample("tollgate_redis_cluster_masters", double(s.masters));
+  };
+  return WrapResilient(std::move(cluster), description, cluster_metrics, config, clock);
+}
 #endif
 
 }  // namespace
@@ -131,6 +161,7 @@ Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock) 
   if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
     return CreateRedis(config, clock);
   }
+  if (config.store.rfind("redis-cluster://", 0) == 0) return CreateRedisCluster(config, clock);
 #endif
   std::string kind = config.store.substr(0, config.store.find("://"));
   return UnavailableError("store " + kind + " not available in this build (" + config.store +
