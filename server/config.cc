@@ -198,6 +198,8 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   r.String("listen", &c->listen);
   r.Integer("threads", &c->threads, 0, 256);
   r.Bool("metrics_on_main", &c->metrics_on_main);
+  r.String("grpc_listen", &c->grpc_listen);
+  r.StringList("rls_config", &c->rls_config);
   if (const json* admin = r.Find("admin")) {
     if (admin->is_string()) {
       c->admin_listen = admin->get<std::string>();
@@ -325,6 +327,12 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   if (!ParseHostPort(c.listen, &hp, &why)) errors.push_back({"listen", why});
   if (!c.admin_listen.empty() && !ParseHostPort(c.admin_listen, &hp, &why)) {
     errors.push_back({"admin.listen", why});
+  }
+  if (!c.grpc_listen.empty()) {
+    if (!ParseHostPort(c.grpc_listen, &hp, &why)) errors.push_back({"grpc_listen", why});
+    if (c.rls_config.empty()) {
+      errors.push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
+    }
   }
   if (c.store != "local" && c.store.rfind("redis://", 0) != 0 &&
       c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0) {

@@ -52,6 +52,9 @@ struct ServerConfig {
   std::string admin_token;                      // bearer token for admin; "" = none
   bool metrics_on_main = true;                  // also serve /metrics on the main listener
   int threads = 0;                              // 0 = one per core
+  // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
+  std::string grpc_listen;
+  std::vector<std::string> rls_config;
 
   // Where state lives.
   std::string store = "local";        // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "server/config.h"
+#include "server/grpc_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/store_factory.h"
@@ -114,7 +115,8 @@ struct Shared {
   std::atomic<int64_t> drain_deadline_ns{0};  // set when draining starts; 0 forces
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
-  std::string bearer;  // "Bearer <token>" or ""
+  std::string bearer;                  // "Bearer <token>" or ""
+  std::unique_ptr<GrpcFrontend> grpc;  // Envoy RLS, when grpc_listen is set
   int64_t start_wall_ns = 0;
 
   // Runs a reload (admin, SIGHUP, file change) and logs and counts it.

@@ -314,6 +314,7 @@ Response HandleMetrics(Shared& s) {
   Response r;
   r.content_type = kPrometheus;
   r.body = w.Take();
+  if (s.grpc) s.grpc->AppendMetrics(&r.body);
   return r;
 }
 

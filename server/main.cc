@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
   auto* log_level = app.add_option("--log-level", flags.log_level,
                                    "trace | debug | info | warn | error | off (JSON lines on "
                                    "stderr)");
+  auto* grpc = app.add_option("--grpc", flags.grpc_listen,
+                              "HOST:PORT for the Envoy rate limit service (gRPC); off by default");
+  auto* rls = app.add_option("--rls-config", flags.rls_config,
+                             "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
   bool check_only = false;
   app.add_flag("--check", check_only,
                "Validate the config and the policy, print the result and exit (0 = valid)");
@@ -93,6 +97,8 @@ int main(int argc, char** argv) {
   if (upstream->count()) config.upstream = flags.upstream;
   if (headers->count()) config.header_style = flags.header_style;
   if (log_level->count()) config.log_level = flags.log_level;
+  if (grpc->count()) config.grpc_listen = flags.grpc_listen;
+  if (rls->count()) config.rls_config = flags.rls_config;
 
   auto errors = tollgate::server::ValidateServerConfig(config);
   if (!errors.empty()) {

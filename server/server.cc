@@ -32,6 +32,12 @@ const char* Worker::Date() {
 
 std::vector<ConfigError> Shared::Reload(std::string_view trigger) {
   std::vector<ConfigError> errors = policies->Reload();
+  if (grpc) {
+    for (auto& e : grpc->Reload()) {
+      e.path = "rls_config: " + e.path;
+      errors.push_back(std::move(e));
+    }
+  }
   if (errors.empty()) {
     reloads_ok.fetch_add(1, std::memory_order_relaxed);
     log->Info("policy_reloaded", {{"trigger", std::string(trigger)},
@@ -312,6 +318,12 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     s.gateway = true;
   }
 
+  if (!config.grpc_listen.empty()) {
+    auto grpc = GrpcFrontend::Start(config, s.store.store.get(), s.clock);
+    if (!grpc.ok()) return grpc.status();
+    s.grpc = std::move(grpc).value();
+  }
+
   auto& ioc0 = impl->workers[0]->ioc;
   auto main = Bind(ioc0, config.listen, "listen");
   if (!main.ok()) return main.status();
@@ -362,6 +374,7 @@ void Server::Start() {
                     std::to_string(admin_port());
   }
   if (s.gateway) info["upstream"] = s.config.upstream;
+  if (s.grpc) info["grpc"] = s.grpc->address();
   s.log->Info("started", std::move(info));
   for (auto& w : m.workers) {
     Worker* wp = w.get();
@@ -381,6 +394,7 @@ void Server::Wait() {
   for (auto& t : m.threads) {
     if (t.joinable()) t.join();
   }
+  if (m.shared.grpc) m.shared.grpc->Shutdown();
   m.shared.log->Info("stopped",
                      {{"connections_total", m.shared.metrics->connections_total.load()}});
   m.shared.log->Flush();

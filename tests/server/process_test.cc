@@ -175,6 +175,26 @@ TEST_F(ProcessTest, ReloadsOnSighupAndWhenThePolicyFileChanges) {
   EXPECT_EQ(t.WaitExit(5s), 0);
 }
 
+TEST_F(ProcessTest, ServesEnvoyRateLimitServiceWhenAsked) {
+  const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
+  std::string rls = std::string(src ? src : ".") + "/examples/envoy/ratelimit";
+  if (::access(rls.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << rls;
+  Tollgated t({"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--grpc",
+               "127.0.0.1:0", "--rls-config", rls},
+              dir_);
+  if (t.WaitExit(std::chrono::milliseconds(300)) >= 0 &&
+      t.Log().find("grpc not available in this build") != std::string::npos) {
+    GTEST_SKIP() << "built without server/rls";
+  }
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  EXPECT_NE(t.Log().find("\"grpc\":\"127.0.0.1:"), std::string::npos) << t.Log();
+  auto m = Fetch(t.admin_port(), "GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("rls"), std::string::npos);  // the RLS counters are exported too
+  t.Signal(SIGTERM);
+  EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
+}
+
 TEST_F(ProcessTest, HelpExplainsFlagsAndBadConfigExits2) {
   {
     Tollgated t({"--help"}, dir_);
