@@ -129,19 +129,19 @@ TEST(RedisStore, ScriptAgreesWithCoreStepDecisionForDecision) {
       clock.Set(clock.Now() - static_cast<int64_t>(rng() % 300'000'000));
     }
     const size_t n = 1 + rng() % 3;
+    std::vector<std::string> names;  // owns the keys the items point at
+    names.reserve(n);
     std::vector<AcquireItem> items;
     for (size_t i = 0; i < n; ++i) {
       // A key keeps one limit (a real rule does), so states stay comparable.
       const size_t k = rng() % keys.size();
-      const Limit* l = &limits[(k + round / 300) % limits.size()];
+      const size_t li = (k + static_cast<size_t>(round) / 300) % limits.size();
+      const Limit* l = &limits[li];
       int64_t cost = static_cast<int64_t>(rng() % 4);
       if (rng() % 20 == 0) cost = l->burst() + 1;
-      items.push_back({keys[k] + "@" + std::to_string((k + round / 300) % limits.size()), l, cost});
+      names.push_back(keys[k] + "@" + std::to_string(li));
+      items.push_back({names.back(), l, cost});
     }
-    // items hold string_views into temporaries: keep the strings alive.
-    std::vector<std::string> names;
-    for (auto& it : items) names.emplace_back(it.key);
-    for (size_t i = 0; i < n; ++i) items[i].key = names[i];
 
     const int64_t now = clock.WallNow();
     BatchDecision want = ReferenceBatch(state, items, now);

@@ -1,9 +1,11 @@
 #include "testing/redis_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -192,6 +194,15 @@ std::string RedisServer::Launch() {
   pid_t pid = fork();
   if (pid < 0) return std::string("fork: ") + std::strerror(errno);
   if (pid == 0) {
+    // Die with the test process (even on abort), and never hold its stdout:
+    // a runner reading the test's output would otherwise wait for the server.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

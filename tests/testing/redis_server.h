@@ -12,7 +12,10 @@
 //   ... server->url() ...
 // or simply TOLLGATE_START_REDIS(server) (skips/fails as above).
 //
-// Thread safety: not thread safe; drive it from the test thread.
+// Thread safety: not thread safe; drive it from the test thread. The server
+// gets SIGKILL when the thread that started it exits (PR_SET_PDEATHSIG), so a
+// crashed or aborted test never leaves servers behind: start it from a thread
+// that outlives its use (the test's main thread).
 // Ownership: owns the child process and its temp dir; the destructor kills the
 // process (SIGKILL after SIGCONT) and removes the directory.
 // Errors: Start/Restart report failures as text, never throw.
