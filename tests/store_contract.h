@@ -76,6 +76,9 @@ TEST_P(StoreContractTest, BatchIsAllOrNothing) {
   EXPECT_EQ(r->denied_index, 1);
   ASSERT_EQ(r->decisions.size(), 2u);
   EXPECT_FALSE(r->decisions[1].allowed);
+  // The roomy item would fit: it says so, and reports its state uncharged.
+  EXPECT_TRUE(r->decisions[0].allowed);
+  EXPECT_EQ(r->decisions[0].remaining, 5);
   // The roomy bucket was not charged.
   EXPECT_EQ(One(a, roomy, 0).remaining, 5);
   const std::string other = Key("other");

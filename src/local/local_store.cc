@@ -244,8 +244,13 @@ class LocalStore::Impl {
         }
         StepResult r = Step(limit, st, charge ? cost : 0, now);
         if (!charge && cost > 0) {
+          // Would it fit? Reported as the state without the charge.
           StepResult would = Step(limit, st, cost, now);
-          would.decision.remaining = r.decision.remaining;
+          if (would.decision.allowed) {
+            would.decision.remaining = r.decision.remaining;
+            would.decision.reset_after = r.decision.reset_after;
+            would.decision.delay = Nanos(0);
+          }
           return would.decision;
         }
         if (!r.changed) return r.decision;

@@ -218,6 +218,10 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
   Decision d;
   d.limit = limit.burst();
   d.allowed = code == 1 || code == 3;
+  // 3: the item would fit, but its batch was denied and nothing was charged.
+  // The script reports the state the item alone would leave; Store's contract
+  // is the state without the charge.
+  if (code == 3) rel -= item.increment;
   d.reset_after = Nanos(rel < 0 ? 0 : rel);
   if (shaper) {
     const int64_t slack = limit.max_delay_ns() - rel;
@@ -225,7 +229,7 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
     if (code == 0) {
       d.retry_after =
           item.kind == ItemKind::kNever ? Decision::kNever : Nanos(rel - limit.max_delay_ns());
-    } else if (item.kind == ItemKind::kShaper) {
+    } else if (code == 1 && item.kind == ItemKind::kShaper) {
       d.delay = Nanos(rel - item.increment);
     }
   } else {

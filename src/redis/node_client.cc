@@ -31,7 +31,9 @@ BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples) {
   for (size_t i = 0; i < job.items.size(); ++i) {
     const int64_t code = triples[3 * i]->integer;
     const int64_t rel = triples[3 * i + 1]->integer * 1'000'000'000 + triples[3 * i + 2]->integer;
-    out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], code, rel));
+    // A dry run charges nothing: its "allowed" means "would fit" (code 3).
+    const int64_t as = job.dry_run && code == 1 ? 3 : code;
+    out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], as, rel));
     if (code != 1) all = false;
     if ((code == 0 || code == 2) && out.denied_index < 0) out.denied_index = static_cast<int>(i);
   }

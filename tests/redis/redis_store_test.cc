@@ -74,7 +74,23 @@ BatchDecision ReferenceBatch(std::map<std::string, uint64_t>& state,
         Step(*items[i].limit, state[std::string(items[i].key)], items[i].cost, now).decision);
     if (!out.decisions[i].allowed && out.denied_index < 0) out.denied_index = static_cast<int>(i);
   }
-  if (out.denied_index >= 0) return out;
+  // Store contract: in a denied batch, an item that would fit reports its
+  // state without the charge.
+  auto uncharged = [&] {
+    for (size_t i = 0; i < items.size(); ++i) {
+      Decision& d = out.decisions[i];
+      if (!d.allowed) continue;
+      const Decision peek =
+          Step(*items[i].limit, state[std::string(items[i].key)], 0, now).decision;
+      d.remaining = peek.remaining;
+      d.reset_after = peek.reset_after;
+      d.delay = Nanos(0);
+    }
+  };
+  if (out.denied_index >= 0) {
+    uncharged();
+    return out;
+  }
   auto work = state;
   std::vector<Decision> charged;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -82,7 +98,9 @@ BatchDecision ReferenceBatch(std::map<std::string, uint64_t>& state,
     StepResult r = Step(*items[i].limit, word, items[i].cost, now);
     if (!r.decision.allowed) {
       out.decisions[i].allowed = false;
+      out.decisions[i].delay = Nanos(0);  // a denied decision has nothing to wait for
       out.denied_index = static_cast<int>(i);
+      uncharged();
       return out;
     }
     if (r.changed) word = r.state;
