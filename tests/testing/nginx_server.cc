@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,6 +97,8 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
   std::unique_ptr<NginxServer> server(new NginxServer(port, dir));
   pid_t pid = ::fork();
   if (pid == 0) {
+    // If the test process dies (a ctest timeout), nginx goes with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     std::string conf_path = dir + "/nginx.conf";
     ::execl(binary.c_str(), binary.c_str(), "-p", dir.c_str(), "-c", conf_path.c_str(), "-g",
             "daemon off;", static_cast<char*>(nullptr));
