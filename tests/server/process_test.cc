@@ -2,6 +2,7 @@
 // SIGHUP reload), reload on file change, --help and config errors.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ class Tollgated {
     log_ = dir_ + "/stderr.log";
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
       std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout);
