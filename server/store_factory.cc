@@ -1,5 +1,8 @@
 #include "server/store_factory.h"
 
+#include <chrono>
+#include <cstdlib>
+
 #include "tollgate/local_store.h"
 #if TOLLGATE_HAVE_REDIS
 #include "tollgate/redis_cluster_store.h"
@@ -46,9 +49,32 @@ Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) 
 
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
 // Wraps a remote store in the resilient store (failure mode + circuit breaker).
+// With degrade, the local share is divided by the live instance count, which
+// instances learn from heartbeats in a sorted set on the same Redis.
+std::unique_ptr<FleetRegistry> MakeFleet(const ServerConfig& config, const RedisOptions& node,
+                                         const std::string& host, int port,
+                                         const std::shared_ptr<Logger>& log) {
+  if (config.failure_mode != "degrade") return nullptr;
+  RedisFleetOptions f;
+  f.host = host;
+  f.port = port;
+  f.username = node.username;
+  f.password = node.password;
+  f.db = node.db;
+  f.key = node.key_prefix + "{fleet}";
+  auto fleet = CreateRedisFleetRegistry(std::move(f));
+  if (!fleet.ok()) {
+    if (log) log->Warn("fleet_registry_unavailable", {{"error", fleet.status().ToString()}});
+    return nullptr;
+  }
+  return std::move(fleet).value();
+}
+
 Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string description,
                                   std::function<void(PrometheusWriter&)> primary_metrics,
-                                  const ServerConfig& config, const Clock* clock) {
+                                  const ServerConfig& config, const Clock* clock,
+                                  std::unique_ptr<FleetRegistry> fleet,
+                                  const std::shared_ptr<Logger>& log) {
   ResilientStoreOptions options;
   if (!ParseFailureMode(config.failure_mode, &options.mode)) {
     return InvalidArgument("failure_mode: must be open, closed or degrade");
@@ -56,6 +82,21 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
   options.degrade_fraction = config.degrade_fraction;
   options.clock = clock;
   options.breaker.clock = clock;
+  options.fleet = std::move(fleet);
+  // One log line per transition, never per request.
+  std::weak_ptr<Logger> weak_log = log;
+  options.breaker.listener = [weak_log](const BreakerTransition& t) {
+    auto l = weak_log.lock();
+    if (!l) return;
+    const nlohmann::json fields = {{"from", std::string(BreakerStateName(t.from))},
+                                   {"to", std::string(BreakerStateName(t.to))},
+                                   {"reason", std::string(BreakerReasonName(t.reason))}};
+    if (t.to == BreakerState::kOpen) {
+      l->Warn("breaker_transition", fields);
+    } else {
+      l->Info("breaker_transition", fields);
+    }
+  };
   auto created = ResilientStore::Create(std::move(primary), std::move(options));
   if (!created.ok()) return created.status();
   std::shared_ptr<ResilientStore> resilient = std::move(created).value();
@@ -96,11 +137,17 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
   return bundle;
 }
 
-Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock) {
+// Reconnect attempts back off to at most this, so decisions return to Redis
+// within ~1 s of its recovery (breaker cool-down + one reconnect + a probe).
+constexpr std::chrono::milliseconds kReconnectBackoffMax{200};
+
+Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
+                                const std::shared_ptr<Logger>& log) {
   auto options = ParseRedisUrl(config.store);
   if (!options.ok()) return options.status();
   options->call_timeout = config.store_timeout;
   options->clock = clock;
+  options->reconnect_backoff_max = kReconnectBackoffMax;
   auto created = RedisStore::Create(*options);
   if (!created.ok()) return created.status();
   std::unique_ptr<RedisStore> redis = std::move(created).value();
@@ -120,14 +167,27 @@ Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock) 
     w.Family("tollgate_redis_connects_total", "counter", "Successful (re)connections to Redis.");
     w.Sample("tollgate_redis_connects_total", {}, s.connects);
   };
-  return WrapResilient(std::move(redis), description, redis_metrics, config, clock);
+  auto fleet = MakeFleet(config, *options, options->host, options->port, log);
+  return WrapResilient(std::move(redis), description, redis_metrics, config, clock,
+                       std::move(fleet), log);
 }
 
-Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* clock) {
+Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* clock,
+                                       const std::shared_ptr<Logger>& log) {
   auto options = ParseRedisClusterUrl(config.store);
   if (!options.ok()) return options.status();
   options->node.call_timeout = config.store_timeout;
   options->node.clock = clock;
+  options->node.reconnect_backoff_max = kReconnectBackoffMax;
+  // The fleet set lives on the first seed's slot owner (the registry follows one MOVED).
+  std::string seed_host = "127.0.0.1";
+  int seed_port = 6379;
+  if (!options->seeds.empty()) {
+    const std::string& seed = options->seeds.front();
+    const size_t colon = seed.rfind(':');
+    seed_host = seed.substr(0, colon);
+    if (colon != std::string::npos) seed_port = std::atoi(seed.c_str() + colon + 1);
+  }
   auto created = RedisClusterStore::Create(*options);
   if (!created.ok()) return created.status();
   std::unique_ptr<RedisClusterStore> cluster = std::move(created).value();
@@ -149,19 +209,24 @@ Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* 
     w.Family("tollgate_redis_cluster_masters", "gauge", "Masters in the last topology read.");
     w.Sample("tollgate_redis_cluster_masters", double(s.masters));
   };
-  return WrapResilient(std::move(cluster), description, cluster_metrics, config, clock);
+  auto fleet = MakeFleet(config, options->node, seed_host, seed_port, log);
+  return WrapResilient(std::move(cluster), description, cluster_metrics, config, clock,
+                       std::move(fleet), log);
 }
 #endif
 
 }  // namespace
 
-Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock) {
+Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
+                                std::shared_ptr<Logger> log) {
   if (config.store == "local") return CreateLocal(config, clock);
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
   if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
-    return CreateRedis(config, clock);
+    return CreateRedis(config, clock, log);
   }
-  if (config.store.rfind("redis-cluster://", 0) == 0) return CreateRedisCluster(config, clock);
+  if (config.store.rfind("redis-cluster://", 0) == 0) {
+    return CreateRedisCluster(config, clock, log);
+  }
 #endif
   std::string kind = config.store.substr(0, config.store.find("://"));
   return UnavailableError("store " + kind + " not available in this build (" + config.store +

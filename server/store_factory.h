@@ -18,6 +18,7 @@
 #include <string>
 
 #include "server/config.h"
+#include "server/log.h"
 #include "server/metrics.h"
 #include "tollgate/clock.h"
 #include "tollgate/status.h"
@@ -35,7 +36,9 @@ struct StoreBundle {
   std::vector<std::shared_ptr<void>> keep_alive;
 };
 
-Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock);
+// `log`, when given, gets one line per circuit breaker transition.
+Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
+                                std::shared_ptr<Logger> log = nullptr);
 
 }  // namespace tollgate::server
 
