@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "server/prometheus_text.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -37,22 +39,7 @@ std::string EscapeHelp(std::string_view v) {
 
 }  // namespace
 
-std::string PrometheusWriter::EscapeLabel(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string PrometheusWriter::EscapeLabel(std::string_view v) { return PrometheusEscapeLabel(v); }
 
 void PrometheusWriter::Family(std::string_view name, std::string_view type, std::string_view help) {
   out_ += "# HELP ";

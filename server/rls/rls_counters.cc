@@ -1,27 +1,13 @@
 #include "rls/rls_counters.h"
 
+#include "prometheus_text.h"
+
 namespace tollgate::rls {
 namespace {
 
 uint64_t Load(const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); }
 
-// Label value escaping: backslash, double quote and newline (protocols.md §6).
-std::string EscapeLabel(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using server::PrometheusEscapeLabel;
 
 void Family(std::string* out, std::string_view name, std::string_view help) {
   out->append("# HELP ").append(name).append(" ").append(help).append("\n");
@@ -30,7 +16,7 @@ void Family(std::string* out, std::string_view name, std::string_view help) {
 
 void Sample(std::string* out, std::string_view name, std::string_view rule, uint64_t v) {
   out->append(name);
-  if (!rule.empty()) out->append("{rule=\"").append(EscapeLabel(rule)).append("\"}");
+  if (!rule.empty()) out->append("{rule=\"").append(PrometheusEscapeLabel(rule)).append("\"}");
   out->append(" ").append(std::to_string(v)).append("\n");
 }
 
