@@ -40,7 +40,7 @@ asan:
 
 tsan:
 	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF
-	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/concurrency_targets.sh)
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/concurrency_targets.sh $(BUILD_TSAN))
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
 
