@@ -152,7 +152,12 @@ TEST(RedisClusterFailover, CoordinatedFailoverAndKilledMasterRecover) {
       "errors during failover %d\n",
       recover1_ms, recover2_ms, load.allowed.load(), static_cast<long long>(used_in_redis),
       static_cast<long long>(lost), load.errors.load());
-  EXPECT_GE(lost, 0);  // never more recorded than granted
+  // A call that timed out at the client may still have run on Redis: it is
+  // recorded but was never reported as allowed (an under-grant, the safe
+  // side). So Redis may hold up to `errors` more than we saw allowed, never
+  // more: a retry that charged a decision twice would push it past that.
+  EXPECT_GE(lost, -static_cast<int64_t>(load.errors.load()))
+      << "Redis recorded more than allowed + failed calls: a decision was charged twice";
   EXPECT_LT(recover1_ms, 5000);
   EXPECT_LT(recover2_ms, 20000);
   const auto stats = store->Stats();
