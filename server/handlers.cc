@@ -31,18 +31,6 @@ int64_t Ms(Nanos d) {
   return d.count() / 1'000'000;
 }
 
-std::string_view VerdictName(CheckOutcome::Verdict v) {
-  switch (v) {
-    case CheckOutcome::Verdict::kAllow:
-      return "allow";
-    case CheckOutcome::Verdict::kReject:
-      return "reject";
-    case CheckOutcome::Verdict::kUnavailable:
-      return "unavailable";
-  }
-  return "allow";
-}
-
 json RuleJson(const RuleOutcome& r) {
   json j = {{"rule", r.rule},
             {"key", r.key},

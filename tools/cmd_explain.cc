@@ -43,20 +43,8 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-const char* VerdictName(CheckOutcome::Verdict v) {
-  switch (v) {
-    case CheckOutcome::Verdict::kAllow:
-      return "allow";
-    case CheckOutcome::Verdict::kReject:
-      return "reject";
-    case CheckOutcome::Verdict::kUnavailable:
-      return "unavailable";
-  }
-  return "?";
-}
-
 void PrintOutcome(const CheckOutcome& o) {
-  std::printf("verdict: %s (HTTP %d)\n", VerdictName(o.verdict), o.http_status);
+  std::printf("verdict: %s (HTTP %d)\n", VerdictName(o.verdict).data(), o.http_status);
   for (size_t i = 0; i < o.rules.size(); ++i) {
     const RuleOutcome& r = o.rules[i];
     const Decision& d = r.decision;
@@ -189,7 +177,7 @@ int ExplainMain(std::vector<std::string> args) {
     std::printf("\nafter %ld decisions, the last one:\n", repeat);
     PrintOutcome(last);
   } else {
-    std::printf("\nnext decision would be: %s\n", VerdictName(e.verdict));
+    std::printf("\nnext decision would be: %s\n", VerdictName(e.verdict).data());
   }
   return 0;
 }

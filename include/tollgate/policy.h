@@ -210,6 +210,9 @@ struct CheckOutcome {
   bool allowed() const { return verdict == Verdict::kAllow; }
 };
 
+// "allow", "reject" or "unavailable": the verdict's name in JSON, logs and the CLI.
+std::string_view VerdictName(CheckOutcome::Verdict v);
+
 // Per-rule counters kept by the Enforcer, by rule name (kept across reloads).
 // Front ends export these; they need not count CheckOutcomes themselves.
 struct RuleCounters {

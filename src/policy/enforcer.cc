@@ -318,4 +318,16 @@ const EnforcerOptions& Enforcer::options() const { return impl_->options_; }
 
 PolicyStore& Enforcer::policies() const { return *impl_->policies_; }
 
+std::string_view VerdictName(CheckOutcome::Verdict v) {
+  switch (v) {
+    case CheckOutcome::Verdict::kAllow:
+      return "allow";
+    case CheckOutcome::Verdict::kReject:
+      return "reject";
+    case CheckOutcome::Verdict::kUnavailable:
+      return "unavailable";
+  }
+  return "allow";
+}
+
 }  // namespace tollgate

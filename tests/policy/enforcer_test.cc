@@ -786,5 +786,11 @@ TEST(EnforcerOptionsValidation, BadOptionsAreRefused) {
   EXPECT_FALSE(Enforcer::Create(policies, nullptr, &clock, {}).ok());
 }
 
+TEST(VerdictName, EveryVerdictHasItsOwnName) {
+  EXPECT_EQ(VerdictName(CheckOutcome::Verdict::kAllow), "allow");
+  EXPECT_EQ(VerdictName(CheckOutcome::Verdict::kReject), "reject");
+  EXPECT_EQ(VerdictName(CheckOutcome::Verdict::kUnavailable), "unavailable");
+}
+
 }  // namespace
 }  // namespace tollgate
