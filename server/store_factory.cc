@@ -141,6 +141,19 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
 // within ~1 s of its recovery (breaker cool-down + one reconnect + a probe).
 constexpr std::chrono::milliseconds kReconnectBackoffMax{200};
 
+// The counters every Redis store exports, single node or cluster.
+void WriteScriptCallMetrics(PrometheusWriter& w, uint64_t script_calls, uint64_t decisions,
+                            uint64_t timeouts, uint64_t errors) {
+  w.Family("tollgate_redis_script_calls_total", "counter",
+           "Script calls sent to Redis (one call decides many batches).");
+  w.Sample("tollgate_redis_script_calls_total", {}, script_calls);
+  w.Family("tollgate_redis_decisions_total", "counter", "Batches decided by Redis.");
+  w.Sample("tollgate_redis_decisions_total", {}, decisions);
+  w.Family("tollgate_redis_errors_total", "counter", "Redis calls failed, by kind.");
+  w.Sample("tollgate_redis_errors_total", {"kind", "timeout"}, timeouts);
+  w.Sample("tollgate_redis_errors_total", {"kind", "other"}, errors);
+}
+
 Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
                                 const std::shared_ptr<Logger>& log) {
   auto options = ParseRedisUrl(config.store);
@@ -156,14 +169,7 @@ Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
                             " db " + std::to_string(options->db);
   auto redis_metrics = [raw](PrometheusWriter& w) {
     RedisStoreStats s = raw->Stats();
-    w.Family("tollgate_redis_script_calls_total", "counter",
-             "Script calls sent to Redis (one call decides many batches).");
-    w.Sample("tollgate_redis_script_calls_total", {}, s.script_calls);
-    w.Family("tollgate_redis_decisions_total", "counter", "Batches decided by Redis.");
-    w.Sample("tollgate_redis_decisions_total", {}, s.decisions);
-    w.Family("tollgate_redis_errors_total", "counter", "Redis calls failed, by kind.");
-    w.Sample("tollgate_redis_errors_total", {"kind", "timeout"}, s.timeouts);
-    w.Sample("tollgate_redis_errors_total", {"kind", "other"}, s.errors);
+    WriteScriptCallMetrics(w, s.script_calls, s.decisions, s.timeouts, s.errors);
     w.Family("tollgate_redis_connects_total", "counter", "Successful (re)connections to Redis.");
     w.Sample("tollgate_redis_connects_total", {}, s.connects);
   };
@@ -195,14 +201,7 @@ Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* 
   std::string description = "redis-cluster (" + std::to_string(options->seeds.size()) + " seeds)";
   auto cluster_metrics = [raw](PrometheusWriter& w) {
     RedisClusterStats s = raw->Stats();
-    w.Family("tollgate_redis_script_calls_total", "counter",
-             "Script calls sent to Redis (one call decides many batches).");
-    w.Sample("tollgate_redis_script_calls_total", {}, s.script_calls);
-    w.Family("tollgate_redis_decisions_total", "counter", "Batches decided by Redis.");
-    w.Sample("tollgate_redis_decisions_total", {}, s.decisions);
-    w.Family("tollgate_redis_errors_total", "counter", "Redis calls failed, by kind.");
-    w.Sample("tollgate_redis_errors_total", {"kind", "timeout"}, s.timeouts);
-    w.Sample("tollgate_redis_errors_total", {"kind", "other"}, s.errors);
+    WriteScriptCallMetrics(w, s.script_calls, s.decisions, s.timeouts, s.errors);
     w.Family("tollgate_redis_cluster_redirects_total", "counter", "MOVED / ASK replies followed.");
     w.Sample("tollgate_redis_cluster_redirects_total", {"kind", "moved"}, s.moved);
     w.Sample("tollgate_redis_cluster_redirects_total", {"kind", "ask"}, s.ask);

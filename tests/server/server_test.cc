@@ -289,6 +289,21 @@ TEST_P(ServerE2E, MalformedAndOversizedRequestsGetErrorsAndServerStaysUp) {
   EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
 }
 
+TEST_P(ServerE2E, RedisCallsAreCountedInMetrics) {
+  if (GetParam() != "redis") GTEST_SKIP() << "Redis counters only exist on the Redis store";
+  auto s = Start();
+  ASSERT_TRUE(s);
+  const std::string key = Key();
+  for (int i = 0; i < 4; ++i) Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+  const std::string m = Fetch(s->admin_port, "GET", "/metrics").body;
+  const std::string name = "\ntollgate_redis_script_calls_total ";
+  const size_t at = m.find(name);
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_GE(std::stoll(m.substr(at + name.size())), 1) << m.substr(at, 60);
+  EXPECT_NE(m.find("# TYPE tollgate_redis_errors_total counter"), std::string::npos) << m;
+  EXPECT_NE(m.find("tollgate_redis_errors_total{kind=\"timeout\"} 0"), std::string::npos) << m;
+}
+
 TEST_P(ServerE2E, SlowAndIdleClientsTimeOut) {
   server::ServerConfig cfg = Config();
   cfg.read_timeout = server::Millis(200);
