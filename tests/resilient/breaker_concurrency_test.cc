@@ -30,23 +30,28 @@ TEST(BreakerConcurrencyTest, TransitionsStayConsistentUnderContention) {
   };
   CircuitBreaker breaker(o);
 
-  std::atomic<bool> failing{false};
-  std::atomic<uint64_t> admitted{0}, refused{0};
+  // Time and the outage phases follow a global call count, not any one
+  // thread's progress: however the threads are scheduled (all at once, or one
+  // after another on a loaded machine), the calls go through alternating
+  // failing / healthy phases of 2000 calls while the clock moves 20 us a call,
+  // so the breaker opens, half-opens and closes many times.
+  std::atomic<uint64_t> calls{0}, admitted{0}, refused{0};
   constexpr int kThreads = 4, kCalls = 20000;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(t);
       for (int i = 0; i < kCalls; ++i) {
-        if (t == 0 && i % 500 == 0) failing.store(!failing.load());
-        if (t == 1) clock.Advance(std::chrono::microseconds(50));
+        const uint64_t n = calls.fetch_add(1);
+        const bool failing = (n / 2000) % 2 == 1;
+        clock.Advance(std::chrono::microseconds(20));
         auto p = breaker.Allow();
         if (!p.admitted()) {
           refused.fetch_add(1);
           continue;
         }
         admitted.fetch_add(1);
-        const bool ok = !failing.load() || rng() % 10 == 0;
+        const bool ok = !failing || rng() % 10 == 0;
         breaker.Record(p, ok);
       }
     });
