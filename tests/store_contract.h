@@ -4,14 +4,16 @@
 //   INSTANTIATE_TEST_SUITE_P(Local, StoreContractTest,
 //                            ::testing::Values(StoreFactory([] { return MakeLocal(); })));
 //
-// The limits used refill at most once every 1000 s, so the suite holds for
-// stores that take time from elsewhere (Redis TIME) without a manual clock.
+// The limits used refill at most once every 1000 s, and windows last 366
+// days, so the suite holds for stores that take time from elsewhere (Redis
+// TIME) without a manual clock.
 #ifndef TOLLGATE_TESTS_STORE_CONTRACT_H_
 #define TOLLGATE_TESTS_STORE_CONTRACT_H_
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +39,15 @@ class StoreContractTest : public ::testing::TestWithParam<StoreFactory> {
     LimitSpec s;
     s.rate = 0.001;
     s.burst = burst;
+    return *Limit::Create(s);
+  }
+  // A fixed or sliding window of `burst` per 366 days: no boundary passes
+  // during a test (except with probability ~1e-7 at the one boundary a year).
+  static Limit YearWindow(Algorithm algorithm, int64_t burst) {
+    LimitSpec s;
+    s.algorithm = algorithm;
+    s.burst = burst;
+    s.window = std::chrono::hours(24 * 366);
     return *Limit::Create(s);
   }
   std::string Key(const std::string& name) const { return prefix_ + "\x1f" + name; }
@@ -154,6 +165,104 @@ TEST_P(StoreContractTest, ConcurrentCallersNeverOverGrant) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(allowed.load(), 20);
+}
+
+TEST_P(StoreContractTest, WindowsAllowBurstPerWindowThenReject) {
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow}) {
+    SCOPED_TRACE(std::string(AlgorithmName(a)));
+    const Limit l = YearWindow(a, 5);
+    const std::string k = Key("w" + std::string(AlgorithmName(a)));
+    Decision d = One(k, l, 2);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 3);
+    EXPECT_EQ(d.limit, 5);
+    EXPECT_GT(d.reset_after.count(), 0);
+    EXPECT_TRUE(One(k, l, 2).allowed);
+    d = One(k, l, 2);  // 4 used: 2 more do not fit
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.remaining, 1);
+    EXPECT_GT(d.retry_after.count(), 0);
+    EXPECT_NE(d.retry_after, Decision::kNever);
+    d = One(k, l, 6);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after, Decision::kNever);
+    d = One(k, l, 1);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    d = One(k, l, 0);  // a peek
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_FALSE(One(k, l, 1).allowed);
+  }
+}
+
+TEST_P(StoreContractTest, MixedAlgorithmBatchIsAllOrNothing) {
+  const Limit bucket = SlowBucket(5);
+  const Limit fixed = YearWindow(Algorithm::kFixedWindow, 3);
+  const Limit sliding = YearWindow(Algorithm::kSlidingWindow, 4);
+  const std::string b = Key("mb"), f = Key("mf"), s = Key("ms");
+  ASSERT_TRUE(One(f, fixed, 2).allowed);
+  // The fixed window has 1 left: the batch is denied there and charges nothing.
+  AcquireItem denied[] = {{b, &bucket, 2}, {s, &sliding, 3}, {f, &fixed, 2}};
+  auto r = store_->Acquire(denied);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->denied_index, 2);
+  ASSERT_EQ(r->decisions.size(), 3u);
+  EXPECT_TRUE(r->decisions[0].allowed);
+  EXPECT_EQ(r->decisions[0].remaining, 5);  // uncharged state
+  EXPECT_TRUE(r->decisions[1].allowed);
+  EXPECT_EQ(r->decisions[1].remaining, 4);
+  EXPECT_FALSE(r->decisions[2].allowed);
+  EXPECT_EQ(r->decisions[2].remaining, 1);
+  EXPECT_EQ(One(b, bucket, 0).remaining, 5);
+  EXPECT_EQ(One(s, sliding, 0).remaining, 4);
+  EXPECT_EQ(One(f, fixed, 0).remaining, 1);
+  // Duplicate window keys add up within the batch: 3 + 2 > 4.
+  AcquireItem dup[] = {{s, &sliding, 3}, {b, &bucket, 1}, {s, &sliding, 2}};
+  r = store_->Acquire(dup);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(One(s, sliding, 0).remaining, 4);
+  EXPECT_EQ(One(b, bucket, 0).remaining, 5);
+  // A batch that fits charges every item once.
+  AcquireItem fits[] = {{b, &bucket, 2}, {s, &sliding, 3}, {f, &fixed, 1}};
+  r = store_->Acquire(fits);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->allowed);
+  EXPECT_EQ(r->denied_index, -1);
+  ASSERT_EQ(r->decisions.size(), 3u);
+  EXPECT_EQ(r->decisions[0].remaining, 3);
+  EXPECT_EQ(r->decisions[1].remaining, 1);
+  EXPECT_EQ(r->decisions[2].remaining, 0);
+  EXPECT_EQ(One(b, bucket, 0).remaining, 3);
+  EXPECT_EQ(One(s, sliding, 0).remaining, 1);
+  EXPECT_EQ(One(f, fixed, 0).remaining, 0);
+}
+
+TEST_P(StoreContractTest, WindowsNeverOverGrantUnderConcurrency) {
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow}) {
+    SCOPED_TRACE(std::string(AlgorithmName(a)));
+    const Limit l = YearWindow(a, 20);
+    const std::string k = Key("hotw" + std::string(AlgorithmName(a)));
+    std::atomic<int> allowed{0}, errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 25; ++i) {
+          auto r = AcquireOne(*store_, k, l, 1);
+          if (!r.ok()) {
+            errors.fetch_add(1);
+          } else if (r->allowed) {
+            allowed.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(allowed.load(), 20);
+  }
 }
 
 }  // namespace tollgate::testing

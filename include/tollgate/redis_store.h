@@ -1,11 +1,12 @@
 // RedisStore: rate-limit state in one Redis, decided by one atomic Lua script.
 //
-// Every decision is core's exact GCRA step (see algorithm.h), run inside Redis
-// by a Lua script that reproduces the same int64 nanosecond arithmetic on two
-// exact limbs (seconds, nanoseconds): no floating point ever touches a time.
-// Supported algorithms: token_bucket and leaky_bucket (meter and shaper). The
-// window algorithms return kInvalidArgument ("... not supported by the redis
-// store yet").
+// Every decision is core's exact step (see algorithm.h), run inside Redis by a
+// Lua script that reproduces the same int64 nanosecond arithmetic on two exact
+// limbs (seconds, nanoseconds): no floating point ever touches a time.
+// Supported algorithms: token_bucket, leaky_bucket (meter and shaper),
+// fixed_window and sliding_window, with the same Decision fields as LocalStore.
+// sliding_log returns kInvalidArgument (its log of up to `burst` grants per
+// key does not fit the one-script design; see docs/redis.md).
 //
 // Throughput: callers never talk to Redis directly. Decisions are queued and an
 // I/O thread (Boost.Asio; hiredis parses RESP) packs whatever is waiting into
@@ -124,7 +125,8 @@ class RedisStore final : public Store {
   void CommandAsync(std::vector<std::string> argv, std::function<void(Result<RedisReply>)> done);
   Result<RedisReply> Command(std::vector<std::string> argv);
 
-  // The Redis key that holds `key`'s state (prefix + escaped or hashed key).
+  // The Redis key that holds `key`'s bucket state (prefix + escaped or hashed
+  // key). Window algorithms append "|fw:<window ns>" or "|sw:<window ns>".
   std::string RedisKeyFor(std::string_view key) const;
   // Whether `limit` can be decided exactly by the script; kInvalidArgument says why not.
   static Status CheckLimit(const Limit& limit);

@@ -6,14 +6,31 @@ namespace tollgate::redis {
 namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
-constexpr std::string_view kScript = R"lua(-- tollgate gcra batch v3
+constexpr std::string_view kScript = R"lua(-- tollgate batch v4: gcra + fixed/sliding window
 if redis.replicate_commands then pcall(redis.replicate_commands) end
-local E9 = 1000000000
-local tonumber, sub = tonumber, string.sub
+local E9, C20 = 1000000000, 1048576
+local tonumber, sub, floor = tonumber, string.sub, math.floor
 local function split(v)
   local len = #v
   if len <= 9 then return 0, tonumber(v) end
   return tonumber(sub(v, 1, len - 9)), tonumber(sub(v, len - 8))
+end
+-- q, r of x / d for integers x < 2^53 (the double quotient may be 1 off).
+local function divmod(x, d)
+  local q = floor(x / d)
+  local r = x - q * d
+  if r < 0 then return q - 1, r + d end
+  if r >= d then return q + 1, r - d end
+  return q, r
+end
+-- k * (s, n) as limbs, exact while k*s and floor(k/1e6)*n stay below 2^53.
+local function mul(k, s, n)
+  local kh, kl = divmod(k, 1000000)
+  local hq, hr = divmod(kh * n, 1000)  -- kh*n units of 1e6 ns
+  local lq, lr = divmod(kl * n, E9)
+  local rs, rn = k * s + hq + lq, hr * 1000000 + lr
+  if rn >= E9 then rs, rn = rs + 1, rn - E9 end
+  return rs, rn
 end
 local now_s, now_n
 -- Client clocks may disagree: keep keys 1 s longer than the writer's refill
@@ -34,20 +51,48 @@ if nk > 0 then
   for i = 1, nk do keys[i] = ARGV[a + i - 1] end
   a = a + nk
 end
--- Entries: kind, increment and threshold (both split), and now + threshold.
+-- Entries. GCRA kinds 0-3: kind, increment, threshold (both split; els/eln =
+-- now + threshold). Windows 4 (fixed) and 5 (sliding): kind, cost, window,
+-- burst; eidx = the current window's index, ers/ern = its end - now (limbs).
 local nent = tonumber(ARGV[a])
 a = a + 1
-local ekind, eis, ein, els, eln = {}, {}, {}, {}, {}
+local ekind, eis, ein, els, eln, ewr = {}, {}, {}, {}, {}, {}
+local ecost, eburst, eidx, ers, ern = {}, {}, {}, {}, {}
 for e = 1, nent do
-  ekind[e] = tonumber(ARGV[a])
-  eis[e], ein[e] = split(ARGV[a + 1])
-  local hs, hn = split(ARGV[a + 2])
-  local ls, ln = now_s + hs, now_n + hn
-  if ln >= E9 then ls, ln = ls + 1, ln - E9 end
-  els[e], eln[e] = ls, ln
-  a = a + 3
+  local kind = tonumber(ARGV[a])
+  ekind[e] = kind
+  if kind < 4 then
+    eis[e], ein[e] = split(ARGV[a + 1])
+    local hs, hn = split(ARGV[a + 2])
+    local ls, ln = now_s + hs, now_n + hn
+    if ln >= E9 then ls, ln = ls + 1, ln - E9 end
+    els[e], eln[e] = ls, ln
+    ewr[e] = kind < 2
+    a = a + 3
+  else
+    local cost = tonumber(ARGV[a + 1])
+    ecost[e], eburst[e], ewr[e] = cost, tonumber(ARGV[a + 3]), cost > 0
+    local ws, wn = split(ARGV[a + 2])
+    eis[e], ein[e] = ws, wn
+    -- q = floor(now / w): a double estimate, then corrected on exact limbs.
+    local q = floor((now_s * E9 + now_n) / (ws * E9 + wn))
+    local ps, pn = mul(q, ws, wn)
+    while ps > now_s or (ps == now_s and pn > now_n) do
+      q, ps, pn = q - 1, ps - ws, pn - wn
+      if pn < 0 then ps, pn = ps - 1, pn + E9 end
+    end
+    local es, en = ps + ws, pn + wn
+    if en >= E9 then es, en = es + 1, en - E9 end
+    while es < now_s or (es == now_s and en <= now_n) do
+      q, es, en = q + 1, es + ws, en + wn
+      if en >= E9 then es, en = es + 1, en - E9 end
+    end
+    es, en = es - now_s, en - now_n
+    if en < 0 then es, en = es - 1, en + E9 end
+    eidx[e], ers[e], ern[e] = q, es, en
+    a = a + 4
+  end
 end
-local ts, tn = {}, {}
 local vals
 if nk > 0 then
   vals = {}  -- one GET per key: MGET may not span slots
@@ -55,14 +100,69 @@ if nk > 0 then
 else
   vals = redis.call('MGET', unpack(KEYS))
 end
-for i = 1, #keys do
-  local v = vals[i]
-  if v then ts[i], tn[i] = split(v) else ts[i], tn[i] = now_s, now_n end
+-- A key's state, parsed at first use (its entries' kind tells the format):
+-- GCRA: TAT (s, n); windows: (window index, count) where count is `used`
+-- (fixed) or prev * 2^20 + curr (sliding); -1 = never seen.
+local ts, tn = {}, {}
+local function state(key, e)
+  local s = ts[key]
+  if s ~= nil then return s, tn[key] end
+  local v, n = vals[key]
+  if ekind[e] < 4 then
+    if v then s, n = split(v) else s, n = now_s, now_n end
+  elseif not v then
+    s, n = -1, 0
+  else
+    local len = #v
+    if ekind[e] == 4 then
+      s, n = tonumber(sub(v, 1, len - 7)), tonumber(sub(v, len - 6))
+    else
+      s = tonumber(sub(v, 1, len - 14))
+      n = tonumber(sub(v, len - 13, len - 7)) * C20 + tonumber(sub(v, len - 6))
+    end
+  end
+  ts[key], tn[key] = s, n
+  return s, n
 end
--- One item against TAT (s, n): allowed?, tat_after (s, n).
+-- A window item against (idx, count): allowed?, idx', count' (core's rules:
+-- a stored window ahead of now means the clock stepped back: stay in it).
+local function wstep(idx, cnt, e)
+  local cur, cost, burst = eidx[e], ecost[e], eburst[e]
+  if ekind[e] == 4 then
+    local used = 0
+    if idx >= cur then cur, used = idx, cnt end
+    if used + cost <= burst then return true, cur, used + cost end
+    return false, cur, used
+  end
+  local prev, curr, back = 0, 0, false
+  if idx >= cur then
+    back, cur = idx > cur, idx
+    prev = floor(cnt / C20)
+    curr = cnt - prev * C20
+  elseif idx == cur - 1 then
+    prev = cnt % C20
+  end
+  -- allowed iff prev * (w - elapsed) <= (burst - curr - cost) * w, where
+  -- w - elapsed = ers (or w when the clock stepped back: elapsed = 0)
+  local room = burst - curr - cost
+  local ok = room >= 0
+  if ok and prev > 0 then
+    if back then
+      ok = prev <= room
+    else
+      local xs, xn = mul(prev, ers[e], ern[e])
+      local ys, yn = mul(room, eis[e], ein[e])
+      ok = xs < ys or (xs == ys and xn <= yn)
+    end
+  end
+  if ok then curr = curr + cost end
+  return ok, cur, prev * C20 + curr
+end
+-- One item against its key's state: allowed?, state after.
 local function step(s, n, e)
-  if s < now_s or (s == now_s and n < now_n) then s, n = now_s, now_n end
   local kind = ekind[e]
+  if kind >= 4 then return wstep(s, n, e) end
+  if s < now_s or (s == now_s and n < now_n) then s, n = now_s, now_n end
   if kind >= 2 then return kind == 3, s, n end
   local ls, ln = els[e], eln[e]
   if kind == 0 then
@@ -78,11 +178,28 @@ local function step(s, n, e)
   end
   return false, s, n
 end
+-- End of window idx (>= the entry's current window) - now, as limbs.
+local function wend(e, idx)
+  local rs, rn = ers[e], ern[e]
+  if idx > eidx[e] then
+    local xs, xn = mul(idx - eidx[e], eis[e], ein[e])
+    rs, rn = rs + xs, rn + xn
+    if rn >= E9 then rs, rn = rs + 1, rn - E9 end
+  end
+  return rs, rn
+end
 local out, o = {}, 0
 local dirty = {}
-local function emit(code, s, n)
-  local rs, rn = s - now_s, n - now_n
-  if rn < 0 then rs, rn = rs - 1, rn + E9 end
+-- GCRA: code, TAT - now (limbs); windows: code + 8 * count, window end - now.
+local function emit(code, e, s, n)
+  local rs, rn
+  if ekind[e] >= 4 then
+    code = code + 8 * n
+    rs, rn = wend(e, s)
+  else
+    rs, rn = s - now_s, n - now_n
+    if rn < 0 then rs, rn = rs - 1, rn + E9 end
+  end
   out[o + 1], out[o + 2], out[o + 3] = code, rs, rn
   o = o + 3
 end
@@ -97,15 +214,16 @@ while a <= nargs do
     -- The common case, without tables: one item is its own all-or-nothing group.
     local key, e = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
     a = a + 2
-    local ok, s, n = step(ts[key], tn[key], e)
+    local s0, n0 = state(key, e)
+    local ok, s, n = step(s0, n0, e)
     if ok then
-      if ekind[e] < 2 and not dry then
+      if ewr[e] and not dry then
         ts[key], tn[key] = s, n
-        dirty[key] = true
+        dirty[key] = e
       end
-      emit(1, s, n)
+      emit(1, e, s, n)
     else
-      emit(0, s, n)
+      emit(0, e, s, n)
     end
   else
     local k, ent = {}, {}
@@ -117,21 +235,22 @@ while a <= nargs do
     local ok1, s1, n1 = {}, {}, {}
     local denied = false
     for j = 1, count do
-      ok1[j], s1[j], n1[j] = step(ts[k[j]], tn[k[j]], ent[j])
+      local s0, n0 = state(k[j], ent[j])
+      ok1[j], s1[j], n1[j] = step(s0, n0, ent[j])
       if not ok1[j] then denied = true end
     end
     local fail = 0
-    local ws, wn, s2, n2 = {}, {}, {}, {}
+    local cs, cn, s2, n2, we = {}, {}, {}, {}, {}
     if not denied then
       -- Phase 2: the items together, in order, on a working copy.
       for j = 1, count do
-        local key = k[j]
-        local cs, cn = ws[key], wn[key]
-        if cs == nil then cs, cn = ts[key], tn[key] end
-        local ok, s, n = step(cs, cn, ent[j])
+        local key, e = k[j], ent[j]
+        local s0, n0 = cs[key], cn[key]
+        if s0 == nil then s0, n0 = ts[key], tn[key] end
+        local ok, s, n = step(s0, n0, e)
         if not ok then fail = j; break end
         s2[j], n2[j] = s, n
-        if ekind[ent[j]] < 2 then ws[key], wn[key] = s, n end
+        if ewr[e] then cs[key], cn[key], we[key] = s, n, e end
       end
     end
     if denied or fail > 0 then
@@ -139,28 +258,50 @@ while a <= nargs do
       for j = 1, count do
         local code = 0
         if j == fail then code = 2 elseif ok1[j] then code = 3 end
-        emit(code, s1[j], n1[j])
+        emit(code, ent[j], s1[j], n1[j])
       end
     else
       if not dry then
-        for key, s in pairs(ws) do
-          ts[key], tn[key] = s, wn[key]
-          dirty[key] = true
+        for key, s in pairs(cs) do
+          ts[key], tn[key] = s, cn[key]
+          dirty[key] = we[key]
         end
       end
-      for j = 1, count do emit(1, s2[j], n2[j]) end
+      -- A dry run reports each item's state alone (the client reports it
+      -- uncharged), like a denied group; a charged group the states in order.
+      if dry then
+        for j = 1, count do emit(1, ent[j], s1[j], n1[j]) end
+      else
+        for j = 1, count do emit(1, ent[j], s2[j], n2[j]) end
+      end
     end
   end
 end
-for key in pairs(dirty) do
+-- Write back; each key expires when its state no longer matters: a bucket
+-- when full again, a fixed window at its end, a sliding window's counts at
+-- the end of the next window.
+for key, e in pairs(dirty) do
   local s, n = ts[key], tn[key]
-  local rs, rn = s - now_s, n - now_n
-  if rn < 0 then rs, rn = rs - 1, rn + E9 end
+  local rs, rn, v
+  local kind = ekind[e]
+  if kind < 4 then
+    rs, rn = s - now_s, n - now_n
+    if rn < 0 then rs, rn = rs - 1, rn + E9 end
+    if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
+  else
+    rs, rn = wend(e, s)
+    if kind == 4 then
+      v = string.format('%d%07d', s, n)
+    else
+      local prev = floor(n / C20)
+      v = string.format('%d%07d%07d', s, prev, n - prev * C20)
+      rs, rn = rs + eis[e], rn + ein[e]
+      if rn >= E9 then rs, rn = rs + 1, rn - E9 end
+    end
+  end
   local ms = rs * 1000 + math.ceil(rn / 1000000) + ttl_slack
   if ms < 1 then ms = 1 end
-  local v
-  if s > 0 then v = string.format('%d%09d', s, n) else v = string.format('%d', n) end
-  redis.call('SET', keys[key], v, 'PX', ms)  -- ms < 2^41: printed as an integer
+  redis.call('SET', keys[key], v, 'PX', ms)  -- ms < 2^45: printed as an integer
 end
 return out
 )lua";
@@ -181,9 +322,23 @@ Status CheckScriptLimit(const Limit& limit) {
     case Algorithm::kTokenBucket:
     case Algorithm::kLeakyBucket:
       break;
-    default:
-      return InvalidArgument("algorithm " + std::string(AlgorithmName(limit.algorithm())) +
-                             " is not supported by the redis store yet");
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindow:
+      // Counts are 7 decimal digits in the stored value; windows stay below
+      // 2^60 ns like every other time (Limit::Create allows at most 366 days).
+      if (limit.burst() < 1 || limit.burst() > Limit::kMaxWindowBurst || limit.window_ns() < 1 ||
+          limit.window_ns() >= (int64_t{1} << 60)) {
+        return InvalidArgument("limit " + limit.ToString() +
+                               " is outside what the redis script represents exactly (burst "
+                               "1..2^20-1, window below 2^60 ns)");
+      }
+      return Status::Ok();
+    case Algorithm::kSlidingLog:
+      return InvalidArgument(
+          "algorithm sliding_log is not supported by the redis store: its state is a log of up "
+          "to `burst` grants per key (up to 1e6 entries, tens of MB), which one atomic script "
+          "cannot keep bounded and fast; use sliding_window (two counters, one small string) "
+          "or fixed_window");
   }
   // The script holds times as (seconds, ns) limbs: any int64 >= 0 is exact.
   // Limit::Create already keeps every constant below 2^60 ns; check anyway.
@@ -197,9 +352,30 @@ Status CheckScriptLimit(const Limit& limit) {
   return Status::Ok();
 }
 
+std::string StateKeySuffix(const Limit& limit) {
+  switch (limit.algorithm()) {
+    case Algorithm::kFixedWindow:
+      return "|fw:" + std::to_string(limit.window_ns());
+    case Algorithm::kSlidingWindow:
+      return "|sw:" + std::to_string(limit.window_ns());
+    default:
+      return std::string();
+  }
+}
+
 ScriptItem MakeScriptItem(const Limit& limit, int64_t cost) {
-  const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
   ScriptItem item;
+  if (limit.algorithm() == Algorithm::kFixedWindow ||
+      limit.algorithm() == Algorithm::kSlidingWindow) {
+    item.kind = limit.algorithm() == Algorithm::kFixedWindow ? ItemKind::kFixedWindow
+                                                             : ItemKind::kSlidingWindow;
+    // Any cost above burst is denied alike; clamp it so Lua holds it exactly.
+    item.increment = std::clamp<int64_t>(cost, 0, limit.burst() + 1);
+    item.threshold = limit.window_ns();
+    item.burst = limit.burst();
+    return item;
+  }
+  const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
   item.threshold = shaper ? limit.max_delay_ns() : limit.tolerance_ns();
   item.increment = 0;
   if (cost > limit.burst()) {
@@ -213,15 +389,77 @@ ScriptItem MakeScriptItem(const Limit& limit, int64_t cost) {
   return item;
 }
 
-Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel) {
+namespace {
+
+using i128 = __int128;
+
+Nanos NonNegative(int64_t ns) { return Nanos(ns < 0 ? 0 : ns); }
+
+// Core's FixedWindowStep / SlidingWindowStep decision, from the counts after
+// the item and r = (end of the item's window) - now. r <= w means `now` lies
+// in that window (elapsed = w - r); r > w means the stored window is ahead of
+// a clock that stepped back, where core decides at the window's start
+// (elapsed = 0, r - w after now).
+Decision DecodeWindow(const Limit& limit, const ScriptItem& item, int64_t code, int64_t r,
+                      int64_t count) {
+  const int64_t w = limit.window_ns(), burst = limit.burst(), cost = item.increment;
+  Decision d;
+  d.limit = burst;
+  d.allowed = code == 1 || code == 3;
+  // 2 and 3: the script reports the state the item alone would leave; the
+  // contract is the state without the charge (see DecodeDecision).
+  const int64_t uncharge = code == 2 || code == 3 ? cost : 0;
+  if (item.kind == ItemKind::kFixedWindow) {
+    d.remaining = burst - (count - uncharge);
+    d.reset_after = NonNegative(r);
+    if (code == 0) d.retry_after = cost > burst ? Decision::kNever : NonNegative(r);
+    return d;
+  }
+  const int64_t prev = count >> 20;
+  const int64_t curr = (count & ((int64_t{1} << 20) - 1)) - uncharge;
+  const int64_t elapsed = r <= w ? w - r : 0;
+  const int64_t ahead = r <= w ? 0 : r - w;  // core's t - now
+  if (code == 0) {
+    if (cost > burst) {
+      d.retry_after = Decision::kNever;
+    } else {
+      const int64_t room = burst - curr - cost;
+      int64_t wait;
+      if (room >= 0 && prev > 0) {
+        wait = static_cast<int64_t>(w - (static_cast<i128>(room) * w) / prev) - elapsed;
+      } else {
+        int64_t e2 = 0;
+        if (curr > 0) e2 = static_cast<int64_t>(w - (static_cast<i128>(burst - cost) * w) / curr);
+        wait = (w - elapsed) + e2;
+      }
+      d.retry_after = Nanos(std::max<int64_t>(wait, 1));
+    }
+  }
+  const i128 est_scaled = static_cast<i128>(prev) * (w - elapsed) + static_cast<i128>(curr) * w;
+  const int64_t est = static_cast<int64_t>((est_scaled + w - 1) / w);
+  d.remaining = std::max<int64_t>(0, burst - est);
+  const int64_t idle =
+      curr > 0 ? ahead - elapsed + 2 * w : (prev > 0 ? ahead - elapsed + w : ahead);
+  d.reset_after = NonNegative(idle);
+  return d;
+}
+
+}  // namespace
+
+Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel,
+                        int64_t count) {
+  if (item.kind == ItemKind::kFixedWindow || item.kind == ItemKind::kSlidingWindow) {
+    return DecodeWindow(limit, item, code, rel, count);
+  }
   const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
   Decision d;
   d.limit = limit.burst();
   d.allowed = code == 1 || code == 3;
-  // 3: the item would fit, but its batch was denied and nothing was charged.
-  // The script reports the state the item alone would leave; Store's contract
-  // is the state without the charge.
-  if (code == 3) rel -= item.increment;
+  // 3: the item would fit, but its batch was denied and nothing was charged;
+  // 2: the item at which the batch stopped fitting. The script reports the
+  // state the item alone would leave; Store's contract (LocalStore) is the
+  // state without the charge.
+  if (code == 2 || code == 3) rel -= item.increment;
   d.reset_after = Nanos(rel < 0 ? 0 : rel);
   if (shaper) {
     const int64_t slack = limit.max_delay_ns() - rel;

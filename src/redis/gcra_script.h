@@ -1,4 +1,4 @@
-// The GCRA batch script and its wire format (pure functions, no I/O).
+// The batch script and its wire format (pure functions, no I/O).
 //
 // One script call decides any number of groups; a group is one caller's batch
 // and is all-or-nothing. Arguments:
@@ -6,15 +6,20 @@
 //   ARGV[1] now in ns as a decimal string, or "" to read Redis TIME
 //   ARGV[2] K: 0 when the keys are in KEYS; else K keys follow in ARGV (cluster:
 //           undeclared keys of several slots of one node, allow-cross-slot-keys)
-//   then    E, the number of distinct entries, then E triples:
-//           kind, increment ns, threshold ns (an entry is a limit + cost shape)
+//   then    E, the number of distinct entries, then E entries (a limit + cost
+//           shape): GCRA kinds 0-3 as `kind, increment ns, threshold ns`;
+//           window kinds 4-5 as `kind, cost, window ns, burst`
 //   then, per group: n, followed by n pairs: key index, entry index (1-based);
 //           a negative n is a dry run: the group is decided but nothing is written
-// Reply: a flat array of 3 integers per item, in order: code, rel_s, rel_ns,
-// where rel = tat_after - now (>= 0) split into seconds and nanoseconds, and
-// code is 1 allowed (charged), 0 denied; in a denied group 3 means "this item
-// alone would fit" (not charged) and 2 marks the item at which the items stopped
-// fitting together (reported as denied with retry_after 0, like LocalStore).
+// Reply: a flat array of 3 integers per item, in order: head, rel_s, rel_ns.
+// head = code + 8 * count: count is 0 for GCRA items, `used` for a fixed
+// window, prev * 2^20 + curr for a sliding window (the counts after the item).
+// rel, split into seconds and nanoseconds, is tat_after - now (>= 0) for GCRA
+// items and (end of the item's window) - now (> 0) for window items. code is 1
+// allowed (charged), 0 denied; in a denied group 3 means "this item alone would
+// fit" and 2 marks the item at which the items stopped fitting together; for
+// both, the state reported is the one the item alone would leave (the client
+// reports it uncharged; 2 as denied with retry_after 0, like LocalStore).
 //
 // Times are held in Lua as two exact limbs (seconds, nanoseconds < 1e9), so
 // every value below 2^63 ns stays exact in Lua's doubles; see docs/redis.md.
@@ -38,24 +43,37 @@ std::string_view GcraScript();
 const std::string& GcraClusterScript();
 
 enum class ItemKind : int {
-  kGcra = 0,    // allowed iff max(TAT, now) + inc <= now + threshold (tolerance)
-  kShaper = 1,  // allowed iff max(TAT, now) <= now + threshold (max_delay)
-  kNever = 2,   // cost > burst: never allowed, reports state
-  kPeek = 3,    // cost 0: always allowed, reports state, writes nothing
+  kGcra = 0,           // allowed iff max(TAT, now) + inc <= now + threshold (tolerance)
+  kShaper = 1,         // allowed iff max(TAT, now) <= now + threshold (max_delay)
+  kNever = 2,          // cost > burst: never allowed, reports state
+  kPeek = 3,           // cost 0: always allowed, reports state, writes nothing
+  kFixedWindow = 4,    // allowed iff used + cost <= burst in the current window
+  kSlidingWindow = 5,  // allowed iff prev * (w - elapsed) / w + curr + cost <= burst
 };
 
 struct ScriptItem {
   ItemKind kind;
-  int64_t increment;  // ns
-  int64_t threshold;  // ns
+  int64_t increment;  // ns (GCRA); the cost, at most burst + 1 (windows)
+  int64_t threshold;  // ns: tolerance or max_delay (GCRA); the window length (windows)
+  int64_t burst = 0;  // windows only
 };
 
-// kInvalidArgument when the script cannot decide `limit` (window algorithms).
+// Window algorithms keep (window index, counts) instead of a TAT, under a key
+// that names the algorithm and the window length ("|fw:<ns>", "|sw:<ns>"), so
+// a changed window length or algorithm never reads a state of another shape.
+// '|' never appears in an escaped or hashed key, so suffixed keys cannot
+// collide with other keys. Empty for the GCRA algorithms.
+std::string StateKeySuffix(const Limit& limit);
+
+// kInvalidArgument when the script cannot decide `limit` (sliding_log, or
+// constants the script cannot represent exactly).
 Status CheckScriptLimit(const Limit& limit);
 // What the script must do for `cost` against `limit` (limit must pass CheckScriptLimit).
 ScriptItem MakeScriptItem(const Limit& limit, int64_t cost);
-// The Decision core's Step() would have produced, from the script's answer.
-Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel_ns);
+// The Decision core's Step() would have produced, from the script's answer
+// (code and count are the reply head's code and head >> 3).
+Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel_ns,
+                        int64_t count = 0);
 
 }  // namespace tollgate::redis
 

@@ -29,11 +29,12 @@ BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples) {
   out.decisions.reserve(job.items.size());
   bool all = true;
   for (size_t i = 0; i < job.items.size(); ++i) {
-    const int64_t code = triples[3 * i]->integer;
+    const int64_t head = triples[3 * i]->integer;  // code + 8 * count
+    const int64_t code = head & 7;
     const int64_t rel = triples[3 * i + 1]->integer * 1'000'000'000 + triples[3 * i + 2]->integer;
     // A dry run charges nothing: its "allowed" means "would fit" (code 3).
     const int64_t as = job.dry_run && code == 1 ? 3 : code;
-    out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], as, rel));
+    out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], as, rel, head >> 3));
     if (code != 1) all = false;
     if ((code == 0 || code == 2) && out.denied_index < 0) out.denied_index = static_cast<int>(i);
   }
@@ -287,7 +288,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
       int e = 0;
       for (size_t k = entries.size(); k-- > 0;) {  // few distinct limits per call
         if (entries[k]->kind == si.kind && entries[k]->increment == si.increment &&
-            entries[k]->threshold == si.threshold) {
+            entries[k]->threshold == si.threshold && entries[k]->burst == si.burst) {
           e = static_cast<int>(k) + 1;
           break;
         }
@@ -300,7 +301,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     }
   }
   std::vector<std::string> nums;  // owns the numeric argument texts
-  nums.reserve(4 + 3 * entries.size() + jobs.size() + 2 * item_key.size());
+  nums.reserve(4 + 4 * entries.size() + jobs.size() + 2 * item_key.size());
   nums.push_back(declare ? std::to_string(keys.size()) : std::string("0"));
   nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
                                            : std::string());
@@ -311,6 +312,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     nums.push_back(std::to_string(static_cast<int>(e->kind)));
     nums.push_back(std::to_string(e->increment));
     nums.push_back(std::to_string(e->threshold));
+    if (e->kind >= ItemKind::kFixedWindow) nums.push_back(std::to_string(e->burst));
   }
   size_t n = 0;
   for (auto& j : jobs) {

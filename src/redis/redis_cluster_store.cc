@@ -111,7 +111,7 @@ class RedisClusterStore::Impl {
         done(st);
         return;
       }
-      job->keys.push_back(KeyFor(it.key));
+      job->keys.push_back(KeyFor(it.key) + redis::StateKeySuffix(*it.limit));
       job->limits.push_back(*it.limit);
       job->items.push_back(redis::MakeScriptItem(*it.limit, it.cost));
     }
@@ -413,11 +413,37 @@ class RedisClusterStore::Impl {
       return;
     }
     if (c->out.denied_index >= 0) {
+      ReportLikeOneBatch(c->out);
       c->out.allowed = false;
       c->done(std::move(c->out));
       return;
     }
     ChargePart(c, 0);
+  }
+
+  // The parts were decided apart; report what one all-or-nothing batch (and
+  // LocalStore) reports. An item denied alone stops the batch before items
+  // are tried together: then items that failed only together with others of
+  // their part (denied with retry_after 0, state uncharged) would fit alone.
+  // Otherwise the batch stops at the first such item in batch order (parts
+  // share no key, so each part's first failure is where a single pass in
+  // batch order would fail); later ones would not have been tried.
+  static void ReportLikeOneBatch(BatchDecision& out) {
+    int alone = -1, together = -1;
+    for (size_t i = 0; i < out.decisions.size(); ++i) {
+      const Decision& d = out.decisions[i];
+      if (d.allowed) continue;
+      const bool failed_together = d.retry_after.count() == 0;
+      int& first = failed_together ? together : alone;
+      if (first < 0) first = static_cast<int>(i);
+    }
+    out.denied_index = alone >= 0 ? alone : together;
+    for (size_t i = 0; i < out.decisions.size(); ++i) {
+      Decision& d = out.decisions[i];
+      if (!d.allowed && d.retry_after.count() == 0 && static_cast<int>(i) != out.denied_index) {
+        d.allowed = true;
+      }
+    }
   }
 
   void ChargePart(const std::shared_ptr<Cross>& c, size_t p) {

@@ -84,7 +84,8 @@ class RedisStore::Impl {
         done(st);
         return;
       }
-      job->keys.push_back(redis::RedisKey(options_.key_prefix, it.key));
+      job->keys.push_back(redis::RedisKey(options_.key_prefix, it.key) +
+                          redis::StateKeySuffix(*it.limit));
       job->limits.push_back(*it.limit);
       job->items.push_back(redis::MakeScriptItem(*it.limit, it.cost));
     }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cluster/redis_cluster.h"
+#include "redis/window_agreement.h"
 #include "store_contract.h"
 #include "tollgate/redis_cluster_store.h"
 
@@ -135,6 +136,71 @@ TEST(RedisClusterStore, CrossNodeBatchChargesNothingWhenDenied) {
   EXPECT_TRUE(ok->allowed);
   EXPECT_EQ(AcquireOne(*store, a, roomy, 0).value().remaining, 3);
   EXPECT_GE(store->Stats().cross_node_batches, 2u);
+}
+
+// Fixed window, sliding window and token bucket on three masters in one
+// batch: the dry runs decide it, a denial anywhere charges nothing anywhere.
+TEST(RedisClusterStore, CrossNodeMixedWindowBatchIsAllOrNothing) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto store = MakeClusterStore(cluster->url());
+  ASSERT_NE(store, nullptr);
+  std::map<int, int> slot_master;
+  const std::string f = KeyOnMaster(*cluster, *store, 0, "wf", slot_master);
+  const std::string s = KeyOnMaster(*cluster, *store, 1, "ws", slot_master);
+  const std::string b = KeyOnMaster(*cluster, *store, 2, "wb", slot_master);
+  const int64_t year = int64_t{366} * 24 * 3600 * 1'000'000'000;
+  const Limit fixed = WindowLimit(Algorithm::kFixedWindow, 4, year);
+  const Limit sliding = WindowLimit(Algorithm::kSlidingWindow, 3, year);
+  const Limit bucket = Bucket(0.001, 5);
+  ASSERT_TRUE(AcquireOne(*store, s, sliding, 2).value().allowed);
+  const uint64_t cross_before = store->Stats().cross_node_batches;
+  AcquireItem denied[] = {{f, &fixed, 3}, {b, &bucket, 2}, {s, &sliding, 2}};
+  auto r = store->Acquire(denied);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->denied_index, 2);
+  EXPECT_EQ(r->decisions[0].remaining, 4);  // would fit; uncharged state
+  EXPECT_EQ(r->decisions[2].remaining, 1);
+  EXPECT_EQ(AcquireOne(*store, f, fixed, 0).value().remaining, 4);
+  EXPECT_EQ(AcquireOne(*store, b, bucket, 0).value().remaining, 5);
+  AcquireItem fits[] = {{f, &fixed, 3}, {b, &bucket, 2}, {s, &sliding, 1}};
+  auto ok = store->Acquire(fits);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(ok->allowed);
+  EXPECT_EQ(ok->decisions[0].remaining, 1);
+  EXPECT_EQ(ok->decisions[1].remaining, 3);
+  EXPECT_EQ(ok->decisions[2].remaining, 0);
+  EXPECT_EQ(AcquireOne(*store, f, fixed, 0).value().remaining, 1);
+  EXPECT_EQ(AcquireOne(*store, s, sliding, 0).value().remaining, 0);
+  EXPECT_GE(store->Stats().cross_node_batches, cross_before + 2);
+}
+
+// The cluster script decides windows exactly like LocalStore, with batches
+// whose keys span masters (dry runs) and slots of one master.
+TEST(RedisClusterStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  for (bool backwards : {false, true}) {
+    ManualClock clock(kStartNs, kWallOffsetNs);
+    auto o = ParseRedisClusterUrl(cluster->url());
+    ASSERT_TRUE(o.ok());
+    o->node.use_client_clock = true;
+    o->node.clock = &clock;
+    o->node.call_timeout = 2s;
+    o->node.key_prefix = backwards ? "agree-b:" : "agree-f:";
+    auto store = RedisClusterStore::Create(*o);
+    ASSERT_TRUE(store.ok());
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (!(*store)->Healthy() && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(5ms);  // poll interval for the first topology
+    }
+    LocalStoreOptions lo;
+    lo.clock = &clock;
+    auto local = LocalStore::Create(lo);
+    ASSERT_TRUE(local.ok());
+    ExpectWindowsAgreeWithLocal(**store, **local, clock, backwards ? 4242 : 2424, 800, backwards);
+  }
 }
 
 TEST(RedisClusterStore, BatchOverTwoSlotsOfOneMasterIsOneAtomicCall) {

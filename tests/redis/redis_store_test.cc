@@ -9,9 +9,11 @@
 #include <thread>
 
 #include "redis/redis_keys.h"
+#include "redis/window_agreement.h"
 #include "store_contract.h"
 #include "testing/redis_server.h"
 #include "tollgate/algorithm.h"
+#include "tollgate/local_store.h"
 
 namespace tollgate::testing {
 
@@ -65,52 +67,7 @@ bool Eventually(Pred pred, std::chrono::milliseconds deadline = 5000ms) {
   return pred();
 }
 
-// The reference: LocalStore's batch semantics over core's Step(), single threaded.
-BatchDecision ReferenceBatch(std::map<std::string, uint64_t>& state,
-                             const std::vector<AcquireItem>& items, int64_t now) {
-  BatchDecision out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    out.decisions.push_back(
-        Step(*items[i].limit, state[std::string(items[i].key)], items[i].cost, now).decision);
-    if (!out.decisions[i].allowed && out.denied_index < 0) out.denied_index = static_cast<int>(i);
-  }
-  // Store contract: in a denied batch, an item that would fit reports its
-  // state without the charge.
-  auto uncharged = [&] {
-    for (size_t i = 0; i < items.size(); ++i) {
-      Decision& d = out.decisions[i];
-      if (!d.allowed) continue;
-      const Decision peek =
-          Step(*items[i].limit, state[std::string(items[i].key)], 0, now).decision;
-      d.remaining = peek.remaining;
-      d.reset_after = peek.reset_after;
-      d.delay = Nanos(0);
-    }
-  };
-  if (out.denied_index >= 0) {
-    uncharged();
-    return out;
-  }
-  auto work = state;
-  std::vector<Decision> charged;
-  for (size_t i = 0; i < items.size(); ++i) {
-    auto& word = work[std::string(items[i].key)];
-    StepResult r = Step(*items[i].limit, word, items[i].cost, now);
-    if (!r.decision.allowed) {
-      out.decisions[i].allowed = false;
-      out.decisions[i].delay = Nanos(0);  // a denied decision has nothing to wait for
-      out.denied_index = static_cast<int>(i);
-      uncharged();
-      return out;
-    }
-    if (r.changed) word = r.state;
-    charged.push_back(r.decision);
-  }
-  state = std::move(work);
-  out.decisions = std::move(charged);
-  out.allowed = true;
-  return out;
-}
+using testing::ReferenceBatch;
 
 TEST(RedisStore, ScriptAgreesWithCoreStepDecisionForDecision) {
   TOLLGATE_START_REDIS(server);
@@ -185,6 +142,136 @@ TEST(RedisStore, ScriptAgreesWithCoreStepDecisionForDecision) {
   EXPECT_GT(compared, 2000);
   EXPECT_GT(allowed, 300);  // the sequence exercised both outcomes
   EXPECT_LT(allowed, compared - 300);
+}
+
+struct WindowPair {
+  std::unique_ptr<RedisStore> redis;
+  std::unique_ptr<LocalStore> local;
+};
+
+// A Redis store on the client clock and a LocalStore whose windows align with it.
+WindowPair MakeWindowPair(const RedisServer& server, ManualClock& clock) {
+  WindowPair p;
+  RedisOptions o;
+  o.use_client_clock = true;
+  o.clock = &clock;
+  p.redis = MakeStore(server, o);
+  LocalStoreOptions lo;
+  lo.clock = &clock;  // created at kStartNs: local time == clock.Now()
+  auto local = LocalStore::Create(lo);
+  if (local.ok()) p.local = std::move(*local);
+  return p;
+}
+
+TEST(RedisStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
+  TOLLGATE_START_REDIS(server);
+  for (uint64_t seed : {20260101u, 7u}) {
+    ManualClock clock(testing::kStartNs, testing::kWallOffsetNs);
+    WindowPair p = MakeWindowPair(server, clock);
+    ASSERT_NE(p.redis, nullptr);
+    ASSERT_NE(p.local, nullptr);
+    ASSERT_EQ(server.Command({"FLUSHALL"}), "OK");
+    testing::ExpectWindowsAgreeWithLocal(*p.redis, *p.local, clock, seed, 2500,
+                                         /*backwards=*/seed == 7u);
+  }
+}
+
+// A window longer than 2^53 ns (Lua's exact integers) across its boundaries:
+// the script never holds a time in one double.
+TEST(RedisStore, WindowsLongerThan2To53NsAreExactAtBoundaries) {
+  TOLLGATE_START_REDIS(server);
+  ManualClock clock(testing::kStartNs, testing::kWallOffsetNs);
+  WindowPair p = MakeWindowPair(server, clock);
+  ASSERT_NE(p.redis, nullptr);
+  ASSERT_NE(p.local, nullptr);
+  constexpr int64_t w = 10'000'000'000'000'000LL;  // 1e16 ns, divides the wall offset
+  static_assert(w > (int64_t{1} << 53));
+  const Limit fixed = testing::WindowLimit(Algorithm::kFixedWindow, 5, w);
+  const Limit sliding = testing::WindowLimit(Algorithm::kSlidingWindow, 5, w);
+  const Limit bucket = Bucket(0.001, 3);
+  struct Step {
+    int64_t at;
+    int64_t fixed_cost, sliding_cost;
+  };
+  const std::vector<Step> steps = {{testing::kStartNs, 2, 2},
+                                   {w - 2, 3, 2},
+                                   {w - 1, 1, 2},
+                                   {w, 2, 1},
+                                   {w + 1, 4, 3},
+                                   {w + w / 2, 0, 1},
+                                   {w + w / 2 + 1, 1, 2},
+                                   {2 * w - 1, 6, 2},
+                                   {2 * w, 5, 5},
+                                   {2 * w - 7, 1, 1},
+                                   {2 * w + 3, 1, 1},
+                                   {3 * w + w / 3, 2, 4},
+                                   {5 * w + 17, 5, 5},
+                                   {5 * w + w - 1, 1, 1},
+                                   {6 * w, 0, 0}};
+  std::map<std::string, uint64_t> model;
+  LocalStore* local = p.local.get();  // compared until the clock steps back
+  int n = 0;
+  for (const Step& s : steps) {
+    if (s.at < clock.Now()) local = nullptr;
+    clock.Set(s.at);
+    const std::vector<AcquireItem> one_fixed = {{"f", &fixed, s.fixed_cost}};
+    const std::vector<AcquireItem> one_sliding = {{"s", &sliding, s.sliding_cost}};
+    const std::vector<AcquireItem> mixed = {
+        {"b", &bucket, 1}, {"f", &fixed, 1}, {"s", &sliding, s.sliding_cost}};
+    const int64_t now = clock.Now();
+    const std::string at = " step " + std::to_string(n);
+    testing::CompareBatch(*p.redis, local, model, now, one_fixed, "fixed" + at);
+    testing::CompareBatch(*p.redis, local, model, now, one_sliding, "sliding" + at);
+    testing::CompareBatch(*p.redis, local, model, now, mixed, "mixed" + at);
+    ++n;
+  }
+}
+
+TEST(RedisStore, WindowStateIsOneShortStringKeyedByWindowWithWindowTtl) {
+  TOLLGATE_START_REDIS(server);
+  auto store = MakeStore(server);
+  ASSERT_NE(store, nullptr);
+  const Limit fixed = testing::WindowLimit(Algorithm::kFixedWindow, 5, 1'000'000'000'000LL);
+  const Limit fixed_other = testing::WindowLimit(Algorithm::kFixedWindow, 5, 2'000'000'000'000LL);
+  const Limit sliding = testing::WindowLimit(Algorithm::kSlidingWindow, 5, 1'000'000'000'000LL);
+  const Limit bucket = Bucket(0.001, 5);
+  // One item key under four limits: four states that never read each other.
+  ASSERT_TRUE(AcquireOne(*store, "w", fixed, 2).value().allowed);
+  ASSERT_TRUE(AcquireOne(*store, "w", fixed_other, 3).value().allowed);
+  ASSERT_TRUE(AcquireOne(*store, "w", sliding, 4).value().allowed);
+  ASSERT_TRUE(AcquireOne(*store, "w", bucket, 1).value().allowed);
+  EXPECT_EQ(AcquireOne(*store, "w", fixed, 0).value().remaining, 3);
+  EXPECT_EQ(AcquireOne(*store, "w", fixed_other, 0).value().remaining, 2);
+  EXPECT_EQ(AcquireOne(*store, "w", sliding, 0).value().remaining, 1);
+  EXPECT_EQ(AcquireOne(*store, "w", bucket, 0).value().remaining, 4);
+
+  const std::string fkey = "tg:w|fw:1000000000000", skey = "tg:w|sw:1000000000000";
+  const std::string fval = server.Command({"GET", fkey});
+  const std::string sval = server.Command({"GET", skey});
+  ASSERT_FALSE(fval.empty());
+  ASSERT_FALSE(sval.empty());
+  EXPECT_EQ(fval.find_first_not_of("0123456789"), std::string::npos) << fval;
+  EXPECT_EQ(sval.find_first_not_of("0123456789"), std::string::npos) << sval;
+  // Window index (now / 1000 s), then used: 7 digits; sliding: prev, curr.
+  const int64_t idx = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count() /
+                      1000;
+  EXPECT_LE(std::abs(std::stoll(fval.substr(0, fval.size() - 7)) - idx), 1) << fval;
+  EXPECT_EQ(fval.substr(fval.size() - 7), "0000002");
+  EXPECT_EQ(sval.substr(sval.size() - 14), "00000000000004");
+  EXPECT_EQ(server.Command({"OBJECT", "ENCODING", fkey}), "int");
+  // Fixed: until the window ends (<= 1000 s); sliding: its counts weigh on
+  // the next window too (<= 2000 s, > 1000 s).
+  const int64_t fttl = std::stoll(server.Command({"PTTL", fkey}));
+  const int64_t sttl = std::stoll(server.Command({"PTTL", skey}));
+  EXPECT_GT(fttl, 0);
+  EXPECT_LE(fttl, 1'000'000);
+  EXPECT_GT(sttl, 1'000'000);
+  EXPECT_LE(sttl, 2'000'000);
+  // A denied decision and a peek write nothing.
+  ASSERT_FALSE(AcquireOne(*store, "w", fixed, 4).value().allowed);
+  EXPECT_EQ(server.Command({"GET", fkey}), fval);
 }
 
 TEST(RedisStore, StoredValueIsOneIntegerStringWithRefillTtl) {
@@ -367,13 +454,16 @@ TEST(RedisStore, RejectsUnsupportedAlgorithmsAndBadItems) {
   auto store = MakeStore(server);
   ASSERT_NE(store, nullptr);
   LimitSpec s;
-  s.algorithm = Algorithm::kSlidingWindow;
+  s.algorithm = Algorithm::kSlidingLog;
   s.burst = 5;
   s.window = 1s;
   const Limit w = *Limit::Create(s);
   auto r = AcquireOne(*store, "w", w, 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("sliding_log is not supported by the redis store"),
+            std::string::npos)
+      << r.status().ToString();
   const Limit l = Bucket(1, 1);
   auto neg = AcquireOne(*store, "n", l, -1);
   ASSERT_FALSE(neg.ok());

@@ -84,16 +84,39 @@ TEST(RedisUrl, RejectsBadUrlsWithAReason) {
   EXPECT_NE(tls.status().message().find("hiredis_ssl"), std::string::npos);
 }
 
-TEST(GcraScript, RejectsWindowAlgorithms) {
+TEST(GcraScript, AcceptsFixedAndSlidingWindowsRejectsSlidingLog) {
   LimitSpec s;
-  s.algorithm = Algorithm::kFixedWindow;
   s.burst = 10;
   s.window = std::chrono::seconds(1);
-  auto l = Limit::Create(s);
-  ASSERT_TRUE(l.ok());
-  Status st = CheckScriptLimit(*l);
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow}) {
+    s.algorithm = a;
+    auto l = Limit::Create(s);
+    ASSERT_TRUE(l.ok());
+    EXPECT_TRUE(CheckScriptLimit(*l).ok()) << AlgorithmName(a);
+  }
+  s.algorithm = Algorithm::kSlidingLog;
+  auto log = Limit::Create(s);
+  ASSERT_TRUE(log.ok());
+  Status st = CheckScriptLimit(*log);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("not supported by the redis store yet"), std::string::npos);
+  EXPECT_NE(st.message().find("sliding_log is not supported by the redis store"),
+            std::string::npos);
+}
+
+TEST(GcraScript, WindowStateKeysNameAlgorithmAndWindowLength) {
+  LimitSpec s;
+  s.burst = 10;
+  s.window = std::chrono::seconds(60);
+  s.algorithm = Algorithm::kFixedWindow;
+  EXPECT_EQ(StateKeySuffix(*Limit::Create(s)), "|fw:60000000000");
+  s.algorithm = Algorithm::kSlidingWindow;
+  EXPECT_EQ(StateKeySuffix(*Limit::Create(s)), "|sw:60000000000");
+  LimitSpec b;
+  b.rate = 1;
+  b.burst = 1;
+  EXPECT_EQ(StateKeySuffix(*Limit::Create(b)), "");
+  // '|' is always escaped, so no item key can forge a suffix.
+  EXPECT_EQ(EscapeKey("a|fw:1"), "a%7cfw:1");
 }
 
 // DecodeDecision reproduces Step() given the script's (code, rel) answer.
