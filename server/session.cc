@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
 
@@ -92,9 +93,13 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
   for (;;) {
     if (buffer.size() == 0) {
       if (s.draining.load(std::memory_order_relaxed)) break;
+      // A read rather than async_wait: asio re-arms epoll (an epoll_ctl) for
+      // every async_wait, while a read op just queues on the registered socket.
       conn.idle = true;
       conn.SetDeadline(cfg.idle_timeout);
-      co_await conn.socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+      size_t n = co_await conn.socket.async_read_some(
+          buffer.prepare(beast::read_size(buffer, 65536)), redirect_error(use_awaitable, ec));
+      buffer.commit(n);
       conn.idle = false;
       if (ec) break;
     }
