@@ -22,6 +22,7 @@
 #include "server/grpc_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/proxy_wire.h"
 #include "server/store_factory.h"
 #include "server/top_rejected.h"
 #include "tollgate/policy.h"
@@ -60,8 +61,8 @@ struct Worker {
   net::steady_timer sweep_timer;
   Connection* connections = nullptr;  // intrusive list head
   size_t connection_count = 0;
-  std::vector<std::unique_ptr<Connection>> idle_upstream;  // keep-alive pool
-  std::vector<std::unique_ptr<char[]>> relay_buffers;      // gateway body buffers, reused
+  std::vector<std::unique_ptr<Connection>> idle_upstream;    // keep-alive pool
+  std::vector<std::unique_ptr<RelayScratch>> relay_scratch;  // gateway buffers, reused
   // Cached IMF-fixdate for the Date header.
   std::time_t date_second = 0;
   char date[40] = {0};

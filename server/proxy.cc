@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -9,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/http_util.h"
+#include "server/proxy_wire.h"
 
 namespace tollgate::server {
 namespace {
@@ -18,7 +20,8 @@ namespace http = beast::http;
 using net::redirect_error;
 using net::use_awaitable;
 
-constexpr size_t kRelayBuffer = 16 * 1024;
+constexpr size_t kRelayBuffer = RelayScratch::kBufferSize;
+using ResponseParser = http::response_parser<http::buffer_body>;
 
 // Removes hop-by-hop fields (RFC 9110 7.6.1), including those Connection names.
 // Transfer-Encoding stays: the serializer re-frames the body from it.
@@ -50,6 +53,22 @@ bool Stale(tcp::socket& s) {
   return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+// A live pooled connection (`*reused` set), else a new unconnected one.
+std::unique_ptr<Connection> TakeConnection(Worker& w, bool* reused) {
+  std::unique_ptr<Connection> c;
+  while (!w.idle_upstream.empty() && !c) {
+    c = std::move(w.idle_upstream.back());
+    w.idle_upstream.pop_back();
+    if (Stale(c->socket)) c.reset();
+  }
+  *reused = c != nullptr;
+  if (!c) {
+    c = std::make_unique<Connection>(tcp::socket(w.ioc));
+    c->upstream = true;
+  }
+  return c;
+}
+
 // Keeps an upstream connection linked into the worker (for its deadlines)
 // while in use.
 class UpstreamLease {
@@ -60,6 +79,8 @@ class UpstreamLease {
   ~UpstreamLease() {
     if (c_) w_.Unlink(c_.get());
   }
+  UpstreamLease(const UpstreamLease&) = delete;
+  UpstreamLease& operator=(const UpstreamLease&) = delete;
   Connection& operator*() { return *c_; }
   Connection* operator->() { return c_.get(); }
   // Returns the connection to the worker's idle pool.
@@ -76,39 +97,185 @@ class UpstreamLease {
   std::unique_ptr<Connection> c_;
 };
 
-Response ErrorFor(int status, std::string_view detail) {
-  Response r = Problem(status, status == 504 ? "Gateway timeout" : "Bad gateway", detail);
+// A RelayScratch from the worker's spares, returned when the request ends.
+class ScratchLease {
+ public:
+  explicit ScratchLease(Worker& w) : w_(w) {
+    if (!w_.relay_scratch.empty()) {
+      s_ = std::move(w_.relay_scratch.back());
+      w_.relay_scratch.pop_back();
+    } else {
+      s_ = std::make_unique<RelayScratch>();
+    }
+  }
+  ~ScratchLease() {
+    if (w_.relay_scratch.size() < 64) w_.relay_scratch.push_back(std::move(s_));
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  RelayScratch& operator*() { return *s_; }
+  RelayScratch* operator->() { return s_.get(); }
+
+ private:
+  Worker& w_;
+  std::unique_ptr<RelayScratch> s_;
+};
+
+// What every step of one proxied request needs.
+struct ProxyCall {
+  Shared& s;
+  Worker& w;
+  Connection& client;
+  ServerMetrics::Shard& shard;
+  const std::vector<HeaderField>& response_headers;
+  bool client_keep_alive;
+  unsigned client_version;
+  bool head;  // a HEAD request: the response has no body
+};
+
+// Answers `status` (a problem response) and ends the client connection.
+net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   r.close = true;
-  return r;
+  std::string out;
+  SerializeResponse(r, false, call.w.Date(), call.head, &out);
+  call.client.SetDeadline(call.s.config.write_timeout);
+  beast::error_code ec;
+  co_await net::async_write(call.client.socket, net::buffer(out),
+                            redirect_error(use_awaitable, ec));
+  co_return ProxyResult{r.status, false};
 }
 
-}  // namespace
+net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
+                                              std::string_view timeout_detail,
+                                              std::string_view error_detail,
+                                              ServerMetrics::UpstreamError kind) {
+  if (timeout) kind = ServerMetrics::kTimeout;
+  call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
+  int status = timeout ? 504 : 502;
+  co_return co_await SendProblem(call, Problem(status, timeout ? "Gateway timeout" : "Bad gateway",
+                                               timeout ? timeout_detail : error_detail));
+}
 
-net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& client,
-                                         beast::flat_buffer& client_buffer,
-                                         http::request_parser<http::empty_body>& header_parser,
-                                         std::string_view peer_ip,
-                                         const std::vector<HeaderField>& response_headers) {
+net::awaitable<ProxyResult> SendTooLarge(ProxyCall& call) {
+  uint64_t max = call.s.config.gateway_max_body_bytes;
+  co_return co_await SendProblem(
+      call, Problem(413, "Content too large",
+                    "request bodies must fit " + std::to_string(max) + " bytes"));
+}
+
+// Connects a new upstream connection (no_delay set).
+net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
+  beast::error_code ec;
+  up.SetDeadline(call.s.config.upstream_connect_timeout);
+  co_await net::async_connect(up.socket, call.s.upstream_endpoints,
+                              redirect_error(use_awaitable, ec));
+  if (!ec) {
+    beast::error_code ignored;
+    up.socket.set_option(tcp::no_delay(true), ignored);
+  }
+  co_return ec;
+}
+
+// Reads the upstream's final response header into `rp` (1xx interim responses
+// are skipped), starting with what `ubuf` holds.
+net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& up,
+                                                  beast::flat_buffer& ubuf,
+                                                  std::optional<ResponseParser>& rp) {
+  beast::error_code ec;
+  up.SetDeadline(call.s.config.upstream_timeout);
+  for (;;) {
+    rp.emplace();
+    rp->body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (call.head) rp->skip(true);
+    co_await http::async_read_header(up.socket, ubuf, *rp, redirect_error(use_awaitable, ec));
+    if (ec) break;
+    int code = rp->get().result_int();
+    if (code < 100 || code >= 200 || code == 101) break;
+  }
+  co_return ec;
+}
+
+// The streaming path for a response whose header is in `rp`: rewrite the
+// header, add the rate-limit headers, relay the body through `buf` piece by
+// piece as it arrives. The header goes out with the first piece of the body
+// (one write).
+net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease& up,
+                                                  beast::flat_buffer& ubuf, ResponseParser& rp,
+                                                  char* buf) {
+  const ServerConfig& cfg = call.s.config;
+  beast::error_code ec;
+  auto& res = rp.get();
+  const int status = res.result_int();
+  const bool upstream_keep_alive = rp.keep_alive();
+  RemoveHopByHop(res);
+  for (const HeaderField& h : call.response_headers) res.set(h.name, h.value);
+  bool keep_alive = call.client_keep_alive && !call.s.draining.load(std::memory_order_relaxed);
+  if (rp.need_eof() && !call.head) {
+    if (call.client_version == 11 && keep_alive) {
+      res.chunked(true);
+    } else {
+      keep_alive = false;
+    }
+  }
+  res.version(11);
+  res.keep_alive(keep_alive);
+  http::serializer<false, http::buffer_body> rs{res};
+  do {
+    if (!rp.is_done()) {
+      res.body().data = buf;
+      res.body().size = kRelayBuffer;
+      up->SetDeadline(cfg.upstream_timeout);
+      // read_some: forward what has arrived, do not wait for a full buffer.
+      co_await http::async_read_some(up->socket, ubuf, rp, redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec == http::error::end_of_stream && rp.is_done()) ec = {};
+      if (ec) {
+        call.shard.upstream_errors[up->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken]
+            .fetch_add(1, std::memory_order_relaxed);
+        co_return ProxyResult{status, false};  // half-sent: only closing can tell the client
+      }
+      res.body().size = kRelayBuffer - res.body().size;
+      // No bytes (a chunk header only): null data, or the serializer would
+      // write an empty chunk, which ends a chunked body.
+      res.body().data = res.body().size > 0 ? buf : nullptr;
+      res.body().more = !rp.is_done();
+    } else {
+      res.body().data = nullptr;
+      res.body().size = 0;
+      res.body().more = false;
+    }
+    call.client.SetDeadline(cfg.write_timeout);
+    co_await http::async_write(call.client.socket, rs, redirect_error(use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return ProxyResult{status, false};
+  } while (!rp.is_done() && !rs.is_done());
+
+  if (upstream_keep_alive && rp.is_done() && ubuf.size() == 0 &&
+      !call.s.draining.load(std::memory_order_relaxed)) {
+    up.Release(cfg.upstream_max_idle);
+  }
+  co_return ProxyResult{status, keep_alive};
+}
+
+// The streaming path for a request (used for requests with a body): the
+// header is rewritten in Beast's message and goes out with the first piece of
+// the body, the rest of the body is streamed piece by piece, then the response
+// is streamed back.
+net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& client_buffer,
+                                          http::request_parser<http::empty_body>& header_parser,
+                                          std::string_view peer_ip, char* buf) {
+  Shared& s = call.s;
+  Worker& w = call.w;
+  Connection& client = call.client;
   const ServerConfig& cfg = s.config;
-  ServerMetrics::Shard& shard = s.metrics->shard(w.index);
   beast::error_code ec;
 
   http::request_parser<http::buffer_body> p(std::move(header_parser));
   p.body_limit(cfg.gateway_max_body_bytes);
   auto& req = p.get();
   if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
-    Response r =
-        Problem(413, "Content too large",
-                "request bodies must fit " + std::to_string(cfg.gateway_max_body_bytes) + " bytes");
-    r.close = true;
-    std::string out;
-    SerializeResponse(r, false, w.Date(), false, &out);
-    client.SetDeadline(cfg.write_timeout);
-    co_await net::async_write(client.socket, net::buffer(out), redirect_error(use_awaitable, ec));
-    co_return ProxyResult{413, false};
+    co_return co_await SendTooLarge(call);
   }
-  const bool client_keep_alive = req.keep_alive();
-  const bool head = req.method() == http::verb::head;
   bool expect_continue = false;
   if (auto e = req.find(http::field::expect); e != req.end()) {
     expect_continue =
@@ -137,36 +304,8 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
     target.append(req.target().data(), req.target().size());
     req.target(target);
   }
-  const unsigned client_version = req.version();
   req.version(11);
   const bool has_body = !p.is_done();
-
-  // A relay buffer from the worker's spares (returned on every exit path).
-  std::unique_ptr<char[]> buf;
-  if (!w.relay_buffers.empty()) {
-    buf = std::move(w.relay_buffers.back());
-    w.relay_buffers.pop_back();
-  } else {
-    buf.reset(new char[kRelayBuffer]);
-  }
-  struct ReturnBuffer {
-    Worker& w;
-    std::unique_ptr<char[]>& b;
-    ~ReturnBuffer() {
-      if (b && w.relay_buffers.size() < 64) w.relay_buffers.push_back(std::move(b));
-    }
-  } return_buffer{w, buf};
-  auto send_error = [&](int status, std::string_view detail,
-                        ServerMetrics::UpstreamError kind) -> net::awaitable<ProxyResult> {
-    shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
-    Response r = ErrorFor(status, detail);
-    std::string out;
-    SerializeResponse(r, false, w.Date(), head, &out);
-    client.SetDeadline(cfg.write_timeout);
-    beast::error_code wec;
-    co_await net::async_write(client.socket, net::buffer(out), redirect_error(use_awaitable, wec));
-    co_return ProxyResult{status, false};
-  };
 
   if (expect_continue && has_body) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -179,38 +318,20 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
   std::optional<http::serializer<true, http::buffer_body>> sr;
   std::optional<UpstreamLease> up;
   beast::flat_buffer ubuf;
-  std::optional<http::response_parser<http::buffer_body>> rp;
+  std::optional<ResponseParser> rp;
   for (int attempt = 0;; ++attempt) {
     // 1. A connection: pooled if a fresh one is there, else a new one.
-    std::unique_ptr<Connection> c;
     bool reused = false;
-    while (!w.idle_upstream.empty() && !c) {
-      c = std::move(w.idle_upstream.back());
-      w.idle_upstream.pop_back();
-      if (Stale(c->socket)) c.reset();
-    }
-    if (c) {
-      reused = true;
-    } else {
-      c = std::make_unique<Connection>(tcp::socket(w.ioc));
-      c->upstream = true;
-    }
-    up.emplace(w, std::move(c));
+    up.emplace(w, TakeConnection(w, &reused));
     sr.emplace(req);
-    shard.upstream_requests.fetch_add(1, std::memory_order_relaxed);
+    call.shard.upstream_requests.fetch_add(1, std::memory_order_relaxed);
     if (!reused) {
-      (*up)->SetDeadline(cfg.upstream_connect_timeout);
-      co_await net::async_connect((*up)->socket, s.upstream_endpoints,
-                                  redirect_error(use_awaitable, ec));
+      ec = co_await Connect(call, **up);
       if (ec) {
-        bool timeout = (*up)->timed_out;
-        co_return co_await send_error(
-            timeout ? 504 : 502,
-            timeout ? "upstream connect timed out" : "upstream refused the connection",
-            timeout ? ServerMetrics::kTimeout : ServerMetrics::kConnect);
+        co_return co_await SendUpstreamError(call, (*up)->timed_out, "upstream connect timed out",
+                                             "upstream refused the connection",
+                                             ServerMetrics::kConnect);
       }
-      beast::error_code ignored;
-      (*up)->socket.set_option(tcp::no_delay(true), ignored);
     }
 
     // 2. The request: the header goes out with the first piece of the body (one
@@ -218,29 +339,16 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
     (*up)->SetDeadline(cfg.upstream_timeout);
     do {
       if (!p.is_done()) {
-        req.body().data = buf.get();
+        req.body().data = buf;
         req.body().size = kRelayBuffer;
         client.SetDeadline(cfg.read_timeout);
         co_await http::async_read(client.socket, client_buffer, p,
                                   redirect_error(use_awaitable, ec));
         if (ec == http::error::need_buffer) ec = {};
-        if (ec) {
-          if (ec == http::error::body_limit) {
-            Response r = Problem(
-                413, "Content too large",
-                "request bodies must fit " + std::to_string(cfg.gateway_max_body_bytes) + " bytes");
-            r.close = true;
-            std::string out;
-            SerializeResponse(r, false, w.Date(), head, &out);
-            client.SetDeadline(cfg.write_timeout);
-            co_await net::async_write(client.socket, net::buffer(out),
-                                      redirect_error(use_awaitable, ec));
-            co_return ProxyResult{413, false};
-          }
-          co_return ProxyResult{0, false};  // the client went away or timed out
-        }
+        if (ec == http::error::body_limit) co_return co_await SendTooLarge(call);
+        if (ec) co_return ProxyResult{0, false};  // the client went away or timed out
         req.body().size = kRelayBuffer - req.body().size;
-        req.body().data = buf.get();
+        req.body().data = buf;
         req.body().more = !p.is_done();
       } else {
         req.body().data = nullptr;
@@ -252,92 +360,158 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       if (ec == http::error::need_buffer) ec = {};
       if (ec && reused && attempt == 0 && !has_body) break;  // stale pooled connection: retry
       if (ec) {
-        co_return co_await send_error(
-            (*up)->timed_out ? 504 : 502,
-            (*up)->timed_out ? "upstream timed out reading the request"
-                             : "upstream connection broke",
-            (*up)->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken);
+        co_return co_await SendUpstreamError(call, (*up)->timed_out,
+                                             "upstream timed out reading the request",
+                                             "upstream connection broke", ServerMetrics::kBroken);
       }
     } while (!p.is_done() && !sr->is_done());
     if (ec) continue;
 
     // 3. The response header (1xx interim responses are skipped).
     ubuf.clear();
-    (*up)->SetDeadline(cfg.upstream_timeout);
-    for (;;) {
-      rp.emplace();
-      rp->body_limit(std::numeric_limits<std::uint64_t>::max());
-      if (head) rp->skip(true);
-      co_await http::async_read_header((*up)->socket, ubuf, *rp, redirect_error(use_awaitable, ec));
-      if (ec) break;
-      int code = rp->get().result_int();
-      if (code < 100 || code >= 200 || code == 101) break;
-    }
+    ec = co_await ReadFinalHeader(call, **up, ubuf, rp);
     if (ec) {
       bool retryable = reused && attempt == 0 && !has_body && !(*up)->timed_out &&
                        (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
                         ec == net::error::eof);
-      if (retryable) {
-        continue;
-      }
-      bool timeout = (*up)->timed_out;
-      co_return co_await send_error(
-          timeout ? 504 : 502,
-          timeout ? "upstream did not answer in time" : "upstream sent no valid response",
-          timeout ? ServerMetrics::kTimeout : ServerMetrics::kBroken);
+      if (retryable) continue;
+      co_return co_await SendUpstreamError(
+          call, (*up)->timed_out, "upstream did not answer in time",
+          "upstream sent no valid response", ServerMetrics::kBroken);
     }
     break;
   }
 
-  // 4. The response: rewrite the header, add the rate-limit headers, stream the body.
-  auto& res = rp->get();
-  const int status = res.result_int();
-  const bool upstream_keep_alive = rp->keep_alive();
-  RemoveHopByHop(res);
-  for (const HeaderField& h : response_headers) res.set(h.name, h.value);
-  bool keep_alive = client_keep_alive && !s.draining.load(std::memory_order_relaxed);
-  if (rp->need_eof() && !head) {
-    if (client_version == 11 && keep_alive) {
-      res.chunked(true);
-    } else {
-      keep_alive = false;
-    }
-  }
-  res.version(11);
-  res.keep_alive(keep_alive);
-  // The header goes out with the first piece of the body (one write).
-  http::serializer<false, http::buffer_body> rs{res};
-  do {
-    if (!rp->is_done()) {
-      res.body().data = buf.get();
-      res.body().size = kRelayBuffer;
-      (*up)->SetDeadline(cfg.upstream_timeout);
-      co_await http::async_read((*up)->socket, ubuf, *rp, redirect_error(use_awaitable, ec));
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec == http::error::end_of_stream && rp->is_done()) ec = {};
-      if (ec) {
-        shard.upstream_errors[(*up)->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken]
-            .fetch_add(1, std::memory_order_relaxed);
-        co_return ProxyResult{status, false};  // half-sent: only closing can tell the client
-      }
-      res.body().size = kRelayBuffer - res.body().size;
-      res.body().data = buf.get();
-      res.body().more = !rp->is_done();
-    } else {
-      res.body().data = nullptr;
-      res.body().size = 0;
-      res.body().more = false;
-    }
-    client.SetDeadline(cfg.write_timeout);
-    co_await http::async_write(client.socket, rs, redirect_error(use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return ProxyResult{status, false};
-  } while (!rp->is_done() && !rs.is_done());
+  // 4. The response, streamed.
+  co_return co_await RelayStreamedResponse(call, *up, ubuf, *rp, buf);
+}
 
-  if (upstream_keep_alive && rp->is_done() && ubuf.size() == 0 &&
-      !s.draining.load(std::memory_order_relaxed)) {
+}  // namespace
+
+net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& client,
+                                         beast::flat_buffer& client_buffer,
+                                         http::request_parser<http::empty_body>& header_parser,
+                                         std::string_view peer_ip,
+                                         const std::vector<HeaderField>& response_headers) {
+  const ServerConfig& cfg = s.config;
+  const auto& req = header_parser.get();
+  ProxyCall call{s,
+                 w,
+                 client,
+                 s.metrics->shard(w.index),
+                 response_headers,
+                 req.keep_alive(),
+                 req.version(),
+                 req.method() == http::verb::head};
+  ScratchLease scratch(w);
+  char* buf = scratch->buffer.get();
+
+  // Requests with a body take the streaming path; bodyless ones (most) are
+  // written upstream as one hand-rewritten header.
+  scratch->head.clear();
+  if (!header_parser.is_done() ||
+      !AppendUpstreamRequestHead(req, peer_ip, s.upstream, &scratch->head)) {
+    co_return co_await ProxyStreamed(call, client_buffer, header_parser, peer_ip, buf);
+  }
+
+  beast::error_code ec;
+  std::optional<UpstreamLease> up;
+  std::optional<UpstreamResponseHead> parsed;
+  UpstreamResponseHead::State state = UpstreamResponseHead::State::kNeedMore;
+  size_t have = 0;   // response bytes in buf
+  size_t whole = 0;  // header + body size, when the response is relayed whole
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    up.emplace(w, TakeConnection(w, &reused));
+    call.shard.upstream_requests.fetch_add(1, std::memory_order_relaxed);
+    if (!reused) {
+      ec = co_await Connect(call, **up);
+      if (ec) {
+        co_return co_await SendUpstreamError(call, (*up)->timed_out, "upstream connect timed out",
+                                             "upstream refused the connection",
+                                             ServerMetrics::kConnect);
+      }
+    }
+    (*up)->SetDeadline(cfg.upstream_timeout);
+    co_await net::async_write((*up)->socket, net::buffer(scratch->head),
+                              redirect_error(use_awaitable, ec));
+    if (ec && reused && attempt == 0 && !(*up)->timed_out) continue;  // stale pooled connection
+    if (ec) {
+      co_return co_await SendUpstreamError(call, (*up)->timed_out,
+                                           "upstream timed out reading the request",
+                                           "upstream connection broke", ServerMetrics::kBroken);
+    }
+
+    // The response: read until its header is complete and, when its header and
+    // Content-Length body fit the buffer, until the whole body is there.
+    have = 0;
+    whole = 0;
+    parsed.emplace(&scratch->fields);
+    state = UpstreamResponseHead::State::kNeedMore;
+    for (;;) {
+      size_t n = co_await (*up)->socket.async_read_some(
+          net::buffer(buf + have, kRelayBuffer - have), redirect_error(use_awaitable, ec));
+      have += n;
+      if (ec || call.head) break;  // HEAD: Beast's parser knows its framing rules
+      if (state != UpstreamResponseHead::State::kComplete) {
+        state = parsed->Parse(std::string_view(buf, have));
+        if (state == UpstreamResponseHead::State::kInvalid) break;
+        if (state == UpstreamResponseHead::State::kNeedMore) {
+          if (have == kRelayBuffer) break;  // a huge header: Beast's limits decide
+          continue;
+        }
+        if (!parsed->Relayable() || parsed->header_size() + parsed->body_size() > kRelayBuffer) {
+          break;  // streamed
+        }
+        whole = parsed->header_size() + parsed->body_size();
+      }
+      if (have >= whole) break;
+    }
+    bool retryable = have == 0 && reused && attempt == 0 && !(*up)->timed_out &&
+                     (ec == net::error::eof || ec == net::error::connection_reset);
+    if (retryable) continue;  // the pooled connection was closed under us
+    break;
+  }
+  if (ec) {
+    co_return co_await SendUpstreamError(
+        call, (*up)->timed_out, "upstream did not answer in time",
+        have == 0 ? "upstream sent no valid response" : "upstream closed the response early",
+        ServerMetrics::kBroken);
+  }
+  if (state == UpstreamResponseHead::State::kInvalid) {
+    co_return co_await SendUpstreamError(call, false, "", "upstream sent no valid response",
+                                         ServerMetrics::kBroken);
+  }
+
+  if (whole == 0) {
+    // Not relayed whole: Beast's parser takes over from the bytes read so far.
+    beast::flat_buffer ubuf;
+    ubuf.commit(net::buffer_copy(ubuf.prepare(have), net::buffer(buf, have)));
+    std::optional<ResponseParser> rp;
+    ec = co_await ReadFinalHeader(call, **up, ubuf, rp);
+    if (ec) {
+      co_return co_await SendUpstreamError(
+          call, (*up)->timed_out, "upstream did not answer in time",
+          "upstream sent no valid response", ServerMetrics::kBroken);
+    }
+    co_return co_await RelayStreamedResponse(call, *up, ubuf, *rp, buf);
+  }
+
+  // Relayed whole: one rewritten header and the body, one write.
+  const int status = parsed->status();
+  const bool keep_alive = call.client_keep_alive && !s.draining.load(std::memory_order_relaxed);
+  scratch->head.clear();
+  AppendClientResponseHead(*parsed, response_headers, keep_alive, call.client_version,
+                           &scratch->head);
+  const std::array<net::const_buffer, 2> out{
+      net::buffer(scratch->head), net::buffer(buf + parsed->header_size(), parsed->body_size())};
+  // The upstream is done with: pool it first (unless it sent more than one response).
+  if (parsed->keep_alive() && have == whole && !s.draining.load(std::memory_order_relaxed)) {
     up->Release(cfg.upstream_max_idle);
   }
+  client.SetDeadline(cfg.write_timeout);
+  co_await net::async_write(client.socket, out, redirect_error(use_awaitable, ec));
+  if (ec) co_return ProxyResult{status, false};
   co_return ProxyResult{status, keep_alive};
 }
 

@@ -2,17 +2,24 @@
 //
 // The request header is rewritten (hop-by-hop fields removed, including those
 // named by Connection; X-Forwarded-For appended with the peer address;
-// X-Forwarded-Host/-Proto set; Host set to the upstream's), then the body is
-// streamed in 16 KiB pieces (Content-Length or chunked, never buffered whole).
-// Upstream connections are kept alive in a per-worker pool; a pooled
-// connection that turns out to be closed is replaced once, before any body byte
-// was sent. The response header is rewritten the same way, the rate-limit
-// headers are added, and its body is streamed back.
+// X-Forwarded-Host/-Proto set; Host set to the upstream's). A bodyless request
+// (the common case) goes out as one hand-written header (server/proxy_wire.h);
+// a request body is streamed in pieces of up to 16 KiB (Content-Length or
+// chunked, never buffered whole). Upstream connections are kept alive in a
+// per-worker pool (no locks: a worker's pool is used by its thread only); a
+// pooled connection that turns out to be closed is replaced once, before any
+// body byte was sent.
+//
+// The response header is rewritten the same way and the rate-limit headers are
+// added. A response whose header and Content-Length body fit the 16 KiB relay
+// buffer is read whole and sent as one write; any other (larger, chunked,
+// close-delimited, 1xx first, or to HEAD) is streamed back piece by piece as
+// it arrives.
 //
 // Failures before the response header was relayed become 502 (connect refused,
-// broken connection, bad response) or 504 (connect or response timeout); after
-// that the client connection is closed, because a half-sent response cannot
-// be turned into an error.
+// broken connection, bad response, or a small response cut short) or 504
+// (connect or response timeout); after that the client connection is closed,
+// because a half-sent response cannot be turned into an error.
 #ifndef TOLLGATE_SERVER_PROXY_H_
 #define TOLLGATE_SERVER_PROXY_H_
 

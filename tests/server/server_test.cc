@@ -563,6 +563,117 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   EXPECT_NE(m.find("tollgate_upstream_errors_total{kind=\"timeout\"} 1"), std::string::npos) << m;
 }
 
+// Sizes on both sides of the whole-response fast path (header + body within
+// 16 KiB) and the streaming path, over one client and one upstream connection.
+TEST_P(ServerE2E, GatewayRelaysContentLengthBodiesByteExactly) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  HttpConnection c(s->port);
+  for (size_t n : {0, 1, 100, 16'000, 16'384, 16'385, 40'000, 300'000}) {
+    auto r = c.Request("GET", "/bytes?n=" + std::to_string(n), {{"X-Api-Key", key}});
+    ASSERT_TRUE(r.ok) << n << ": " << r.error;
+    ASSERT_EQ(r.status, 200) << n;
+    EXPECT_EQ(r.Header("content-length"), std::to_string(n));
+    EXPECT_TRUE(r.body == PatternBytes(n)) << n << ": body differs";
+    EXPECT_EQ(r.Header("content-type"), "application/octet-stream");
+    EXPECT_FALSE(r.Has("x-up-hop")) << n;  // named by the upstream's Connection
+    EXPECT_FALSE(r.Has("connection")) << n;
+    // Ours replaced the upstream's RateLimit field.
+    EXPECT_EQ(r.Header("ratelimit").find("upstream"), std::string::npos) << r.Header("ratelimit");
+    EXPECT_NE(r.Header("ratelimit").find("\"keyed\""), std::string::npos) << n;
+    EXPECT_TRUE(r.keep_alive);
+  }
+  EXPECT_EQ(upstream.connections(), 1);  // fast and streamed responses both pooled it
+  // An HTTP/1.0 keep-alive client is told the connection stays open.
+  ASSERT_TRUE(c.SendRaw(
+      "GET /bytes?n=5 HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nX-Api-Key: " + key +
+      "\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.body, PatternBytes(5));
+  EXPECT_EQ(r.Header("connection"), "keep-alive");
+  EXPECT_EQ(c.Request("GET", "/bytes?n=3", {{"X-Api-Key", key}}).body, PatternBytes(3));
+}
+
+// A response larger than the relay buffer reaches the client while the
+// upstream is still sending it: the upstream holds its second half until the
+// client has seen the first.
+TEST_P(ServerE2E, GatewayStreamsLargeResponsesBeforeTheyEnd) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  HttpConnection c(s->port, std::chrono::seconds(3));
+  for (size_t n : {20'000, 400'000}) {
+    ASSERT_TRUE(c.SendRaw("GET /hold?n=" + std::to_string(n) +
+                          " HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + key + "\r\n\r\n"));
+    // Times out (3 s) if the gateway waits for the whole response.
+    std::string first = c.ReadAtLeast(n / 2);
+    size_t header_end = first.find("\r\n\r\n");
+    ASSERT_NE(header_end, std::string::npos) << n;
+    first = c.ReadAtLeast(header_end + 4 + n / 2);
+    ASSERT_GE(first.size(), header_end + 4 + n / 2) << n << ": the first half did not arrive";
+    EXPECT_EQ(first.substr(header_end + 4, n / 2), PatternBytes(n).substr(0, n / 2));
+    upstream.ReleaseHeld();
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 200);
+    EXPECT_TRUE(r.body == PatternBytes(n)) << n << ": body differs";
+    EXPECT_TRUE(r.Has("ratelimit"));
+  }
+}
+
+TEST_P(ServerE2E, GatewayUpstreamClosingMidBody) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  // Small: nothing was sent to the client yet, so it gets a 502.
+  HttpConnection c(s->port);
+  auto r = c.Request("GET", "/truncate?n=1000", {{"X-Api-Key", key}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.Header("content-type"), "application/problem+json");
+  EXPECT_FALSE(r.keep_alive);
+  // Large: the header went out with the first piece; the client sees the
+  // connection close before the announced length.
+  HttpConnection big(s->port);
+  r = big.Request("GET", "/truncate?n=100000", {{"X-Api-Key", key}});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "eof in body");
+  auto m = Fetch(s->admin_port, "GET", "/metrics").body;
+  EXPECT_NE(m.find("tollgate_upstream_errors_total{kind=\"broken\"} 2"), std::string::npos) << m;
+  // The gateway still works.
+  EXPECT_EQ(Fetch(s->port, "GET", "/bytes?n=10", {{"X-Api-Key", key}}).body, PatternBytes(10));
+}
+
+// The upstream closes a keep-alive connection right after answering: the next
+// request must not fail on the pooled connection (stale check or one retry).
+TEST_P(ServerE2E, GatewayReplacesPooledConnectionsTheUpstreamClosed) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.threads = 1;  // one worker: one pool
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  HttpConnection c(s->port);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.Request("GET", "/drop", {{"X-Api-Key", key}});
+    ASSERT_TRUE(r.ok) << i << ": " << r.error;
+    EXPECT_EQ(r.status, 200) << i << ": " << r.body;
+  }
+  EXPECT_EQ(upstream.connections(), 5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, ServerE2E, ::testing::Values("local", "redis"),
                          [](const auto& info) { return info.param; });
 

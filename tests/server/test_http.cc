@@ -243,6 +243,13 @@ HttpResponse HttpConnection::Request(const std::string& method, const std::strin
   return ReadResponse(method == "HEAD");
 }
 
+std::string HttpConnection::ReadAtLeast(size_t n) {
+  while (fd_ >= 0 && buffer_.size() < n) {
+    if (!ReadMore(fd_, buffer_)) break;
+  }
+  return buffer_;
+}
+
 bool HttpConnection::WaitClosed(std::chrono::milliseconds within) {
   if (fd_ < 0) return true;
   auto end = std::chrono::steady_clock::now() + within;
@@ -271,7 +278,19 @@ HttpResponse Fetch(int port, const std::string& method, const std::string& targe
   return c.Request(method, target, headers, body);
 }
 
+std::string PatternBytes(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 + i / 256) & 0xff);
+  return s;
+}
+
 // ---- TestUpstream ----
+
+void TestUpstream::ReleaseHeld() {
+  std::lock_guard lock(hold_mu_);
+  ++holds_released_;
+  hold_cv_.notify_all();
+}
 
 TestUpstream::TestUpstream() {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -289,7 +308,11 @@ TestUpstream::TestUpstream() {
 }
 
 TestUpstream::~TestUpstream() {
-  stop_ = true;
+  {
+    std::lock_guard lock(hold_mu_);
+    stop_ = true;
+    hold_cv_.notify_all();
+  }
   ::shutdown(listen_fd_, SHUT_RDWR);
   ::close(listen_fd_);
   acceptor_.join();
@@ -341,7 +364,28 @@ void TestUpstream::Serve(int fd, int id) {
       close = true;
     }
     std::string resp;
-    if (path == "/chunked") {
+    size_t n = path == "/bytes" || path == "/truncate" || path == "/hold"
+                   ? std::stoul(query.substr(query.find('=') + 1))
+                   : 0;
+    if (path == "/bytes") {
+      std::string body = PatternBytes(n);
+      resp =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: X-Up-Hop\r\n"
+          "X-Up-Hop: secret\r\nRateLimit: \"upstream\";r=1;t=1\r\nContent-Length: " +
+          std::to_string(n) + "\r\n\r\n" + body;
+    } else if (path == "/truncate" || path == "/hold") {
+      std::string body = PatternBytes(n);
+      resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(n) + "\r\n\r\n" +
+             body.substr(0, n / 2);
+      if (!SendAll(fd, resp) || path == "/truncate") break;
+      {
+        std::unique_lock lock(hold_mu_);
+        hold_cv_.wait_for(lock, std::chrono::seconds(10),
+                          [&] { return holds_released_ > 0 || stop_; });
+        if (holds_released_ > 0) --holds_released_;
+      }
+      resp = body.substr(n / 2);
+    } else if (path == "/chunked") {
       resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
       for (int i = 0; i < 5; ++i) resp += "5\r\npart" + std::to_string(i) + "\r\n";
       resp += "0\r\n\r\n";
@@ -367,7 +411,7 @@ void TestUpstream::Serve(int fd, int id) {
              std::to_string(b.size()) + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" +
              (method == "HEAD" ? "" : b);
     }
-    if (!SendAll(fd, resp) || close) break;
+    if (!SendAll(fd, resp) || close || path == "/drop") break;
   }
   ::shutdown(fd, SHUT_RDWR);
   std::lock_guard lock(mu_);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,10 @@ class HttpConnection {
   bool SendRaw(const std::string& bytes);
   // Reads one response (after SendRaw).
   HttpResponse ReadResponse(bool head = false);
+  // Reads until at least `n` bytes of the next response are buffered (EOF or
+  // timeout stop earlier); returns them without consuming: ReadResponse still
+  // parses the whole response afterwards.
+  std::string ReadAtLeast(size_t n);
   // True when the server closed the connection (reads EOF within the timeout).
   bool WaitClosed(std::chrono::milliseconds within);
   void Close();
@@ -65,6 +70,12 @@ HttpResponse Fetch(int port, const std::string& method, const std::string& targe
 //   /chunked        a chunked response ("part0".."part4")
 //   /status?code=N  answer with status N
 //   /close          answer with Connection: close
+//   /bytes?n=N      N bytes of PatternBytes with Content-Length, plus hop-by-hop
+//                   fields (Connection: X-Up-Hop, X-Up-Hop) and a RateLimit field
+//   /truncate?n=N   Content-Length N, then N/2 bytes, then the connection closes
+//   /hold?n=N       Content-Length N, N/2 bytes, then waits for ReleaseHeld()
+//                   (or 10 s), then the rest
+//   /drop           answer (keep-alive), then close the connection at once
 class TestUpstream {
  public:
   TestUpstream();  // listens on 127.0.0.1, a free port
@@ -72,6 +83,8 @@ class TestUpstream {
   int port() const { return port_; }
   int connections() const { return connections_.load(); }
   int requests() const { return requests_.load(); }
+  // Lets one /hold response send its second half.
+  void ReleaseHeld();
 
  private:
   void AcceptLoop();
@@ -81,11 +94,17 @@ class TestUpstream {
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
   std::atomic<int> requests_{0};
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  int holds_released_ = 0;
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> threads_;
   std::vector<int> fds_;
 };
+
+// `n` bytes of a fixed pattern covering every byte value (NUL, CR, LF included).
+std::string PatternBytes(size_t n);
 
 // Waits until pred() is true or the deadline passes; returns pred().
 template <typename Pred>

@@ -1,5 +1,6 @@
 // Unit tests of tollgated's parts that need no sockets: config parsing and
-// validation, the space-saving sketch, Prometheus text, trace context, log gate.
+// validation, the space-saving sketch, Prometheus text, trace context, log gate
+// (the gateway framing has its own file, proxy_wire_test.cc).
 #include <gtest/gtest.h>
 
 #include "server/config.h"

@@ -1,0 +1,142 @@
+// Internal: the gateway's hand-written HTTP/1.1 framing for small messages.
+//
+// Most gateway traffic is a bodyless request and a small Content-Length
+// response. For those, proxy.cc skips Beast's parser/serializer pair per
+// message: the request header sent upstream is written into one string, and a
+// response whose header and body fit the relay buffer is read whole, its header
+// rewritten into one string and sent with the body in one write. These helpers
+// do the parsing and the rewriting; proxy.cc does the I/O and falls back to the
+// streaming path for everything else (request bodies, chunked or close-delimited
+// or large responses, 1xx, HEAD).
+//
+// The rewriting is the same as the streaming path's: hop-by-hop fields (RFC
+// 9110 7.6.1) and those named by Connection are dropped, X-Forwarded-For gets
+// the peer appended, X-Forwarded-Host/-Proto are set when absent, Host becomes
+// the upstream's; on the way back the rate-limit headers replace any upstream
+// fields of the same name.
+//
+// Nothing here allocates once the caller's output strings and field vector
+// have grown; views point into the caller's buffers. Not thread-safe; one
+// object per request.
+#ifndef TOLLGATE_SERVER_PROXY_WIRE_H_
+#define TOLLGATE_SERVER_PROXY_WIRE_H_
+
+#include <algorithm>
+#include <array>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/message.hpp>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/config.h"
+#include "tollgate/request.h"
+
+namespace tollgate::server {
+
+// True for the fields a proxy never forwards (Connection, Keep-Alive,
+// Proxy-Connection, TE, Trailer, Upgrade, Proxy-Authorization,
+// Proxy-Authenticate), in any case. Transfer-Encoding is not among them: the
+// framing code handles it.
+bool IsHopByHop(std::string_view name);
+
+// True when the comma-separated tokens of one Connection field's value name
+// `field_name`, in any case.
+bool NamedByConnection(std::string_view field_name, std::string_view connection_value);
+
+struct FieldView {
+  std::string_view name;
+  std::string_view value;
+};
+
+// One gateway request's reusable memory, pooled per worker: the relay buffer
+// (body pieces, or a whole small response), the rewritten header, the parsed
+// upstream fields.
+struct RelayScratch {
+  static constexpr size_t kBufferSize = 16 * 1024;
+  std::unique_ptr<char[]> buffer{new char[kBufferSize]};
+  std::string head;
+  std::vector<FieldView> fields;
+};
+
+// An upstream response header parsed in place by Beast's basic_parser (the same
+// validation as the streaming path: bad framing, conflicting Content-Length,
+// limits). Field views point into the bytes given to Parse, which must stay put
+// while the views are used.
+class UpstreamResponseHead final : public boost::beast::http::basic_parser<false> {
+ public:
+  enum class State { kNeedMore, kComplete, kInvalid };
+
+  // `fields` is cleared and receives the fields; reused across requests by the caller.
+  explicit UpstreamResponseHead(std::vector<FieldView>* fields);
+
+  // `bytes`: everything read so far, from the first byte of the response. Call
+  // again with more bytes (same start) after kNeedMore.
+  State Parse(std::string_view bytes);
+
+  // After kComplete:
+  size_t header_size() const { return header_size_; }
+  int status() const { return status_; }
+  std::string_view reason() const { return reason_; }
+  const std::vector<FieldView>& fields() const { return *fields_; }
+  // The header frames the whole body by itself (Content-Length, or a status that
+  // has none), it is a final response other than 101, every field value is a
+  // view into the input (no obs-fold rewrite) and it has at most
+  // kMaxConnectionFields Connection fields. Otherwise the streaming path must
+  // handle the response.
+  bool Relayable() const;
+  // The values of the Connection fields (the first kMaxConnectionFields).
+  static constexpr size_t kMaxConnectionFields = 4;
+  std::span<const std::string_view> connection_values() const {
+    return {connection_.data(), std::min(connection_count_, kMaxConnectionFields)};
+  }
+  // The body's length, when Relayable().
+  uint64_t body_size() const;
+
+ private:
+  void on_request_impl(boost::beast::http::verb, std::string_view, std::string_view, int,
+                       boost::beast::error_code&) override {}
+  void on_response_impl(int code, std::string_view reason, int version,
+                        boost::beast::error_code& ec) override;
+  void on_field_impl(boost::beast::http::field, std::string_view name, std::string_view value,
+                     boost::beast::error_code& ec) override;
+  void on_header_impl(boost::beast::error_code&) override {}
+  void on_body_init_impl(boost::optional<std::uint64_t> const&,
+                         boost::beast::error_code&) override {}
+  size_t on_body_impl(std::string_view, boost::beast::error_code&) override { return 0; }
+  void on_chunk_header_impl(std::uint64_t, std::string_view, boost::beast::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, std::string_view, boost::beast::error_code&) override {
+    return 0;
+  }
+  void on_finish_impl(boost::beast::error_code&) override {}
+
+  std::vector<FieldView>* fields_;
+  std::string_view input_;
+  size_t header_size_ = 0;
+  int status_ = 0;
+  std::string_view reason_;
+  bool copied_value_ = false;  // Beast unfolded an obs-fold value into its own storage
+  std::array<std::string_view, kMaxConnectionFields> connection_;
+  size_t connection_count_ = 0;
+};
+
+// Appends the header to send upstream for the bodyless client request `req`
+// from `peer_ip`. False (and `out` partly written) when the request needs the
+// streaming path (more than 4 Connection fields).
+[[nodiscard]] bool AppendUpstreamRequestHead(const boost::beast::http::request_header<>& req,
+                                             std::string_view peer_ip, const UpstreamUrl& upstream,
+                                             std::string* out);
+
+// Appends the response header to send to the client: the upstream's status and
+// fields without hop-by-hop ones and without those `added` replaces, then
+// `added`, then Connection as `keep_alive` and the client's version require.
+void AppendClientResponseHead(const UpstreamResponseHead& head,
+                              const std::vector<HeaderField>& added, bool keep_alive,
+                              unsigned client_version, std::string* out);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_PROXY_WIRE_H_

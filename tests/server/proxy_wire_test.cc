@@ -1,0 +1,176 @@
+// Unit tests of the gateway's hand-written framing (server/proxy_wire.h): the
+// in-place upstream response parser and both header rewrites.
+#include "server/proxy_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+namespace tollgate::server {
+namespace {
+
+namespace http = boost::beast::http;
+using State = UpstreamResponseHead::State;
+
+TEST(UpstreamResponseHead, NeedsTheWholeHeaderThenDescribesTheBody) {
+  std::string bytes =
+      "HTTP/1.1 201 Made\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"
+      "X-Obs: a\r\n\r\nhello";
+  std::vector<FieldView> fields;
+  UpstreamResponseHead head(&fields);
+  size_t header = bytes.find("\r\n\r\n") + 4;
+  for (size_t n : {size_t(0), size_t(10), header - 1}) {
+    EXPECT_EQ(head.Parse(std::string_view(bytes).substr(0, n)), State::kNeedMore) << n;
+  }
+  ASSERT_EQ(head.Parse(bytes), State::kComplete);
+  EXPECT_EQ(head.header_size(), header);
+  EXPECT_EQ(head.status(), 201);
+  EXPECT_EQ(head.reason(), "Made");
+  EXPECT_TRUE(head.Relayable());
+  EXPECT_EQ(head.body_size(), 5u);
+  EXPECT_TRUE(head.keep_alive());
+  ASSERT_EQ(fields.size(), 3u);
+  EXPECT_EQ(fields[0].name, "Content-Type");
+  EXPECT_EQ(fields[0].value, "text/plain");
+  EXPECT_EQ(fields[2].name, "X-Obs");
+  // Views into the input, not copies.
+  EXPECT_TRUE(fields[0].value.data() > bytes.data() &&
+              fields[0].value.data() < bytes.data() + bytes.size());
+}
+
+State ParseWhole(const std::string& bytes, std::vector<FieldView>* fields,
+                 std::optional<UpstreamResponseHead>* head) {
+  head->emplace(fields);
+  return (*head)->Parse(bytes);
+}
+
+TEST(UpstreamResponseHead, OnlyContentLengthFramedFinalResponsesAreRelayable) {
+  std::vector<FieldView> fields;
+  std::optional<UpstreamResponseHead> head;
+  ASSERT_EQ(ParseWhole("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &fields, &head),
+            State::kComplete);
+  EXPECT_FALSE(head->Relayable());
+  ASSERT_EQ(ParseWhole("HTTP/1.1 200 OK\r\n\r\n", &fields, &head), State::kComplete);
+  EXPECT_FALSE(head->Relayable()) << "close-delimited";
+  ASSERT_EQ(ParseWhole("HTTP/1.1 100 Continue\r\n\r\n", &fields, &head), State::kComplete);
+  EXPECT_FALSE(head->Relayable());
+  ASSERT_EQ(ParseWhole("HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", &fields, &head),
+            State::kComplete);
+  EXPECT_FALSE(head->Relayable());
+  ASSERT_EQ(ParseWhole("HTTP/1.1 204 No Content\r\n\r\n", &fields, &head), State::kComplete);
+  EXPECT_TRUE(head->Relayable());
+  EXPECT_EQ(head->body_size(), 0u);
+  ASSERT_EQ(ParseWhole("HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n", &fields, &head),
+            State::kComplete);
+  EXPECT_TRUE(head->Relayable());
+  EXPECT_EQ(head->body_size(), 0u) << "304 never has a body";
+  ASSERT_EQ(ParseWhole("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", &fields, &head),
+            State::kComplete);
+  EXPECT_TRUE(head->Relayable());
+  EXPECT_FALSE(head->keep_alive()) << "HTTP/1.0 without keep-alive";
+  ASSERT_EQ(ParseWhole("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                       &fields, &head),
+            State::kComplete);
+  EXPECT_FALSE(head->keep_alive());
+  // A folded value would be unfolded into Beast's own storage: streaming path.
+  ASSERT_EQ(
+      ParseWhole("HTTP/1.1 200 OK\r\nX-Fold: a\r\n b\r\nContent-Length: 0\r\n\r\n", &fields, &head),
+      State::kComplete);
+  EXPECT_FALSE(head->Relayable());
+  // Large bodies are still described (the caller decides what fits).
+  ASSERT_EQ(ParseWhole("HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\n", &fields, &head),
+            State::kComplete);
+  EXPECT_EQ(head->body_size(), 10'000'000'000u);
+}
+
+TEST(UpstreamResponseHead, RejectsMalformedResponses) {
+  std::vector<FieldView> fields;
+  std::optional<UpstreamResponseHead> head;
+  EXPECT_EQ(ParseWhole("garbage\r\n\r\n", &fields, &head), State::kInvalid);
+  EXPECT_EQ(ParseWhole("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &fields,
+                       &head),
+            State::kInvalid);
+  EXPECT_EQ(ParseWhole("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", &fields, &head),
+            State::kInvalid);
+  EXPECT_EQ(ParseWhole("HTTP/1.1 2000 OK\r\n\r\n", &fields, &head), State::kInvalid);
+}
+
+TEST(AppendClientResponseHead, DropsHopByHopReplacesRateLimitFieldsAndSaysConnection) {
+  std::string bytes =
+      "HTTP/1.1 200 \r\nConnection: X-Secret, keep-alive\r\nKeep-Alive: timeout=5\r\n"
+      "X-Secret: s\r\nratelimit: \"theirs\"\r\nProxy-Authenticate: Basic\r\n"
+      "Content-Length: 2\r\nX-Kept: k\r\n\r\nok";
+  std::vector<FieldView> fields;
+  UpstreamResponseHead head(&fields);
+  ASSERT_EQ(head.Parse(bytes), State::kComplete);
+  std::vector<HeaderField> added = {{"RateLimit", "\"ours\";r=1;t=1"},
+                                    {"RateLimit-Policy", "\"ours\";q=2;w=1"}};
+  std::string out;
+  AppendClientResponseHead(head, added, /*keep_alive=*/true, 11, &out);
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Kept: k\r\n"
+            "RateLimit: \"ours\";r=1;t=1\r\nRateLimit-Policy: \"ours\";q=2;w=1\r\n\r\n");
+  out.clear();
+  AppendClientResponseHead(head, {}, /*keep_alive=*/false, 11, &out);
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nratelimit: \"theirs\"\r\nContent-Length: 2\r\nX-Kept: k\r\n"
+            "Connection: close\r\n\r\n");
+  out.clear();
+  AppendClientResponseHead(head, {}, /*keep_alive=*/true, 10, &out);
+  EXPECT_NE(out.find("\r\nConnection: keep-alive\r\n\r\n"), std::string::npos) << out;
+}
+
+http::request_header<> ParseRequest(const std::string& text) {
+  http::request_parser<http::empty_body> p;
+  boost::beast::error_code ec;
+  p.put(boost::asio::buffer(text), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  return p.release().base();
+}
+
+TEST(AppendUpstreamRequestHead, RewritesForTheUpstream) {
+  auto req = ParseRequest(
+      "GET /items?x=1 HTTP/1.1\r\nHost: api.example\r\nConnection: keep-alive, X-Hop\r\n"
+      "X-Hop: secret\r\nX-Forwarded-For: 198.51.100.1\r\nTE: trailers\r\nExpect: 100-continue\r\n"
+      "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+      "Proxy-Connection: keep-alive\r\nX-Forwarded-For: 198.51.100.2\r\nAccept: */*\r\n\r\n");
+  UpstreamUrl up;
+  up.host_header = "127.0.0.1:3000";
+  up.base_path = "/base";
+  std::string out;
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "127.0.0.1", up, &out));
+  EXPECT_EQ(out,
+            "GET /base/items?x=1 HTTP/1.1\r\nHost: 127.0.0.1:3000\r\n"
+            "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+            "Accept: */*\r\n"
+            "X-Forwarded-For: 198.51.100.1, 198.51.100.2, 127.0.0.1\r\n"
+            "X-Forwarded-Host: api.example\r\nX-Forwarded-Proto: http\r\n\r\n");
+
+  // Existing X-Forwarded-Host/-Proto are kept; an HTTP/1.0 request goes out as 1.1.
+  req = ParseRequest(
+      "DELETE /x HTTP/1.0\r\nX-Forwarded-Host: front\r\nX-Forwarded-Proto: https\r\n\r\n");
+  out.clear();
+  up.base_path.clear();
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "::1", up, &out));
+  EXPECT_EQ(out,
+            "DELETE /x HTTP/1.1\r\nHost: 127.0.0.1:3000\r\nX-Forwarded-Host: front\r\n"
+            "X-Forwarded-Proto: https\r\nX-Forwarded-For: ::1\r\n\r\n");
+}
+
+TEST(HopByHop, NamesAndConnectionTokens) {
+  for (const char* n : {"Connection", "keep-alive", "TE", "Trailer", "Upgrade", "Proxy-Connection",
+                        "Proxy-Authenticate", "PROXY-AUTHORIZATION"}) {
+    EXPECT_TRUE(IsHopByHop(n)) << n;
+  }
+  for (const char* n : {"Transfer-Encoding", "Content-Length", "Te2", "X-Upgrade", ""}) {
+    EXPECT_FALSE(IsHopByHop(n)) << n;
+  }
+  EXPECT_TRUE(NamedByConnection("x-hop", "keep-alive, X-Hop"));
+  EXPECT_TRUE(NamedByConnection("X-Hop", " x-hop ,close"));
+  EXPECT_FALSE(NamedByConnection("X-Hop", "keep-alive, X-Hop2"));
+  EXPECT_FALSE(NamedByConnection("X-Hop", ""));
+}
+
+}  // namespace
+}  // namespace tollgate::server
