@@ -15,6 +15,7 @@
 namespace tollgate {
 
 using internal::Hash128;
+using internal::HashSeed;
 
 namespace {
 
@@ -101,15 +102,14 @@ class LocalStore::Impl {
       s.slots = AllocateSlots(s.capacity);
     }
     std::random_device rd;
-    seed_a_ = (uint64_t{rd()} << 32) ^ rd();
-    seed_b_ = (uint64_t{rd()} << 32) ^ rd();
+    for (auto& k : seed_.k) k = (uint64_t{rd()} << 32) ^ rd();
     epoch_ = o.clock->Now();
   }
 
   int64_t Relative(int64_t now) const { return now - epoch_ + kTimeOffset; }
 
   Hash128 HashOfKey(std::string_view key) const {
-    Hash128 h = internal::HashKey(key, seed_a_, seed_b_);
+    Hash128 h = internal::HashKey(key, seed_);
     if (h.hi <= kTombstone) h.hi += 2;
     return h;
   }
@@ -404,7 +404,7 @@ class LocalStore::Impl {
  private:
   std::vector<Shard> shards_;
   size_t shard_mask_ = 0;
-  uint64_t seed_a_ = 0, seed_b_ = 0;
+  HashSeed seed_{};
   int64_t epoch_ = 0;
   std::atomic<size_t> total_keys_{0};  // word-sized keys over all shards
   std::atomic<uint64_t> reclaimed_{0};
