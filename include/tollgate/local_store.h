@@ -1,9 +1,10 @@
 // LocalStore: in-process, sharded, bounded-memory rate-limit state.
 //
-// Layout: `shards` fixed-size open-addressing tables, allocated once at
-// creation (memory is bounded by max_keys from the start and never grows).
-// A key is identified by a seeded 128-bit hash of its bytes (the seed is random
-// per store, so clients cannot aim collisions); a slot is 32 bytes.
+// Layout: `shards` fixed-size open-addressing tables in one array allocated
+// at creation (memory is bounded by max_keys from the start and never grows).
+// A key is identified by a keyed 128-bit hash of its bytes (the 256-bit
+// secret is random per store, so clients cannot aim collisions); a slot is 32
+// bytes, two to a cache line.
 //
 // Hot path (existing key, word-sized algorithm): a lock-free probe of at most
 // kProbeWindow slots, then a CAS loop on the slot's 64-bit state word. No lock,
@@ -43,7 +44,7 @@ struct LocalStoreOptions {
 struct LocalStoreStats {
   size_t keys = 0;            // live keys
   size_t capacity_slots = 0;  // slots allocated
-  size_t bytes = 0;           // bytes allocated for slots
+  size_t bytes = 0;           // bytes allocated for slots and shards
   uint64_t reclaimed = 0;     // idle keys reclaimed to make room
   uint64_t overflow_rejected = 0;
   uint64_t overflow_allowed = 0;

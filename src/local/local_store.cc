@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "local/gcra_step.h"
 #include "local/key_hash.h"
 #include "tollgate/algorithm.h"
 
@@ -38,20 +39,25 @@ struct alignas(32) Slot {
 };
 static_assert(sizeof(Slot) == 32);
 
-// Slots are allocated zeroed, 2 MiB-aligned, with a hint for transparent huge
-// pages: a 1M-key store spans ~45 MB, and 4 KiB pages would add a TLB miss to
-// most decisions.
+// Every shard's slots live in one array, allocated zeroed, 2 MiB-aligned, with
+// a hint for transparent huge pages: a 1M-key store spans ~45 MB, and 4 KiB
+// pages would add a TLB miss to most decisions. (One array per shard would be
+// under 2 MiB each at 1M keys and 64 shards, too small for a huge page.)
 struct SlotArrayDeleter {
   void operator()(Slot* p) const { std::free(p); }
 };
 using SlotArray = std::unique_ptr<Slot[], SlotArrayDeleter>;
 
-SlotArray AllocateSlots(size_t n) {
+// Small stores are 64-byte aligned, so a cache line always holds two whole
+// slots. *allocated is the size asked of the allocator (a huge page is
+// resident as a whole, so the rounding counts).
+SlotArray AllocateSlots(size_t n, size_t* allocated) {
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t bytes = n * sizeof(Slot);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = bytes >= kHuge ? std::aligned_alloc(kHuge, rounded)
-                           : std::aligned_alloc(32, (bytes + 31) / 32 * 32);
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  *allocated = rounded;
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
   if (bytes >= kHuge) madvise(p, rounded, MADV_HUGEPAGE);
   auto* slots = static_cast<Slot*>(p);
@@ -64,6 +70,12 @@ struct HashOf {
 };
 
 bool IsBucket(Algorithm a) { return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket; }
+
+// Step(), with the token bucket's arithmetic inlined.
+StepResult StepFor(const Limit& limit, uint64_t state, int64_t cost, int64_t now) {
+  return internal::IsGcra(limit) ? internal::GcraStep(limit, state, cost, now)
+                                 : Step(limit, state, cost, now);
+}
 
 }  // namespace
 
@@ -78,7 +90,7 @@ bool IsBucket(Algorithm a) { return a == Algorithm::kTokenBucket || a == Algorit
 // reclamation, `count` changes and `logs`.
 struct Shard {
   std::mutex mu;
-  SlotArray slots;
+  Slot* slots = nullptr;  // `capacity` slots inside LocalStore::Impl::arena_
   size_t capacity = 0;
   size_t key_cap = 0;
   std::atomic<size_t> count{0};
@@ -95,11 +107,15 @@ class LocalStore::Impl {
     // Keys spread over shards binomially: give each shard 10% headroom and
     // enforce max_keys with a global count.
     const size_t per_shard = std::max<size_t>((o.max_keys + shards - 1) / shards, 1);
+    const size_t key_cap = shards == 1 ? per_shard : per_shard + per_shard / 10 + 16;
+    // Even, so that every shard's slots start on a cache line (see Home()).
+    shard_capacity_ = (key_cap + key_cap / 4 + kProbeWindow + 1) & ~size_t{1};
+    arena_ = AllocateSlots(shards * shard_capacity_, &arena_bytes_);
     shards_ = std::vector<Shard>(shards);
-    for (auto& s : shards_) {
-      s.key_cap = shards == 1 ? per_shard : per_shard + per_shard / 10 + 16;
-      s.capacity = s.key_cap + s.key_cap / 4 + kProbeWindow;
-      s.slots = AllocateSlots(s.capacity);
+    for (size_t i = 0; i < shards; ++i) {
+      shards_[i].key_cap = key_cap;
+      shards_[i].capacity = shard_capacity_;
+      shards_[i].slots = arena_.get() + i * shard_capacity_;
     }
     std::random_device rd;
     for (auto& k : seed_.k) k = (uint64_t{rd()} << 32) ^ rd();
@@ -116,15 +132,26 @@ class LocalStore::Impl {
 
   Shard& ShardFor(const Hash128& h) { return shards_[h.lo & shard_mask_]; }
 
-  static size_t Home(const Shard& s, uint64_t h1) {
-    return static_cast<size_t>((static_cast<unsigned __int128>(h1) * s.capacity) >> 64);
+  // A key's home is the first slot of a 64-byte line (two slots), so that
+  // the line a lookup misses on holds the two slots it reads first: fewer
+  // lookups touch a second line than with a home anywhere in a line.
+  static size_t Home(size_t capacity, uint64_t h1) {
+    return 2 * static_cast<size_t>((static_cast<unsigned __int128>(h1) * (capacity / 2)) >> 64);
+  }
+  static size_t Home(const Shard& s, uint64_t h1) { return Home(s.capacity, h1); }
+
+  // The key's shard's slots, without touching the Shard (one load fewer on
+  // the hot path).
+  Slot* ShardSlots(const Hash128& h) const {
+    return arena_.get() + (h.lo & shard_mask_) * shard_capacity_;
   }
 
-  static Slot* Find(Shard& s, const Hash128& h) {
-    size_t i = Home(s, h.hi);
+  static Slot* Find(Shard& s, const Hash128& h) { return Find(s.slots, s.capacity, h); }
+  static Slot* Find(Slot* slots, size_t capacity, const Hash128& h) {
+    size_t i = Home(capacity, h.hi);
     for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
-      if (i >= s.capacity) i -= s.capacity;
-      Slot& slot = s.slots[i];
+      if (i >= capacity) i -= capacity;
+      Slot& slot = slots[i];
       const uint64_t x = slot.h1.load(std::memory_order_acquire);
       if (x == kEmpty) return nullptr;
       if (x == h.hi && slot.h2.load(std::memory_order_acquire) == h.lo) return &slot;
@@ -242,10 +269,10 @@ class LocalStore::Impl {
             slot->h2.load(std::memory_order_acquire) != h.lo) {
           break;  // reclaimed under us: look the key up again
         }
-        StepResult r = Step(limit, st, charge ? cost : 0, now);
+        StepResult r = StepFor(limit, st, charge ? cost : 0, now);
         if (!charge && cost > 0) {
           // Would it fit? Reported as the state without the charge.
-          StepResult would = Step(limit, st, cost, now);
+          StepResult would = StepFor(limit, st, cost, now);
           if (would.decision.allowed) {
             would.decision.remaining = r.decision.remaining;
             would.decision.reset_after = r.decision.reset_after;
@@ -324,7 +351,36 @@ class LocalStore::Impl {
     it->second.entries.pop_back();
   }
 
-  Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge) {
+  // The common case, kept small enough to inline into the public calls: a
+  // token bucket on a key that is already in its slot. Everything else
+  // (new keys, other algorithms, a reclamation race) takes One().
+  [[gnu::always_inline]] Decision Hot(const Hash128& h, const Limit& limit, int64_t cost,
+                                      int64_t now) {
+    if (internal::IsGcra(limit)) [[likely]] {
+      if (Slot* slot = Find(ShardSlots(h), shard_capacity_, h)) [[likely]] {
+        uint64_t st = slot->state.load(std::memory_order_acquire);
+        // Decide()'s loop; buckets keep their idle time in the state word.
+        while (st != kEvicting && slot->h1.load(std::memory_order_acquire) == h.hi &&
+               slot->h2.load(std::memory_order_acquire) == h.lo) {
+          int64_t tat_after;
+          if (!internal::GcraCharge(limit, st, cost, now, &tat_after)) [[unlikely]] {
+            return internal::GcraStep(limit, st, cost, now).decision;
+          }
+          // The decision is computed after the CAS: its arithmetic then
+          // overlaps the locked instruction's latency instead of preceding it.
+          if (slot->state.compare_exchange_weak(st, static_cast<uint64_t>(tat_after),
+                                                std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+            return internal::GcraAllowed(limit, tat_after, now);
+          }
+        }
+      }
+    }
+    return One(h, limit, cost, now, true);
+  }
+
+  [[gnu::noinline]] Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now,
+                                 bool charge) {
     bool overflowed = false;
     return limit.algorithm() == Algorithm::kSlidingLog
                ? DecideLog(h, limit, cost, now, charge, &overflowed)
@@ -392,7 +448,7 @@ class LocalStore::Impl {
       st.capacity_slots += s.capacity;
     }
     st.keys = total_keys_.load(std::memory_order_relaxed);
-    st.bytes = st.capacity_slots * sizeof(Slot) + shards_.size() * sizeof(Shard);
+    st.bytes = arena_bytes_ + shards_.size() * sizeof(Shard);
     st.reclaimed = reclaimed_.load(std::memory_order_relaxed);
     st.overflow_rejected = overflow_rejected_.load(std::memory_order_relaxed);
     st.overflow_allowed = overflow_allowed_.load(std::memory_order_relaxed);
@@ -402,6 +458,9 @@ class LocalStore::Impl {
   const LocalStoreOptions options_;
 
  private:
+  SlotArray arena_;  // every shard's slots
+  size_t shard_capacity_ = 0;
+  size_t arena_bytes_ = 0;
   std::vector<Shard> shards_;
   size_t shard_mask_ = 0;
   HashSeed seed_{};
@@ -431,8 +490,7 @@ Decision LocalStore::Acquire(std::string_view key, const Limit& limit, int64_t c
 
 Decision LocalStore::AcquireAt(std::string_view key, const Limit& limit, int64_t cost,
                                int64_t now_ns) {
-  return impl_->One(impl_->HashOfKey(key), limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns),
-                    true);
+  return impl_->Hot(impl_->HashOfKey(key), limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns));
 }
 
 LocalStore::PreparedKey LocalStore::Prepare(std::string_view key) const {
@@ -442,8 +500,7 @@ LocalStore::PreparedKey LocalStore::Prepare(std::string_view key) const {
 
 Decision LocalStore::AcquireAt(const PreparedKey& key, const Limit& limit, int64_t cost,
                                int64_t now_ns) {
-  return impl_->One(Hash128{key.hi, key.lo}, limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns),
-                    true);
+  return impl_->Hot(Hash128{key.hi, key.lo}, limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns));
 }
 
 Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
