@@ -1,9 +1,11 @@
-// Local decision speed and memory. Figures go to docs/benchmarks.md.
-//   build/bench/core_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+// Local decision speed and memory. Figures go to docs/bench/core.md and docs/benchmarks.md.
+//   build/bench/core_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -91,6 +93,14 @@ void BM_HotKey_PreparedKey(benchmark::State& state) {
 }
 BENCHMARK(BM_HotKey_PreparedKey);
 
+// Hashing alone (what a prepared key saves), for a 16-byte and a 40-byte key.
+void BM_Prepare(benchmark::State& state) {
+  auto store = MakeStore(1024);
+  const std::string key = std::string("k:hot-key-0001:") + std::string(state.range(0) - 15, 'x');
+  for (auto _ : state) benchmark::DoNotOptimize(store->Prepare(key));
+}
+BENCHMARK(BM_Prepare)->Arg(16)->Arg(40);
+
 void BM_HotKey_WithClock(benchmark::State& state) {
   auto store = MakeStore(1024);
   const Limit l = Generous();
@@ -98,6 +108,31 @@ void BM_HotKey_WithClock(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_HotKey_WithClock);
+
+// The key ids of the 1M-key benchmarks, in the order they are decided.
+std::vector<uint32_t> Order(bool zipf) {
+  std::mt19937_64 rng(42);
+  std::vector<uint32_t> order(1 << 22);
+  if (zipf) {
+    // Zipf(s=1) over the keys by inverse transform on the harmonic series.
+    std::vector<double> cdf(kManyKeys);
+    double sum = 0;
+    for (size_t i = 0; i < kManyKeys; ++i) cdf[i] = (sum += 1.0 / (i + 1));
+    std::uniform_real_distribution<double> u(0, sum);
+    for (auto& o : order) {
+      o = static_cast<uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
+    }
+  } else {
+    for (auto& o : order) o = static_cast<uint32_t>(rng() % kManyKeys);
+  }
+  return order;
+}
+
+// Writes the 16-byte key of `id` ("k:0000000001234:") into key[0..16).
+void KeyOf(uint32_t id, char* key) {
+  std::memcpy(key, "k:0000000000000:", 16);
+  for (int d = 14; d >= 2; --d, id /= 10) key[d] = static_cast<char>('0' + id % 10);
+}
 
 void BM_ManyKeys(benchmark::State& state, bool zipf) {
   static std::unique_ptr<LocalStore> store;
@@ -108,29 +143,15 @@ void BM_ManyKeys(benchmark::State& state, bool zipf) {
     store = MakeStore(kManyKeys);
     if (keys.empty()) keys = Keys(kManyKeys);
     for (const auto& k : keys) store->AcquireAt(k, l, 1, 1);  // populate
-    std::mt19937_64 rng(42);
-    order.resize(1 << 22);
-    if (zipf) {
-      // Zipf(s=1) over the keys by inverse transform on the harmonic series.
-      std::vector<double> cdf(kManyKeys);
-      double sum = 0;
-      for (size_t i = 0; i < kManyKeys; ++i) cdf[i] = (sum += 1.0 / (i + 1));
-      std::uniform_real_distribution<double> u(0, sum);
-      for (auto& o : order) {
-        o = static_cast<uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
-      }
-    } else {
-      for (auto& o : order) o = static_cast<uint32_t>(rng() % kManyKeys);
-    }
+    order = Order(zipf);
   }
   size_t i = static_cast<size_t>(state.thread_index()) * 7919;
   int64_t now = 2;
   // The caller has its key at hand (in cache), as a request handler does: the
   // key is rebuilt in a local buffer rather than fetched from a 32 MB array.
-  char key[17] = "k:0000000000000:";
+  char key[16];
   for (auto _ : state) {
-    uint32_t id = order[i++ & (order.size() - 1)];
-    for (int d = 14; d >= 2; --d, id /= 10) key[d] = static_cast<char>('0' + id % 10);
+    KeyOf(order[i++ & (order.size() - 1)], key);
     benchmark::DoNotOptimize(store->AcquireAt(std::string_view(key, 16), l, 1, now += kTick));
   }
   state.SetItemsProcessed(state.iterations());
@@ -142,6 +163,35 @@ void BM_ManyKeys(benchmark::State& state, bool zipf) {
 }
 BENCHMARK_CAPTURE(BM_ManyKeys, uniform_1M, false);
 BENCHMARK_CAPTURE(BM_ManyKeys, zipf_1M, true);
+
+// The same keys and order, decided kGroup at a time with AcquireEachAt (each
+// key on its own, slots prefetched for the group). One benchmark iteration is
+// one decision, so the time shown is per decision: every kGroup-th iteration
+// builds and decides the next kGroup keys.
+void BM_ManyKeysEach(benchmark::State& state, bool zipf) {
+  constexpr size_t kGroup = 16;
+  static std::unique_ptr<LocalStore> store;
+  static std::vector<uint32_t> order;
+  const Limit l = Generous();
+  store = MakeStore(kManyKeys);
+  for (const auto& k : Keys(kManyKeys)) store->AcquireAt(k, l, 1, 1);
+  order = Order(zipf);
+  char keys[kGroup][16];
+  AcquireItem items[kGroup];
+  Decision out[kGroup];
+  for (size_t j = 0; j < kGroup; ++j) items[j] = {std::string_view(keys[j], 16), &l, 1};
+  size_t i = 0, n = 0;
+  int64_t now = 2;
+  for (auto _ : state) {
+    if (n++ % kGroup != 0) continue;
+    for (size_t j = 0; j < kGroup; ++j) KeyOf(order[i++ & (order.size() - 1)], keys[j]);
+    benchmark::DoNotOptimize(store->AcquireEachAt(items, out, now += kGroup * kTick));
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_CAPTURE(BM_ManyKeysEach, uniform_1M_groups_of_16, false);
+BENCHMARK_CAPTURE(BM_ManyKeysEach, zipf_1M_groups_of_16, true);
 
 void BM_DisjointKeys_2threads(benchmark::State& state) {
   static std::unique_ptr<LocalStore> store;

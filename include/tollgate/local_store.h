@@ -75,6 +75,16 @@ class LocalStore final : public Store {
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
   Result<BatchDecision> AcquireAt(std::span<const AcquireItem> items, int64_t now_ns);
 
+  // Many independent decisions in one call (not all-or-nothing): out[i] is
+  // what Acquire(items[i].key, *items[i].limit, items[i].cost) would return,
+  // in order, at one clock reading. Hashes a group of keys and prefetches
+  // their slots before deciding it, so that over many keys (more than fit in
+  // the cache) the memory latency of a group overlaps instead of adding up.
+  // kInvalidArgument, before anything is charged, when out.size() differs
+  // from items.size() or an item has no limit or a negative cost.
+  Status AcquireEach(std::span<const AcquireItem> items, std::span<Decision> out);
+  Status AcquireEachAt(std::span<const AcquireItem> items, std::span<Decision> out, int64_t now_ns);
+
   // Forgets every key (tests, admin).
   void Clear();
 

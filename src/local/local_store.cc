@@ -77,6 +77,20 @@ StepResult StepFor(const Limit& limit, uint64_t state, int64_t cost, int64_t now
                                  : Step(limit, state, cost, now);
 }
 
+// Hashes of a batch's keys: on the stack for the usual few items.
+class HashBuffer {
+ public:
+  explicit HashBuffer(size_t n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  Hash128& operator[](size_t i) { return heap_.empty() ? inline_[i] : heap_[i]; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  Hash128 inline_[kInline];
+  std::vector<Hash128> heap_;
+};
+
 }  // namespace
 
 // Invariants:
@@ -339,7 +353,15 @@ class LocalStore::Impl {
     }
     if (charge) return StepLog(limit, it->second, cost, now);
     SlidingLogState copy = it->second;
-    return StepLog(limit, copy, cost, now);
+    Decision would = StepLog(limit, copy, cost, now);
+    if (would.allowed && cost > 0) {
+      // As in Decide(): it would fit, reported as the state without the charge.
+      copy = it->second;
+      const Decision uncharged = StepLog(limit, copy, 0, now);
+      would.remaining = uncharged.remaining;
+      would.reset_after = uncharged.reset_after;
+    }
+    return would;
   }
 
   void RefundLog(const Hash128& h, int64_t cost) {
@@ -379,6 +401,11 @@ class LocalStore::Impl {
     return One(h, limit, cost, now, true);
   }
 
+  // Starts loading the key's home slot (the first one its probe reads).
+  void Prefetch(const Hash128& h) {
+    __builtin_prefetch(ShardSlots(h) + Home(shard_capacity_, h.hi), 1);
+  }
+
   [[gnu::noinline]] Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now,
                                  bool charge) {
     bool overflowed = false;
@@ -390,12 +417,13 @@ class LocalStore::Impl {
   Result<BatchDecision> Batch(std::span<const AcquireItem> items, int64_t now) {
     BatchDecision out;
     out.decisions.resize(items.size());
-    std::vector<Hash128> hashes(items.size());
+    HashBuffer hashes(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       if (items[i].limit == nullptr || items[i].cost < 0) {
         return InvalidArgument("items[" + std::to_string(i) + "]: needs a limit and a cost >= 0");
       }
       hashes[i] = HashOfKey(items[i].key);
+      Prefetch(hashes[i]);  // the items' cache misses overlap instead of queueing
     }
     // Phase 1: would every item fit? Nothing is charged.
     for (size_t i = 0; i < items.size(); ++i) {
@@ -425,6 +453,32 @@ class LocalStore::Impl {
     }
     out.allowed = true;
     return out;
+  }
+
+  Status Each(std::span<const AcquireItem> items, std::span<Decision> out, int64_t now) {
+    if (out.size() != items.size()) return InvalidArgument("out: needs one decision per item");
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].limit == nullptr || items[i].cost < 0) {
+        return InvalidArgument("items[" + std::to_string(i) + "]: needs a limit and a cost >= 0");
+      }
+    }
+    // Hash and prefetch a group, then decide it: a decision's CAS is a full
+    // fence, so without the prefetches each key's cache miss would wait for
+    // the previous decision.
+    constexpr size_t kGroup = 16;
+    Hash128 hashes[kGroup];
+    for (size_t base = 0; base < items.size(); base += kGroup) {
+      const size_t n = std::min(kGroup, items.size() - base);
+      for (size_t i = 0; i < n; ++i) {
+        hashes[i] = HashOfKey(items[base + i].key);
+        Prefetch(hashes[i]);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const AcquireItem& item = items[base + i];
+        out[base + i] = Hot(hashes[i], *item.limit, item.cost, now);
+      }
+    }
+    return Status::Ok();
   }
 
   void Clear() {
@@ -509,6 +563,15 @@ Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
 
 Result<BatchDecision> LocalStore::AcquireAt(std::span<const AcquireItem> items, int64_t now_ns) {
   return impl_->Batch(items, impl_->Relative(now_ns));
+}
+
+Status LocalStore::AcquireEach(std::span<const AcquireItem> items, std::span<Decision> out) {
+  return AcquireEachAt(items, out, impl_->options_.clock->Now());
+}
+
+Status LocalStore::AcquireEachAt(std::span<const AcquireItem> items, std::span<Decision> out,
+                                 int64_t now_ns) {
+  return impl_->Each(items, out, impl_->Relative(now_ns));
 }
 
 void LocalStore::Clear() { impl_->Clear(); }

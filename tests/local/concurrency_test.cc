@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -104,6 +105,46 @@ TEST(LocalConcurrencyTest, ManyKeysUnderEvictionPressure) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(decisions.load(), kThreads * 2000);
   EXPECT_LE(store->Stats().keys, 256u);
+}
+
+// AcquireEach decides prefetched groups through the same CAS: with the clock
+// stopped, threads racing over a few keys (repeated inside each group, under
+// reclamation pressure from other keys) are granted exactly burst per key.
+TEST(LocalConcurrencyTest, AcquireEachGrantsExactlyBurstPerKey) {
+  ManualClock clock;
+  LocalStoreOptions o;
+  o.clock = &clock;
+  o.max_keys = 64;
+  o.shards = 2;
+  auto store = std::move(*LocalStore::Create(o));
+  const Limit l = Bucket(1, 50);
+  constexpr int kHotKeys = 4;
+  const std::vector<std::string> hot = {"hot-0", "hot-1", "hot-2", "hot-3"};
+  std::atomic<int64_t> granted[kHotKeys] = {};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::string> cold(8);
+      std::vector<AcquireItem> items(24);
+      std::vector<Decision> out(items.size());
+      for (int round = 0; round < 40; ++round) {
+        for (size_t j = 0; j < items.size(); ++j) {
+          if (j % 3 == 2) {
+            cold[j / 3] = "cold-" + std::to_string((round * 31 + t * 7 + j) % 500);
+            items[j] = {cold[j / 3], &l, 1};
+          } else {
+            items[j] = {hot[(j + t) % kHotKeys], &l, 1};
+          }
+        }
+        ASSERT_TRUE(store->AcquireEach(items, out).ok());
+        for (size_t j = 0; j < items.size(); ++j) {
+          if (j % 3 != 2 && out[j].allowed) granted[(j + t) % kHotKeys].fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kHotKeys; ++k) EXPECT_EQ(granted[k].load(), 50) << hot[k];
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "store_contract.h"
 
 namespace tollgate {
@@ -159,6 +162,101 @@ TEST(LocalStoreTest, ClearForgetsEverything) {
   f.store->Clear();
   EXPECT_EQ(f.store->Stats().keys, 0u);
   EXPECT_TRUE(f.store->Acquire("k", l, 1).allowed);
+}
+
+// Limits of every kind, so the tests below cover the token bucket fast path
+// and the general one.
+std::vector<Limit> MixedLimits() {
+  std::vector<Limit> limits = {Bucket(10, 3), Bucket(1e6, 1000)};
+  LimitSpec shaper;
+  shaper.algorithm = Algorithm::kLeakyBucket;
+  shaper.rate = 5;
+  shaper.burst = 4;
+  shaper.max_delay = Nanos(kSec);
+  limits.push_back(*Limit::Create(shaper));
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow, Algorithm::kSlidingLog}) {
+    LimitSpec w;
+    w.algorithm = a;
+    w.burst = 4;
+    w.window = Nanos(kSec);
+    limits.push_back(*Limit::Create(w));
+  }
+  return limits;
+}
+
+// AcquireEach prefetches a group of keys before deciding it: the decisions
+// must be exactly those of one AcquireAt per item, in order, including
+// repeated keys inside a group, new keys, costs 0 and above burst.
+TEST(LocalStoreTest, AcquireEachDecidesLikeOneAtATime) {
+  Fixture each(1000), single(1000);
+  const std::vector<Limit> limits = MixedLimits();
+  std::vector<std::string> keys;
+  std::vector<AcquireItem> items;
+  for (int i = 0; i < 150; ++i) keys.push_back("user-" + std::to_string(i % 37));
+  for (int i = 0; i < 150; ++i) {
+    const int64_t cost = i % 11 == 0 ? 0 : (i % 13 == 0 ? 5000 : 1 + i % 2);
+    // A key keeps its limit: each key's bucket sees one algorithm.
+    items.push_back({keys[i], &limits[(i % 37) % limits.size()], cost});
+  }
+  std::vector<Decision> out(items.size());
+  for (int round = 0; round < 4; ++round) {
+    const int64_t now = each.clock.Now() + round * 150'000'000;
+    ASSERT_TRUE(each.store->AcquireEachAt(items, out, now).ok());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Decision d = single.store->AcquireAt(items[i].key, *items[i].limit, items[i].cost, now);
+      EXPECT_EQ(out[i], d) << "round " << round << " item " << i;
+    }
+  }
+  EXPECT_EQ(each.store->Stats().keys, single.store->Stats().keys);
+}
+
+TEST(LocalStoreTest, AcquireEachRejectsBadInputBeforeCharging) {
+  Fixture f(100);
+  const Limit l = Bucket(1, 1);
+  std::vector<AcquireItem> items = {{"a", &l, 1}, {"b", &l, 1}};
+  std::vector<Decision> out(1);
+  EXPECT_EQ(f.store->AcquireEach(items, out).code(), StatusCode::kInvalidArgument);
+  out.resize(2);
+  items[1].cost = -1;
+  EXPECT_EQ(f.store->AcquireEach(items, out).code(), StatusCode::kInvalidArgument);
+  items[1].limit = nullptr;
+  items[1].cost = 1;
+  EXPECT_EQ(f.store->AcquireEach(items, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(f.store->Acquire("a", l, 1).allowed);  // nothing was charged
+  items[1].limit = &l;
+  ASSERT_TRUE(f.store->AcquireEach(items, out).ok());
+  EXPECT_FALSE(out[0].allowed);
+  EXPECT_TRUE(out[1].allowed);
+}
+
+// A batch over more keys than the hash buffer holds inline (prefetched, then
+// decided): all-or-nothing, and when everything fits each item's decision is
+// what deciding it alone would have said.
+TEST(LocalStoreTest, LargeBatchesDecideLikeSingleCalls) {
+  Fixture batch(1000), single(1000);
+  const std::vector<Limit> limits = MixedLimits();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) keys.push_back("k" + std::to_string(i));
+  std::vector<AcquireItem> items;
+  for (int i = 0; i < 40; ++i) items.push_back({keys[i], &limits[i % limits.size()], 1});
+  const int64_t now = batch.clock.Now();
+  auto r = batch.store->AcquireAt(items, now);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->allowed);
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(r->decisions[i], single.store->AcquireAt(items[i].key, *items[i].limit, 1, now))
+        << "item " << i;
+  }
+  // One item that cannot fit: nothing is charged, the others report their state.
+  items.push_back({"too-much", &limits[0], 4});
+  r = batch.store->AcquireAt(items, now);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->denied_index, 40);
+  for (size_t i = 0; i < 40; ++i) {
+    const Decision peek = single.store->AcquireAt(items[i].key, *items[i].limit, 0, now);
+    EXPECT_EQ(r->decisions[i].remaining, peek.remaining) << "item " << i;
+  }
 }
 
 }  // namespace
