@@ -1,5 +1,6 @@
 #include "redis/connection.h"
 
+#include <charconv>
 #include <cstring>
 #include <utility>
 
@@ -8,11 +9,30 @@ namespace tollgate::redis {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
+void AppendRespHeader(std::string& out, char kind, size_t n) {
+  char buf[24];
+  buf[0] = kind;
+  char* end = std::to_chars(buf + 1, buf + sizeof(buf) - 2, n).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  out.append(buf, static_cast<size_t>(end - buf));
+}
+
+void AppendBulk(std::string& out, std::string_view arg) {
+  AppendRespHeader(out, '$', arg.size());
+  out.append(arg);
+  out.append("\r\n", 2);
+}
+
+void AppendBulk(std::string& out, int64_t value) {
+  char buf[24];
+  const char* end = std::to_chars(buf, buf + sizeof(buf), value).ptr;
+  AppendBulk(out, std::string_view(buf, static_cast<size_t>(end - buf)));
+}
+
 void AppendCommand(std::string& out, int argc, const char** argv, const size_t* lens) {
-  char* cmd = nullptr;
-  int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-  if (len > 0 && cmd != nullptr) out.append(cmd, static_cast<size_t>(len));
-  redisFreeCommand(cmd);
+  AppendRespHeader(out, '*', static_cast<size_t>(argc));
+  for (int i = 0; i < argc; ++i) AppendBulk(out, std::string_view(argv[i], lens[i]));
 }
 
 void AppendCommand(std::string& out, const std::vector<std::string>& argv) {

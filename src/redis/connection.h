@@ -21,10 +21,12 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tollgate/redis_store.h"
@@ -40,6 +42,12 @@ struct ReplyDeleter {
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// RESP encoding, by hand (hiredis' formatter allocates and runs sprintf per
+// argument): a "*<n>\r\n" or "$<n>\r\n" header, one bulk string, one
+// integer as a bulk string.
+void AppendRespHeader(std::string& out, char kind, size_t n);
+void AppendBulk(std::string& out, std::string_view arg);
+void AppendBulk(std::string& out, int64_t value);
 // Formats argv as one RESP command and appends it to `out`.
 void AppendCommand(std::string& out, const std::vector<std::string>& argv);
 void AppendCommand(std::string& out, int argc, const char** argv, const size_t* lens);

@@ -6,7 +6,8 @@ namespace tollgate::redis {
 namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
-constexpr std::string_view kScript = R"lua(-- tollgate batch v4: gcra + fixed/sliding window
+constexpr std::string_view kScript =
+    R"lua(-- tollgate batch v6: gcra + fixed/sliding window, msgpack groups and reply
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9, C20 = 1000000000, 1048576
 local tonumber, sub, floor = tonumber, string.sub, math.floor
@@ -203,33 +204,60 @@ local function emit(code, e, s, n)
   out[o + 1], out[o + 2], out[o + 3] = code, rs, rn
   o = o + 3
 end
-local nargs = #ARGV
-while a <= nargs do
-  local count = tonumber(ARGV[a])
-  a = a + 1
-  -- A negative count is a dry run: decide the group, write nothing.
-  local dry = count < 0
-  if dry then count = -count end
-  if count == 1 then
-    -- The common case, without tables: one item is its own all-or-nothing group.
-    local key, e = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-    a = a + 2
-    local s0, n0 = state(key, e)
-    local ok, s, n = step(s0, n0, e)
-    if ok then
-      if ewr[e] and not dry then
+-- The groups: one MessagePack array of integers (decoded in C). An item is
+-- one number: key index * PB + entry index.
+local groups = cmsgpack.unpack(ARGV[a])
+local gi, gn = 1, #groups
+local PB = 2097152
+while gi <= gn do
+  local v = groups[gi]
+  gi = gi + 1
+  if v >= PB then
+    -- The common case, without tables: one charged item, its own group.
+    local key = floor(v / PB)
+    local e = v - key * PB
+    local s, n = ts[key], nil
+    if s == nil then s, n = state(key, e) else n = tn[key] end
+    if ekind[e] == 0 then
+      -- A token bucket (or leaky meter), inlined: the hottest path.
+      if s < now_s or (s == now_s and n < now_n) then s, n = now_s, now_n end
+      local xs, xn = s + eis[e], n + ein[e]
+      if xn >= E9 then xs, xn = xs + 1, xn - E9 end
+      local ls = els[e]
+      local code = 0
+      if xs < ls or (xs == ls and xn <= eln[e]) then
+        s, n, code = xs, xn, 1
         ts[key], tn[key] = s, n
         dirty[key] = e
       end
-      emit(1, e, s, n)
+      local rs, rn = s - now_s, n - now_n
+      if rn < 0 then rs, rn = rs - 1, rn + E9 end
+      out[o + 1], out[o + 2], out[o + 3] = code, rs, rn
+      o = o + 3
     else
-      emit(0, e, s, n)
+      local ok
+      ok, s, n = step(s, n, e)
+      if ok then
+        if ewr[e] then
+          ts[key], tn[key] = s, n
+          dirty[key] = e
+        end
+        emit(1, e, s, n)
+      else
+        emit(0, e, s, n)
+      end
     end
   else
+    -- A group of v items; -v items: a dry run (decide the group, write nothing).
+    local dry = v < 0
+    local count = v
+    if dry then count = -v end
     local k, ent = {}, {}
     for j = 1, count do
-      k[j], ent[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-      a = a + 2
+      local x = groups[gi]
+      gi = gi + 1
+      local key = floor(x / PB)
+      k[j], ent[j] = key, x - key * PB
     end
     -- Phase 1: every item alone against the current state.
     local ok1, s1, n1 = {}, {}, {}
@@ -277,6 +305,7 @@ while a <= nargs do
     end
   end
 end
+local ttls = {}
 -- Write back; each key expires when its state no longer matters: a bucket
 -- when full again, a fixed window at its end, a sliding window's counts at
 -- the end of the next window.
@@ -301,9 +330,18 @@ for key, e in pairs(dirty) do
   end
   local ms = rs * 1000 + math.ceil(rn / 1000000) + ttl_slack
   if ms < 1 then ms = 1 end
-  redis.call('SET', keys[key], v, 'PX', ms)  -- ms < 2^45: printed as an integer
+  -- Redis would print a number argument with "%.17g"; TTLs repeat within a
+  -- call, so each distinct one is formatted once.
+  local mss = ttls[ms]
+  if mss == nil then
+    mss = string.format('%d', ms)  -- ms < 2^45
+    ttls[ms] = mss
+  end
+  redis.call('SET', keys[key], v, 'PX', mss)
 end
-return out
+-- One bulk string (MessagePack array of integers, encoded in C) instead of
+-- three integer replies per item.
+return cmsgpack.pack(out)
 )lua";
 
 }  // namespace
@@ -479,6 +517,75 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
     }
   }
   return d;
+}
+
+void AppendMsgpackArrayHeader(std::string& out, size_t n) {
+  out += static_cast<char>(0xdd);  // array 32
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((n >> shift) & 0xff);
+}
+
+void AppendMsgpackInt(std::string& out, int64_t v) {
+  if (v >= 0 && v < 128) {
+    out += static_cast<char>(v);  // positive fixint
+    return;
+  }
+  const uint64_t u = static_cast<uint64_t>(v);
+  int bytes = 8;
+  if (v >= 0 && v <= 0xffffffffLL) {
+    out += static_cast<char>(0xce);  // uint 32
+    bytes = 4;
+  } else {
+    out += static_cast<char>(v < 0 ? 0xd3 : 0xcf);  // int 64 / uint 64
+  }
+  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
+    out += static_cast<char>((u >> shift) & 0xff);
+  }
+}
+
+bool ParseMsgpackInts(std::string_view in, std::vector<int64_t>* out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  const unsigned char* end = p + in.size();
+  auto take = [&](int bytes, uint64_t* v) {
+    if (end - p < bytes) return false;
+    *v = 0;
+    for (int i = 0; i < bytes; ++i) *v = (*v << 8) | *p++;
+    return true;
+  };
+  if (p == end) return false;
+  uint64_t n = 0;
+  const unsigned char head = *p++;
+  if ((head & 0xf0) == 0x90) {
+    n = head & 0x0f;
+  } else if (head == 0xdc) {
+    if (!take(2, &n)) return false;
+  } else if (head == 0xdd) {
+    if (!take(4, &n)) return false;
+  } else {
+    return false;
+  }
+  if (n > in.size()) return false;
+  out->clear();
+  out->reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (p == end) return false;
+    const unsigned char t = *p++;
+    uint64_t v = 0;
+    if (t < 0x80) {
+      v = t;
+    } else if (t >= 0xe0) {
+      v = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(t)));
+    } else if (t == 0xcc || t == 0xcd || t == 0xce || t == 0xcf) {
+      if (!take(1 << (t - 0xcc), &v)) return false;
+    } else if (t >= 0xd0 && t <= 0xd3) {
+      const int bytes = 1 << (t - 0xd0);
+      if (!take(bytes, &v)) return false;
+      if (bytes < 8 && (v >> (8 * bytes - 1)) != 0) v |= ~uint64_t{0} << (8 * bytes);  // sign
+    } else {
+      return false;  // not an integer (the script returns only integers)
+    }
+    out->push_back(static_cast<int64_t>(v));
+  }
+  return p == end;
 }
 
 }  // namespace tollgate::redis

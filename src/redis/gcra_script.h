@@ -9,9 +9,14 @@
 //   then    E, the number of distinct entries, then E entries (a limit + cost
 //           shape): GCRA kinds 0-3 as `kind, increment ns, threshold ns`;
 //           window kinds 4-5 as `kind, cost, window ns, burst`
-//   then, per group: n, followed by n pairs: key index, entry index (1-based);
-//           a negative n is a dry run: the group is decided but nothing is written
-// Reply: a flat array of 3 integers per item, in order: head, rel_s, rel_ns.
+//   then    one argument: the groups, a MessagePack array of integers
+//           (decoded by cmsgpack in C, not by tonumber per argument). An item
+//           is one number, key index * 2^21 + entry index (both 1-based;
+//           kPackedItemBase). A value >= 2^21 is a group of that one item,
+//           charged; else it is a count n followed by n items; a negative n is
+//           a dry run: the group is decided but nothing is written
+// Reply: one bulk string, a MessagePack array of 3 integers per item, in
+// order: head, rel_s, rel_ns.
 // head = code + 8 * count: count is 0 for GCRA items, `used` for a fixed
 // window, prev * 2^20 + curr for a sliding window (the counts after the item).
 // rel, split into seconds and nanoseconds, is tat_after - now (>= 0) for GCRA
@@ -29,6 +34,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
@@ -74,6 +80,12 @@ ScriptItem MakeScriptItem(const Limit& limit, int64_t cost);
 // (code and count are the reply head's code and head >> 3).
 Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel_ns,
                         int64_t count = 0);
+
+// The MessagePack subset of the wire: an array of integers.
+void AppendMsgpackArrayHeader(std::string& out, size_t n);
+void AppendMsgpackInt(std::string& out, int64_t v);
+// Parses an array of integers; false when `in` is anything else.
+bool ParseMsgpackInts(std::string_view in, std::vector<int64_t>* out);
 
 }  // namespace tollgate::redis
 

@@ -24,14 +24,14 @@ void Finish(NodeJobPtr& job, const JobResult& r) {
 
 }  // namespace
 
-BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples) {
+BatchDecision DecodeJob(const NodeJob& job, const int64_t* triples) {
   BatchDecision out;
   out.decisions.reserve(job.items.size());
   bool all = true;
   for (size_t i = 0; i < job.items.size(); ++i) {
-    const int64_t head = triples[3 * i]->integer;  // code + 8 * count
+    const int64_t head = triples[3 * i];  // code + 8 * count
     const int64_t code = head & 7;
-    const int64_t rel = triples[3 * i + 1]->integer * 1'000'000'000 + triples[3 * i + 2]->integer;
+    const int64_t rel = triples[3 * i + 1] * 1'000'000'000 + triples[3 * i + 2];
     // A dry run charges nothing: its "allowed" means "would fit" (code 3).
     const int64_t as = job.dry_run && code == 1 ? 3 : code;
     out.decisions.push_back(DecodeDecision(job.limits[i], job.items[i], as, rel, head >> 3));
@@ -203,6 +203,7 @@ void NodeClient::Pump() {
     Connection* c = PickConnection();
     if (c == nullptr) break;
     std::vector<NodeJobPtr> batch;
+    size_t items = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (!queue_.empty() && batch.size() < options_.max_batch) {
@@ -215,6 +216,8 @@ void NodeClient::Pump() {
             front.declare_keys != batch.back()->declare_keys) {
           break;
         }
+        if (!batch.empty() && items + front.items.size() >= kMaxItemsPerCall) break;
+        items += front.items.size();
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
         if (alone) break;
@@ -263,90 +266,109 @@ void NodeClient::SendCommand(Connection& c, NodeJobPtr job) {
   });
 }
 
-// One EVALSHA (or EVAL after NOSCRIPT) for every job in `jobs`.
+// One EVALSHA (or EVAL after NOSCRIPT) for every job in `jobs`, encoded
+// straight into RESP (see gcra_script.h for the argument layout).
 void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool eval) {
-  // Distinct keys and distinct (kind, increment, threshold) entries of the
-  // call, 1-based, in first-seen order.
-  std::unordered_map<std::string_view, int> index;
-  std::vector<std::string_view> keys;
-  std::vector<const ScriptItem*> entries;
-  std::vector<int> item_key, item_entry;
+  // Distinct keys and distinct (kind, increment, threshold, burst) entries of
+  // the call, 1-based, in first-seen order.
+  size_t total = 0;
+  for (auto& j : jobs) total += j->items.size();
+  size_t slots = 16;
+  while (slots < 2 * total) slots <<= 1;
+  key_slots_.assign(slots, 0);
+  keys_.clear();
+  entries_.clear();
+  packed_.clear();
   SteadyTime deadline = SteadyTime::max();
   const bool asking = jobs.front()->asking;
   const bool declare = jobs.front()->declare_keys;
   const int64_t sent = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now().time_since_epoch())
                            .count();
+  size_t key_bytes = 0, group_values = 0;
   for (auto& j : jobs) {
     j->sent_ns = sent;
     deadline = std::min(deadline, j->deadline);
-    for (size_t i = 0; i < j->items.size(); ++i) {
-      auto [it, fresh] = index.emplace(j->keys[i], static_cast<int>(keys.size()) + 1);
-      if (fresh) keys.push_back(j->keys[i]);
-      item_key.push_back(it->second);
+    const size_t n = j->items.size();
+    group_values += n == 1 && !j->dry_run ? 1 : 1 + n;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view key = j->keys[i];
+      size_t slot = std::hash<std::string_view>{}(key) & (slots - 1);
+      int64_t k = 0;
+      while (key_slots_[slot] != 0) {
+        if (keys_[key_slots_[slot] - 1] == key) {
+          k = key_slots_[slot];
+          break;
+        }
+        slot = (slot + 1) & (slots - 1);
+      }
+      if (k == 0) {
+        keys_.push_back(key);
+        key_bytes += key.size();
+        k = static_cast<int64_t>(keys_.size());
+        key_slots_[slot] = static_cast<uint32_t>(k);
+      }
       const ScriptItem& si = j->items[i];
-      int e = 0;
-      for (size_t k = entries.size(); k-- > 0;) {  // few distinct limits per call
-        if (entries[k]->kind == si.kind && entries[k]->increment == si.increment &&
-            entries[k]->threshold == si.threshold && entries[k]->burst == si.burst) {
-          e = static_cast<int>(k) + 1;
+      int64_t e = 0;
+      for (size_t x = entries_.size(); x-- > 0;) {  // few distinct limits per call
+        if (entries_[x]->kind == si.kind && entries_[x]->increment == si.increment &&
+            entries_[x]->threshold == si.threshold && entries_[x]->burst == si.burst) {
+          e = static_cast<int64_t>(x) + 1;
           break;
         }
       }
       if (e == 0) {
-        entries.push_back(&si);
-        e = static_cast<int>(entries.size());
+        entries_.push_back(&si);
+        e = static_cast<int64_t>(entries_.size());
       }
-      item_entry.push_back(e);
+      packed_.push_back(k * kPackedItemBase + e);
     }
   }
-  std::vector<std::string> nums;  // owns the numeric argument texts
-  nums.reserve(4 + 4 * entries.size() + jobs.size() + 2 * item_key.size());
-  nums.push_back(declare ? std::to_string(keys.size()) : std::string("0"));
-  nums.push_back(options_.use_client_clock ? std::to_string(options_.clock->WallNow())
-                                           : std::string());
-  nums.push_back(declare ? std::string("0") : std::to_string(keys.size()));
-  const size_t entries_at = nums.size();
-  nums.push_back(std::to_string(entries.size()));
-  for (const ScriptItem* e : entries) {
-    nums.push_back(std::to_string(static_cast<int>(e->kind)));
-    nums.push_back(std::to_string(e->increment));
-    nums.push_back(std::to_string(e->threshold));
-    if (e->kind >= ItemKind::kFixedWindow) nums.push_back(std::to_string(e->burst));
-  }
+  size_t entry_args = 0;
+  for (const ScriptItem* e : entries_) entry_args += e->kind >= ItemKind::kFixedWindow ? 4 : 3;
+  groups_.clear();
+  AppendMsgpackArrayHeader(groups_, group_values);
   size_t n = 0;
   for (auto& j : jobs) {
-    nums.push_back((j->dry_run ? "-" : "") + std::to_string(j->items.size()));
-    for (size_t i = 0; i < j->items.size(); ++i, ++n) {
-      nums.push_back(std::to_string(item_key[n]));
-      nums.push_back(std::to_string(item_entry[n]));
+    const int64_t count = static_cast<int64_t>(j->items.size());
+    if (count == 1 && !j->dry_run) {  // one packed item: its own group
+      AppendMsgpackInt(groups_, packed_[n++]);
+      continue;
     }
+    AppendMsgpackInt(groups_, j->dry_run ? -count : count);
+    for (int64_t i = 0; i < count; ++i) AppendMsgpackInt(groups_, packed_[n++]);
   }
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  argv.reserve(3 + keys.size() + nums.size());
-  lens.reserve(argv.capacity());
-  auto push = [&](std::string_view s) {
-    argv.push_back(s.data());
-    lens.push_back(s.size());
-  };
-  push(eval ? "EVAL" : "EVALSHA");
-  push(eval ? script_ : std::string_view(c.script_sha()));
-  push(nums[0]);  // numkeys
-  if (declare)
-    for (auto k : keys) push(k);  // KEYS
-  push(nums[1]);                  // ARGV[1] now
-  push(nums[2]);                  // ARGV[2] undeclared key count
-  if (!declare)
-    for (auto k : keys) push(k);
-  for (size_t i = entries_at; i < nums.size(); ++i) push(nums[i]);
+  const size_t argc = 3 + keys_.size() + 2 + 1 + entry_args + 1;
   std::string resp;
+  resp.reserve(64 + (eval ? script_.size() : 0) + key_bytes + 8 * keys_.size() +
+               24 * (argc - keys_.size()) + groups_.size());
   int replies = 1;
   if (asking) {
     AppendCommand(resp, {"ASKING"});
     replies = 2;
   }
-  AppendCommand(resp, static_cast<int>(argv.size()), argv.data(), lens.data());
+  AppendRespHeader(resp, '*', argc);
+  AppendBulk(resp, eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+  AppendBulk(resp, eval ? script_ : std::string_view(c.script_sha()));
+  AppendBulk(resp, static_cast<int64_t>(declare ? keys_.size() : 0));  // numkeys
+  if (declare)
+    for (auto k : keys_) AppendBulk(resp, k);  // KEYS
+  if (options_.use_client_clock) {             // ARGV[1] now
+    AppendBulk(resp, options_.clock->WallNow());
+  } else {
+    AppendBulk(resp, std::string_view());
+  }
+  AppendBulk(resp, static_cast<int64_t>(declare ? 0 : keys_.size()));  // ARGV[2]
+  if (!declare)
+    for (auto k : keys_) AppendBulk(resp, k);
+  AppendBulk(resp, static_cast<int64_t>(entries_.size()));
+  for (const ScriptItem* e : entries_) {
+    AppendBulk(resp, static_cast<int64_t>(e->kind));
+    AppendBulk(resp, e->increment);
+    AppendBulk(resp, e->threshold);
+    if (e->kind >= ItemKind::kFixedWindow) AppendBulk(resp, e->burst);
+  }
+  AppendBulk(resp, groups_);
 
   stats_->script_calls.fetch_add(1, std::memory_order_relaxed);
   auto shared = std::make_shared<std::vector<NodeJobPtr>>(std::move(jobs));
@@ -383,7 +405,13 @@ void NodeClient::OnScriptReply(Connection& c, std::vector<NodeJobPtr>& jobs, boo
   }
   size_t total = 0;
   for (auto& j : jobs) total += j->items.size();
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 * total) {
+  // Decoded into reused storage; swapped out so that nothing a callback does
+  // can touch it while the jobs read it.
+  std::vector<int64_t> values;
+  values.swap(reply_);
+  if (reply->type != REDIS_REPLY_STRING ||
+      !ParseMsgpackInts(std::string_view(reply->str, reply->len), &values) ||
+      values.size() != 3 * total) {
     const Status err(StatusCode::kScript,
                      "redis " + endpoint() + ": script returned a malformed reply");
     for (auto& j : jobs) {
@@ -395,10 +423,11 @@ void NodeClient::OnScriptReply(Connection& c, std::vector<NodeJobPtr>& jobs, boo
   size_t e = 0;
   for (auto& j : jobs) {
     JobResult r;
-    r.triples = reply->element + e;
+    r.triples = values.data() + e;
     e += 3 * j->items.size();
     Finish(j, r);
   }
+  values.swap(reply_);
 }
 
 }  // namespace tollgate::redis

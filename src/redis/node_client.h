@@ -37,7 +37,7 @@ struct JobResult {
   Status status;
   bool sent = true;  // false: failed before it was written to Redis (safe to retry)
   std::string_view error;
-  redisReply* const* triples = nullptr;
+  const int64_t* triples = nullptr;
   const redisReply* reply = nullptr;
 };
 
@@ -60,10 +60,20 @@ struct NodeJob {
   // Runs once per outcome; may take ownership of `job` (e.g. to resubmit it
   // elsewhere after a redirection), otherwise the job is destroyed after it.
   std::function<void(NodeJobPtr& job, const JobResult&)> done;
+  // The caller's callback and deny-cache entry, kept here so that `done`
+  // captures little enough to need no allocation of its own (RedisStore).
+  Store::Callback caller_done;
+  std::string cache_entry;
 };
 
+// Script calls carry at most this many items (Pump packs jobs up to it; a
+// single caller's batch must stay below it), so an item's key and entry
+// indices pack into one argument: key * kPackedItemBase + entry.
+inline constexpr size_t kMaxItemsPerCall = size_t{1} << 20;
+inline constexpr int64_t kPackedItemBase = int64_t{1} << 21;
+
 // The BatchDecision of a script job from its reply triples.
-BatchDecision DecodeJob(const NodeJob& job, redisReply* const* triples);
+BatchDecision DecodeJob(const NodeJob& job, const int64_t* triples);
 // The Status for an error reply: kScript for Lua errors and NOSCRIPT, else kServer.
 Status ErrorReplyStatus(std::string_view endpoint, std::string_view text);
 
@@ -119,6 +129,15 @@ class NodeClient : public Connection::Listener {
   std::vector<SteadyTime> retry_at_;
   std::minstd_rand rng_{std::random_device{}()};
   bool stopping_ = false;
+  // SendScript's scratch space, reused from call to call (no per-decision
+  // allocations): distinct keys and entries, and an open-addressing index
+  // of keys_ (0 = empty, else 1-based key index).
+  std::vector<std::string_view> keys_;
+  std::vector<const ScriptItem*> entries_;
+  std::vector<int64_t> packed_;  // per item: key * kPackedItemBase + entry
+  std::vector<uint32_t> key_slots_;
+  std::string groups_;          // the groups argument (MessagePack)
+  std::vector<int64_t> reply_;  // the decoded reply
   // Guarded by mu_.
   std::mutex mu_;
   std::deque<NodeJobPtr> queue_;

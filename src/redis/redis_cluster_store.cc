@@ -100,6 +100,11 @@ class RedisClusterStore::Impl {
       done(UnavailableError("redis cluster store is shutting down"));
       return;
     }
+    if (items.size() >= redis::kMaxItemsPerCall) {
+      done(InvalidArgument("items: at most " + std::to_string(redis::kMaxItemsPerCall - 1) +
+                           " per batch on redis"));
+      return;
+    }
     auto job = std::make_unique<NodeJob>();
     for (size_t i = 0; i < items.size(); ++i) {
       const AcquireItem& it = items[i];

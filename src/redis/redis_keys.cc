@@ -2,27 +2,23 @@
 
 #include <openssl/evp.h>
 
+#include <array>
+
 namespace tollgate::redis {
 namespace {
 
-bool Safe(unsigned char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '.':
-    case '_':
-    case ':':
-    case '/':
-    case '=':
-    case '@':
-    case '+':
-    case ',':
-    case '!':
-    case '-':
-      return true;
-    default:
-      return false;
-  }
+// The bytes an escaped key keeps as they are: [A-Za-z0-9._:/=@+,!-].
+constexpr std::array<bool, 256> MakeSafeTable() {
+  std::array<bool, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = true;
+  for (unsigned char c : std::string_view("._:/=@+,!-")) t[c] = true;
+  return t;
 }
+constexpr std::array<bool, 256> kSafe = MakeSafeTable();
+
+bool Safe(unsigned char c) { return kSafe[c]; }
 
 constexpr char kHex[] = "0123456789abcdef";
 
@@ -41,11 +37,25 @@ std::string HashedKey(std::string_view key) { return HexSha256(key, 16, "#"); }
 
 }  // namespace
 
-std::string EscapeKey(std::string_view key) {
-  if (key.size() > kMaxEscapedKey) return HashedKey(key);
-  std::string out;
-  out.reserve(key.size() + 8);
-  for (unsigned char c : key) {
+namespace {
+
+// Appends the escaped (or hashed) form of `key` to `out`.
+void AppendEscaped(std::string& out, std::string_view key) {
+  if (key.size() > kMaxEscapedKey) {
+    out += HashedKey(key);
+    return;
+  }
+  // Most keys need no escaping: copy the safe run in one go.
+  size_t safe = 0;
+  while (safe < key.size() && Safe(static_cast<unsigned char>(key[safe]))) ++safe;
+  if (safe == key.size()) {
+    out.append(key);
+    return;
+  }
+  const size_t start = out.size();
+  out.append(key.substr(0, safe));
+  for (size_t i = safe; i < key.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
     if (Safe(c)) {
       out += static_cast<char>(c);
     } else {
@@ -53,14 +63,27 @@ std::string EscapeKey(std::string_view key) {
       out += kHex[c >> 4];
       out += kHex[c & 15];
     }
-    if (out.size() > kMaxEscapedKey) return HashedKey(key);
+    if (out.size() - start > kMaxEscapedKey) {
+      out.resize(start);
+      out += HashedKey(key);
+      return;
+    }
   }
+}
+
+}  // namespace
+
+std::string EscapeKey(std::string_view key) {
+  std::string out;
+  AppendEscaped(out, key);
   return out;
 }
 
 std::string RedisKey(std::string_view prefix, std::string_view key) {
-  std::string out(prefix);
-  out += EscapeKey(key);
+  std::string out;
+  out.reserve(prefix.size() + key.size() + 24);  // room for a window suffix
+  out.append(prefix);
+  AppendEscaped(out, key);
   return out;
 }
 
@@ -74,7 +97,7 @@ std::string ClusterRedisKey(std::string_view prefix, std::string_view key) {
   out += '{';
   out = HexSha256(IdentityOf(key), 4, std::move(out));
   out += '}';
-  out += EscapeKey(key);
+  AppendEscaped(out, key);
   return out;
 }
 

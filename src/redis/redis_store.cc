@@ -70,6 +70,11 @@ class RedisStore::Impl {
       done(BatchDecision{true, true, -1, {}});
       return;
     }
+    if (items.size() >= redis::kMaxItemsPerCall) {
+      done(InvalidArgument("items: at most " + std::to_string(redis::kMaxItemsPerCall - 1) +
+                           " per batch on redis"));
+      return;
+    }
     auto job = std::make_unique<NodeJob>();
     job->keys.reserve(items.size());
     job->limits.reserve(items.size());
@@ -103,8 +108,11 @@ class RedisStore::Impl {
       }
     }
     job->deadline = std::chrono::steady_clock::now() + options_.call_timeout;
-    job->done = [this, done = std::move(done), cache_entry = std::move(cache_entry)](
-                    NodeJobPtr& j, const redis::JobResult& r) {
+    job->caller_done = std::move(done);
+    job->cache_entry = std::move(cache_entry);
+    job->done = [this](NodeJobPtr& j, const redis::JobResult& r) {
+      // Moved out first: the callback may outlive the job.
+      Store::Callback done = std::move(j->caller_done);
       if (!r.status.ok()) {
         done(r.status);
         return;
@@ -116,8 +124,8 @@ class RedisStore::Impl {
       }
       BatchDecision out = redis::DecodeJob(*j, r.triples);
       decisions_.fetch_add(1, std::memory_order_relaxed);
-      if (!cache_entry.empty() && !out.allowed) {
-        deny_cache_.Insert(cache_entry, out.decisions[0], j->sent_ns);
+      if (!j->cache_entry.empty() && !out.allowed) {
+        deny_cache_.Insert(j->cache_entry, out.decisions[0], j->sent_ns);
       }
       done(std::move(out));
     };

@@ -1,7 +1,10 @@
 // Pure parts of the Redis store: key escaping, URL parsing, decision decoding.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "redis/gcra_script.h"
 #include "redis/redis_keys.h"
@@ -117,6 +120,37 @@ TEST(GcraScript, WindowStateKeysNameAlgorithmAndWindowLength) {
   EXPECT_EQ(StateKeySuffix(*Limit::Create(b)), "");
   // '|' is always escaped, so no item key can forge a suffix.
   EXPECT_EQ(EscapeKey("a|fw:1"), "a%7cfw:1");
+}
+
+TEST(GcraScript, MsgpackIntegersRoundTripAndGarbageIsRefused) {
+  const std::vector<int64_t> values = {0,
+                                       1,
+                                       127,
+                                       128,
+                                       65535,
+                                       4294967295LL,
+                                       4294967296LL,
+                                       int64_t{1} << 41,
+                                       -1,
+                                       -32,
+                                       -33,
+                                       -(int64_t{1} << 40),
+                                       INT64_MAX,
+                                       INT64_MIN};
+  std::string wire;
+  AppendMsgpackArrayHeader(wire, values.size());
+  for (int64_t v : values) AppendMsgpackInt(wire, v);
+  std::vector<int64_t> back;
+  ASSERT_TRUE(ParseMsgpackInts(wire, &back));
+  EXPECT_EQ(back, values);
+  // What cmsgpack emits for small arrays and negative fixints.
+  ASSERT_TRUE(ParseMsgpackInts(std::string("\x93\x01\xff\xd0\x80", 5), &back));
+  EXPECT_EQ(back, (std::vector<int64_t>{1, -1, -128}));
+  EXPECT_FALSE(ParseMsgpackInts(wire.substr(0, wire.size() - 1), &back));  // truncated
+  EXPECT_FALSE(ParseMsgpackInts(wire + "x", &back));                       // trailing bytes
+  EXPECT_FALSE(ParseMsgpackInts("", &back));
+  EXPECT_FALSE(ParseMsgpackInts(std::string("\x91\xcb", 2), &back));  // a double
+  EXPECT_FALSE(ParseMsgpackInts(std::string("\xdd\xff\xff\xff\xff", 5), &back));
 }
 
 // DecodeDecision reproduces Step() given the script's (code, rel) answer.
