@@ -15,6 +15,7 @@
 #define TOLLGATE_SRC_REDIS_NODE_CLIENT_H_
 
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -44,10 +45,14 @@ struct JobResult {
 struct NodeJob;
 using NodeJobPtr = std::unique_ptr<NodeJob>;
 
+// Most jobs are one decision: its key, item and limit live inside the job.
+template <typename T>
+using OneOrMore = boost::container::small_vector<T, 1>;
+
 struct NodeJob {
-  std::vector<std::string> keys;  // Redis keys, one per item
-  std::vector<ScriptItem> items;
-  std::vector<Limit> limits;      // one per item, for decoding
+  OneOrMore<std::string> keys;  // Redis keys, one per item
+  OneOrMore<ScriptItem> items;
+  OneOrMore<Limit> limits;        // one per item, for decoding
   std::vector<std::string> argv;  // a plain command when non-empty
   bool asking = false;            // send ASKING first (ASK redirection)
   bool dry_run = false;           // decide without writing (cluster cross-node batches)
