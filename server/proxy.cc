@@ -11,6 +11,7 @@
 
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
+#include "server/write_now.h"
 
 namespace tollgate::server {
 namespace {
@@ -172,6 +173,7 @@ net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
   if (!ec) {
     beast::error_code ignored;
     up.socket.set_option(tcp::no_delay(true), ignored);
+    up.socket.non_blocking(true, ignored);  // for WriteNow
   }
   co_return ec;
 }
@@ -433,8 +435,13 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       }
     }
     (*up)->SetDeadline(cfg.upstream_timeout);
-    co_await net::async_write((*up)->socket, net::buffer(scratch->head),
-                              redirect_error(use_awaitable, ec));
+    const std::string& request_head = scratch->head;
+    size_t sent = WriteNow((*up)->socket, net::buffer(request_head), ec);
+    if (!ec && sent < request_head.size()) {
+      co_await net::async_write((*up)->socket,
+                                net::buffer(request_head.data() + sent, request_head.size() - sent),
+                                redirect_error(use_awaitable, ec));
+    }
     if (ec && reused && attempt == 0 && !(*up)->timed_out) continue;  // stale pooled connection
     if (ec) {
       co_return co_await SendUpstreamError(call, (*up)->timed_out,
@@ -510,7 +517,12 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
     up->Release(cfg.upstream_max_idle);
   }
   client.SetDeadline(cfg.write_timeout);
-  co_await net::async_write(client.socket, out, redirect_error(use_awaitable, ec));
+  size_t sent = WriteNow(client.socket, out, ec);
+  if (!ec && sent < net::buffer_size(out)) {
+    beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(out);
+    rest.consume(sent);
+    co_await net::async_write(client.socket, rest, redirect_error(use_awaitable, ec));
+  }
   if (ec) co_return ProxyResult{status, false};
   co_return ProxyResult{status, keep_alive};
 }

@@ -13,6 +13,7 @@
 #include "server/handlers.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
+#include "server/write_now.h"
 
 namespace tollgate::server {
 namespace {
@@ -74,6 +75,7 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
   const ServerConfig& cfg = s.config;
 
   beast::error_code ec;
+  conn.socket.non_blocking(true, ec);  // for WriteNow
   std::string peer;
   {
     tcp::endpoint remote = conn.socket.remote_endpoint(ec);
@@ -106,7 +108,13 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     conn.SetDeadline(cfg.read_timeout);
     http::request_parser<http::empty_body> hp;
     hp.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
-    co_await http::async_read_header(conn.socket, buffer, hp, redirect_error(use_awaitable, ec));
+    // The whole header is nearly always buffered already: parse it here, not
+    // through async_read_header (a composed operation and a scheduler trip).
+    buffer.consume(hp.put(buffer.data(), ec));
+    if (ec == http::error::need_more) {
+      ec = {};
+      co_await http::async_read_header(conn.socket, buffer, hp, redirect_error(use_awaitable, ec));
+    }
 
     Response resp;
     Endpoint ep = Endpoint::kInvalid;
@@ -369,7 +377,11 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     out.clear();
     SerializeResponse(resp, reuse, w.Date(), head, &out);
     conn.SetDeadline(cfg.write_timeout);
-    co_await net::async_write(conn.socket, net::buffer(out), redirect_error(use_awaitable, ec));
+    size_t sent = WriteNow(conn.socket, net::buffer(out), ec);
+    if (!ec && sent < out.size()) {
+      co_await net::async_write(conn.socket, net::buffer(out.data() + sent, out.size() - sent),
+                                redirect_error(use_awaitable, ec));
+    }
     shard.CountRequest(ep, resp.status);
     if (cfg.access_log) {
       s.log->Info("request", {{"status", resp.status},
