@@ -27,6 +27,16 @@ bool DroppedByConnection(std::string_view name, std::span<const std::string_view
   return false;
 }
 
+// Whether a Connection value names any field (tokens other than the options
+// keep-alive and close): the common "keep-alive" alone needs no per-field check.
+bool NamesFields(std::string_view connection_value) {
+  for (auto token : http::token_list(connection_value)) {
+    std::string_view t(token.data(), token.size());
+    if (!EqualsIgnoreCase(t, "keep-alive") && !EqualsIgnoreCase(t, "close")) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool IsHopByHop(std::string_view name) {
@@ -97,7 +107,7 @@ void UpstreamResponseHead::on_field_impl(http::field id, std::string_view name,
   const char* begin = input_.data();
   const char* end = begin + input_.size();
   if (value.data() < begin || value.data() + value.size() > end) copied_value_ = true;
-  if (id == http::field::connection) {
+  if (id == http::field::connection && NamesFields(value)) {
     if (connection_count_ < kMaxConnectionFields) connection_[connection_count_] = value;
     ++connection_count_;
   }

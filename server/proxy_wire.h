@@ -84,11 +84,12 @@ class UpstreamResponseHead final : public boost::beast::http::basic_parser<false
   const std::vector<FieldView>& fields() const { return *fields_; }
   // The header frames the whole body by itself (Content-Length, or a status that
   // has none), it is a final response other than 101, every field value is a
-  // view into the input (no obs-fold rewrite) and it has at most
-  // kMaxConnectionFields Connection fields. Otherwise the streaming path must
+  // view into the input (no obs-fold rewrite) and at most kMaxConnectionFields
+  // Connection fields name other fields. Otherwise the streaming path must
   // handle the response.
   bool Relayable() const;
-  // The values of the Connection fields (the first kMaxConnectionFields).
+  // The values of the Connection fields that name other fields (the first
+  // kMaxConnectionFields).
   static constexpr size_t kMaxConnectionFields = 4;
   std::span<const std::string_view> connection_values() const {
     return {connection_.data(), std::min(connection_count_, kMaxConnectionFields)};
