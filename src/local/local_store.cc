@@ -77,18 +77,20 @@ StepResult StepFor(const Limit& limit, uint64_t state, int64_t cost, int64_t now
                                  : Step(limit, state, cost, now);
 }
 
-// Hashes of a batch's keys: on the stack for the usual few items.
-class HashBuffer {
+// Per-item scratch of a batch (hashes, charged states): on the stack for the
+// usual few items.
+template <typename T>
+class BatchBuffer {
  public:
-  explicit HashBuffer(size_t n) {
+  explicit BatchBuffer(size_t n) {
     if (n > kInline) heap_.resize(n);
   }
-  Hash128& operator[](size_t i) { return heap_.empty() ? inline_[i] : heap_[i]; }
+  T& operator[](size_t i) { return heap_.empty() ? inline_[i] : heap_[i]; }
 
  private:
   static constexpr size_t kInline = 16;
-  Hash128 inline_[kInline];
-  std::vector<Hash128> heap_;
+  T inline_[kInline]{};
+  std::vector<T> heap_;
 };
 
 }  // namespace
@@ -268,8 +270,10 @@ class LocalStore::Impl {
   }
 
   // One word-sized decision; `charge` false only evaluates.
+  // `charged`, when not null, receives the state word a successful charge wrote
+  // (Refund needs it to know which window the charge went into).
   Decision Decide(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge,
-                  bool* overflowed) {
+                  bool* overflowed, uint64_t* charged = nullptr) {
     Shard& s = ShardFor(h);
     for (;;) {
       Slot* slot = FindOrInsert(s, h, limit, now);
@@ -298,6 +302,7 @@ class LocalStore::Impl {
         if (slot->state.compare_exchange_weak(st, r.state, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
           if (!IsBucket(limit.algorithm())) NoteIdle(*slot, r.idle_at);
+          if (charged != nullptr) *charged = r.state;
           return r.decision;
         }
       }
@@ -305,21 +310,30 @@ class LocalStore::Impl {
   }
 
   // Gives back a charge made by Decide (batch rollback after a race).
-  void Refund(const Hash128& h, const Limit& limit, int64_t cost, int64_t now) {
+  // `charged` is the state word that charge wrote. A bucket's charge is an
+  // increment of its TAT and can be taken back whenever. A window's charge
+  // counts only in the window it went into: once another caller has moved the
+  // key into a later window, taking the cost from that window's count would
+  // grant what was never charged there, so the refund is dropped (the charge
+  // then expires with its window: an under-grant, never an over-grant).
+  void Refund(const Hash128& h, const Limit& limit, int64_t cost, uint64_t charged) {
     Shard& s = ShardFor(h);
     Slot* slot = Find(s, h);
     if (slot == nullptr || cost <= 0) return;
+    const bool bucket = IsBucket(limit.algorithm());
+    // Window states: the window index sits above the counts.
+    const int window_shift = limit.algorithm() == Algorithm::kFixedWindow ? 24 : 40;
+    const uint64_t count_mask = limit.algorithm() == Algorithm::kFixedWindow
+                                    ? (uint64_t{1} << 24) - 1
+                                    : (uint64_t{1} << 20) - 1;
     uint64_t st = slot->state.load(std::memory_order_acquire);
     for (;;) {
       if (st == kEvicting) return;
       uint64_t next = st;
-      if (IsBucket(limit.algorithm())) {
+      if (bucket) {
         next = st - static_cast<uint64_t>(limit.IncrementFor(cost));
       } else {
-        // Window counters: take the cost back from the current window's count.
-        const uint64_t count_mask = limit.algorithm() == Algorithm::kFixedWindow
-                                        ? (uint64_t{1} << 24) - 1
-                                        : (uint64_t{1} << 20) - 1;
+        if ((st >> window_shift) != (charged >> window_shift)) return;  // window moved on
         const uint64_t count = st & count_mask;
         next = st - std::min<uint64_t>(count, static_cast<uint64_t>(cost));
       }
@@ -364,13 +378,22 @@ class LocalStore::Impl {
     return would;
   }
 
-  void RefundLog(const Hash128& h, int64_t cost) {
+  // Removes the entry a batch's charge added: the newest one with its time and
+  // cost (another caller may have appended after it, with another cost).
+  void RefundLog(const Hash128& h, int64_t cost, int64_t at) {
     Shard& s = ShardFor(h);
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.logs.find(h);
-    if (it == s.logs.end() || it->second.entries.empty()) return;
-    it->second.total -= it->second.entries.back().cost;
-    it->second.entries.pop_back();
+    if (it == s.logs.end() || cost <= 0) return;
+    auto& entries = it->second.entries;
+    for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
+      if (e->at_ns == at && e->cost == cost) {
+        it->second.total -= e->cost;
+        entries.erase(std::next(e).base());
+        return;
+      }
+      if (e->at_ns < at) return;  // older than the charge: it has expired already
+    }
   }
 
   // The common case, kept small enough to inline into the public calls: a
@@ -407,17 +430,17 @@ class LocalStore::Impl {
   }
 
   [[gnu::noinline]] Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now,
-                                 bool charge) {
+                                 bool charge, uint64_t* charged = nullptr) {
     bool overflowed = false;
     return limit.algorithm() == Algorithm::kSlidingLog
                ? DecideLog(h, limit, cost, now, charge, &overflowed)
-               : Decide(h, limit, cost, now, charge, &overflowed);
+               : Decide(h, limit, cost, now, charge, &overflowed, charged);
   }
 
   Result<BatchDecision> Batch(std::span<const AcquireItem> items, int64_t now) {
     BatchDecision out;
     out.decisions.resize(items.size());
-    HashBuffer hashes(items.size());
+    BatchBuffer<Hash128> hashes(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       if (items[i].limit == nullptr || items[i].cost < 0) {
         return InvalidArgument("items[" + std::to_string(i) + "]: needs a limit and a cost >= 0");
@@ -432,14 +455,15 @@ class LocalStore::Impl {
     }
     if (out.denied_index >= 0) return out;
     // Phase 2: charge in order; a race that makes an item no longer fit rolls back the others.
+    BatchBuffer<uint64_t> charged(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      Decision d = One(hashes[i], *items[i].limit, items[i].cost, now, true);
+      Decision d = One(hashes[i], *items[i].limit, items[i].cost, now, true, &charged[i]);
       if (!d.allowed) {
         for (size_t j = 0; j < i; ++j) {
           if (items[j].limit->algorithm() == Algorithm::kSlidingLog) {
-            RefundLog(hashes[j], items[j].cost);
+            RefundLog(hashes[j], items[j].cost, now);
           } else {
-            Refund(hashes[j], *items[j].limit, items[j].cost, now);
+            Refund(hashes[j], *items[j].limit, items[j].cost, charged[j]);
           }
         }
         for (size_t j = 0; j < items.size(); ++j) {
