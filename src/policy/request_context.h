@@ -15,6 +15,15 @@
 
 namespace tollgate {
 
+// The request path as rules see it (match and limit keys): the query (and any
+// fragment) cut off; percent-encoded unreserved characters (RFC 3986 2.3:
+// ALPHA DIGIT - . _ ~) decoded, other escapes kept with upper-case hex;
+// repeated slashes collapsed; "." and ".." segments resolved, never above the
+// root. Case is kept. A path not starting with '/' (e.g. "*") is only cut and
+// decoded. Used so "//api/", "/./api/", "/a/../api/" and "/%61pi/" all meet a
+// prefix "/api/" and share the bucket of "/api/".
+std::string NormalizePath(std::string_view path);
+
 class RequestContext {
  public:
   RequestContext(const RequestView& request, const ClientIpResolver& ip, const JwtVerifier& jwt,
@@ -27,6 +36,8 @@ class RequestContext {
 
   const std::string& ClientIp();
   const JwtClaims& Claims();
+  // NormalizePath(request.path), computed once.
+  const std::string& Path();
 
  private:
   const RequestView& request_;
@@ -35,6 +46,7 @@ class RequestContext {
   const int64_t wall_now_s_;
   std::optional<std::string> client_ip_;
   std::optional<JwtClaims> claims_;
+  std::optional<std::string> path_;
 };
 
 }  // namespace tollgate
