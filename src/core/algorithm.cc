@@ -72,6 +72,7 @@ StepResult ShaperStep(const Limit& limit, uint64_t state, int64_t cost, int64_t 
 
 constexpr int kFixedCountBits = 24;
 constexpr uint64_t kFixedCountMask = (uint64_t{1} << kFixedCountBits) - 1;
+constexpr int64_t kFixedIndexMod = int64_t{1} << (64 - kFixedCountBits);
 
 StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int64_t now) {
   const int64_t w = limit.window_ns();
@@ -79,10 +80,13 @@ StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int
   int64_t idx = t / w;
   int64_t used = 0;
   if (state != 0) {
+    // The word keeps the index mod 2^40 (epoch ns over a 1 ms window exceed
+    // 2^40): compare modulo, as the sliding window does.
     const int64_t stored = static_cast<int64_t>(state >> kFixedCountBits);
+    const int64_t ahead = (idx - stored) & (kFixedIndexMod - 1);  // windows since stored
     // A clock that stepped back stays in the window it has counts for.
-    if (stored >= idx) {
-      idx = stored;
+    if (ahead == 0 || ahead >= kFixedIndexMod / 2) {
+      if (ahead != 0) idx += kFixedIndexMod - ahead;
       used = static_cast<int64_t>(state & kFixedCountMask);
     }
   }
@@ -170,7 +174,13 @@ StepResult SlidingWindowStep(const Limit& limit, uint64_t state, int64_t cost, i
       if (curr > 0) e2 = static_cast<int64_t>(w - (static_cast<i128>(next_room) * w) / curr);
       wait = (w - elapsed) + e2;
     }
-    r.decision.retry_after = Ns(std::max<int64_t>(wait, 1));
+    // wait counts from t; after a backward step t lies ahead of now.
+    wait = std::max<int64_t>(wait, 1);
+    int64_t behind;
+    if (__builtin_sub_overflow(t, now, &behind) || __builtin_add_overflow(wait, behind, &wait)) {
+      wait = INT64_MAX;
+    }
+    r.decision.retry_after = Ns(wait);
   }
   const int64_t c_after = curr;
   const i128 est_scaled = static_cast<i128>(prev) * (w - elapsed) + static_cast<i128>(c_after) * w;

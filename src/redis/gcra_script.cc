@@ -470,7 +470,8 @@ Decision DecodeWindow(const Limit& limit, const ScriptItem& item, int64_t code, 
         if (curr > 0) e2 = static_cast<int64_t>(w - (static_cast<i128>(burst - cost) * w) / curr);
         wait = (w - elapsed) + e2;
       }
-      d.retry_after = Nanos(std::max<int64_t>(wait, 1));
+      // wait counts from the window's start, `ahead` after now (core adds t - now).
+      d.retry_after = Nanos(std::max<int64_t>(wait, 1) + ahead);
     }
   }
   const i128 est_scaled = static_cast<i128>(prev) * (w - elapsed) + static_cast<i128>(curr) * w;
