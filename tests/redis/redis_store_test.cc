@@ -434,6 +434,38 @@ TEST(RedisStore, AuthAndDatabaseNumber) {
   EXPECT_EQ(denied.status().code(), StatusCode::kConnection) << denied.status().ToString();
 }
 
+// ACL login with a username (AUTH user password) on a real server: the store
+// is who the URL says, and a wrong password is a typed connection error.
+TEST(RedisStore, AclUserLogsInByName) {
+  TOLLGATE_START_REDIS(server);
+  ASSERT_EQ(server.Command({"ACL", "SETUSER", "alice", "on", ">secret", "~*", "+@all"}), "OK");
+  const std::string hostport = "127.0.0.1:" + std::to_string(server.port());
+  auto url = ParseRedisUrl("redis://alice:secret@" + hostport);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  auto store = RedisStore::Create(*url);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const Limit l = Bucket(0.001, 2);
+  auto d = AcquireOne(**store, "acl", l, 1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->allowed);
+  auto who = (*store)->Command({"ACL", "WHOAMI"});
+  ASSERT_TRUE(who.ok()) << who.status().ToString();
+  EXPECT_EQ(who->str, "alice");
+
+  for (const char* bad : {"redis://alice:wrong@", "redis://bob:secret@"}) {
+    auto bu = ParseRedisUrl(bad + hostport);
+    ASSERT_TRUE(bu.ok());
+    bu->call_timeout = 300ms;
+    auto bs = RedisStore::Create(*bu);
+    ASSERT_TRUE(bs.ok());
+    auto denied = AcquireOne(**bs, "acl", l, 1);
+    ASSERT_FALSE(denied.ok()) << bad;
+    EXPECT_EQ(denied.status().code(), StatusCode::kConnection) << denied.status().ToString();
+    EXPECT_NE(denied.status().ToString().find("WRONGPASS"), std::string::npos)
+        << denied.status().ToString();
+  }
+}
+
 TEST(RedisStore, CommandRunsPlainCommandsOnThePool) {
   TOLLGATE_START_REDIS(server);
   auto store = MakeStore(server);
