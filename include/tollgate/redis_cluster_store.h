@@ -33,6 +33,7 @@
 #define TOLLGATE_REDIS_CLUSTER_STORE_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,6 +53,10 @@ struct RedisClusterOptions {
   std::chrono::milliseconds refresh_interval{100};   // min gap between topology reads
   std::chrono::milliseconds periodic_refresh{5000};  // re-read topology this often
   std::chrono::milliseconds retry_backoff{10};       // TRYAGAIN/CLUSTERDOWN, doubled per try
+  // Tests only: runs on the store's I/O thread after a cross-node batch's dry
+  // run passed, before part `part` (0-based, in order) is charged; a test
+  // uses it to lose the race between dry run and charge deterministically.
+  std::function<void(size_t part)> before_cross_charge_for_testing;
 };
 
 // redis-cluster://[[user]:password@]host:port[,host:port...][?options as redis://]
@@ -66,7 +71,8 @@ struct RedisClusterStats {
   uint64_t refreshes = 0;
   uint64_t retried_unsent = 0;  // calls re-routed after failing before being sent
   uint64_t cross_node_batches = 0;
-  uint64_t slot_fallbacks = 0;  // multi-slot calls resent one slot per call (resharding)
+  uint64_t cross_node_refunds = 0;  // refund calls after a cross-node batch lost a race
+  uint64_t slot_fallbacks = 0;      // multi-slot calls resent one slot per call (resharding)
   uint64_t timeouts = 0;
   uint64_t errors = 0;
   size_t masters = 0;

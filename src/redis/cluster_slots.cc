@@ -118,7 +118,9 @@ Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& as
     for (size_t r = 3; r < range->elements; ++r) {
       const redisReply* rep = range->element[r];
       if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
-        map.replicas[static_cast<size_t>(idx)].push_back(std::string(Str(rep->element[0])) + ":" +
+        std::string rhost(Str(rep->element[0]));
+        if (rhost.empty()) rhost = asked_host;
+        map.replicas[static_cast<size_t>(idx)].push_back(rhost + ":" +
                                                          std::to_string(rep->element[1]->integer));
       }
     }
@@ -128,6 +130,12 @@ Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& as
     }
   }
   return map;
+}
+
+bool RetryableClusterError(std::string_view error) {
+  return error.starts_with("TRYAGAIN") || error.starts_with("CLUSTERDOWN") ||
+         error.starts_with("MASTERDOWN") || error.starts_with("LOADING") ||
+         error.starts_with("READONLY");
 }
 
 bool ParseRedirect(std::string_view error, std::string_view kind, int* slot,

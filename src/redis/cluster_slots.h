@@ -43,6 +43,11 @@ Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& a
 // Parses a CLUSTER SLOTS reply.
 Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& asked_host = "");
 
+// Error replies after which the same call may succeed later (bounded retry
+// with backoff): TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING, READONLY. None of
+// them ran the script. READONLY means a demoted master: the map is stale.
+bool RetryableClusterError(std::string_view error);
+
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": slot and endpoint.
 bool ParseRedirect(std::string_view error, std::string_view kind, int* slot, std::string* endpoint);
 

@@ -39,13 +39,53 @@ bool SplitEndpoint(const std::string& ep, std::string* host, int* port) {
   return *port > 0 && *port < 65536;
 }
 
-// Replies after which the same call may succeed later; none of them ran the
-// script. READONLY means we reached a demoted master: the map is stale.
-bool Retryable(std::string_view error) {
-  return error.starts_with("TRYAGAIN") || error.starts_with("CLUSTERDOWN") ||
-         error.starts_with("MASTERDOWN") || error.starts_with("LOADING") ||
-         error.starts_with("READONLY");
-}
+// Gives back token bucket / leaky bucket charges of a cross-node batch that
+// was denied after some masters were charged (LocalStore's Refund): TAT -=
+// increment. A TAT at or below now is a full bucket: the key is deleted (with
+// a client clock it is kept for the 1 s slack). Keys travel in ARGV (several
+// slots of one node, like the batch script): ARGV[1] now or "", ARGV[2] n,
+// then n keys, then n increments in ns. Sent once, never retried: a refund
+// that ran twice would grant tokens never charged.
+constexpr std::string_view kRefundScript =
+    R"lua(#!lua flags=allow-cross-slot-keys
+-- tollgate refund v1: give back GCRA charges
+local E9 = 1000000000
+local function split(v)
+  local len = #v
+  if len <= 9 then return 0, tonumber(v) end
+  return tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
+end
+local now_s, now_n, slack
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now_s, now_n, slack = tonumber(t[1]), tonumber(t[2]) * 1000, 0
+else
+  now_s, now_n = split(ARGV[1])
+  slack = 1000
+end
+local n = tonumber(ARGV[2])
+for i = 1, n do
+  local key = ARGV[2 + i]
+  local v = redis.call('GET', key)
+  if v then
+    local s, ns = split(v)
+    local is, ins = split(ARGV[2 + n + i])
+    s, ns = s - is, ns - ins
+    if ns < 0 then s, ns = s - 1, ns + E9 end
+    local rs, rn = s - now_s, ns - now_n
+    if rn < 0 then rs, rn = rs - 1, rn + E9 end
+    local ms = rs * 1000 + math.ceil(rn / 1000000) + slack
+    if ms < 1 then
+      redis.call('DEL', key)
+    else
+      local nv
+      if s > 0 then nv = string.format('%d%09d', s, ns) else nv = string.format('%d', ns) end
+      redis.call('SET', key, nv, 'PX', string.format('%d', ms))
+    end
+  end
+end
+return 0
+)lua";
 
 }  // namespace
 
@@ -149,6 +189,7 @@ class RedisClusterStore::Impl {
     s.refreshes = refreshes_.load();
     s.retried_unsent = retried_unsent_.load();
     s.cross_node_batches = cross_.load();
+    s.cross_node_refunds = refunds_.load();
     s.slot_fallbacks = undeclared_fallbacks_.load();
     s.timeouts = node_stats_.timeouts.load() + timeouts_.load();
     s.errors = node_stats_.errors.load() + errors_.load();
@@ -241,10 +282,13 @@ class RedisClusterStore::Impl {
       for (const auto& k : job->keys) {
         if (redis::KeySlot(k) == slot) continue;
         // Declared keys must share a slot: during a resharding a multi-slot
-        // batch cannot be followed through redirections atomically.
+        // batch cannot be followed through redirections atomically. Wait
+        // for the migration to move on, then go again as one multi-slot call.
+        if (RetrySplit(job)) return;
         errors_.fetch_add(1, std::memory_order_relaxed);
         Finish(job, Status(StatusCode::kServer,
-                           "redis cluster: a batch over several slots met a resharding; retry"));
+                           "redis cluster: a batch over several slots met a resharding that "
+                           "outlasted its retries; retry"));
         return;
       }
     }
@@ -259,11 +303,38 @@ class RedisClusterStore::Impl {
       RequestRefresh(false);
       return;
     }
-    // A resharding split the keys of one group apart: it cannot stay atomic.
+    // A resharding split the keys of one group apart: one call cannot decide
+    // them. Retry (bounded) in case the map is stale or the migration is
+    // undone; a batch that stays split fails and its caller's retry goes
+    // through the cross-node path.
+    if (RetrySplit(job)) return;
     errors_.fetch_add(1, std::memory_order_relaxed);
     Finish(job, Status(StatusCode::kServer,
                        "redis cluster: the keys of one batch moved to different nodes during "
                        "a resharding; retry"));
+  }
+
+  // TRYAGAIN-like backoff: retry_backoff doubled per redirection, at most 200 ms.
+  std::chrono::milliseconds Backoff(const NodeJob& job) const {
+    return std::min<std::chrono::milliseconds>(
+        options_.retry_backoff * (1 << std::min(job.redirects, 5)), std::chrono::milliseconds(200));
+  }
+
+  // A multi-slot job that cannot be sent as one call now: park it for a
+  // backoff (bounded by max_redirects and its deadline) after asking for a
+  // fresh map, then send it again undeclared. Nothing ran (Route runs before
+  // sending; the script reads every key before it writes one, so a call that
+  // failed on a moved key wrote nothing): no charge twice. False: give up.
+  bool RetrySplit(NodeJobPtr& job) {
+    const auto now = std::chrono::steady_clock::now();
+    if (stopping_ || ++job->redirects > options_.max_redirects) return false;
+    const auto backoff = Backoff(*job);
+    if (now + backoff >= job->deadline) return false;
+    tryagain_.fetch_add(1, std::memory_order_relaxed);
+    job->declare_keys = false;
+    RequestRefresh(false);
+    Park(std::move(job), now + backoff);
+    return true;
   }
 
   void Park(NodeJobPtr job, SteadyTime retry_at) {
@@ -290,7 +361,8 @@ class RedisClusterStore::Impl {
       std::string endpoint;
       const bool moved = redis::ParseRedirect(r.error, "MOVED", &slot, &endpoint);
       const bool ask = !moved && redis::ParseRedirect(r.error, "ASK", &slot, &endpoint);
-      if ((moved || ask || Retryable(r.error)) && ++job->redirects > options_.max_redirects) {
+      if ((moved || ask || redis::RetryableClusterError(r.error)) &&
+          ++job->redirects > options_.max_redirects) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         final(Status(StatusCode::kServer, "redis cluster: too many redirections, last: " +
                                               std::string(r.error.substr(0, 200))));
@@ -333,11 +405,9 @@ class RedisClusterStore::Impl {
         n->Submit(std::move(job));
         return;
       }
-      if (Retryable(r.error)) {
+      if (redis::RetryableClusterError(r.error)) {
         tryagain_.fetch_add(1, std::memory_order_relaxed);
-        const auto backoff = std::min<std::chrono::milliseconds>(
-            options_.retry_backoff * (1 << std::min(job->redirects, 5)),
-            std::chrono::milliseconds(200));
+        const auto backoff = Backoff(*job);
         if (!r.error.starts_with("TRYAGAIN")) RequestRefresh(false);
         if (now + backoff < job->deadline) {
           Park(std::move(job), now + backoff);
@@ -356,6 +426,7 @@ class RedisClusterStore::Impl {
   struct Cross {
     std::vector<std::vector<size_t>> parts;  // item indices per node
     std::vector<NodeJobPtr> jobs;            // the charging jobs, one per part
+    NodeJobPtr all;                          // the whole batch (keys and items, for refunds)
     BatchDecision out;
     Store::Callback done;
     int pending = 0;
@@ -387,9 +458,10 @@ class RedisClusterStore::Impl {
       c->parts[it->second].push_back(i);
     }
     c->pending = static_cast<int>(c->parts.size());
+    c->all = std::move(job);
     for (size_t p = 0; p < c->parts.size(); ++p) {
-      c->jobs.push_back(PartJob(*job, c->parts[p], /*dry=*/false));
-      NodeJobPtr dry = PartJob(*job, c->parts[p], /*dry=*/true);
+      c->jobs.push_back(PartJob(*c->all, c->parts[p], /*dry=*/false));
+      NodeJobPtr dry = PartJob(*c->all, c->parts[p], /*dry=*/true);
       Attach(*dry, [this, c, p](Result<BatchDecision> r) { OnDryRun(c, p, std::move(r)); });
       Route(std::move(dry));
     }
@@ -459,21 +531,72 @@ class RedisClusterStore::Impl {
       c->done(std::move(c->out));
       return;
     }
+    if (options_.before_cross_charge_for_testing) options_.before_cross_charge_for_testing(p);
     NodeJobPtr j = std::move(c->jobs[p]);
     Attach(*j, [this, c, p](Result<BatchDecision> r) {
-      if (!r.ok()) {
-        c->done(r.status());
+      if (!r.ok()) {  // part p charged or not (unknown): give back the parts before it
+        RefundParts(*c, p, [c, st = r.status()] { c->done(st); });
         return;
       }
       Merge(*c, p, *r);
-      if (!r->allowed) {  // lost a race after the dry run: earlier parts stay charged
+      if (!r->allowed) {  // lost a race after the dry run: give back parts 0..p-1
         c->out.allowed = false;
-        c->done(std::move(c->out));
+        RefundParts(*c, p, [c] { c->done(std::move(c->out)); });
         return;
       }
       ChargePart(c, p + 1);
     });
     Route(std::move(j));
+  }
+
+  // Gives back the charges of parts [0, end), which were charged. Token and
+  // leaky bucket charges are taken back (TAT -= increment, kRefundScript);
+  // window charges are not: a refund must land in the window the charge went
+  // into, which the client cannot tell apart from a later one, so they expire
+  // with their window (an under-grant, never an over-grant). One call per
+  // current owner, sent once and never retried (a repeated refund would
+  // grant tokens nobody paid for); a refund that fails is an under-grant.
+  // `then` runs once every refund call has answered (or failed), so the
+  // caller's next request already sees the tokens given back.
+  void RefundParts(const Cross& c, size_t end, std::function<void()> then) {
+    std::map<NodeClient*, std::vector<std::pair<std::string, int64_t>>> by_node;
+    for (size_t q = 0; q < end; ++q) {
+      const NodeJob& all = *c.all;
+      for (size_t i : c.parts[q]) {
+        const redis::ScriptItem& it = all.items[i];
+        if (it.kind != redis::ItemKind::kGcra && it.kind != redis::ItemKind::kShaper) continue;
+        if (it.increment <= 0) continue;
+        NodeClient* n = slot_node_[static_cast<size_t>(redis::KeySlot(all.keys[i]))];
+        if (n == nullptr) continue;
+        by_node[n].emplace_back(all.keys[i], it.increment);
+      }
+    }
+    if (by_node.empty()) {
+      then();
+      return;
+    }
+    auto left =
+        std::make_shared<std::pair<size_t, std::function<void()>>>(by_node.size(), std::move(then));
+    for (auto& [node, items] : by_node) {
+      auto job = std::make_unique<NodeJob>();
+      job->argv.reserve(5 + 2 * items.size());
+      job->argv = {"EVAL", std::string(kRefundScript), "0"};
+      job->argv.push_back(options_.node.use_client_clock
+                              ? std::to_string(options_.node.clock->WallNow())
+                              : std::string());
+      job->argv.push_back(std::to_string(items.size()));
+      for (const auto& kv : items) job->argv.push_back(kv.first);
+      for (const auto& kv : items) job->argv.push_back(std::to_string(kv.second));
+      job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+      job->done = [this, left](NodeJobPtr&, const JobResult& r) {
+        if (!r.status.ok() || r.reply == nullptr || r.reply->type == REDIS_REPLY_ERROR) {
+          errors_.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (--left->first == 0) left->second();
+      };
+      refunds_.fetch_add(1, std::memory_order_relaxed);
+      node->Submit(std::move(job));
+    }
   }
 
   // ---- topology ----
@@ -643,7 +766,8 @@ class RedisClusterStore::Impl {
   std::atomic<bool> healthy_{false};
   std::atomic<size_t> masters_{0};
   std::atomic<uint64_t> decisions_{0}, moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0},
-      retried_unsent_{0}, cross_{0}, timeouts_{0}, errors_{0}, undeclared_fallbacks_{0};
+      retried_unsent_{0}, cross_{0}, refunds_{0}, timeouts_{0}, errors_{0},
+      undeclared_fallbacks_{0};
 };
 
 Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {

@@ -140,6 +140,73 @@ TEST(RedisClusterStore, CrossNodeBatchChargesNothingWhenDenied) {
 
 // Fixed window, sliding window and token bucket on three masters in one
 // batch: the dry runs decide it, a denial anywhere charges nothing anywhere.
+// The race between dry run and charge, lost on purpose: after part 0 (master
+// 0) is charged, another client exhausts the key of part 1 (master 1). The
+// batch is denied and part 0's charge is given back: a token bucket is whole
+// again; a fixed window keeps its charge (no refund into a window that may
+// have moved: an under-grant, never an over-grant).
+TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto probe = MakeClusterStore(cluster->url());
+  ASSERT_NE(probe, nullptr);
+  std::map<int, int> slot_master;
+  const std::string a = KeyOnMaster(*cluster, *probe, 0, "ra", slot_master);
+  const std::string a2 = KeyOnMaster(*cluster, *probe, 0, "rw", slot_master);
+  const std::string b = KeyOnMaster(*cluster, *probe, 1, "rb", slot_master);
+  ASSERT_FALSE(a.empty() || a2.empty() || b.empty());
+  const std::string b_redis = probe->RedisKeyFor(b);
+  const int b_master = slot_master.at(RedisClusterStore::SlotOf(b_redis));
+
+  auto o = ParseRedisClusterUrl(cluster->url());
+  ASSERT_TRUE(o.ok());
+  o->node.call_timeout = 2000ms;
+  std::atomic<int> hooks{0};
+  std::string hook_error;
+  o->before_cross_charge_for_testing = [&](size_t part) {
+    if (part != 1) return;
+    hooks.fetch_add(1);
+    // Another client takes b's last token: its TAT jumps an hour ahead.
+    const int64_t tat = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch() + 1h)
+                            .count();
+    bool ok = false;
+    cluster->node(static_cast<size_t>(b_master))
+        .Command({"SET", b_redis, std::to_string(tat)}, &ok);
+    if (!ok) hook_error = "SET failed";
+  };
+  auto created = RedisClusterStore::Create(*o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& store = *created;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!store->Healthy() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(5ms);  // poll interval
+  }
+  ASSERT_TRUE(store->Healthy());
+
+  const Limit roomy = Bucket(0.001, 5), tight = Bucket(0.001, 1);
+  LimitSpec ws;
+  ws.algorithm = Algorithm::kFixedWindow;
+  ws.burst = 5;
+  ws.window = std::chrono::hours(24);
+  auto window = Limit::Create(ws);
+  ASSERT_TRUE(window.ok()) << window.status().ToString();
+  AcquireItem items[] = {{a, &roomy, 2}, {a2, &*window, 2}, {b, &tight, 1}};
+  auto r = store->Acquire(items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(hooks.load(), 1);
+  EXPECT_TRUE(hook_error.empty()) << hook_error;
+  EXPECT_FALSE(r->allowed);
+  EXPECT_EQ(r->denied_index, 2);
+  EXPECT_EQ(store->Stats().cross_node_refunds, 1u);
+  // The batch answered after its refund did.
+  EXPECT_EQ(AcquireOne(*store, a, roomy, 0).value().remaining, 5);
+  EXPECT_EQ(AcquireOne(*store, a2, *window, 0).value().remaining, 3);
+  // The refunded bucket grants its whole burst again, and not one more.
+  EXPECT_TRUE(AcquireOne(*store, a, roomy, 5).value().allowed);
+  EXPECT_FALSE(AcquireOne(*store, a, roomy, 1).value().allowed);
+}
+
 TEST(RedisClusterStore, CrossNodeMixedWindowBatchIsAllOrNothing) {
   RedisCluster* cluster = SharedCluster();
   ASSERT_NE(cluster, nullptr);

@@ -1,6 +1,10 @@
 // Slot math, topology parsing and the cluster key layout (no servers).
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "redis/cluster_slots.h"
 #include "redis/redis_keys.h"
 #include "tollgate/redis_cluster_store.h"
@@ -17,6 +21,156 @@ TEST(ClusterSlots, Crc16AndKeySlotMatchRedis) {
   EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot("foo{}{bar}"));  // empty tag: whole key hashed
   EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot("bar"));
   EXPECT_EQ(KeySlot("foo{{bar}}zap"), KeySlot("{bar"));
+}
+
+// RESP2 text, parsed by hiredis' own reader into the reply the parsers see.
+std::string Arr(size_t n) { return "*" + std::to_string(n) + "\r\n"; }
+std::string Bulk(std::string_view s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n";
+}
+std::string Int(int64_t v) { return ":" + std::to_string(v) + "\r\n"; }
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+Reply ParseResp(const std::string& resp) {
+  redisReader* reader = redisReaderCreate();
+  void* out = nullptr;
+  const bool ok = redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK &&
+                  redisReaderGetReply(reader, &out) == REDIS_OK && out != nullptr;
+  redisReaderFree(reader);
+  EXPECT_TRUE(ok) << resp;
+  return Reply(static_cast<redisReply*>(out));
+}
+
+// One CLUSTER SLOTS range: lo, hi, master [host, port, id], replicas.
+std::string SlotsRange(int lo, int hi, const std::string& host, int port,
+                       std::vector<std::pair<std::string, int>> replicas = {}) {
+  std::string r = Arr(3 + replicas.size()) + Int(lo) + Int(hi);
+  r += Arr(3) + Bulk(host) + Int(port) + Bulk("id" + std::to_string(port));
+  for (const auto& [h, p] : replicas)
+    r += Arr(3) + Bulk(h) + Int(p) + Bulk("r" + std::to_string(p));
+  return r;
+}
+
+TEST(ClusterSlots, ParsesClusterSlots) {
+  // Master A owns two ranges (one reply entry each); B has a replica; C's
+  // host is "" (a node that does not know its address) and its range runs
+  // past the last slot; slots 12000-12099 belong to nobody.
+  const std::string resp = Arr(4) + SlotsRange(0, 5460, "10.0.0.1", 7000) +
+                           SlotsRange(5461, 10922, "10.0.0.2", 7001, {{"10.0.0.5", 7004}}) +
+                           SlotsRange(10923, 11999, "10.0.0.1", 7000) +
+                           SlotsRange(12100, 20000, "", 7002, {{"", 7005}});
+  Reply r = ParseResp(resp);
+  auto map = ParseClusterSlots(r.get(), "seed.host");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_EQ(map->masters,
+            (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001", "seed.host:7002"}));
+  EXPECT_EQ(map->replicas[0], std::vector<std::string>{});
+  EXPECT_EQ(map->replicas[1], std::vector<std::string>{"10.0.0.5:7004"});
+  EXPECT_EQ(map->replicas[2], std::vector<std::string>{"seed.host:7005"});
+  EXPECT_EQ(map->owner[0], 0);
+  EXPECT_EQ(map->owner[5460], 0);
+  EXPECT_EQ(map->owner[5461], 1);
+  EXPECT_EQ(map->owner[10922], 1);
+  EXPECT_EQ(map->owner[10923], 0);
+  EXPECT_EQ(map->owner[11999], 0);
+  EXPECT_EQ(map->owner[12000], -1);
+  EXPECT_EQ(map->owner[12099], -1);
+  EXPECT_EQ(map->owner[12100], 2);
+  EXPECT_EQ(map->owner[kClusterSlots - 1], 2);
+  EXPECT_EQ(map->covered(), kClusterSlots - 100);
+
+  // Malformed entries are skipped, not trusted; a non-array is an error.
+  Reply odd =
+      ParseResp(Arr(3) + Arr(2) + Int(0) + Int(5) + Bulk("junk") + SlotsRange(7, 9, "h", 1));
+  auto partial = ParseClusterSlots(odd.get());
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->covered(), 3);
+  EXPECT_EQ(partial->masters, std::vector<std::string>{"h:1"});
+  Reply err = ParseResp("-ERR This instance has cluster support disabled\r\n");
+  EXPECT_FALSE(ParseClusterSlots(err.get()).ok());
+  EXPECT_FALSE(ParseClusterSlots(nullptr).ok());
+}
+
+struct ShardNode {
+  std::string ip, endpoint;
+  int port;
+  std::string role, health;
+};
+
+std::string Shard(std::vector<int> slots, const std::vector<ShardNode>& nodes) {
+  std::string r = Arr(4) + Bulk("slots") + Arr(slots.size());
+  for (int s : slots) r += Int(s);
+  r += Bulk("nodes") + Arr(nodes.size());
+  for (const auto& n : nodes) {
+    r += Arr(16) + Bulk("id") + Bulk("id" + std::to_string(n.port)) + Bulk("port") + Int(n.port) +
+         Bulk("ip") + Bulk(n.ip) + Bulk("endpoint") + Bulk(n.endpoint) + Bulk("role") +
+         Bulk(n.role) + Bulk("replication-offset") + Int(42) + Bulk("health") + Bulk(n.health) +
+         Bulk("hostname") + Bulk("");
+  }
+  return r;
+}
+
+TEST(ClusterSlots, ParsesClusterShards) {
+  const std::string resp =
+      Arr(4) +
+      // Two slot ranges in one shard; an online replica and a loading one.
+      Shard({0, 99, 200, 299}, {{"10.0.0.1", "10.0.0.1", 7000, "master", "online"},
+                                {"10.0.0.4", "10.0.0.4", 7003, "replica", "online"},
+                                {"10.0.0.7", "10.0.0.7", 7006, "replica", "loading"}}) +
+      // The replica listed first; the master's ip is empty: its endpoint is used.
+      Shard({100, 199}, {{"10.0.0.5", "10.0.0.5", 7004, "replica", "online"},
+                         {"", "node-b.example", 7001, "master", "online"}}) +
+      // A failed master: the shard's slots stay unassigned until a failover.
+      Shard({300, 399}, {{"10.0.0.3", "10.0.0.3", 7002, "master", "fail"}}) +
+      // No address at all: the host the reply came from.
+      Shard({400, 16383}, {{"", "", 7009, "master", "online"}});
+  Reply r = ParseResp(resp);
+  auto map = ParseClusterShards(r.get(), "seed.host");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_EQ(map->masters,
+            (std::vector<std::string>{"10.0.0.1:7000", "node-b.example:7001", "seed.host:7009"}));
+  EXPECT_EQ(map->replicas[0], std::vector<std::string>{"10.0.0.4:7003"});
+  EXPECT_EQ(map->replicas[1], std::vector<std::string>{"10.0.0.5:7004"});
+  EXPECT_TRUE(map->replicas[2].empty());
+  EXPECT_EQ(map->owner[0], 0);
+  EXPECT_EQ(map->owner[99], 0);
+  EXPECT_EQ(map->owner[100], 1);
+  EXPECT_EQ(map->owner[199], 1);
+  EXPECT_EQ(map->owner[200], 0);
+  EXPECT_EQ(map->owner[299], 0);
+  EXPECT_EQ(map->owner[300], -1);
+  EXPECT_EQ(map->owner[399], -1);
+  EXPECT_EQ(map->owner[400], 2);
+  EXPECT_EQ(map->owner[kClusterSlots - 1], 2);
+  EXPECT_EQ(map->covered(), kClusterSlots - 100);
+
+  Reply err = ParseResp("-ERR unknown subcommand 'SHARDS'\r\n");
+  EXPECT_FALSE(ParseClusterShards(err.get()).ok());
+  Reply empty = ParseResp(Arr(0));
+  auto none = ParseClusterShards(empty.get());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->covered(), 0);
+}
+
+TEST(ClusterSlots, ClassifiesRetryableErrors) {
+  for (const char* e : {"TRYAGAIN Multiple keys request during rehashing of slot",
+                        "CLUSTERDOWN The cluster is down", "CLUSTERDOWN Hash slot not served",
+                        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set "
+                        "to 'no'.",
+                        "LOADING Redis is loading the dataset in memory",
+                        "READONLY You can't write against a read only replica."}) {
+    EXPECT_TRUE(RetryableClusterError(e)) << e;
+  }
+  for (const char* e :
+       {"MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381",
+        "CROSSSLOT Keys in request don't hash to the same slot", "NOSCRIPT No matching script",
+        "ERR Error running script", "WRONGPASS", "OOM command not allowed", "", "tryagain"}) {
+    EXPECT_FALSE(RetryableClusterError(e)) << e;
+  }
 }
 
 TEST(ClusterSlots, ParsesRedirections) {
