@@ -17,8 +17,11 @@
 // A batch whose items have different modes: any kClosed item makes the whole
 // batch kUnavailable; otherwise kDegrade items are decided locally (all or
 // nothing) and kOpen items pass uncharged, and enforced is false when any item
-// was kOpen. kInvalidArgument and kOverflow from the primary are passed through
-// (the caller's problem, not an outage) and count as successes for the breaker.
+// was kOpen and the batch was allowed. A batch the kDegrade items deny is
+// enforced (allowed = false, denied_index at the degrade item): a mode that
+// enforces said no, so the policy layer answers 429.
+// kInvalidArgument and kOverflow from the primary are passed through (the
+// caller's problem, not an outage) and count as successes for the breaker.
 //
 // Per-rule modes: AcquireItem carries no mode. Options::mode_for_key maps a
 // bucket key to its mode; FailureModesByRule() builds one from rule names for

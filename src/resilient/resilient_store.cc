@@ -205,6 +205,10 @@ class ResilientStore::Impl {
     Bump(degraded_decisions_);
     out.allowed = local->allowed;
     out.denied_index = local->denied_index < 0 ? -1 : static_cast<int>(origin[local->denied_index]);
+    // A denial by a kDegrade item is enforced even when kOpen items ride along:
+    // the caller must answer it as a rate-limit rejection (429), not as a store
+    // without state.
+    if (!out.allowed) out.enforced = true;
     for (size_t i = 0; i < items.size(); ++i) {
       if (modes[i] == FailureMode::kOpen) out.decisions[i] = UnenforcedDecision(*items[i].limit);
     }

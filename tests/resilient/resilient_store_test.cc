@@ -232,6 +232,10 @@ TEST_F(ResilientStoreTest, PerRuleModes) {
   ASSERT_TRUE(denied.ok());
   EXPECT_FALSE(denied->allowed);
   EXPECT_EQ(denied->denied_index, 1);
+  // The degrade mode enforces: its denial is an enforced rejection (429), not
+  // an unenforced answer without state (which the policy layer turns into 503).
+  EXPECT_TRUE(denied->enforced);
+  EXPECT_FALSE(denied->decisions[1].allowed);
   AcquireItem with_closed[] = {{a, &l, 1}, {c, &l, 1}};
   EXPECT_EQ(Batch(with_closed).status().code(), StatusCode::kUnavailable);
 }
