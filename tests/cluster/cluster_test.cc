@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -358,6 +359,52 @@ struct SlotMigration {
     }
   }
 };
+
+// A batch over two slots of one master meets a migration of one of them
+// (new keys: Redis refuses the multi-slot call, and the batch cannot be sent
+// with declared keys). It waits and retries instead of failing; once the
+// migration is cancelled it is decided, exactly once.
+TEST(RedisClusterStore, MultiSlotBatchRetriesThroughAMigration) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto store = MakeClusterStore(cluster->url(), 3000ms);
+  ASSERT_NE(store, nullptr);
+  std::map<int, int> slot_master;
+  const std::string k1 = KeyOnMaster(*cluster, *store, 0, "mig-a", slot_master);
+  std::string k2;
+  const int s1 = RedisClusterStore::SlotOf(store->RedisKeyFor(k1));
+  for (int i = 0; i < 100000 && k2.empty(); ++i) {
+    const std::string k = "mig-b\x1ftoken_bucket\x1fother-" + std::to_string(i);
+    const int slot = RedisClusterStore::SlotOf(store->RedisKeyFor(k));
+    if (slot != s1 && cluster->MasterOfSlot(slot) == 0) k2 = k;
+  }
+  ASSERT_FALSE(k1.empty() || k2.empty());
+  SlotMigration m{*cluster, s1, 0, 1, "", ""};
+  m.Begin();
+  const uint64_t fallbacks = store->Stats().slot_fallbacks;
+  const uint64_t tryagain = store->Stats().tryagain;
+  const Limit l = Bucket(0.001, 3);
+  std::promise<Result<BatchDecision>> got;
+  AcquireItem items[] = {{k1, &l, 1}, {k2, &l, 1}};
+  store->AcquireAsync(items, [&](Result<BatchDecision> r) { got.set_value(std::move(r)); });
+  // Wait (bounded) until the batch was refused and parked, then cancel.
+  const auto end = std::chrono::steady_clock::now() + 2s;
+  while ((store->Stats().slot_fallbacks == fallbacks || store->Stats().tryagain == tryagain) &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(1ms);  // poll interval
+  }
+  const bool parked =
+      store->Stats().slot_fallbacks > fallbacks && store->Stats().tryagain > tryagain;
+  for (size_t n : {size_t{0}, size_t{1}}) {
+    EXPECT_EQ(cluster->node(n).Command({"CLUSTER", "SETSLOT", std::to_string(s1), "STABLE"}), "OK");
+  }
+  auto r = got.get_future().get();
+  EXPECT_TRUE(parked);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->allowed);
+  EXPECT_EQ(AcquireOne(*store, k1, l, 0).value().remaining, 2);  // charged once
+  EXPECT_EQ(AcquireOne(*store, k2, l, 0).value().remaining, 2);
+}
 
 TEST(RedisClusterStore, SlotMigrationUnderLoadIsInvisibleAndExact) {
   auto start = RedisCluster::Start(RedisCluster::Options{});  // its own cluster: it reshards
