@@ -69,6 +69,9 @@ struct RuleSummary {
   Limit limit;
   bool shadow = false;  // mode: shadow
   double enforce_percent = 100;
+  // When the remote store fails: "open", "closed" or "degrade" for this rule's
+  // keys; empty = the store's own (global) mode.
+  std::string failure_mode;
   std::string description;  // "token_bucket rate=10/s burst=20 keys=header:x-api-key"
 };
 std::vector<RuleSummary> SummarizePolicy(const Policy& policy);
@@ -155,6 +158,10 @@ struct EnforcerOptions {
   ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
   JwtOptions jwt;
   std::string reason_header = "X-RateLimit-Reason";  // empty: not sent
+  // Sent (value "store-unavailable") on a request allowed by a failure mode
+  // that enforced nothing (fail-open), instead of RateLimit headers, so clients
+  // and logs can tell an unenforced pass from a decision. Empty: not sent.
+  std::string unenforced_header = "Tollgate-Unenforced";
   // RFC 9457 problem types: base + "quota-exceeded" / "temporary-reduced-capacity".
   std::string problem_type_base = "https://iana.org/assignments/http-problem-types#";
   // Called for notable events (rollback guard trips, JWT key problems). Never on

@@ -180,6 +180,9 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   }
   if (plan.unenforced) {
     out.enforced = false;
+    if (!options_.unenforced_header.empty()) {
+      out.headers.push_back({options_.unenforced_header, "store-unavailable"});
+    }
     return out;
   }
 
@@ -268,6 +271,11 @@ Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> 
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '-' || c == '_';
     if (!ok) return InvalidArgument("enforcer: reason_header is not a valid header name");
+  }
+  for (char c : options.unenforced_header) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    if (!ok) return InvalidArgument("enforcer: unenforced_header is not a valid header name");
   }
   for (char c : options.problem_type_base) {
     if (c < 0x21 || c > 0x7e) {

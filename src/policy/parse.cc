@@ -501,7 +501,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   const size_t before = e.count();
   CheckUnknown(j, path,
                {"name", "description", "limit_keys", "match", "algorithm", "algorithm_config",
-                "mode", "enforce_percent", "rollback", "missing_key", "group"},
+                "mode", "enforce_percent", "rollback", "missing_key", "group", "failure_mode"},
                e);
   std::string name;
   if (auto n = String(j, "name", path, e)) {
@@ -586,6 +586,14 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
       e.Add(Join(path, "missing_key"), "must be \"skip\" or \"shared\"");
     }
   }
+  std::string failure_mode;
+  if (auto fm = String(j, "failure_mode", path, e)) {
+    if (*fm == "open" || *fm == "closed" || *fm == "degrade") {
+      failure_mode = *fm;
+    } else {
+      e.Add(Join(path, "failure_mode"), "must be one of open, closed, degrade");
+    }
+  }
   std::optional<RollbackConfig> rollback;
   if (auto r = j.find("rollback"); r != j.end()) {
     rollback = ParseRollback(*r, Join(path, "rollback"), e);
@@ -620,6 +628,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   rule.shadow = shadow;
   rule.enforce_percent = percent;
   rule.missing_key = missing;
+  rule.failure_mode = std::move(failure_mode);
   rule.rollback = rollback;
   rule.fingerprint = j.dump();
   return rule;
@@ -732,6 +741,7 @@ std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
     for (const Source& k : r.keys) s.limit_keys.push_back(k.spec);
     s.shadow = r.shadow;
     s.enforce_percent = r.enforce_percent;
+    s.failure_mode = r.failure_mode;
     s.description = r.limit.ToString();
     std::string keys;
     for (const Source& k : r.keys) keys += (keys.empty() ? "" : ",") + k.spec;

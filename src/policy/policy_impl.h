@@ -74,6 +74,7 @@ struct Rule {
   bool shadow = false;
   double enforce_percent = 100;
   MissingKey missing_key = MissingKey::kSkip;
+  std::string failure_mode;  // "open" | "closed" | "degrade"; empty: the store's default
   std::optional<RollbackConfig> rollback;
   std::string fingerprint;  // canonical text of the rule: changes when anything changes
 

@@ -527,12 +527,31 @@ TEST(StoreFailure, FailOpenAnswerIsAllowedAndUnenforced) {
   CheckOutcome o = enforcer->Check(r.View());
   EXPECT_TRUE(o.allowed());
   EXPECT_FALSE(o.enforced);
-  EXPECT_TRUE(o.headers.empty());
+  // Only the marker: no RateLimit headers for a decision that was not made.
+  ASSERT_EQ(o.headers.size(), 1u);
+  EXPECT_EQ(FindHeader(o, "Tollgate-Unenforced"), "store-unavailable");
   EXPECT_EQ(enforcer->Counters()[0].unenforced, 1u);
   store.fail_open_allowed = false;  // fail-closed without state
   CheckOutcome closed = enforcer->Check(r.View());
   EXPECT_EQ(closed.http_status, 503);
   EXPECT_FALSE(closed.enforced);
+}
+
+TEST(StoreFailure, UnenforcedMarkerCanBeRenamedOrTurnedOff) {
+  FakeStore store;
+  ManualClock clock;
+  EnforcerOptions off;
+  off.unenforced_header = "";
+  auto quiet = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, off);
+  TestRequest r;
+  EXPECT_TRUE(quiet->Check(r.View()).headers.empty());
+  EnforcerOptions renamed;
+  renamed.unenforced_header = "X-Not-Limited";
+  auto loud = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, renamed);
+  EXPECT_EQ(FindHeader(loud->Check(r.View()), "X-Not-Limited"), "store-unavailable");
+  EnforcerOptions bad;
+  bad.unenforced_header = "Not A Header";
+  EXPECT_FALSE(Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, bad).ok());
 }
 
 TEST(StoreFailure, NoRuleAppliesMeansNoStoreCall) {

@@ -260,6 +260,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "rules[0].enforce_percent: must be between 0 and 100"},
         ErrorCase{RuleWith(kOk, R"(, "missing_key": "drop")"),
                   "rules[0].missing_key: must be \"skip\" or \"shared\""},
+        ErrorCase{RuleWith(kOk, R"(, "failure_mode": "fail-open")"),
+                  "rules[0].failure_mode: must be one of open, closed, degrade"},
+        ErrorCase{RuleWith(kOk, R"(, "failure_mode": 1)"),
+                  "rules[0].failure_mode: must be a string"},
         ErrorCase{RuleWith(kOk, R"(, "rollback": 1)"), "rules[0].rollback: must be an object"},
         ErrorCase{RuleWith(kOk, R"(, "rollback": {})"),
                   "rules[0].rollback.max_reject_ratio: is required"},
@@ -331,6 +335,7 @@ TEST(ParsePolicy, AcceptsEveryFeature) {
      "algorithm_config": {"tokens_per_second": 2.5, "burst": 5, "max_delay_ms": 500,
                           "cost_source": "query:weight", "default_cost": 2},
      "mode": "shadow", "enforce_percent": 25, "missing_key": "shared", "group": "g1",
+     "failure_mode": "degrade",
      "rollback": {"max_reject_ratio": 0.3, "window_seconds": "5m", "min_requests": 50}},
     {"name": "b", "limit_keys": ["ip"], "algorithm": "fixed_window",
      "algorithm_config": {"burst": 100, "window": "1m", "fixed_cost": 2}},
@@ -341,6 +346,32 @@ TEST(ParsePolicy, AcceptsEveryFeature) {
     {"name": "e", "limit_keys": ["ip"], "algorithm": "leaky_bucket",
      "algorithm_config": {"rps": 10, "burst": 10, "max_delay_ms": -1}}]})");
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0]);
+}
+
+TEST(ParsePolicy, FailureModePerRule) {
+  ParsedPolicy p = ParsePolicy(R"({"rules": [
+    {"name": "a", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+     "failure_mode": "open"},
+    {"name": "b", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+     "failure_mode": "closed"},
+    {"name": "c", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+     "failure_mode": "degrade"},
+    {"name": "d", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1}}]})");
+  ASSERT_TRUE(p.errors.empty()) << p.errors[0].ToString();
+  auto s = SummarizePolicy(*p.policy);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].failure_mode, "open");
+  EXPECT_EQ(s[1].failure_mode, "closed");
+  EXPECT_EQ(s[2].failure_mode, "degrade");
+  EXPECT_EQ(s[3].failure_mode, "");  // the store's global mode
+  // The third rule's error names its index.
+  auto errors = Errors(R"({"rules": [
+    {"name": "a", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1}},
+    {"name": "b", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1}},
+    {"name": "c", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+     "failure_mode": "half"}]})");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "rules[2].failure_mode: must be one of open, closed, degrade");
 }
 
 TEST(ParsePolicy, ExampleFilesAreValid) {
