@@ -1,11 +1,15 @@
 #include "server/config.h"
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "src/policy/jwt.h"
 
 namespace tollgate::server {
 namespace {
@@ -249,6 +253,38 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     } else {
       FieldReader j(*jwt, "jwt", &errors);
       j.String("hs256_secret", &c->jwt_hs256_secret);
+      std::string inline_pem;
+      std::string key_file;
+      j.String("rs256_public_key_pem", &inline_pem);
+      j.String("rs256_public_key_file", &key_file);
+      if (!inline_pem.empty()) {
+        c->jwt_rs256_public_key_pem = inline_pem;
+        c->jwt_rs256_public_key_file.clear();
+      }
+      if (!key_file.empty()) {
+        if (!inline_pem.empty()) {
+          j.Error("rs256_public_key_file",
+                  "set rs256_public_key_file or rs256_public_key_pem, not both");
+        } else {
+          errno = 0;
+          std::ifstream in(key_file, std::ios::binary);
+          const int open_errno = errno;
+          std::ostringstream pem;
+          if (in) pem << in.rdbuf();
+          if (!in || pem.str().empty() || pem.str().size() > (64u << 10)) {
+            const std::string why = !in                 ? std::strerror(open_errno)
+                                    : pem.str().empty() ? "empty or not a file"
+                                                        : "larger than 64 KiB";
+            j.Error("rs256_public_key_file", "cannot read " + key_file + ": " + why);
+          } else {
+            c->jwt_rs256_public_key_pem = pem.str();
+            c->jwt_rs256_public_key_file = key_file;
+          }
+        }
+      }
+      j.String("issuer", &c->jwt_issuer);
+      j.String("audience", &c->jwt_audience);
+      j.Integer("leeway_s", &c->jwt_leeway_s, 0, 3600);
       j.Bool("verified_upstream", &c->jwt_verified_upstream);
       j.RejectUnknown();
     }
@@ -360,6 +396,18 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   for (const char* l : kLevels) level_ok = level_ok || c.log_level == l;
   if (!level_ok) errors.push_back({"log.level", "must be trace, debug, info, warn, error or off"});
   if (c.threads < 0 || c.threads > 256) errors.push_back({"threads", "must be in [0, 256]"});
+  if (!c.jwt_rs256_public_key_pem.empty()) {
+    JwtOptions jwt;
+    jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
+    if (auto v = JwtVerifier::Create(jwt); !v.ok()) {
+      std::string message(v.status().message());
+      if (message.starts_with("jwt: ")) message.erase(0, 5);
+      if (!c.jwt_rs256_public_key_file.empty()) message += " (" + c.jwt_rs256_public_key_file + ")";
+      errors.push_back({c.jwt_rs256_public_key_file.empty() ? "jwt.rs256_public_key_pem"
+                                                            : "jwt.rs256_public_key_file",
+                        message});
+    }
+  }
   return errors;
 }
 
@@ -371,7 +419,11 @@ EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
   o.forwarded_header = c.forwarded_header == "forwarded" ? ForwardedHeader::kForwarded
                                                          : ForwardedHeader::kXForwardedFor;
   o.jwt.hs256_secret = c.jwt_hs256_secret;
+  o.jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
   o.jwt.verified_upstream = c.jwt_verified_upstream;
+  o.jwt.issuer = c.jwt_issuer;
+  o.jwt.audience = c.jwt_audience;
+  o.jwt.leeway = std::chrono::seconds(c.jwt_leeway_s);
   return o;
 }
 

@@ -69,7 +69,14 @@ struct ServerConfig {
   std::vector<std::string> trusted_proxies;
   std::string forwarded_header = "x-forwarded-for";  // or "forwarded"
   std::string jwt_hs256_secret;
+  // RS256: the PEM public key, inline or read from jwt.rs256_public_key_file at
+  // parse time (the file name is kept for error paths).
+  std::string jwt_rs256_public_key_pem;
+  std::string jwt_rs256_public_key_file;
   bool jwt_verified_upstream = false;
+  std::string jwt_issuer;     // "" = iss not checked
+  std::string jwt_audience;   // "" = aud not checked
+  int64_t jwt_leeway_s = 30;  // clock skew allowed for exp / nbf
 
   // HTTP limits and timeouts (per connection).
   size_t max_header_bytes = 16 * 1024;  // request line + headers; over -> 431

@@ -3,6 +3,9 @@
 // (the gateway framing has its own file, proxy_wire_test.cc).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "policy/policy_test_util.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -61,6 +64,104 @@ TEST(ServerConfig, ValidationCatchesBadValues) {
   for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "failure_mode", "headers",
                                              "gateway.upstream", "log.level"}));
+}
+
+TEST(ServerConfig, JwtRs256KeyFileIssuerAudienceLeeway) {
+  tollgate::testing::RsaKey key;
+  ASSERT_TRUE(key.ok());
+  const std::string pem_path = ::testing::TempDir() + "/tollgate_units_rs256.pem";
+  { std::ofstream(pem_path) << key.PublicPem(); }
+  ServerConfig c;
+  const nlohmann::json doc = {{"policy", "p.json"},
+                              {"jwt",
+                               {{"rs256_public_key_file", pem_path},
+                                {"issuer", "https://idp"},
+                                {"audience", "api"},
+                                {"leeway_s", 5}}}};
+  auto errors = ParseServerConfig(doc.dump(), &c);
+  ASSERT_TRUE(errors.empty()) << errors[0].ToString();
+  EXPECT_EQ(c.jwt_rs256_public_key_pem, key.PublicPem());
+  EXPECT_EQ(c.jwt_rs256_public_key_file, pem_path);
+  EXPECT_TRUE(ValidateServerConfig(c).empty());
+
+  // The options tollgated hands the Enforcer verify RS256 with the claim checks.
+  const EnforcerOptions o = MakeEnforcerOptions(c);
+  EXPECT_EQ(o.jwt.issuer, "https://idp");
+  EXPECT_EQ(o.jwt.audience, "api");
+  EXPECT_EQ(o.jwt.leeway, std::chrono::seconds(5));
+  auto v = JwtVerifier::Create(o.jwt);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  constexpr int64_t kNow = 1'700'000'000;
+  const nlohmann::json good = {{"iss", "https://idp"}, {"aud", "api"}, {"exp", kNow - 5}};
+  EXPECT_TRUE((*v)->Verify(key.Mint(good), kNow).usable());  // exactly at the leeway
+  nlohmann::json late = good;
+  late["exp"] = kNow - 6;
+  EXPECT_EQ((*v)->Verify(key.Mint(late), kNow).error, "expired");
+  nlohmann::json early = good;
+  early["nbf"] = kNow + 6;
+  EXPECT_FALSE((*v)->Verify(key.Mint(early), kNow).usable());
+  early["nbf"] = kNow + 5;
+  EXPECT_TRUE((*v)->Verify(key.Mint(early), kNow).usable());
+  nlohmann::json iss = good;
+  iss["iss"] = "https://other";
+  EXPECT_EQ((*v)->Verify(key.Mint(iss), kNow).error, "wrong issuer");
+  nlohmann::json aud = good;
+  aud["aud"] = "other";
+  EXPECT_EQ((*v)->Verify(key.Mint(aud), kNow).error, "wrong audience");
+  tollgate::testing::RsaKey other;
+  EXPECT_EQ((*v)->Verify(other.Mint(good), kNow).state, JwtClaims::State::kInvalid);
+  // HS256 is not configured: an HS256 token is not usable.
+  EXPECT_FALSE((*v)->Verify(tollgate::testing::MintHs256(good, "x"), kNow).usable());
+
+  // The same key inline.
+  ServerConfig inl;
+  const nlohmann::json inline_doc = {{"policy", "p.json"},
+                                     {"jwt", {{"rs256_public_key_pem", key.PublicPem()}}}};
+  EXPECT_TRUE(ParseServerConfig(inline_doc.dump(), &inl).empty());
+  EXPECT_EQ(inl.jwt_rs256_public_key_pem, key.PublicPem());
+  EXPECT_EQ(inl.jwt_leeway_s, 30);
+  EXPECT_TRUE(ValidateServerConfig(inl).empty());
+  EXPECT_EQ(MakeEnforcerOptions(inl).jwt.leeway, std::chrono::seconds(30));
+}
+
+TEST(ServerConfig, JwtRs256ErrorsHavePaths) {
+  const std::string missing = ::testing::TempDir() + "/tollgate_units_no_such.pem";
+  ServerConfig c;
+  nlohmann::json doc = {{"jwt", {{"rs256_public_key_file", missing}, {"leeway_s", -1}}}};
+  auto errors = ParseServerConfig(doc.dump(), &c);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].path, "jwt.rs256_public_key_file");
+  EXPECT_EQ(errors[0].message, "cannot read " + missing + ": No such file or directory");
+  EXPECT_EQ(errors[1].path, "jwt.leeway_s");
+  EXPECT_TRUE(c.jwt_rs256_public_key_pem.empty());
+
+  ServerConfig both;
+  doc = {{"jwt", {{"rs256_public_key_file", missing}, {"rs256_public_key_pem", "x"}}}};
+  errors = ParseServerConfig(doc.dump(), &both);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "jwt.rs256_public_key_file");
+
+  // A readable file that is not a PEM public key: caught by validation.
+  const std::string junk = ::testing::TempDir() + "/tollgate_units_junk.pem";
+  { std::ofstream(junk) << "not a key\n"; }
+  ServerConfig bad;
+  bad.policy_path = "p.json";
+  doc = {{"jwt", {{"rs256_public_key_file", junk}, {"issuer", 7}}}};
+  errors = ParseServerConfig(doc.dump(), &bad);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "jwt.issuer");
+  auto invalid = ValidateServerConfig(bad);
+  ASSERT_EQ(invalid.size(), 1u);
+  EXPECT_EQ(invalid[0].path, "jwt.rs256_public_key_file");
+  EXPECT_EQ(invalid[0].message, "rs256_public_key_pem is not a PEM public key (" + junk + ")");
+
+  ServerConfig bad_inline;
+  bad_inline.policy_path = "p.json";
+  bad_inline.jwt_rs256_public_key_pem =
+      "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n";
+  invalid = ValidateServerConfig(bad_inline);
+  ASSERT_EQ(invalid.size(), 1u);
+  EXPECT_EQ(invalid[0].path, "jwt.rs256_public_key_pem");
 }
 
 TEST(ServerConfig, HostPortAndUpstreamUrls) {
