@@ -237,6 +237,23 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
       s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
       s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
       s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
+      s.Bool("charge_back", &c->charge_back);
+      s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
+      if (const json* breaker = s.Find("breaker")) {
+        if (!breaker->is_object()) {
+          s.Error("breaker", "must be an object");
+        } else {
+          FieldReader b(*breaker, "store.breaker", &errors);
+          b.Integer("consecutive_failures", &c->breaker_consecutive_failures, 1, 1000000);
+          b.Double("failure_ratio", &c->breaker_failure_ratio, 0.0, 2.0);
+          if (c->breaker_failure_ratio <= 0) b.Error("failure_ratio", "must be > 0");
+          b.Integer("min_calls", &c->breaker_min_calls, 1, 1000000);
+          b.Duration("window_ms", &c->breaker_window, 1, 3600000);
+          b.Duration("open_ms", &c->breaker_open, 1, 600000);
+          b.Integer("half_open_probes", &c->breaker_half_open_probes, 1, 65535);
+          b.RejectUnknown();
+        }
+      }
       s.RejectUnknown();
     } else {
       r.Error("store", "must be a URL string or an object");

@@ -62,6 +62,15 @@ struct ServerConfig {
   double degrade_fraction = 0.5;      // degrade: local buckets at this share of the limit
   size_t local_max_keys = size_t{1} << 20;
   Millis store_timeout{100};  // per store call (Redis), enqueue to reply
+  bool charge_back = true;    // degrade: charge local grants back to Redis on recovery
+  Millis call_deadline{0};    // resilient store guard on synchronous calls; 0 = off
+  // Circuit breaker in front of the remote store (CircuitBreakerOptions).
+  int breaker_consecutive_failures = 5;
+  double breaker_failure_ratio = 0.5;  // > 1 disables the ratio rule
+  int breaker_min_calls = 20;
+  Millis breaker_window{10000};
+  Millis breaker_open{250};
+  int breaker_half_open_probes = 1;
 
   // How decisions are rendered and who may tell us the client address.
   std::string header_style = "draft11";

@@ -280,7 +280,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   s.policies = std::move(policies).value();
   impl->policy_stamp = Stamp(config.policy_path);
 
-  auto store = CreateStore(config, s.clock, log);
+  auto store = CreateStore(config, s.clock, log, s.policies);
   if (!store.ok()) return store.status();
   s.store = std::move(store).value();
   s.async_store = s.store.store->Name() != "local";

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "tollgate/local_store.h"
 #if TOLLGATE_HAVE_REDIS
@@ -48,13 +50,47 @@ Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) 
 }
 
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
+// Per-rule failure modes, read from the current policy: the resolver the
+// resilient store calls for each item it answers without the remote store (the
+// policy layer's bucket keys start with the rule name, see FailureModesByRule).
+// The rule -> mode map is rebuilt when the policy generation changes, so a
+// reload takes effect on the next failed call. Only the failure path calls it.
+class RuleModes {
+ public:
+  RuleModes(std::shared_ptr<PolicyStore> policies, FailureMode fallback)
+      : policies_(std::move(policies)), fallback_(fallback) {}
+
+  FailureMode operator()(std::string_view key) {
+    uint64_t generation = 0;
+    std::shared_ptr<const Policy> policy = policies_->Current(&generation);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!resolve_ || generation != generation_) {
+      std::map<std::string, FailureMode, std::less<>> by_rule;
+      for (const RuleSummary& r : SummarizePolicy(*policy)) {
+        FailureMode m;
+        if (!r.failure_mode.empty() && ParseFailureMode(r.failure_mode, &m)) by_rule[r.name] = m;
+      }
+      resolve_ = FailureModesByRule(std::move(by_rule), fallback_);
+      generation_ = generation;
+    }
+    return resolve_(key);
+  }
+
+ private:
+  const std::shared_ptr<PolicyStore> policies_;
+  const FailureMode fallback_;
+  std::mutex mu_;
+  uint64_t generation_ = 0;
+  FailureModeResolver resolve_;
+};
+
 // Wraps a remote store in the resilient store (failure mode + circuit breaker).
 // With degrade, the local share is divided by the live instance count, which
-// instances learn from heartbeats in a sorted set on the same Redis.
-std::unique_ptr<FleetRegistry> MakeFleet(const ServerConfig& config, const RedisOptions& node,
-                                         const std::string& host, int port,
-                                         const std::shared_ptr<Logger>& log) {
-  if (config.failure_mode != "degrade") return nullptr;
+// instances learn from heartbeats in a sorted set on the same Redis. The fleet
+// registers whenever the store is remote: a rule may say degrade (now or after
+// a reload) even when the global mode does not.
+std::unique_ptr<FleetRegistry> MakeFleet(const RedisOptions& node, const std::string& host,
+                                         int port, const std::shared_ptr<Logger>& log) {
   RedisFleetOptions f;
   f.host = host;
   f.port = port;
@@ -74,14 +110,27 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
                                   std::function<void(PrometheusWriter&)> primary_metrics,
                                   const ServerConfig& config, const Clock* clock,
                                   std::unique_ptr<FleetRegistry> fleet,
-                                  const std::shared_ptr<Logger>& log) {
+                                  const std::shared_ptr<Logger>& log,
+                                  const std::shared_ptr<PolicyStore>& policies) {
   ResilientStoreOptions options;
   if (!ParseFailureMode(config.failure_mode, &options.mode)) {
     return InvalidArgument("failure_mode: must be open, closed or degrade");
   }
+  if (policies) {
+    auto modes = std::make_shared<RuleModes>(policies, options.mode);
+    options.mode_for_key = [modes](std::string_view key) { return (*modes)(key); };
+  }
   options.degrade_fraction = config.degrade_fraction;
+  options.charge_back = config.charge_back;
+  options.call_deadline = config.call_deadline;
   options.clock = clock;
   options.breaker.clock = clock;
+  options.breaker.consecutive_failures = config.breaker_consecutive_failures;
+  options.breaker.failure_ratio = config.breaker_failure_ratio;
+  options.breaker.min_calls = config.breaker_min_calls;
+  options.breaker.window = config.breaker_window;
+  options.breaker.open_duration = config.breaker_open;
+  options.breaker.half_open_probes = config.breaker_half_open_probes;
   options.fleet = std::move(fleet);
   // One log line per transition, never per request.
   std::weak_ptr<Logger> weak_log = log;
@@ -117,6 +166,17 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
     w.Sample("tollgate_breaker_transitions_total", {"to", "open"}, s.breaker.opened);
     w.Sample("tollgate_breaker_transitions_total", {"to", "half_open"}, s.breaker.half_opened);
     w.Sample("tollgate_breaker_transitions_total", {"to", "closed"}, s.breaker.closed);
+    w.Family("tollgate_breaker_opened_total", "counter",
+             "Breaker transitions into open, by reason.");
+    w.Sample("tollgate_breaker_opened_total", {"reason", "consecutive_failures"},
+             s.breaker.opened_by_consecutive);
+    w.Sample("tollgate_breaker_opened_total", {"reason", "failure_ratio"},
+             s.breaker.opened_by_ratio);
+    w.Sample("tollgate_breaker_opened_total", {"reason", "probe_failed"},
+             s.breaker.opened_by_probe);
+    w.Family("tollgate_breaker_probes_total", "counter",
+             "Half-open probe calls let through to the remote store.");
+    w.Sample("tollgate_breaker_probes_total", {}, s.breaker.probes);
     w.Family("tollgate_failure_mode_decisions_total", "counter",
              "Batches answered without the remote store, by failure mode.");
     w.Sample("tollgate_failure_mode_decisions_total", {"mode", "open"}, s.open_decisions);
@@ -131,6 +191,30 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
     w.Family("tollgate_charge_back_tokens_total", "counter",
              "Tokens spent locally while degraded and charged back to the remote store.");
     w.Sample("tollgate_charge_back_tokens_total", {}, s.charge_back_tokens);
+    w.Family("tollgate_charge_back_keys_total", "counter",
+             "Keys whose local grants were charged back to the remote store.");
+    w.Sample("tollgate_charge_back_keys_total", {}, s.charge_back_keys);
+    w.Family("tollgate_charge_back_forgiven_tokens_total", "counter",
+             "Tokens granted locally that no longer fitted in the remote bucket (not charged).");
+    w.Sample("tollgate_charge_back_forgiven_tokens_total", {}, s.charge_back_forgiven);
+    w.Family("tollgate_charge_back_dropped_tokens_total", "counter",
+             "Tokens granted locally but not recorded for charge-back (ledger full).");
+    w.Sample("tollgate_charge_back_dropped_tokens_total", {}, s.charge_back_dropped);
+    w.Family("tollgate_charge_back_failures_total", "counter",
+             "Failed charge-back attempts (kept and retried).");
+    w.Sample("tollgate_charge_back_failures_total", {}, s.charge_back_failures);
+    w.Family("tollgate_charge_back_pending_keys", "gauge",
+             "Keys with local grants waiting to be charged back.");
+    w.Sample("tollgate_charge_back_pending_keys", {}, double(s.charge_back_pending_keys));
+    w.Family("tollgate_fleet_instances", "gauge",
+             "Live tollgated instances sharing the limits (the degrade divisor).");
+    w.Sample("tollgate_fleet_instances", {}, double(s.instances));
+    w.Family("tollgate_fleet_heartbeats_total", "counter", "Fleet heartbeats, by result.");
+    w.Sample("tollgate_fleet_heartbeats_total", {"result", "ok"}, s.heartbeats);
+    w.Sample("tollgate_fleet_heartbeats_total", {"result", "error"}, s.heartbeat_failures);
+    w.Family("tollgate_store_deadline_expired_total", "counter",
+             "Remote store calls cut short by store.call_deadline_ms.");
+    w.Sample("tollgate_store_deadline_expired_total", {}, s.deadline_expired);
     if (primary_metrics) primary_metrics(w);
   };
   bundle.store = std::move(resilient);
@@ -155,7 +239,8 @@ void WriteScriptCallMetrics(PrometheusWriter& w, uint64_t script_calls, uint64_t
 }
 
 Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
-                                const std::shared_ptr<Logger>& log) {
+                                const std::shared_ptr<Logger>& log,
+                                const std::shared_ptr<PolicyStore>& policies) {
   auto options = ParseRedisUrl(config.store);
   if (!options.ok()) return options.status();
   options->call_timeout = config.store_timeout;
@@ -173,13 +258,14 @@ Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
     w.Family("tollgate_redis_connects_total", "counter", "Successful (re)connections to Redis.");
     w.Sample("tollgate_redis_connects_total", {}, s.connects);
   };
-  auto fleet = MakeFleet(config, *options, options->host, options->port, log);
+  auto fleet = MakeFleet(*options, options->host, options->port, log);
   return WrapResilient(std::move(redis), description, redis_metrics, config, clock,
-                       std::move(fleet), log);
+                       std::move(fleet), log, policies);
 }
 
 Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* clock,
-                                       const std::shared_ptr<Logger>& log) {
+                                       const std::shared_ptr<Logger>& log,
+                                       const std::shared_ptr<PolicyStore>& policies) {
   auto options = ParseRedisClusterUrl(config.store);
   if (!options.ok()) return options.status();
   options->node.call_timeout = config.store_timeout;
@@ -208,23 +294,24 @@ Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* 
     w.Family("tollgate_redis_cluster_masters", "gauge", "Masters in the last topology read.");
     w.Sample("tollgate_redis_cluster_masters", double(s.masters));
   };
-  auto fleet = MakeFleet(config, options->node, seed_host, seed_port, log);
+  auto fleet = MakeFleet(options->node, seed_host, seed_port, log);
   return WrapResilient(std::move(cluster), description, cluster_metrics, config, clock,
-                       std::move(fleet), log);
+                       std::move(fleet), log, policies);
 }
 #endif
 
 }  // namespace
 
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                std::shared_ptr<Logger> log) {
+                                std::shared_ptr<Logger> log,
+                                std::shared_ptr<PolicyStore> policies) {
   if (config.store == "local") return CreateLocal(config, clock);
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
   if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
-    return CreateRedis(config, clock, log);
+    return CreateRedis(config, clock, log, policies);
   }
   if (config.store.rfind("redis-cluster://", 0) == 0) {
-    return CreateRedisCluster(config, clock, log);
+    return CreateRedisCluster(config, clock, log, policies);
   }
 #endif
   std::string kind = config.store.substr(0, config.store.find("://"));

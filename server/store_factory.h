@@ -21,6 +21,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "tollgate/clock.h"
+#include "tollgate/policy.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 
@@ -36,9 +37,13 @@ struct StoreBundle {
   std::vector<std::shared_ptr<void>> keep_alive;
 };
 
-// `log`, when given, gets one line per circuit breaker transition.
+// `log`, when given, gets one line per circuit breaker transition. `policies`,
+// when given, supplies per-rule failure modes (a rule's `failure_mode` applies
+// to its bucket keys; other keys use config.failure_mode), read again after
+// each reload.
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                std::shared_ptr<Logger> log = nullptr);
+                                std::shared_ptr<Logger> log = nullptr,
+                                std::shared_ptr<PolicyStore> policies = nullptr);
 
 }  // namespace tollgate::server
 
