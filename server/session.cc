@@ -332,15 +332,17 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
           resp = !get                   ? MethodNotAllowed("GET")
                  : t.path == "/healthz" ? HandleHealthz(s)
                                         : HandleReadyz(s);
-        } else if (ep == Endpoint::kMetrics) {
-          resp = get ? HandleMetrics(s) : MethodNotAllowed("GET");
-        } else if (ep == Endpoint::kAdmin) {
+        } else if (ep == Endpoint::kMetrics || ep == Endpoint::kAdmin) {
+          // With an admin token, /metrics needs it too (on either listener; Prometheus
+          // sends it via `authorization: {credentials: ...}`): only the probes are exempt.
           RequestView probe;
           probe.headers = std::span<const HeaderPair>(headers.data(), headers.size());
           auto authz = probe.Header("authorization");
           if (!s.bearer.empty() && (!authz || !ConstantTimeEquals(*authz, s.bearer))) {
             resp = Problem(401, "Unauthorized", "admin endpoints need the bearer token");
             resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
+          } else if (ep == Endpoint::kMetrics) {
+            resp = get ? HandleMetrics(s) : MethodNotAllowed("GET");
           } else if (t.path == "/v1/reload") {
             resp = rq.method() == http::verb::post ? HandleReload(s) : MethodNotAllowed("POST");
           } else if (t.path == "/v1/policy") {

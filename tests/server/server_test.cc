@@ -372,6 +372,15 @@ TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/policy", {{"Authorization", "Bearer nope"}}).status,
             401);
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/healthz").status, 200);  // probes need no token
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/readyz").status, 200);
+  // /metrics is not a probe: it needs the token on both listeners.
+  auto unauth_metrics = Fetch(s->admin_port, "GET", "/metrics");
+  EXPECT_EQ(unauth_metrics.status, 401);
+  EXPECT_EQ(unauth_metrics.body.find("tollgate_decisions_total"), std::string::npos);
+  EXPECT_EQ(Fetch(s->admin_port, "GET", "/metrics", {{"Authorization", "Bearer nope"}}).status,
+            401);
+  EXPECT_EQ(Fetch(s->port, "GET", "/metrics").status, 401);
+  EXPECT_EQ(Fetch(s->port, "GET", "/metrics", auth).status, 200);
   auto p = Fetch(s->admin_port, "GET", "/v1/policy", auth);
   ASSERT_EQ(p.status, 200);
   json pj = json::parse(p.body);
