@@ -204,6 +204,18 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   r.Bool("metrics_on_main", &c->metrics_on_main);
   r.String("grpc_listen", &c->grpc_listen);
   r.StringList("rls_config", &c->rls_config);
+  if (const json* grpc = r.Find("grpc")) {
+    if (!grpc->is_object()) {
+      r.Error("grpc", "must be an object");
+    } else {
+      FieldReader g(*grpc, "grpc", &errors);
+      g.String("listen", &c->grpc_listen);
+      g.StringList("rls_config", &c->rls_config);
+      g.String("headers", &c->grpc_header_style);
+      g.String("default_algorithm", &c->rls_default_algorithm);
+      g.RejectUnknown();
+    }
+  }
   if (const json* admin = r.Find("admin")) {
     if (admin->is_string()) {
       c->admin_listen = admin->get<std::string>();
@@ -386,6 +398,19 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
     if (c.rls_config.empty()) {
       errors.push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
     }
+  }
+  HeaderStyle grpc_style;
+  if (!ParseHeaderStyle(c.grpc_header_style, &grpc_style)) {
+    errors.push_back(
+        {"grpc.headers", "unknown style \"" + c.grpc_header_style +
+                             "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
+  }
+  Algorithm rls_algorithm;
+  if (!ParseAlgorithm(c.rls_default_algorithm, &rls_algorithm)) {
+    errors.push_back({"grpc.default_algorithm",
+                      "unknown algorithm \"" + c.rls_default_algorithm +
+                          "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
+                          "sliding_log)"});
   }
   if (c.store != "local" && c.store.rfind("redis://", 0) != 0 &&
       c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0) {

@@ -55,6 +55,11 @@ struct ServerConfig {
   // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
   std::string grpc_listen;
   std::vector<std::string> rls_config;
+  // RateLimit headers in ShouldRateLimit's response_headers_to_add (same names as
+  // `header_style`); "none" (default) leaves headers to Envoy.
+  std::string grpc_header_style = "none";
+  // Algorithm for YAML rate_limit blocks without `algorithm`.
+  std::string rls_default_algorithm = "token_bucket";
 
   // Where state lives.
   std::string store = "local";        // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]

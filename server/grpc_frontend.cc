@@ -12,24 +12,45 @@ namespace {
 
 class RlsFrontend final : public GrpcFrontend {
  public:
-  RlsFrontend(std::unique_ptr<rls::RlsServer> server, std::vector<std::string> paths)
-      : server_(std::move(server)), paths_(std::move(paths)) {}
+  RlsFrontend(std::unique_ptr<rls::RlsServer> server, std::vector<std::string> paths,
+              rls::RlsCompileOptions compile)
+      : server_(std::move(server)), paths_(std::move(paths)), compile_(std::move(compile)) {}
   ~RlsFrontend() override { Shutdown(); }
   std::string address() const override { return server_->address(); }
-  std::vector<ConfigError> Reload() override { return server_->ReloadFiles(paths_); }
+  std::vector<ConfigError> Reload() override { return server_->ReloadFiles(paths_, compile_); }
   void AppendMetrics(std::string* out) const override { server_->counters().AppendPrometheus(out); }
   void Shutdown() override { server_->Shutdown(); }
 
  private:
   std::unique_ptr<rls::RlsServer> server_;
   std::vector<std::string> paths_;
+  rls::RlsCompileOptions compile_;
 };
+
+// What the YAML may ask of the configured store: the Redis stores run every
+// algorithm but sliding_log, so it is a load error there instead of
+// UNAVAILABLE on every call.
+rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
+  rls::RlsCompileOptions o;
+  ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
+  if (config.store.rfind("redis-cluster://", 0) == 0) {
+    o.store_name = "the redis-cluster store";
+  } else if (config.store != "local") {
+    o.store_name = "the redis store";
+  }
+  if (config.store != "local") {
+    o.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+                              Algorithm::kFixedWindow, Algorithm::kSlidingWindow};
+  }
+  return o;
+}
 
 }  // namespace
 
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config, Store* store,
                                                           const Clock* clock) {
-  auto parsed = rls::LoadRlsConfigFiles(config.rls_config);
+  rls::RlsCompileOptions compile = CompileOptionsFor(config);
+  auto parsed = rls::LoadRlsConfigFiles(config.rls_config, compile);
   if (!parsed.config) {
     std::string text = "invalid rls_config:";
     for (const auto& e : parsed.errors) text += "\n  " + e.ToString();
@@ -40,10 +61,11 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.store = store;
   options.config = parsed.config;
   options.clock = clock;
+  ParseHeaderStyle(config.grpc_header_style, &options.decide.header_style);  // validated already
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<GrpcFrontend>(
-      new RlsFrontend(std::move(server).value(), config.rls_config));
+      new RlsFrontend(std::move(server).value(), config.rls_config, std::move(compile)));
 }
 #else
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, Store*,

@@ -61,6 +61,14 @@ int main(int argc, char** argv) {
                               "HOST:PORT for the Envoy rate limit service (gRPC); off by default");
   auto* rls = app.add_option("--rls-config", flags.rls_config,
                              "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
+  auto* grpc_headers =
+      app.add_option("--grpc-headers", flags.grpc_header_style,
+                     "RateLimit headers in gRPC responses (response_headers_to_add): draft11 | "
+                     "draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
+  auto* rls_algorithm =
+      app.add_option("--rls-default-algorithm", flags.rls_default_algorithm,
+                     "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
+                     "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
   bool check_only = false;
   app.add_flag("--check", check_only,
                "Validate the config and the policy, print the result and exit (0 = valid)");
@@ -99,6 +107,8 @@ int main(int argc, char** argv) {
   if (log_level->count()) config.log_level = flags.log_level;
   if (grpc->count()) config.grpc_listen = flags.grpc_listen;
   if (rls->count()) config.rls_config = flags.rls_config;
+  if (grpc_headers->count()) config.grpc_header_style = flags.grpc_header_style;
+  if (rls_algorithm->count()) config.rls_default_algorithm = flags.rls_default_algorithm;
 
   auto errors = tollgate::server::ValidateServerConfig(config);
   if (!errors.empty()) {

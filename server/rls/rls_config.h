@@ -76,8 +76,8 @@ struct RlsDomainSpec {
 
 struct RlsCompileOptions {
   // For rate_limit blocks without `algorithm`. The token bucket works on every
-  // store (the Redis store has no window algorithms); fixed_window reproduces
-  // envoyproxy/ratelimit's counters exactly (docs/envoy.md, "Units").
+  // store (the Redis stores run every algorithm but sliding_log); fixed_window
+  // reproduces envoyproxy/ratelimit's counters exactly (docs/envoy.md, "Units").
   Algorithm default_algorithm = Algorithm::kTokenBucket;
   // Algorithms the store can run (empty = all); others are configuration
   // errors naming `store_name`, instead of UNAVAILABLE on every request.

@@ -683,6 +683,60 @@ TEST_P(ServerE2E, GatewayReplacesPooledConnectionsTheUpstreamClosed) {
   EXPECT_EQ(upstream.connections(), 5);
 }
 
+#if TOLLGATE_TEST_GRPC
+// The Envoy RLS YAML is checked against the store at load: sliding_log (explicit
+// or as the configured default) is a start-up error on Redis, fine locally.
+TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
+  std::string dir = MakeTempDir();
+  WriteFile(dir + "/explicit.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 5, algorithm: sliding_log}\n");
+  WriteFile(dir + "/windows.yaml",
+            "domain: w\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 5, algorithm: fixed_window}\n  - key: b\n    rate_limit: {unit: "
+            "minute, requests_per_unit: 5, algorithm: sliding_window}\n");
+  WriteFile(dir + "/implicit.yaml",
+            "domain: i\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, "
+            "requests_per_unit: 5}\n");
+  const bool redis = GetParam() == "redis";
+  struct Case {
+    std::string file;
+    std::string default_algorithm;
+    bool fails_on_redis;
+  };
+  for (const Case& c :
+       {Case{"explicit.yaml", "token_bucket", true}, Case{"implicit.yaml", "sliding_log", true},
+        Case{"implicit.yaml", "fixed_window", false},
+        Case{"windows.yaml", "token_bucket", false}}) {
+    SCOPED_TRACE(c.file + " default " + c.default_algorithm);
+    server::ServerConfig cfg = Config();
+    cfg.grpc_listen = "127.0.0.1:0";
+    cfg.rls_config = {dir + "/" + c.file};
+    cfg.rls_default_algorithm = c.default_algorithm;
+    std::string error;
+    auto s = TestServer::Start(cfg, TightPolicy(), &error);
+    if (redis && c.fails_on_redis) {
+      EXPECT_FALSE(s) << "sliding_log loaded on Redis";
+      EXPECT_NE(error.find("sliding_log is not supported by the redis store"), std::string::npos)
+          << error;
+    } else {
+      EXPECT_TRUE(s) << error;
+    }
+  }
+  server::ServerConfig bad = Config();
+  bad.grpc_listen = "127.0.0.1:0";
+  bad.rls_config = {dir + "/windows.yaml"};
+  bad.rls_default_algorithm = "gcra";
+  bad.grpc_header_style = "fancy";
+  std::string error;
+  EXPECT_FALSE(TestServer::Start(bad, TightPolicy(), &error));
+  EXPECT_NE(error.find("grpc.default_algorithm: unknown algorithm \"gcra\""), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("grpc.headers: unknown style \"fancy\""), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(Stores, ServerE2E, ::testing::Values("local", "redis"),
                          [](const auto& info) { return info.param; });
 
