@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -74,6 +75,32 @@ FileStamp Stamp(const std::string& path) {
   return f;
 }
 
+// The envoyproxy/ratelimit YAML files behind `rls_config`: each listed file,
+// and each *.yaml / *.yml in a listed directory (by name, so an added or
+// removed file is a change too). Polled beside the policy file.
+using RlsStamps = std::vector<std::pair<std::string, FileStamp>>;
+RlsStamps StampRls(const std::vector<std::string>& paths) {
+  RlsStamps out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec)) {
+      out.emplace_back(p, Stamp(p));
+      continue;
+    }
+    std::vector<std::string> names;
+    for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string ext = it->path().extension().string();
+      if (ext == ".yaml" || ext == ".yml") names.push_back(it->path().string());
+    }
+    std::sort(names.begin(), names.end());
+    for (auto& n : names) {
+      FileStamp st = Stamp(n);
+      out.emplace_back(std::move(n), st);
+    }
+  }
+  return out;
+}
+
 Result<tcp::acceptor> Bind(net::io_context& ioc, const std::string& address,
                            std::string_view what) {
   HostPort hp;
@@ -115,6 +142,7 @@ class Server::Impl {
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   FileStamp policy_stamp;
+  RlsStamps rls_stamps;  // empty without the gRPC frontend
   std::vector<std::thread> threads;
   std::atomic<bool> shutdown_started{false};
   bool started = false;
@@ -194,10 +222,16 @@ class Server::Impl {
     reload_timer->async_wait([this](boost::system::error_code ec) {
       if (ec || shared.draining.load(std::memory_order_relaxed)) return;
       FileStamp now = Stamp(shared.config.policy_path);
-      if (now.size >= 0 && !(now == policy_stamp)) {
-        policy_stamp = now;  // a broken file is reported once, not on every poll
-        shared.Reload("file_changed");
+      bool changed = now.size >= 0 && !(now == policy_stamp);
+      if (changed) policy_stamp = now;  // a broken file is reported once, not on every poll
+      if (shared.grpc) {
+        RlsStamps rls_now = StampRls(shared.config.rls_config);
+        if (rls_now != rls_stamps) {
+          rls_stamps = std::move(rls_now);
+          changed = true;
+        }
       }
+      if (changed) shared.Reload("file_changed");
       ScheduleReloadPoll();
     });
   }
@@ -207,6 +241,7 @@ class Server::Impl {
       if (ec) return;
       if (signo == SIGHUP) {
         policy_stamp = Stamp(shared.config.policy_path);
+        if (shared.grpc) rls_stamps = StampRls(shared.config.rls_config);
         shared.Reload("sighup");
       } else if (shutdown_started.load()) {
         shared.log->Warn("shutdown_forced", {{"signal", signo}});
@@ -322,6 +357,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     auto grpc = GrpcFrontend::Start(config, s.store.store.get(), s.clock);
     if (!grpc.ok()) return grpc.status();
     s.grpc = std::move(grpc).value();
+    impl->rls_stamps = StampRls(config.rls_config);
   }
 
   auto& ioc0 = impl->workers[0]->ioc;

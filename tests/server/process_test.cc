@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +15,11 @@
 
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#if TOLLGATE_TEST_GRPC
+#include <grpcpp/grpcpp.h>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#endif
 
 namespace tollgate::testing {
 namespace {
@@ -72,6 +79,7 @@ class Tollgated {
             if (!j.is_discarded() && j.value("msg", "") == "started") {
               port_ = PortOf(j["listen"]);
               if (j.contains("admin")) admin_port_ = PortOf(j["admin"]);
+              if (j.contains("grpc")) grpc_port_ = PortOf(j["grpc"]);
               return true;
             }
           }
@@ -100,6 +108,7 @@ class Tollgated {
   std::string Stdout() const { return ReadAll(dir_ + "/stdout.log"); }
   int port() const { return port_; }
   int admin_port() const { return admin_port_; }
+  int grpc_port() const { return grpc_port_; }
 
  private:
   std::string dir_;
@@ -108,6 +117,7 @@ class Tollgated {
   bool exited_ = false;
   int port_ = 0;
   int admin_port_ = 0;
+  int grpc_port_ = 0;
 };
 
 class ProcessTest : public ::testing::Test {
@@ -196,6 +206,107 @@ TEST_F(ProcessTest, ServesEnvoyRateLimitServiceWhenAsked) {
   t.Signal(SIGTERM);
   EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
 }
+
+#if TOLLGATE_TEST_GRPC
+namespace rlspb = ::envoy::service::ratelimit::v3;
+
+rlspb::RateLimitRequest RlsRequest(const std::string& key, const std::string& value) {
+  rlspb::RateLimitRequest req;
+  req.set_domain("api");
+  auto* entry = req.add_descriptors()->add_entries();
+  entry->set_key(key);
+  entry->set_value(value);
+  return req;
+}
+
+std::string ResponseHeader(const rlspb::RateLimitResponse& resp, std::string_view name) {
+  for (const auto& h : resp.response_headers_to_add()) {
+    if (h.key().size() == name.size() &&
+        std::equal(h.key().begin(), h.key().end(), name.begin(),
+                   [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return h.value();
+    }
+  }
+  return "<none>";
+}
+
+// Envoy's ShouldRateLimit over real gRPC through the real binary, configured by
+// the JSON config's `grpc` object: OK until the limit, then OVER_LIMIT, with
+// RateLimit headers in response_headers_to_add; editing only the YAML reloads it.
+TEST_F(ProcessTest, ShouldRateLimitOverGrpcWithHeadersAndReloadsOnYamlChange) {
+  const std::string rls_dir = dir_ + "/ratelimit";
+  std::filesystem::create_directory(rls_dir);
+  const std::string user_rule =
+      "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {name: per-user, unit: minute, "
+      "requests_per_unit: 3}\n";
+  WriteFile(rls_dir + "/api.yaml", user_rule);
+  WriteFile(dir_ + "/tollgated.json", R"({"policy": ")" + policy_ + R"(",
+      "listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "threads": 1,
+      "policy_poll_interval_ms": 50,
+      "grpc": {"listen": "127.0.0.1:0", "rls_config": [")" +
+                                          rls_dir + R"("],
+               "headers": "draft11", "default_algorithm": "token_bucket"}})");
+  Tollgated t({"--config", dir_ + "/tollgated.json"}, dir_);
+  ASSERT_TRUE(t.WaitStarted()) << "log: " << t.Log() << " stdout: " << t.Stdout();
+  ASSERT_GT(t.grpc_port(), 0) << t.Log();
+  auto stub = rlspb::RateLimitService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(t.grpc_port()), grpc::InsecureChannelCredentials()));
+  auto call = [&](const rlspb::RateLimitRequest& req, rlspb::RateLimitResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    resp->Clear();
+    return stub->ShouldRateLimit(&ctx, req, resp);
+  };
+
+  const std::string user = "u" + std::to_string(::getpid());
+  rlspb::RateLimitResponse resp;
+  for (int i = 0; i < 3; ++i) {
+    grpc::Status st = call(RlsRequest("user", user), &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(resp.overall_code(), rlspb::RateLimitResponse::OK) << i;
+    ASSERT_EQ(resp.statuses_size(), 1);
+    EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 3u);
+    EXPECT_EQ(resp.statuses(0).limit_remaining(), uint32_t(2 - i));
+    EXPECT_NE(ResponseHeader(resp, "RateLimit-Policy").find("per-user"), std::string::npos)
+        << resp.DebugString();
+    EXPECT_NE(ResponseHeader(resp, "RateLimit").find("r=" + std::to_string(2 - i)),
+              std::string::npos)
+        << resp.DebugString();
+  }
+  grpc::Status st = call(RlsRequest("user", user), &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.overall_code(), rlspb::RateLimitResponse::OVER_LIMIT) << resp.DebugString();
+  ASSERT_EQ(resp.statuses_size(), 1);
+  EXPECT_EQ(resp.statuses(0).code(), rlspb::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
+  EXPECT_GE(std::atoi(ResponseHeader(resp, "Retry-After").c_str()), 1) << resp.DebugString();
+
+  // Only the YAML changes (the policy file does not): the poll reloads it.
+  ASSERT_TRUE(call(RlsRequest("team", "t1"), &resp).ok());
+  EXPECT_EQ(resp.overall_code(), rlspb::RateLimitResponse::OK);
+  ASSERT_EQ(resp.statuses_size(), 1);
+  EXPECT_FALSE(resp.statuses(0).has_current_limit());  // no rule for "team" yet
+  WriteFile(rls_dir + "/api.yaml",
+            user_rule + "  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 7}\n");
+  EXPECT_TRUE(WaitFor([&] {
+    return call(RlsRequest("team", "t1"), &resp).ok() && resp.statuses_size() == 1 &&
+           resp.statuses(0).current_limit().requests_per_unit() == 7;
+  })) << t.Log();
+  EXPECT_NE(t.Log().find("\"trigger\":\"file_changed\""), std::string::npos) << t.Log();
+  t.Signal(SIGTERM);
+  EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
+}
+
+TEST_F(ProcessTest, GrpcFlagsAreValidated) {
+  Tollgated t({"--policy", policy_, "--grpc", "127.0.0.1:0", "--rls-config", dir_, "--grpc-headers",
+               "fancy", "--rls-default-algorithm", "gcra"},
+              dir_);
+  EXPECT_EQ(t.WaitExit(5s), 2);
+  EXPECT_NE(t.Log().find("grpc.headers: unknown style"), std::string::npos) << t.Log();
+  EXPECT_NE(t.Log().find("grpc.default_algorithm: unknown algorithm"), std::string::npos)
+      << t.Log();
+}
+#endif
 
 TEST_F(ProcessTest, HelpExplainsFlagsAndBadConfigExits2) {
   {
