@@ -287,9 +287,12 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
   // Rewrite the request header for the upstream.
   RemoveHopByHop(req);
+  // Every X-Forwarded-For field, in order, then the peer (as the fast path,
+  // proxy_wire.cc): set() below replaces them all with the one joined line.
   std::string forwarded_for;
-  if (auto x = req.find("X-Forwarded-For"); x != req.end()) {
-    forwarded_for.assign(x->value().data(), x->value().size());
+  auto [xff, xff_end] = req.equal_range("X-Forwarded-For");
+  for (auto it = xff; it != xff_end; ++it) {
+    forwarded_for.append(it->value().data(), it->value().size());
     forwarded_for += ", ";
   }
   forwarded_for += peer_ip;

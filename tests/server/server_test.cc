@@ -683,6 +683,40 @@ TEST_P(ServerE2E, GatewayReplacesPooledConnectionsTheUpstreamClosed) {
   EXPECT_EQ(upstream.connections(), 5);
 }
 
+// The streamed path (a request with a body): every X-Forwarded-For line, in
+// order, then the peer, as on the fast path.
+TEST_P(ServerE2E, GatewayStreamedRequestJoinsEveryForwardedForLine) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  HttpConnection c(s->port);
+  const std::string body(100'000, 'p');  // larger than any buffered fast path
+  ASSERT_TRUE(c.SendRaw("POST /upload HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + key +
+                        "\r\nX-Forwarded-For: 198.51.100.1, 198.51.100.2"
+                        "\r\nContent-Type: text/plain"
+                        "\r\nX-Forwarded-For: 203.0.113.7"
+                        "\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["body_bytes"], body.size());
+  EXPECT_EQ(j["headers"]["x-forwarded-for"], "198.51.100.1, 198.51.100.2, 203.0.113.7, 127.0.0.1")
+      << r.body;
+  // A bodyless request on the same connection (fast path) agrees.
+  ASSERT_TRUE(
+      c.SendRaw("GET /x HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + key +
+                "\r\nX-Forwarded-For: 198.51.100.1\r\nX-Forwarded-For: 203.0.113.7\r\n\r\n"));
+  r = c.ReadResponse();
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(json::parse(r.body)["headers"]["x-forwarded-for"],
+            "198.51.100.1, 203.0.113.7, 127.0.0.1");
+}
+
 #if TOLLGATE_TEST_GRPC
 // The Envoy RLS YAML is checked against the store at load: sliding_log (explicit
 // or as the configured default) is a start-up error on Redis, fine locally.
