@@ -717,6 +717,42 @@ TEST_P(ServerE2E, GatewayStreamedRequestJoinsEveryForwardedForLine) {
             "198.51.100.1, 203.0.113.7, 127.0.0.1");
 }
 
+// failure_mode closed + a store that cannot decide: /readyz says 503 (and says why).
+TEST_P(ServerE2E, ReadyzIs503WhenClosedModeStoreIsDown) {
+  if (GetParam() != "redis") GTEST_SKIP() << "the local store cannot fail";
+#if TOLLGATE_TEST_REDIS
+  server::ServerConfig cfg = Config();
+  cfg.failure_mode = "closed";
+  cfg.store_timeout = server::Millis(50);
+  auto s = Start(cfg, TightPolicy());
+  ASSERT_TRUE(s);
+  std::string key = Key();
+  auto ready = Fetch(s->port, "GET", "/readyz");
+  ASSERT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(json::parse(ready.body)["ready"], true);
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key)).status, 204);
+
+  redis_.server->Kill();
+  // Decisions fail (closed) until the store is seen as down; readyz follows.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+        return Fetch(s->port, "GET", "/readyz").status == 503;
+      },
+      10s));
+  for (int port : {s->port, s->admin_port}) {
+    ready = Fetch(port, "GET", "/readyz");
+    ASSERT_EQ(ready.status, 503) << ready.body;
+    json j = json::parse(ready.body);
+    EXPECT_EQ(j["ready"], false);
+    EXPECT_EQ(j["store_healthy"], false);
+    EXPECT_EQ(j["failure_mode"], "closed");
+    EXPECT_EQ(j["draining"], false);
+  }
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);  // alive, just not ready
+#endif
+}
+
 #if TOLLGATE_TEST_GRPC
 // The Envoy RLS YAML is checked against the store at load: sliding_log (explicit
 // or as the configured default) is a start-up error on Redis, fine locally.
