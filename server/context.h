@@ -109,6 +109,7 @@ struct Shared {
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<TopRejected> top;
   std::unique_ptr<RejectionGate> reject_gate;
+  std::unique_ptr<RejectionGate> upstream_error_gate;  // gateway failures: every one, N a second
   bool gateway = false;
   UpstreamUrl upstream;
   std::vector<tcp::endpoint> upstream_endpoints;  // resolved at startup

@@ -132,7 +132,36 @@ struct ProxyCall {
   bool client_keep_alive;
   unsigned client_version;
   bool head;  // a HEAD request: the response has no body
+  std::string_view peer_ip;
+  std::string_view trace_id;  // "" without a valid traceparent
+  // The request header as it is now (the streamed path moves it into its own
+  // parser and may rewrite the target): read only when logging a failure.
+  const http::request_header<>* request = nullptr;
 };
+
+// One log line per upstream failure (502, 504, a relay broken mid-body), when
+// the gate admits it: at most log.reject_per_second a second, like rejections.
+void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamError kind,
+                        std::string_view detail) {
+  static constexpr const char* kKinds[] = {"connect", "timeout", "broken"};
+  Shared& s = call.s;
+  if (!s.upstream_error_gate->Admit(s.clock->Now() / 1'000'000'000)) return;
+  nlohmann::json f = nlohmann::json::object();
+  f["status"] = status;
+  f["kind"] = kKinds[kind];
+  if (!detail.empty()) f["error"] = std::string(detail);
+  f["upstream"] = s.upstream.host_header;
+  if (call.request) {
+    f["method"] = Logger::Client(std::string_view(call.request->method_string().data(),
+                                                  call.request->method_string().size()));
+    f["path"] = Logger::Client(
+        std::string_view(call.request->target().data(), call.request->target().size()));
+  }
+  f["peer"] = Logger::Client(call.peer_ip);
+  if (!call.trace_id.empty()) f["trace_id"] = std::string(call.trace_id);
+  f["sampled"] = true;
+  s.log->Warn("upstream_failed", std::move(f));
+}
 
 // Answers `status` (a problem response) and ends the client connection.
 net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
@@ -153,6 +182,7 @@ net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
   if (timeout) kind = ServerMetrics::kTimeout;
   call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
   int status = timeout ? 504 : 502;
+  LogUpstreamFailure(call, status, kind, timeout ? timeout_detail : error_detail);
   co_return co_await SendProblem(call, Problem(status, timeout ? "Gateway timeout" : "Bad gateway",
                                                timeout ? timeout_detail : error_detail));
 }
@@ -232,8 +262,11 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::end_of_stream && rp.is_done()) ec = {};
       if (ec) {
-        call.shard.upstream_errors[up->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken]
-            .fetch_add(1, std::memory_order_relaxed);
+        const auto kind = up->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken;
+        call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
+        LogUpstreamFailure(call, status, kind,
+                           up->timed_out ? "upstream body read timed out"
+                                         : "upstream response body broke off: " + ec.message());
         co_return ProxyResult{status, false};  // half-sent: only closing can tell the client
       }
       res.body().size = kRelayBuffer - res.body().size;
@@ -275,6 +308,7 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
   http::request_parser<http::buffer_body> p(std::move(header_parser));
   p.body_limit(cfg.gateway_max_body_bytes);
   auto& req = p.get();
+  call.request = &req;
   if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
     co_return co_await SendTooLarge(call);
   }
@@ -397,7 +431,8 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
                                          beast::flat_buffer& client_buffer,
                                          http::request_parser<http::empty_body>& header_parser,
                                          std::string_view peer_ip,
-                                         const std::vector<HeaderField>& response_headers) {
+                                         const std::vector<HeaderField>& response_headers,
+                                         std::string_view trace_id) {
   const ServerConfig& cfg = s.config;
   const auto& req = header_parser.get();
   ProxyCall call{s,
@@ -407,7 +442,10 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
                  response_headers,
                  req.keep_alive(),
                  req.version(),
-                 req.method() == http::verb::head};
+                 req.method() == http::verb::head,
+                 peer_ip,
+                 trace_id,
+                 &req};
   ScratchLease scratch(w);
   char* buf = scratch->buffer.get();
 

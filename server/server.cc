@@ -337,6 +337,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   s.top = std::make_unique<TopRejected>(config.top_capacity, Nanos(config.top_window).count());
   s.reject_gate =
       std::make_unique<RejectionGate>(config.reject_log_sample, config.reject_logs_per_second);
+  s.upstream_error_gate = std::make_unique<RejectionGate>(1, config.reject_logs_per_second);
   if (!config.admin_token.empty()) s.bearer = "Bearer " + config.admin_token;
 
   if (!config.upstream.empty()) {

@@ -200,7 +200,8 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             conn.SetDeadline(outcome.delay + cfg.read_timeout);
             co_await timer.async_wait(redirect_error(use_awaitable, ec));
           }
-          ProxyResult pr = co_await ProxyRequest(s, w, conn, buffer, hp, peer, outcome.headers);
+          ProxyResult pr =
+              co_await ProxyRequest(s, w, conn, buffer, hp, peer, outcome.headers, trace_id);
           if (pr.status) shard.CountRequest(ep, pr.status);
           if (!pr.keep_alive || s.draining.load(std::memory_order_relaxed)) break;
           continue;

@@ -552,24 +552,52 @@ TEST_P(ServerE2E, GatewayStreamsBodiesBothWays) {
 }
 
 TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
+  std::string dir = MakeTempDir();
+  auto created = server::Logger::Create(server::LogLevel::kInfo, dir + "/log.jsonl");
+  ASSERT_TRUE(created.ok());
+  std::shared_ptr<server::Logger> log = std::move(created).value();
   server::ServerConfig cfg = Config();
   cfg.upstream_timeout = server::Millis(300);
   auto upstream = std::make_unique<TestUpstream>();
   cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream->port());
-  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  auto s = Start(cfg, GenerousPolicy(1'000'000), log);
   ASSERT_TRUE(s);
   std::string key = Key();
-  auto r = Fetch(s->port, "GET", "/slow?ms=1500", {{"X-Api-Key", key}});
+  const std::string trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  auto r = Fetch(s->port, "GET", "/slow?ms=1500", {{"X-Api-Key", key}, {"traceparent", trace}});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.status, 504);
   EXPECT_EQ(r.Header("content-type"), "application/problem+json");
   upstream.reset();  // nobody listens there any more
-  r = Fetch(s->port, "GET", "/x", {{"X-Api-Key", key}});
+  r = Fetch(s->port, "POST", "/x?q=1", {{"X-Api-Key", key}}, "body");  // the streamed path
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.status, 502);
   EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
   auto m = Fetch(s->admin_port, "GET", "/metrics").body;
   EXPECT_NE(m.find("tollgate_upstream_errors_total{kind=\"timeout\"} 1"), std::string::npos) << m;
+
+  // One structured line per failure, with the trace id when the request had one.
+  s.reset();
+  log->Flush();
+  std::ifstream in(dir + "/log.jsonl");
+  std::string line;
+  std::vector<json> failures;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    if (j["msg"] == "upstream_failed") failures.push_back(j);
+  }
+  ASSERT_EQ(failures.size(), 2u) << ReadFileForDebug(dir + "/log.jsonl");
+  EXPECT_EQ(failures[0]["status"], 504);
+  EXPECT_EQ(failures[0]["kind"], "timeout");
+  EXPECT_EQ(failures[0]["method"], "GET");
+  EXPECT_EQ(failures[0]["path"], "/slow?ms=1500");
+  EXPECT_EQ(failures[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(failures[1]["status"], 502);
+  EXPECT_EQ(failures[1]["method"], "POST");
+  EXPECT_EQ(failures[1]["path"], "/x?q=1");
+  EXPECT_FALSE(failures[1].contains("trace_id"));
+  std::filesystem::remove_all(dir);
 }
 
 // Sizes on both sides of the whole-response fast path (header + body within
