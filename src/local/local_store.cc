@@ -265,7 +265,8 @@ class LocalStore::Impl {
   static void NoteIdle(Slot& slot, int64_t idle) {
     int64_t cur = slot.idle_at.load(std::memory_order_relaxed);
     while (cur != kIdleIsState && cur < idle &&
-           !slot.idle_at.compare_exchange_weak(cur, idle, std::memory_order_relaxed)) {
+           !slot.idle_at.compare_exchange_weak(cur, idle, std::memory_order_release,
+                                               std::memory_order_relaxed)) {
     }
   }
 
@@ -287,10 +288,18 @@ class LocalStore::Impl {
             slot->h2.load(std::memory_order_acquire) != h.lo) {
           break;  // reclaimed under us: look the key up again
         }
-        StepResult r = StepFor(limit, st, charge ? cost : 0, now);
+        // A window state past its idle time carries no information: decide
+        // from a fresh one. (Window indexes are stored modulo 2^24 or 2^40, so
+        // a key idle long enough could otherwise look like a clock step back
+        // and keep its old counts.) idle_at is raised before a CAS publishes
+        // a state, so a state read here is never newer than the idle_at after it.
+        const bool window = !IsBucket(limit.algorithm());
+        const uint64_t base =
+            window && slot->idle_at.load(std::memory_order_acquire) <= now ? 0 : st;
+        StepResult r = StepFor(limit, base, charge ? cost : 0, now);
         if (!charge && cost > 0) {
           // Would it fit? Reported as the state without the charge.
-          StepResult would = StepFor(limit, st, cost, now);
+          StepResult would = StepFor(limit, base, cost, now);
           if (would.decision.allowed) {
             would.decision.remaining = r.decision.remaining;
             would.decision.reset_after = r.decision.reset_after;
@@ -299,9 +308,9 @@ class LocalStore::Impl {
           return would.decision;
         }
         if (!r.changed) return r.decision;
+        if (window) NoteIdle(*slot, r.idle_at);  // before the CAS (see above)
         if (slot->state.compare_exchange_weak(st, r.state, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
-          if (!IsBucket(limit.algorithm())) NoteIdle(*slot, r.idle_at);
           if (charged != nullptr) *charged = r.state;
           return r.decision;
         }

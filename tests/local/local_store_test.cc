@@ -127,6 +127,33 @@ TEST(LocalStoreTest, WindowAndLogAlgorithmsThroughTheStore) {
   EXPECT_TRUE(f.store->Acquire("sliding_log", log, 1).allowed);
 }
 
+// Window indexes are stored modulo 2^24 (sliding) or 2^40 (fixed). A key idle
+// for 1.5 * 2^23 windows reads as "stored window ahead" (a clock step back)
+// unless the store sees that the state is past its idle time.
+TEST(LocalStoreTest, LongIdleWindowKeyIsFreshNotAClockStepBack) {
+  Fixture f(100);
+  LimitSpec s;
+  s.burst = 2;
+  s.window = std::chrono::milliseconds(1);
+  for (Algorithm a : {Algorithm::kSlidingWindow, Algorithm::kFixedWindow}) {
+    s.algorithm = a;
+    const Limit l = *Limit::Create(s);
+    const std::string key(AlgorithmName(a));
+    EXPECT_TRUE(f.store->Acquire(key, l, 2).allowed) << key;
+    EXPECT_FALSE(f.store->Acquire(key, l, 1).allowed) << key;
+  }
+  f.clock.Advance(std::chrono::milliseconds(int64_t{3} << 22));
+  for (Algorithm a : {Algorithm::kSlidingWindow, Algorithm::kFixedWindow}) {
+    s.algorithm = a;
+    const Limit l = *Limit::Create(s);
+    const std::string key(AlgorithmName(a));
+    const Decision d = f.store->Acquire(key, l, 2);
+    EXPECT_TRUE(d.allowed) << key;
+    EXPECT_EQ(d.remaining, 0) << key;
+    EXPECT_FALSE(f.store->Acquire(key, l, 1).allowed) << key;
+  }
+}
+
 TEST(LocalStoreTest, BatchMixesAlgorithmsAllOrNothing) {
   Fixture f(100);
   LimitSpec s;
