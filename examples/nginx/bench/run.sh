@@ -39,7 +39,7 @@ http {
 CONF
 nginx -p "$DIR" -c "$DIR/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 POLICY=examples/nginx/bench/policy.json
-$TG --policy $POLICY --listen 127.0.0.1:$TG_AUTH --admin '' --log-level warn & PIDS+=($!)
+$TG --policy $POLICY --listen 127.0.0.1:$TG_AUTH --admin '' --log-level warn ${AUTH_THREADS:+--threads $AUTH_THREADS} & PIDS+=($!)
 $TG --policy $POLICY --listen 127.0.0.1:$TG_GW --admin '' --log-level warn \
     --upstream http://127.0.0.1:$NGINX_APP ${GW_THREADS:+--threads $GW_THREADS} & PIDS+=($!)
 TG_REDIS=18106 REDIS_PORT=18107
