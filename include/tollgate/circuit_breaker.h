@@ -12,6 +12,12 @@
 //    failures it saw before), a failed probe opens it again for another
 //    `open_duration`. Calls beyond the probe budget are rejected.
 //
+// Who probes: by default (caller_probes = true) Allow() hands out the probes,
+// so a probe is a real call. With caller_probes = false, Allow() never admits
+// a call while the breaker is open or half-open; an owner that probes on its
+// own (ResilientStore's background prober) asks TryProbe() for a probe permit
+// when ProbeDueNs() has passed, and reports it with Record() as usual.
+//
 // Usage: every call asks `Permit p = breaker.Allow();`, goes to the store only
 // when `p.admitted()`, and reports the outcome with `breaker.Record(p, ok)`.
 // A permit handed out in an earlier state (a slow call that finishes after the
@@ -77,7 +83,9 @@ struct CircuitBreakerOptions {
   Nanos window{std::chrono::seconds(10)};
   Nanos open_duration{std::chrono::milliseconds(250)};  // cool-down before probing
   int half_open_probes = 1;                             // probes in flight at once, 1..65535
-  const Clock* clock = &SystemClock::Instance();        // not owned; must outlive the breaker
+  // false: Allow() rejects every call while not closed; probes come only from TryProbe().
+  bool caller_probes = true;
+  const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the breaker
   // Called once per transition, with the transition mutex held.
   std::function<void(const BreakerTransition&)> listener;
 };
@@ -121,8 +129,17 @@ class CircuitBreaker {
 
   // Whether this call may go to the store. Never blocks on the store.
   Permit Allow();
-  // The outcome of a call admitted by Allow(). Rejected permits are ignored.
+  // The outcome of a call admitted by Allow() or TryProbe(). Rejected permits are ignored.
   void Record(const Permit& permit, bool success);
+
+  // A probe permit when one may be sent now: the breaker is open and its
+  // cool-down has passed (it becomes half-open), or it is half-open with room
+  // in the probe budget. Rejected otherwise (closed included). Works whatever
+  // caller_probes says; counted in `probes`, not in `rejected`.
+  Permit TryProbe();
+  // Clock time from which TryProbe() can hand out a probe while open; 0 when
+  // the breaker is not open.
+  int64_t ProbeDueNs() const;
 
   BreakerState state() const;
   BreakerCounters counters() const;

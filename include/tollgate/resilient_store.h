@@ -1,11 +1,10 @@
 // ResilientStore: a Store that keeps deciding when its primary store (Redis,
 // Redis Cluster) fails, per a failure mode, behind a circuit breaker.
 //
-// Every batch first asks the CircuitBreaker. While it is closed (or this call
-// is a half-open probe) the batch goes to the primary; an answer is passed
-// through unchanged. When the primary fails (kTimeout, kConnection, kScript,
-// kServer, kUnavailable, kInternal) or the breaker refuses the call, the batch
-// is answered by the failure mode of its items:
+// Every batch first asks the CircuitBreaker. While it is closed the batch goes
+// to the primary; an answer is passed through unchanged. When the primary fails (kTimeout,
+// kConnection, kScript, kServer, kUnavailable, kInternal) or the breaker refuses the call, the
+// batch is answered by the failure mode of its items:
 //  - kOpen: allowed, BatchDecision::enforced = false, nothing charged anywhere,
 //    no state changed (each Decision reports remaining = limit);
 //  - kClosed: Status kUnavailable (the policy layer answers 503,
@@ -47,14 +46,22 @@
 // Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts),
 // optionally backed by Options::call_deadline;
 // a hung primary costs the calls in flight at most that deadline, then the
-// breaker opens and no call waits until a probe is due. While open, at most
-// half_open_probes calls per open_duration are sent to the primary as probes;
-// each may wait up to the deadline.
+// breaker opens and no client call waits again until Redis is back.
+//
+// Probes: client calls are never probes (the breaker runs with
+// caller_probes = false): while the breaker is open or half-open every client
+// call is answered by its failure mode at once. A prober thread sends the
+// probes instead, one at a time, each open_duration after the breaker opened
+// (or re-opened on a failed probe): a zero-cost peek (cost 0: reads, never
+// writes) on Options::probe_key through the primary, under the same deadline
+// as any call. A successful probe closes the breaker; only then do client calls
+// go to the primary again. Without the background thread, RunMaintenance()
+// sends the probe when one is due.
 //
 // Thread safety: all methods are safe to call concurrently. The closed-state
 // path adds one breaker Allow/Record (lock-free) to the primary call.
 // Ownership: owns the primary, the breaker, the local store, the fleet registry
-// and the maintenance thread (joined by the destructor). Clocks are borrowed.
+// and the maintenance and prober threads (joined by the destructor). Clocks are borrowed.
 // The destructor destroys the primary first, so async calls it still holds
 // complete (per the mode) while everything they use is alive; no new call may
 // start once destruction has begun.
@@ -143,17 +150,24 @@ struct ResilientStoreOptions {
   CircuitBreakerOptions breaker;         // its clock and listener are used as given
   std::unique_ptr<FleetRegistry> fleet;  // optional
 
+  // The bucket key the breaker's probes peek (cost 0, never written). It goes
+  // through the primary like any key (RedisOptions::key_prefix applies).
+  std::string probe_key =
+      "tollgate\x1f"
+      "breaker-probe";
+
   // Heartbeat + charge-back period of the maintenance thread. The thread is
   // woken at once when the breaker closes, so charge-back starts promptly.
   Nanos maintenance_period{std::chrono::seconds(1)};
-  // false: no thread; the owner calls RunMaintenance() (tests, embedders).
+  // false: no threads (no maintenance, no prober); the owner calls
+  // RunMaintenance(), which then also sends the due probe (tests, embedders).
   bool background = true;
   const Clock* clock = &SystemClock::Instance();  // not owned
 };
 
 struct ResilientStoreStats {
   uint64_t primary_decisions = 0;   // batches answered by the primary
-  uint64_t primary_failures = 0;    // primary calls that failed
+  uint64_t primary_failures = 0;    // primary calls that failed (probes included)
   uint64_t short_circuited = 0;     // batches the breaker kept from the primary
   uint64_t open_decisions = 0;      // batches answered by kOpen (unenforced)
   uint64_t closed_rejections = 0;   // batches refused by kClosed (503)
@@ -189,7 +203,8 @@ class ResilientStore final : public Store {
   bool Healthy() const override;
 
   // One heartbeat (when the breaker is not open) and, when it is closed, one
-  // charge-back pass. The background thread calls this; tests may too.
+  // charge-back pass; with background = false, also one probe when one is due
+  // (blocking up to the deadline). The background thread calls this; tests may too.
   void RunMaintenance();
 
   ResilientStoreStats Stats() const;

@@ -83,6 +83,10 @@ CircuitBreaker::Permit CircuitBreaker::Allow() {
       case BreakerState::kClosed:
         return Permit(Permit::Kind::kNormal, GenerationOf(w));
       case BreakerState::kOpen: {
+        if (!options_.caller_probes) {
+          rejected_.fetch_add(1, std::memory_order_relaxed);
+          return Permit();
+        }
         const int64_t now = options_.clock->Now();
         if (now < open_until_.load(std::memory_order_acquire)) {
           rejected_.fetch_add(1, std::memory_order_relaxed);
@@ -93,7 +97,8 @@ CircuitBreaker::Permit CircuitBreaker::Allow() {
         continue;  // re-read: now half-open (or moved on by another thread)
       }
       case BreakerState::kHalfOpen: {
-        if (ProbesOf(w) >= static_cast<uint64_t>(options_.half_open_probes)) {
+        if (!options_.caller_probes ||
+            ProbesOf(w) >= static_cast<uint64_t>(options_.half_open_probes)) {
           rejected_.fetch_add(1, std::memory_order_relaxed);
           return Permit();
         }
@@ -107,6 +112,35 @@ CircuitBreaker::Permit CircuitBreaker::Allow() {
     assert(false && "invalid breaker state");
     return Permit();
   }
+}
+
+CircuitBreaker::Permit CircuitBreaker::TryProbe() {
+  for (;;) {
+    uint64_t w = word_.load(std::memory_order_acquire);
+    switch (StateOf(w)) {
+      case BreakerState::kClosed:
+        return Permit();
+      case BreakerState::kOpen:
+        if (options_.clock->Now() < open_until_.load(std::memory_order_acquire)) return Permit();
+        Transition(GenerationOf(w), BreakerState::kOpen, BreakerState::kHalfOpen,
+                   BreakerReason::kCooldownElapsed);
+        continue;
+      case BreakerState::kHalfOpen:
+        if (ProbesOf(w) >= static_cast<uint64_t>(options_.half_open_probes)) return Permit();
+        if (word_.compare_exchange_weak(w, w + kOneProbe, std::memory_order_acq_rel)) {
+          probes_.fetch_add(1, std::memory_order_relaxed);
+          return Permit(Permit::Kind::kProbe, GenerationOf(w));
+        }
+        continue;
+    }
+    assert(false && "invalid breaker state");
+    return Permit();
+  }
+}
+
+int64_t CircuitBreaker::ProbeDueNs() const {
+  if (StateOf(word_.load(std::memory_order_acquire)) != BreakerState::kOpen) return 0;
+  return open_until_.load(std::memory_order_acquire);
 }
 
 void CircuitBreaker::Record(const Permit& permit, bool success) {

@@ -55,6 +55,7 @@ class ResilientStore::Impl {
         breaker_(WrapListener(options_.breaker)),
         local_(std::move(local)),
         ledger_(options_.max_charge_back_keys),
+        probe_limit_(ProbeLimit()),
         instances_(std::max<int64_t>(1, options_.initial_instances)) {}
 
   ~Impl() {
@@ -66,6 +67,7 @@ class ResilientStore::Impl {
 
   void StartThread() {
     thread_ = std::thread([this] { Loop(); });
+    prober_ = std::thread([this] { ProbeLoop(); });
   }
 
   void StopThread() {
@@ -74,7 +76,25 @@ class ResilientStore::Impl {
       stop_ = true;
     }
     cv_.notify_all();
+    probe_cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    if (prober_.joinable()) prober_.join();  // waits for a probe in flight (<= the deadline)
+  }
+
+  // Sends one probe when one is due: a zero-cost peek on options_.probe_key
+  // through the primary, under the same deadline as any call. Its outcome only
+  // moves the breaker; no client waits for it. False when no probe was due.
+  bool ProbeOnce() {
+    const CircuitBreaker::Permit permit = breaker_.TryProbe();
+    if (!permit.admitted()) return false;
+    const AcquireItem item{options_.probe_key, &probe_limit_, 0};
+    const std::span<const AcquireItem> items(&item, 1);
+    Result<BatchDecision> r =
+        options_.call_deadline > Nanos(0) ? GuardedAcquire(items) : primary_->Acquire(items);
+    const bool ok = r.ok() || !IsOutage(r.status().code());
+    if (!ok) Bump(primary_failures_);
+    breaker_.Record(permit, ok);
+    return true;
   }
 
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) {
@@ -238,6 +258,7 @@ class ResilientStore::Impl {
       }
     }
     if (options_.charge_back && breaker_.state() == BreakerState::kClosed) ChargeBack();
+    if (!options_.background) ProbeOnce();  // with a thread, the prober does it
   }
 
   // Sends the ledger to the primary; on the first failure puts the rest back.
@@ -324,10 +345,25 @@ class ResilientStore::Impl {
   CircuitBreaker breaker_;
 
  private:
+  static Limit ProbeLimit() {
+    LimitSpec spec;
+    spec.rate = 1;
+    spec.burst = 1;
+    return *Limit::Create(spec);
+  }
+
   CircuitBreakerOptions WrapListener(CircuitBreakerOptions b) {
+    // Client calls never probe: the prober (or RunMaintenance) does.
+    b.caller_probes = false;
     auto user = std::move(b.listener);
     b.listener = [this, user = std::move(user)](const BreakerTransition& t) {
       if (user) user(t);
+      if (t.to == BreakerState::kOpen) {
+        // Schedule the next probe (its due time is set now).
+        std::lock_guard<std::mutex> lock(mu_);
+        probe_wake_ = true;
+        probe_cv_.notify_all();
+      }
       if (t.to == BreakerState::kClosed) {
         // Charge back promptly after a recovery.
         std::lock_guard<std::mutex> lock(mu_);
@@ -349,8 +385,36 @@ class ResilientStore::Impl {
     }
   }
 
+  // The background prober: sleeps while the breaker is closed; while it is
+  // open, sends a probe each time the cool-down has passed.
+  void ProbeLoop() {
+    const Clock& clock = *options_.breaker.clock;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      const int64_t due = breaker_.ProbeDueNs();
+      if (due == 0) {  // closed, or half-open with a probe in flight elsewhere
+        probe_cv_.wait_for(lock, options_.maintenance_period,
+                           [this] { return stop_ || probe_wake_; });
+        probe_wake_ = false;
+        continue;
+      }
+      const int64_t wait = due - clock.Now();
+      if (wait > 0) {
+        probe_cv_.wait_for(lock, Nanos(wait), [this] { return stop_; });
+        continue;
+      }
+      lock.unlock();
+      const bool probed = ProbeOnce();
+      lock.lock();
+      // A zero open_duration must not turn a refused connection into a busy loop.
+      if (!probed || breaker_.state() != BreakerState::kClosed)
+        probe_cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stop_; });
+    }
+  }
+
   std::unique_ptr<LocalStore> local_;
   resilient::ChargeBackLedger ledger_;
+  const Limit probe_limit_;  // for the probe's zero-cost peek
   std::atomic<int64_t> instances_;
 
   std::atomic<uint64_t> primary_decisions_{0}, primary_failures_{0}, short_circuited_{0};
@@ -360,11 +424,14 @@ class ResilientStore::Impl {
   std::atomic<uint64_t> charge_back_dropped_{0}, charge_back_failures_{0};
   std::atomic<uint64_t> heartbeats_{0}, heartbeat_failures_{0}, deadline_expired_{0};
 
-  std::mutex mu_;  // guards stop_ and wake_ (the maintenance thread's wake-ups)
+  std::mutex mu_;  // guards stop_, wake_ and probe_wake_ (the threads' wake-ups)
   std::condition_variable cv_;
+  std::condition_variable probe_cv_;
   bool stop_ = false;
   bool wake_ = false;
+  bool probe_wake_ = false;
   std::thread thread_;
+  std::thread prober_;
 };
 
 Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<Store> primary,
@@ -379,6 +446,7 @@ Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<S
   if (options.clock == nullptr) return InvalidArgument("resilient.clock: must not be null");
   if (options.call_deadline < Nanos(0))
     return InvalidArgument("resilient.call_deadline: must not be negative");
+  if (options.probe_key.empty()) return InvalidArgument("resilient.probe_key: must not be empty");
   Status s = CircuitBreaker::Validate(options.breaker);
   if (!s.ok()) return s;
   LocalStoreOptions lo;

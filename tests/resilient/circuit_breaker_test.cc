@@ -141,6 +141,43 @@ TEST_F(CircuitBreakerTest, HalfOpenAdmitsBoundedProbesThenCloses) {
   EXPECT_EQ(b.state(), BreakerState::kClosed);
 }
 
+// caller_probes = false: Allow() never admits while not closed; TryProbe()
+// hands out the probes (bounded) once the cool-down has passed.
+TEST_F(CircuitBreakerTest, WithoutCallerProbesOnlyTryProbeProbes) {
+  auto o = Options();
+  o.caller_probes = false;
+  CircuitBreaker b(o);
+  EXPECT_FALSE(b.TryProbe().admitted());  // closed: nothing to probe
+  EXPECT_EQ(b.ProbeDueNs(), 0);
+  for (int i = 0; i < 3; ++i) Call(b, false);
+  ASSERT_EQ(b.state(), BreakerState::kOpen);
+  EXPECT_EQ(b.ProbeDueNs(), clock_.Now() + Nanos(milliseconds(100)).count());
+  EXPECT_FALSE(b.TryProbe().admitted());  // not due yet
+  clock_.Advance(milliseconds(100));
+  EXPECT_FALSE(b.Allow().admitted());  // callers never probe
+  EXPECT_EQ(b.state(), BreakerState::kOpen);
+  auto p1 = b.TryProbe();
+  auto p2 = b.TryProbe();
+  ASSERT_TRUE(p1.probe());
+  ASSERT_TRUE(p2.probe());
+  EXPECT_FALSE(b.TryProbe().admitted());  // budget: 2
+  EXPECT_EQ(b.state(), BreakerState::kHalfOpen);
+  EXPECT_EQ(b.ProbeDueNs(), 0);
+  EXPECT_FALSE(b.Allow().admitted());  // half-open: callers still get the mode
+  b.Record(p1, false);
+  EXPECT_EQ(b.state(), BreakerState::kOpen);
+  b.Record(p2, true);  // a probe of the earlier period cannot close it
+  EXPECT_EQ(b.state(), BreakerState::kOpen);
+  clock_.Advance(milliseconds(100));
+  auto p3 = b.TryProbe();
+  ASSERT_TRUE(p3.probe());
+  b.Record(p3, true);
+  EXPECT_EQ(b.state(), BreakerState::kClosed);
+  EXPECT_TRUE(b.Allow().admitted());
+  EXPECT_EQ(b.counters().probes, 3u);
+  EXPECT_EQ(b.counters().rejected, 2u);
+}
+
 TEST_F(CircuitBreakerTest, ProbeSlotIsReturnedOnlyOnce) {
   auto o = Options();
   o.half_open_probes = 1;

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "resilient/degraded_limit.h"
@@ -54,12 +56,14 @@ class ResilientStoreTest : public ::testing::Test {
     return AcquireOne(*store_, key, l, cost);
   }
   Result<BatchDecision> Batch(std::span<const AcquireItem> items) { return store_->Acquire(items); }
-  // Lets the breaker probe and close again against a healthy primary.
+  // Lets the breaker probe (RunMaintenance sends the due probe) and close again
+  // against a healthy primary; then peeks `key` through the primary.
   void Recover(std::string_view key, const Limit& l) {
     fake_->fail = StatusCode::kOk;
     clock_.Advance(milliseconds(100));
-    ASSERT_TRUE(One(key, l, 0).ok());
+    store_->RunMaintenance();
     ASSERT_EQ(store_->breaker().state(), BreakerState::kClosed);
+    ASSERT_TRUE(One(key, l, 0).ok());
   }
   int CountAllowed(std::string_view key, const Limit& l, int n) {
     int allowed = 0;
@@ -139,11 +143,38 @@ TEST_F(ResilientStoreTest, BreakerKeepsCallsFromThePrimary) {
   EXPECT_EQ(fake_->calls.load(), 3);  // the threshold, then none
   EXPECT_EQ(store_->Stats().short_circuited, 97u);
   clock_.Advance(milliseconds(100));
-  ASSERT_TRUE(One("r\x1fk", l).ok());  // one probe, which fails
+  // A probe is due, but client calls never probe: they are answered at once.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(One("r\x1fk", l).ok());
+  EXPECT_EQ(fake_->calls.load(), 3);
+  EXPECT_EQ(store_->Stats().short_circuited, 107u);
+  store_->RunMaintenance();  // one probe, which fails
   EXPECT_EQ(fake_->calls.load(), 4);
   EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  EXPECT_EQ(store_->Stats().breaker.probes, 1u);
+  store_->RunMaintenance();  // not due again before another open_duration
+  EXPECT_EQ(fake_->calls.load(), 4);
   Recover("r\x1fk", l);
   EXPECT_TRUE(store_->Healthy());
+  EXPECT_EQ(store_->Stats().breaker.probes, 2u);
+}
+
+// The probe is a zero-cost peek on the reserved probe key: it changes no state.
+TEST_F(ResilientStoreTest, ProbeIsAZeroCostPeekOnTheProbeKey) {
+  auto o = Options(FailureMode::kOpen);
+  o.probe_key = "probe\x1fkey";
+  Make(std::move(o));
+  const Limit l = Bucket(3);
+  fake_->fail = StatusCode::kConnection;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(One("r\x1fk", l).ok());
+  ASSERT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  fake_->fail = StatusCode::kOk;
+  clock_.Advance(milliseconds(100));
+  store_->RunMaintenance();
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kClosed);
+  EXPECT_EQ(fake_->calls.load(), 4);
+  const Limit one = Bucket(1);
+  EXPECT_EQ(fake_->Peek("probe\x1fkey", one).remaining, 1);  // nothing charged
+  EXPECT_EQ(store_->Stats().primary_decisions, 0u);          // not a client decision
 }
 
 TEST_F(ResilientStoreTest, CallerErrorsPassThroughWithoutOpening) {
@@ -474,6 +505,74 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
   EXPECT_EQ(s.short_circuited, 7u);
   primary->ReleaseAll();  // late answers are dropped harmlessly
   EXPECT_EQ(store->Stats().primary_failures, 3u);
+}
+
+// With the background prober and a primary that never answers: the calls that
+// open the breaker wait the deadline once; after that no client call reaches the
+// primary or waits, while the prober keeps probing on its own.
+TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
+  ResilientStoreOptions o;
+  o.mode = FailureMode::kOpen;
+  o.background = true;
+  o.breaker.consecutive_failures = 2;
+  o.breaker.open_duration = std::chrono::milliseconds(5);
+  o.call_deadline = std::chrono::milliseconds(100);
+  auto hanging = std::make_unique<HangingStore>();
+  HangingStore* primary = hanging.get();
+  auto store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
+  const Limit l = Bucket(5);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(AcquireOne(*store, "r\x1fk", l, 1).ok());
+  ASSERT_NE(store->breaker().state(), BreakerState::kClosed);
+  // Each held call is a client call (2) or a probe; wait for three probes.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  uint64_t client_calls = 0;
+  while (store->Stats().breaker.probes < 3 && std::chrono::steady_clock::now() < until) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = AcquireOne(*store, "r\x1fk", l, 1);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(r.ok());
+    EXPECT_LT(took, std::chrono::milliseconds(100)) << "a client call waited on the primary";
+    ++client_calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // paces the caller
+  }
+  const auto s = store->Stats();
+  ASSERT_GE(s.breaker.probes, 3u);
+  // Clients never reached the primary: it holds the 2 client calls and the
+  // probes (one may be counted but not handed over yet, or start meanwhile).
+  const size_t held = primary->HeldCount();
+  EXPECT_GE(held, 2 + s.breaker.probes - 1);
+  EXPECT_LE(held, 2 + store->Stats().breaker.probes);
+  EXPECT_EQ(s.short_circuited, client_calls);
+  EXPECT_GE(s.deadline_expired, 2 + s.breaker.probes - 1);  // probes meet the deadline too
+  store.reset();  // joins the prober; the primary fails what it still holds
+}
+
+// The prober closes the breaker when the primary is back, with no client call.
+TEST(BackgroundProbeTest, TheProberClosesTheBreakerWithoutClientCalls) {
+  ResilientStoreOptions o;
+  o.mode = FailureMode::kClosed;
+  o.background = true;
+  o.breaker.consecutive_failures = 2;
+  o.breaker.open_duration = std::chrono::milliseconds(5);
+  auto fake = std::make_unique<FakeStore>(&SystemClock::Instance());
+  FakeStore* primary = fake.get();
+  auto store = std::move(*ResilientStore::Create(std::move(fake), std::move(o)));
+  const Limit l = Bucket(5);
+  primary->fail = StatusCode::kConnection;
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(AcquireOne(*store, "r\x1fk", l, 1).ok());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (store->Stats().breaker.probes < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls the condition
+  EXPECT_NE(store->breaker().state(), BreakerState::kClosed);
+  primary->fail = StatusCode::kOk;
+  while (store->breaker().state() != BreakerState::kClosed &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls the condition
+  ASSERT_EQ(store->breaker().state(), BreakerState::kClosed);
+  auto r = AcquireOne(*store, "r\x1fk", l, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(store->Stats().primary_decisions, 1u);
+  EXPECT_EQ(r->remaining, 4);  // decided by the primary: the probes charged nothing
 }
 
 TEST(ShutdownTest, AsyncCallsHeldByThePrimaryCompleteOnDestruction) {
