@@ -59,8 +59,20 @@ struct RedisOptions {
   std::string username;  // ACL user; empty = "default" / legacy AUTH
   std::string password;  // empty = no AUTH
   int db = 0;
-  // Debian's libhiredis-dev (0.14) has no hiredis_ssl: tls=true is rejected.
+  // TLS (rediss://): Boost.Asio SSL over OpenSSL (hiredis only parses RESP).
+  // The peer is verified by default: its chain against tls_ca_file (or the
+  // system trust store when empty) and its name against tls_server_name (or
+  // host) as a DNS name or IP address SAN; SNI carries the name unless it is
+  // an IP address. tls_cert_file + tls_key_file (PEM) present a client
+  // certificate (mTLS). The handshake counts against connect_timeout.
   bool tls = false;
+  std::string tls_ca_file;      // PEM bundle; empty = system trust store
+  std::string tls_cert_file;    // client certificate chain (PEM), with tls_key_file
+  std::string tls_key_file;     // client private key (PEM), unencrypted
+  std::string tls_server_name;  // name to verify and send as SNI; empty = host
+  // Accepts any server certificate (no chain, no name check): encryption
+  // without authentication, open to a man in the middle. Tests only.
+  bool tls_insecure_skip_verify = false;
   std::string key_prefix = "tg:";
 
   size_t connections = 2;                           // pool size, 1..64
@@ -83,7 +95,9 @@ struct RedisOptions {
 };
 
 // redis://[[user]:password@]host[:port][/db][?prefix=P&timeout_ms=N&connect_timeout_ms=N&pool=N]
-// rediss:// is rejected (no TLS in Debian's hiredis).
+// rediss://... is the same over TLS (tls = true), with the extra options
+// tls_ca_file, tls_cert_file, tls_key_file, tls_server_name (%-escaped values)
+// and tls_insecure_skip_verify=1.
 Result<RedisOptions> ParseRedisUrl(std::string_view url);
 
 // A reply of RedisStore::Command, rendered from hiredis' reply tree.

@@ -60,7 +60,8 @@ const redisReply* Field(const redisReply* map, std::string_view name) {
 
 }  // namespace
 
-Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host) {
+Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host,
+                                   bool tls) {
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return Status(StatusCode::kServer, "CLUSTER SHARDS: not an array");
   }
@@ -77,7 +78,8 @@ Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& a
       std::string host(Str(Field(node, "ip")));
       if (host.empty()) host = std::string(Str(Field(node, "endpoint")));
       if (host.empty()) host = asked_host;
-      const redisReply* port = Field(node, "port");
+      const redisReply* port = tls ? Field(node, "tls-port") : nullptr;
+      if (port == nullptr) port = Field(node, "port");
       if (port == nullptr || port->type != REDIS_REPLY_INTEGER || host.empty()) continue;
       const std::string endpoint = host + ":" + std::to_string(port->integer);
       const std::string_view role = Str(Field(node, "role"));

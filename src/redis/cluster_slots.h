@@ -38,8 +38,10 @@ struct SlotMap {
 
 // Parses a CLUSTER SHARDS reply (RESP2: arrays of flat key/value arrays).
 // A node that does not know its own address (a lone node reports ip "") is
-// given `asked_host`, the host the reply came from.
-Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host = "");
+// given `asked_host`, the host the reply came from. `tls`: use a node's
+// "tls-port" (present when the cluster runs with tls-cluster yes), else "port".
+Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host = "",
+                                   bool tls = false);
 // Parses a CLUSTER SLOTS reply.
 Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& asked_host = "");
 

@@ -1,5 +1,8 @@
 #include "redis/connection.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <charconv>
 #include <cstring>
 #include <utility>
@@ -77,9 +80,74 @@ RedisReply ToRedisReply(const redisReply* r) {
   return out;
 }
 
+namespace {
+
+namespace ssl = asio::ssl;
+
+// OpenSSL's reason ("certificate verify failed") plus, when the chain or name
+// check failed, which check ("self-signed certificate in certificate chain").
+std::string TlsErrorText(const error_code& ec, SSL* ssl_handle = nullptr) {
+  std::string text = ec.message();
+  if (ssl_handle != nullptr) {
+    const long verify = SSL_get_verify_result(ssl_handle);
+    if (verify != X509_V_OK) {
+      text += std::string(": ") + X509_verify_cert_error_string(verify);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<TlsContextPtr> MakeTlsContext(const RedisOptions& o) {
+  if (!o.tls) return TlsContextPtr();
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return InvalidArgument("redis tls: tls_cert_file and tls_key_file must be given together");
+  }
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  error_code ec;
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1,
+                   ec);
+  if (ec) return InvalidArgument("redis tls: " + TlsErrorText(ec));
+  if (o.tls_ca_file.empty()) {
+    ctx->set_default_verify_paths(ec);
+    if (ec) return InvalidArgument("redis tls: system trust store: " + TlsErrorText(ec));
+  } else {
+    ctx->load_verify_file(o.tls_ca_file, ec);
+    if (ec) {
+      return InvalidArgument("redis tls: tls_ca_file '" + o.tls_ca_file + "': " + TlsErrorText(ec));
+    }
+  }
+  if (!o.tls_cert_file.empty()) {
+    ctx->use_certificate_chain_file(o.tls_cert_file, ec);
+    if (ec) {
+      return InvalidArgument("redis tls: tls_cert_file '" + o.tls_cert_file +
+                             "': " + TlsErrorText(ec));
+    }
+    ctx->use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
+    if (ec) {
+      return InvalidArgument("redis tls: tls_key_file '" + o.tls_key_file +
+                             "': " + TlsErrorText(ec));
+    }
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      return InvalidArgument("redis tls: tls_key_file '" + o.tls_key_file +
+                             "' does not match tls_cert_file '" + o.tls_cert_file + "'");
+    }
+  }
+  ctx->set_verify_mode(o.tls_insecure_skip_verify ? ssl::verify_none : ssl::verify_peer, ec);
+  if (ec) return InvalidArgument("redis tls: " + TlsErrorText(ec));
+  return ctx;
+}
+
 Connection::Connection(asio::io_context& io, const RedisOptions& options, std::string_view script,
-                       Listener* listener)
-    : io_(io), options_(options), script_(script), listener_(listener), socket_(io) {
+                       Listener* listener, TlsContextPtr tls)
+    : io_(io),
+      options_(options),
+      script_(script),
+      listener_(listener),
+      socket_(io),
+      tls_(std::move(tls)) {
   in_.resize(64 * 1024);
 }
 
@@ -97,30 +165,73 @@ void Connection::Connect() {
   if (reader_) redisReaderFree(reader_);
   reader_ = redisReaderCreate();
   reader_->maxbuf = 0;
+  // A fresh TLS stream (and socket) per attempt: an older one may still have
+  // aborted operations in flight, which keep it alive through their handlers.
+  tls_stream_ = tls_ ? std::make_shared<TlsStream>(io_, *tls_) : nullptr;
   auto self = shared_from_this();
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
   resolver->async_resolve(
       options_.host, std::to_string(options_.port),
-      [this, self, gen, resolver](const error_code& ec,
-                                  asio::ip::tcp::resolver::results_type results) {
+      [this, self, gen, resolver, keep = tls_stream_](
+          const error_code& ec, asio::ip::tcp::resolver::results_type results) {
         if (gen != generation_) return;
         if (ec) {
           Fail(ConnectionError("redis " + Endpoint(options_) + ": resolve: " + ec.message()));
           return;
         }
         asio::async_connect(
-            socket_, results,
-            [this, self, gen](const error_code& ec, const asio::ip::tcp::endpoint&) {
+            tcp(), results,
+            [this, self, gen, keep](const error_code& ec, const asio::ip::tcp::endpoint&) {
               if (gen != generation_) return;
               if (ec) {
                 Fail(ConnectionError("redis " + Endpoint(options_) + ": connect: " + ec.message()));
                 return;
               }
               error_code ignored;
-              socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+              tcp().set_option(asio::ip::tcp::no_delay(true), ignored);
+              if (tls_stream_) {
+                StartTlsHandshake();
+                return;
+              }
               Read();
               StartHandshake();
             });
+      });
+}
+
+void Connection::StartTlsHandshake() {
+  const std::string& name =
+      options_.tls_server_name.empty() ? options_.host : options_.tls_server_name;
+  SSL* handle = tls_stream_->native_handle();
+  error_code ec;
+  asio::ip::make_address(name, ec);
+  const bool is_ip = !ec;
+  // SNI carries DNS names only (RFC 6066); the name check is OpenSSL's own, so
+  // a mismatch reports X509_V_ERR_HOSTNAME_MISMATCH / IP_ADDRESS_MISMATCH.
+  if (!is_ip) SSL_set_tlsext_host_name(handle, name.c_str());
+  if (!options_.tls_insecure_skip_verify) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(handle);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    const int set = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
+                          : X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
+    if (set != 1) {
+      Fail(ConnectionError("redis " + Endpoint(options_) + ": TLS: cannot verify name '" + name +
+                           "'"));
+      return;
+    }
+  }
+  const uint64_t gen = generation_;
+  auto self = shared_from_this();
+  tls_stream_->async_handshake(
+      ssl::stream_base::client, [this, self, gen, keep = tls_stream_](const error_code& ec) {
+        if (gen != generation_) return;
+        if (ec) {
+          Fail(ConnectionError("redis " + Endpoint(options_) + ": TLS handshake failed: " +
+                               TlsErrorText(ec, keep->native_handle())));
+          return;
+        }
+        Read();
+        StartHandshake();
       });
 }
 
@@ -190,32 +301,53 @@ void Connection::Flush() {
   writing_.swap(out_);
   const uint64_t gen = generation_;
   auto self = shared_from_this();
-  asio::async_write(
-      socket_, asio::buffer(writing_), [this, self, gen](const error_code& ec, size_t) {
-        if (gen != generation_) return;
-        write_busy_ = false;
-        if (ec) {
-          Fail(ConnectionError("redis " + Endpoint(options_) + ": write: " + ec.message()));
-          return;
-        }
-        Flush();
-      });
+  if (tls_stream_) {  // chosen once per connection; the plain path is unchanged
+    asio::async_write(*tls_stream_, asio::buffer(writing_),
+                      [this, self, gen, keep = tls_stream_](const error_code& ec, size_t) {
+                        OnWritten(gen, ec);
+                      });
+    return;
+  }
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [this, self, gen](const error_code& ec, size_t) { OnWritten(gen, ec); });
+}
+
+void Connection::OnWritten(uint64_t gen, const error_code& ec) {
+  if (gen != generation_) return;
+  write_busy_ = false;
+  if (ec) {
+    Fail(ConnectionError("redis " + Endpoint(options_) + ": write: " + ec.message()));
+    return;
+  }
+  Flush();
 }
 
 void Connection::Read() {
   const uint64_t gen = generation_;
   auto self = shared_from_this();
-  socket_.async_read_some(asio::buffer(in_), [this, self, gen](const error_code& ec, size_t n) {
-    if (gen != generation_) return;
-    if (ec) {
-      Fail(ConnectionError("redis " + Endpoint(options_) + ": " +
-                           (ec == asio::error::eof ? std::string("connection closed by server")
-                                                   : "read: " + ec.message())));
-      return;
-    }
-    OnData(n);
-    if (gen == generation_) Read();
-  });
+  if (tls_stream_) {
+    tls_stream_->async_read_some(
+        asio::buffer(in_), [this, self, gen, keep = tls_stream_](const error_code& ec, size_t n) {
+          OnRead(gen, ec, n);
+        });
+    return;
+  }
+  socket_.async_read_some(
+      asio::buffer(in_), [this, self, gen](const error_code& ec, size_t n) { OnRead(gen, ec, n); });
+}
+
+void Connection::OnRead(uint64_t gen, const error_code& ec, size_t n) {
+  if (gen != generation_) return;
+  if (ec) {
+    // A TLS peer that closes without close_notify reads as stream_truncated.
+    const bool closed = ec == asio::error::eof || ec == ssl::error::stream_truncated;
+    Fail(ConnectionError("redis " + Endpoint(options_) + ": " +
+                         (closed ? std::string("connection closed by server")
+                                 : (tls_stream_ ? "TLS read: " : "read: ") + ec.message())));
+    return;
+  }
+  OnData(n);
+  if (gen == generation_) Read();
 }
 
 void Connection::OnData(size_t n) {
@@ -264,8 +396,8 @@ void Connection::Fail(const Status& why) {
   state_ = State::kClosed;
   last_error_ = why;
   error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  tcp().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  tcp().close(ignored);
   out_.clear();
   writing_.clear();
   write_busy_ = false;

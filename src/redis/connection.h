@@ -6,6 +6,13 @@
 // replies (a pipeline). On connect the connection runs its handshake (AUTH,
 // SELECT, SCRIPT LOAD) before it reports ready.
 //
+// TLS: with a TLS context the connection runs the TLS handshake (SNI, peer and
+// host name verification) between the TCP connect and the RESP handshake,
+// both within connect_timeout. The stream kind is chosen once per connection
+// attempt: the plain path calls the TCP socket directly (no virtual call, no
+// allocation per read or write); the TLS path owns a fresh
+// ssl::stream<tcp::socket> per attempt, kept alive by its pending handlers.
+//
 // Failure model: a broken socket fails every pending call with kConnection; a
 // call past its deadline fails every pending call with kTimeout (replies of a
 // pipeline cannot be skipped) and closes the socket. The owner reconnects.
@@ -20,6 +27,7 @@
 #include <utility>  // before Asio: Boost 1.74 needs std::exchange declared
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -53,6 +61,13 @@ void AppendCommand(std::string& out, const std::vector<std::string>& argv);
 void AppendCommand(std::string& out, int argc, const char** argv, const size_t* lens);
 RedisReply ToRedisReply(const redisReply* r);
 
+using TlsContextPtr = std::shared_ptr<boost::asio::ssl::context>;
+// The client TLS context for `options` (CA file or system trust store, peer
+// verification unless tls_insecure_skip_verify, client certificate and key),
+// built once per store and shared by its connections. nullptr when !tls;
+// kInvalidArgument naming the file when a file cannot be loaded.
+Result<TlsContextPtr> MakeTlsContext(const RedisOptions& options);
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // ok + replies, or an error status (replies empty).
@@ -64,8 +79,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     virtual void OnDown(Connection& c, const Status& why) = 0;
   };
 
+  // `tls`: nullptr for plain TCP, else the store's TLS context.
   Connection(boost::asio::io_context& io, const RedisOptions& options, std::string_view script,
-             Listener* listener);
+             Listener* listener, TlsContextPtr tls = nullptr);
   ~Connection();
 
   enum class State { kIdle, kConnecting, kReady, kClosed };
@@ -92,16 +108,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Handler done;
     std::vector<ReplyPtr> got;
   };
+  using TlsStream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
+  void StartTlsHandshake();
   void StartHandshake();
   void Flush();
   void Read();
+  void OnWritten(uint64_t gen, const boost::system::error_code& ec);
+  void OnRead(uint64_t gen, const boost::system::error_code& ec, size_t n);
   void OnData(size_t n);
+  boost::asio::ip::tcp::socket& tcp() { return tls_stream_ ? tls_stream_->next_layer() : socket_; }
 
   boost::asio::io_context& io_;
   const RedisOptions& options_;
   std::string_view script_;
   Listener* listener_;
-  boost::asio::ip::tcp::socket socket_;
+  boost::asio::ip::tcp::socket socket_;  // plain TCP (unused with TLS)
+  TlsContextPtr tls_;
+  std::shared_ptr<TlsStream> tls_stream_;  // this attempt's TLS stream, or null
   State state_ = State::kIdle;
   SteadyTime connect_deadline_{};
   std::string sha_;

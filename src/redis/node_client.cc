@@ -52,14 +52,19 @@ Status ErrorReplyStatus(std::string_view endpoint, std::string_view text) {
 }
 
 NodeClient::NodeClient(asio::io_context& io, RedisOptions options, std::string_view script,
-                       NodeStats* stats, bool cluster)
-    : io_(io), options_(std::move(options)), script_(script), stats_(stats), cluster_(cluster) {}
+                       NodeStats* stats, bool cluster, TlsContextPtr tls)
+    : io_(io),
+      options_(std::move(options)),
+      script_(script),
+      stats_(stats),
+      cluster_(cluster),
+      tls_(std::move(tls)) {}
 
 NodeClient::~NodeClient() = default;
 
 void NodeClient::Start() {
   for (size_t i = 0; i < options_.connections; ++i) {
-    conns_.push_back(std::make_shared<Connection>(io_, options_, script_, this));
+    conns_.push_back(std::make_shared<Connection>(io_, options_, script_, this, tls_));
     backoff_.push_back(options_.reconnect_backoff_min);
     retry_at_.push_back(SteadyTime::max());
   }

@@ -90,9 +90,9 @@ class NodeClient : public Connection::Listener {
  public:
   // `options` (host, port, pool, timeouts) must outlive the client; `stats` too.
   // `cluster`: declared-key jobs go one per call (their keys share one slot),
-  // undeclared-key jobs pack together.
+  // undeclared-key jobs pack together. `tls`: the store's TLS context (null: TCP).
   NodeClient(boost::asio::io_context& io, RedisOptions options, std::string_view script,
-             NodeStats* stats, bool cluster = false);
+             NodeStats* stats, bool cluster = false, TlsContextPtr tls = nullptr);
   ~NodeClient() override;
 
   const RedisOptions& options() const { return options_; }
@@ -128,6 +128,7 @@ class NodeClient : public Connection::Listener {
   std::string_view script_;
   NodeStats* stats_;
   const bool cluster_;
+  const TlsContextPtr tls_;
   // I/O thread only.
   std::vector<std::shared_ptr<Connection>> conns_;
   std::vector<std::chrono::milliseconds> backoff_;

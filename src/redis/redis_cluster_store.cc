@@ -91,8 +91,8 @@ return 0
 
 class RedisClusterStore::Impl {
  public:
-  explicit Impl(const RedisClusterOptions& options)
-      : options_(options), work_(asio::make_work_guard(io_)), ticker_(io_) {
+  Impl(const RedisClusterOptions& options, redis::TlsContextPtr tls)
+      : options_(options), tls_(std::move(tls)), work_(asio::make_work_guard(io_)), ticker_(io_) {
     slot_node_.fill(nullptr);
   }
 
@@ -212,7 +212,7 @@ class RedisClusterStore::Impl {
     if (!SplitEndpoint(endpoint, &o.host, &o.port)) return nullptr;
     o.deny_cache = false;
     auto node = std::make_unique<NodeClient>(io_, o, redis::GcraClusterScript(), &node_stats_,
-                                             /*cluster=*/true);
+                                             /*cluster=*/true, tls_);
     NodeClient* raw = node.get();
     nodes_.emplace(endpoint, std::move(node));
     raw->Start();
@@ -653,7 +653,7 @@ class RedisClusterStore::Impl {
       return;
     }
     auto map = use_slots_ ? redis::ParseClusterSlots(r.reply, asked_host)
-                          : redis::ParseClusterShards(r.reply, asked_host);
+                          : redis::ParseClusterShards(r.reply, asked_host, tls_ != nullptr);
     if (!map.ok() || map->covered() == 0) {
       refresh_wanted_ = true;
       return;
@@ -740,6 +740,7 @@ class RedisClusterStore::Impl {
   }
 
   const RedisClusterOptions options_;
+  const redis::TlsContextPtr tls_;  // null without TLS; shared by every node's connections
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::steady_timer ticker_;
@@ -771,11 +772,13 @@ class RedisClusterStore::Impl {
 };
 
 Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {
-  if (!url.starts_with("redis-cluster://")) {
-    return InvalidArgument("redis cluster url: must start with redis-cluster:// (got '" +
-                           std::string(url.substr(0, 100)) + "')");
+  const bool tls = url.starts_with("rediss-cluster://");
+  if (!tls && !url.starts_with("redis-cluster://")) {
+    return InvalidArgument(
+        "redis cluster url: must start with redis-cluster:// or rediss-cluster:// (got '" +
+        std::string(url.substr(0, 100)) + "')");
   }
-  std::string_view rest = url.substr(16);
+  std::string_view rest = url.substr(tls ? 17 : 16);
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q);
@@ -793,7 +796,7 @@ Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {
     const std::string_view hp = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     // Reuse the redis:// parser for host, port, credentials and options.
-    auto parsed = ParseRedisUrl("redis://" + userinfo + std::string(hp) +
+    auto parsed = ParseRedisUrl((tls ? "rediss://" : "redis://") + userinfo + std::string(hp) +
                                 (first ? std::string(query) : std::string()));
     if (!parsed.ok()) return parsed.status();
     if (parsed->db != 0) return InvalidArgument("redis cluster url: clusters have only db 0");
@@ -810,9 +813,6 @@ Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {
 Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Create(
     const RedisClusterOptions& options) {
   if (options.seeds.empty()) return InvalidArgument("redis cluster: at least one seed node");
-  if (options.node.tls) {
-    return InvalidArgument("redis cluster: tls is not supported (no hiredis_ssl in Debian)");
-  }
   if (options.node.db != 0) return InvalidArgument("redis cluster: db must be 0");
   if (options.max_redirects < 1 || options.max_redirects > 100) {
     return InvalidArgument("redis cluster: max_redirects must be 1..100");
@@ -837,7 +837,9 @@ Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Create(
       return InvalidArgument("redis cluster: bad seed '" + s + "' (want host:port)");
     }
   }
-  auto impl = std::make_unique<Impl>(options);
+  auto tls = redis::MakeTlsContext(options.node);  // one context for every node
+  if (!tls.ok()) return tls.status();
+  auto impl = std::make_unique<Impl>(options, std::move(tls).value());
   impl->Start();
   return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));
 }

@@ -35,11 +35,11 @@ int64_t SteadyNs(SteadyTime t) {
 
 class RedisStore::Impl {
  public:
-  explicit Impl(const RedisOptions& options)
+  Impl(const RedisOptions& options, redis::TlsContextPtr tls)
       : options_(options),
         work_(asio::make_work_guard(io_)),
         ticker_(io_),
-        node_(io_, options, redis::GcraScript(), &stats_),
+        node_(io_, options, redis::GcraScript(), &stats_, /*cluster=*/false, std::move(tls)),
         deny_cache_(options.deny_cache_entries) {}
 
   ~Impl() { Shutdown(); }
@@ -188,10 +188,6 @@ class RedisStore::Impl {
 };
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& options) {
-  if (options.tls) {
-    return InvalidArgument(
-        "redis: tls is not supported: Debian's libhiredis-dev 0.14 ships no hiredis_ssl");
-  }
   if (options.host.empty()) return InvalidArgument("redis: host must not be empty");
   if (options.port < 1 || options.port > 65535) return InvalidArgument("redis: port 1..65535");
   if (options.connections < 1 || options.connections > 64) {
@@ -209,7 +205,9 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& optio
     return InvalidArgument("redis: key_prefix must not contain '{' or '}'");
   }
   if (options.clock == nullptr) return InvalidArgument("redis: clock must not be null");
-  auto impl = std::make_unique<Impl>(options);
+  auto tls = redis::MakeTlsContext(options);  // files are read once, here
+  if (!tls.ok()) return tls.status();
+  auto impl = std::make_unique<Impl>(options, std::move(tls).value());
   impl->Start();
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }

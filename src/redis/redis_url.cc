@@ -1,4 +1,4 @@
-// ParseRedisUrl: redis://[[user]:password@]host[:port][/db][?options].
+// ParseRedisUrl: redis[s]://[[user]:password@]host[:port][/db][?options].
 #include <charconv>
 #include <string>
 
@@ -40,15 +40,16 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
   RedisOptions o;
   const std::string shown(url.substr(0, 200));
   if (url.size() > 4096) return InvalidArgument("redis url: longer than 4096 bytes");
+  std::string_view rest;
   if (url.starts_with("rediss://")) {
-    return InvalidArgument(
-        "redis url: rediss:// (TLS) is not supported: Debian's libhiredis-dev 0.14 ships no "
-        "hiredis_ssl");
+    o.tls = true;
+    rest = url.substr(9);
+  } else if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+  } else {
+    return InvalidArgument("redis url: must start with redis:// or rediss:// (got '" + shown +
+                           "')");
   }
-  if (!url.starts_with("redis://")) {
-    return InvalidArgument("redis url: must start with redis:// (got '" + shown + "')");
-  }
-  std::string_view rest = url.substr(8);
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -122,9 +123,24 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
       o.connections = static_cast<size_t>(v);
     } else if (k == "client_clock" && (val == "1" || val == "true")) {
       o.use_client_clock = true;
+    } else if (o.tls && (k == "tls_ca_file" || k == "tls_cert_file" || k == "tls_key_file" ||
+                         k == "tls_server_name")) {
+      std::string* field = k == "tls_ca_file"     ? &o.tls_ca_file
+                           : k == "tls_cert_file" ? &o.tls_cert_file
+                           : k == "tls_key_file"  ? &o.tls_key_file
+                                                  : &o.tls_server_name;
+      if (!PercentDecode(val, field) || field->empty()) {
+        return InvalidArgument("redis url: bad value for " + std::string(k));
+      }
+    } else if (o.tls && k == "tls_insecure_skip_verify" && val == "1") {
+      o.tls_insecure_skip_verify = true;
     } else {
       return InvalidArgument("redis url: unknown or bad option '" + std::string(kv.substr(0, 64)) +
-                             "' (prefix, timeout_ms, connect_timeout_ms, pool, client_clock)");
+                             "' (prefix, timeout_ms, connect_timeout_ms, pool, client_clock" +
+                             (o.tls
+                                  ? ", tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, "
+                                    "tls_insecure_skip_verify=1)"
+                                  : "; tls_* options need rediss://)"));
     }
   }
   return o;

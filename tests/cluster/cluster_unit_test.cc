@@ -215,5 +215,33 @@ TEST(ClusterUrl, ParsesSeedsAndOptions) {
   EXPECT_FALSE(ParseRedisClusterUrl("redis-cluster://").ok());
 }
 
+TEST(ClusterUrl, RedissClusterTurnsOnTlsForEveryNode) {
+  auto o = ParseRedisClusterUrl(
+      "rediss-cluster://:pw@10.0.0.1:7000,10.0.0.2:7001?tls_ca_file=/ca.pem&tls_server_name=r.x");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->seeds.size(), 2u);
+  EXPECT_EQ(o->seeds[1], "10.0.0.2:7001");
+  EXPECT_TRUE(o->node.tls);
+  EXPECT_EQ(o->node.tls_ca_file, "/ca.pem");
+  EXPECT_EQ(o->node.tls_server_name, "r.x");
+  EXPECT_FALSE(ParseRedisClusterUrl("redis-cluster://h:1?tls_ca_file=/ca.pem").ok());
+}
+
+// With tls-cluster yes a node reports "tls-port" (and "port" only when a plain
+// port is open too): a TLS client must use the TLS port.
+TEST(ClusterSlots, TlsClientsUseTheTlsPortOfClusterShards) {
+  const std::string resp = Arr(1) + Arr(4) + Bulk("slots") + Arr(2) + Int(0) + Int(16383) +
+                           Bulk("nodes") + Arr(1) + Arr(10) + Bulk("id") + Bulk("a") +
+                           Bulk("port") + Int(7000) + Bulk("tls-port") + Int(17000) + Bulk("ip") +
+                           Bulk("10.0.0.1") + Bulk("role") + Bulk("master");
+  Reply r = ParseResp(resp);
+  auto plain = ParseClusterShards(r.get(), "", /*tls=*/false);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->masters, std::vector<std::string>{"10.0.0.1:7000"});
+  auto tls = ParseClusterShards(r.get(), "", /*tls=*/true);
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_EQ(tls->masters, std::vector<std::string>{"10.0.0.1:17000"});
+}
+
 }  // namespace
 }  // namespace tollgate::redis

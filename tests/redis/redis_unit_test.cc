@@ -82,9 +82,38 @@ TEST(RedisUrl, RejectsBadUrlsWithAReason) {
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     }
   }
-  auto tls = ParseRedisUrl("rediss://h:1");
-  ASSERT_FALSE(tls.ok());
-  EXPECT_NE(tls.status().message().find("hiredis_ssl"), std::string::npos);
+  // tls_* options belong to rediss:// only; the opt-out takes exactly "1".
+  for (const char* bad : {"redis://h:1?tls_ca_file=/ca.pem", "rediss://h:1?tls_ca_file=",
+                          "rediss://h:1?tls_insecure_skip_verify=true", "rediss://h:1?tls=1"}) {
+    auto r = ParseRedisUrl(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
+TEST(RedisUrl, ParsesRedissWithTlsOptions) {
+  auto plain = ParseRedisUrl("redis://h:1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+  auto o = ParseRedisUrl(
+      "rediss://u:p@cache.internal:6380/2?tls_ca_file=/etc/ca%20dir/ca.pem"
+      "&tls_cert_file=/c.pem&tls_key_file=/c.key&tls_server_name=redis.example&pool=3");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->tls);
+  EXPECT_EQ(o->host, "cache.internal");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->username, "u");
+  EXPECT_EQ(o->password, "p");
+  EXPECT_EQ(o->tls_ca_file, "/etc/ca dir/ca.pem");
+  EXPECT_EQ(o->tls_cert_file, "/c.pem");
+  EXPECT_EQ(o->tls_key_file, "/c.key");
+  EXPECT_EQ(o->tls_server_name, "redis.example");
+  EXPECT_FALSE(o->tls_insecure_skip_verify);
+  EXPECT_EQ(o->connections, 3u);
+  auto insecure = ParseRedisUrl("rediss://h?tls_insecure_skip_verify=1");
+  ASSERT_TRUE(insecure.ok());
+  EXPECT_TRUE(insecure->tls_insecure_skip_verify);
+  EXPECT_EQ(insecure->port, 6379);
 }
 
 TEST(GcraScript, AcceptsFixedAndSlidingWindowsRejectsSlidingLog) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -61,6 +62,36 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
   }
   return false;
+}
+
+// The test PKI for Options::tls, written into `dir` by the openssl CLI: EC
+// P-256 keys (fast to generate), valid for two days.
+std::string MakeTestCertificates(const std::string& dir) {
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string script =
+      "set -e; cd '" + dir + "'\n" + "openssl req -x509 " + key +
+      " -keyout ca.key -out ca.pem -days 2 -subj /CN=tollgate-test-ca\n" + "openssl req -x509 " +
+      key + " -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=tollgate-other-ca\n" +
+      "printf 'basicConstraints=CA:FALSE\\nsubjectAltName=IP:127.0.0.1,DNS:localhost\\n"
+      "extendedKeyUsage=serverAuth\\n' > server.ext\n" +
+      "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=localhost\n" +
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+      "-extfile server.ext -out server.pem\n" +
+      "printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n' > client.ext\n" +
+      "openssl req " + key +
+      " -keyout client.key -out client.csr -subj /CN=tollgate-test-client\n" +
+      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+      "-extfile client.ext -out client.pem\n";
+  const std::string path = dir + "/make-certs.sh";
+  if (FILE* f = std::fopen(path.c_str(), "w")) {
+    std::fputs(script.c_str(), f);
+    std::fclose(f);
+  } else {
+    return "cannot write " + path;
+  }
+  const std::string cmd = "sh '" + path + "' >'" + dir + "/make-certs.log' 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "openssl failed, see " + dir + "/make-certs.log";
+  return "";
 }
 
 }  // namespace
@@ -139,10 +170,24 @@ RedisServer::StartResult RedisServer::Start(Options options) {
     return result;
   }
   std::string last_error;
+  if (options.tls) {
+    last_error = MakeTestCertificates(tmpl);
+    if (!last_error.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(tmpl, ec);
+      result.error = "TLS certificates: " + last_error;
+      return result;
+    }
+  }
   for (int attempt = 0; attempt < 8; ++attempt) {  // retry on port collisions
     int port = options.cluster_bus ? FreeClusterPort() : FreeLoopbackPort();
     if (port <= 0) continue;
-    std::unique_ptr<RedisServer> server(new RedisServer(port, options, tmpl));
+    int tls_port = -1;
+    if (options.tls) {
+      tls_port = FreeLoopbackPort();
+      if (tls_port <= 0 || tls_port == port) continue;
+    }
+    std::unique_ptr<RedisServer> server(new RedisServer(port, tls_port, options, tmpl));
     last_error = server->Launch();
     if (last_error.empty()) {
       result.server = std::move(server);
@@ -156,8 +201,8 @@ RedisServer::StartResult RedisServer::Start(Options options) {
   return result;
 }
 
-RedisServer::RedisServer(int port, Options options, std::string dir)
-    : port_(port), options_(std::move(options)), dir_(std::move(dir)) {}
+RedisServer::RedisServer(int port, int tls_port, Options options, std::string dir)
+    : port_(port), tls_port_(tls_port), options_(std::move(options)), dir_(std::move(dir)) {}
 
 RedisServer::~RedisServer() {
   Kill();
@@ -186,6 +231,15 @@ std::string RedisServer::Launch() {
                                    dir_ + "/redis-" + std::to_string(port_) + ".log",
                                    "--protected-mode",
                                    "no"};
+  if (options_.tls) {
+    const std::vector<std::string> tls = {
+        "--tls-port",         std::to_string(tls_port_),
+        "--tls-cert-file",    dir_ + "/server.pem",
+        "--tls-key-file",     dir_ + "/server.key",
+        "--tls-ca-cert-file", dir_ + "/ca.pem",
+        "--tls-auth-clients", options_.tls_auth_clients ? "yes" : "no"};
+    args.insert(args.end(), tls.begin(), tls.end());
+  }
   for (const auto& a : options_.extra_args) args.push_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -19,6 +19,11 @@
 // Ownership: owns the child process and its temp dir; the destructor kills the
 // process (SIGKILL after SIGCONT) and removes the directory.
 // Errors: Start/Restart report failures as text, never throw.
+//
+// TLS: Options::tls generates certificates with the openssl CLI into dir() (a
+// CA, a server certificate for IP 127.0.0.1 and DNS localhost signed by it, a
+// client certificate signed by it, and an unrelated CA) and listens on
+// tls_port() as well; the plain port() stays open for Command() and Ping.
 #ifndef TOLLGATE_TESTS_TESTING_REDIS_SERVER_H_
 #define TOLLGATE_TESTS_TESTING_REDIS_SERVER_H_
 
@@ -39,6 +44,9 @@ class RedisServer {
     std::string password;  // used by the readiness PING when requirepass is set
     // Pick a port whose cluster bus port (port + 10000) is free too.
     bool cluster_bus = false;
+    // Also listen with TLS on tls_port() (certificates generated at start).
+    bool tls = false;
+    bool tls_auth_clients = false;  // --tls-auth-clients yes: require a client certificate
   };
 
   // The outcome of Start(): a server, or why not (missing = not installed).
@@ -64,6 +72,13 @@ class RedisServer {
 
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  // With Options::tls: the TLS port, and the generated PEM files.
+  int tls_port() const { return tls_port_; }
+  std::string tls_url() const { return "rediss://127.0.0.1:" + std::to_string(tls_port_); }
+  std::string ca_file() const { return dir_ + "/ca.pem"; }
+  std::string other_ca_file() const { return dir_ + "/other-ca.pem"; }  // signed nothing here
+  std::string client_cert_file() const { return dir_ + "/client.pem"; }
+  std::string client_key_file() const { return dir_ + "/client.key"; }
   pid_t pid() const { return pid_; }
   const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
@@ -82,11 +97,12 @@ class RedisServer {
   std::string Command(const std::vector<std::string>& argv, bool* ok = nullptr) const;
 
  private:
-  RedisServer(int port, Options options, std::string dir);
+  RedisServer(int port, int tls_port, Options options, std::string dir);
   std::string Launch();  // fork+exec, then wait for PING
   bool Ping() const;
 
   int port_;
+  int tls_port_;  // -1 without Options::tls
   Options options_;
   std::string dir_;
   pid_t pid_ = -1;
