@@ -207,6 +207,40 @@ TEST(BeastCheckTest, AsyncCheckRendersTheSameOutcome) {
   EXPECT_NE(res.find(http::field::retry_after), res.end());
 }
 
+// A handler (or an upstream it proxies) that already set the fields tollgate
+// owns: Decorate replaces them, one line each, and leaves the others alone.
+TEST(BeastCheckTest, DecorateReplacesRateLimitFieldsTheHandlerSet) {
+  testing::EnforcerFixture f;
+  Request req{http::verb::get, "/api/items", 11};
+  req.set("X-Api-Key", "k-dup");
+  const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_TRUE(check.allowed());
+  ASSERT_FALSE(check.outcome().headers.empty());
+  Response res = Ok(req);
+  for (const auto& h : check.outcome().headers) res.insert(h.name, "stale-from-handler");
+  res.insert("ratelimit", "lower-case-stale");  // field names are case-insensitive
+  res.set("X-Handler", "kept");
+  check.Decorate(res);
+  for (const auto& h : check.outcome().headers) {
+    std::vector<std::string> got;
+    for (auto [it, end] = res.equal_range(h.name); it != end; ++it) {
+      got.emplace_back(it->value());
+    }
+    std::vector<std::string> want;
+    for (const auto& w : check.outcome().headers) {
+      if (beast::iequals(w.name, h.name)) want.push_back(w.value);
+    }
+    EXPECT_EQ(got, want) << h.name;
+  }
+  EXPECT_EQ(res["X-Handler"], "kept");
+  EXPECT_EQ(res[http::field::content_type], "text/plain");
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& field : res) fields.emplace_back(field.name_string(), field.value());
+  const RateLimitInfo info = ParseRateLimitHeaders(Pairs(fields), f.clock.WallNow());
+  ASSERT_NE(info.Tightest(), nullptr);
+  EXPECT_EQ(info.Tightest()->remaining, 1);
+}
+
 TEST(BeastCheckTest, UnreachableStoreRenders503) {
   testing::FailingEnforcerFixture f;
   Request req{http::verb::get, "/api/items", 11};

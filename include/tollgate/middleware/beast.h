@@ -70,9 +70,13 @@ class BeastCheck {
     return res;
   }
 
-  // Adds the rate-limit headers to the handler's response (the allowed path).
+  // Sets the rate-limit headers on the handler's response (the allowed path).
+  // The fields tollgate renders replace any the handler set under the same
+  // names (no duplicated RateLimit lines); a name the policy renders more than
+  // once keeps all of its lines.
   template <class Body, class Fields>
   void Decorate(beast_http::response<Body, Fields>& res) const {
+    for (const auto& h : outcome_.headers) res.erase(h.name);
     for (const auto& h : outcome_.headers) res.insert(h.name, h.value);
   }
 
