@@ -4,7 +4,8 @@
 //  - closed: every call goes to the store. The breaker opens when
 //    `consecutive_failures` calls in a row fail, or when, over the sliding
 //    `window`, at least `min_calls` calls were seen and the share that failed
-//    is >= `failure_ratio`;
+//    is >= `failure_ratio`, or at once when the caller reports a hung store
+//    with RecordNoAnswer();
 //  - open: no call goes to the store (Allow() answers kRejected at once) until
 //    `open_duration` has passed since it opened;
 //  - half-open: at most `half_open_probes` calls at a time are let through as
@@ -64,6 +65,7 @@ enum class BreakerReason : uint8_t {
   kProbeSucceeded = 3,       // half-open -> closed
   kProbeFailed = 4,          // half-open -> open
   kForced = 5,               // Reset() / ForceOpen() by an operator or a test
+  kNoAnswer = 6,             // closed -> open: RecordNoAnswer()
 };
 
 std::string_view BreakerStateName(BreakerState s);    // "closed", "open", "half_open"
@@ -98,6 +100,7 @@ struct BreakerCounters {
   uint64_t opened_by_consecutive = 0;
   uint64_t opened_by_ratio = 0;
   uint64_t opened_by_probe = 0;
+  uint64_t opened_by_no_answer = 0;
   uint64_t rejected = 0;  // calls refused without trying the store
   uint64_t probes = 0;    // probe permits handed out
   uint64_t failures = 0;  // failed calls reported (any state)
@@ -131,6 +134,12 @@ class CircuitBreaker {
   Permit Allow();
   // The outcome of a call admitted by Allow() or TryProbe(). Rejected permits are ignored.
   void Record(const Permit& permit, bool success);
+
+  // A failed call after which the caller knows the store is hung (it met its
+  // deadline and the store answered nothing since it was sent): recorded as a
+  // failure, and a permit of the current closed period opens the breaker at
+  // once (reason kNoAnswer) instead of waiting for the failure streak.
+  void RecordNoAnswer(const Permit& permit);
 
   // A probe permit when one may be sent now: the breaker is open and its
   // cool-down has passed (it becomes half-open), or it is half-open with room
@@ -173,7 +182,7 @@ class CircuitBreaker {
   std::mutex mu_;  // serialises transitions and listener calls
 
   std::atomic<uint64_t> opened_{0}, half_opened_{0}, closed_{0};
-  std::atomic<uint64_t> by_consecutive_{0}, by_ratio_{0}, by_probe_{0};
+  std::atomic<uint64_t> by_consecutive_{0}, by_ratio_{0}, by_probe_{0}, by_no_answer_{0};
   std::atomic<uint64_t> rejected_{0}, probes_{0}, failures_{0};
 };
 

@@ -46,7 +46,12 @@
 // Deadlines: the per-call deadline is the primary's own (RedisOptions timeouts),
 // optionally backed by Options::call_deadline;
 // a hung primary costs the calls in flight at most that deadline, then the
-// breaker opens and no client call waits again until Redis is back.
+// breaker opens and no client call waits again until Redis is back. A call
+// that meets the deadline (kTimeout) while the primary answered nothing since
+// the call was sent opens the breaker at once (BreakerReason::kNoAnswer), so a
+// caller never waits the deadline twice while the consecutive-failure streak
+// fills up (fewer callers than consecutive_failures). A timeout while other
+// calls are answered (one slow call) only counts towards the streak.
 //
 // Probes: client calls are never probes (the breaker runs with
 // caller_probes = false): while the breaker is open or half-open every client

@@ -51,6 +51,8 @@ std::string_view BreakerReasonName(BreakerReason r) {
       return "probe_failed";
     case BreakerReason::kForced:
       return "forced";
+    case BreakerReason::kNoAnswer:
+      return "no_answer";
   }
   return "unknown";
 }
@@ -112,6 +114,14 @@ CircuitBreaker::Permit CircuitBreaker::Allow() {
     assert(false && "invalid breaker state");
     return Permit();
   }
+}
+
+void CircuitBreaker::RecordNoAnswer(const Permit& permit) {
+  Record(permit, false);
+  if (permit.kind() != Permit::Kind::kNormal) return;
+  // A no-op when the breaker moved on already (Record may just have opened it).
+  Transition(permit.generation_, BreakerState::kClosed, BreakerState::kOpen,
+             BreakerReason::kNoAnswer);
 }
 
 CircuitBreaker::Permit CircuitBreaker::TryProbe() {
@@ -196,6 +206,7 @@ BreakerCounters CircuitBreaker::counters() const {
   c.opened_by_consecutive = by_consecutive_.load(std::memory_order_relaxed);
   c.opened_by_ratio = by_ratio_.load(std::memory_order_relaxed);
   c.opened_by_probe = by_probe_.load(std::memory_order_relaxed);
+  c.opened_by_no_answer = by_no_answer_.load(std::memory_order_relaxed);
   c.rejected = rejected_.load(std::memory_order_relaxed);
   c.probes = probes_.load(std::memory_order_relaxed);
   c.failures = failures_.load(std::memory_order_relaxed);
@@ -275,6 +286,7 @@ void CircuitBreaker::TransitionLocked(uint64_t w, BreakerState to, BreakerReason
     if (reason == BreakerReason::kConsecutiveFailures) by_consecutive_.fetch_add(1);
     if (reason == BreakerReason::kFailureRatio) by_ratio_.fetch_add(1);
     if (reason == BreakerReason::kProbeFailed) by_probe_.fetch_add(1);
+    if (reason == BreakerReason::kNoAnswer) by_no_answer_.fetch_add(1);
   } else if (to == BreakerState::kHalfOpen) {
     half_opened_.fetch_add(1, std::memory_order_relaxed);
   } else {

@@ -56,6 +56,7 @@ class ResilientStore::Impl {
         local_(std::move(local)),
         ledger_(options_.max_charge_back_keys),
         probe_limit_(ProbeLimit()),
+        last_answer_(options_.clock->Now()),
         instances_(std::max<int64_t>(1, options_.initial_instances)) {}
 
   ~Impl() {
@@ -92,6 +93,7 @@ class ResilientStore::Impl {
     Result<BatchDecision> r =
         options_.call_deadline > Nanos(0) ? GuardedAcquire(items) : primary_->Acquire(items);
     const bool ok = r.ok() || !IsOutage(r.status().code());
+    if (ok) NoteAnswer();
     if (!ok) Bump(primary_failures_);
     breaker_.Record(permit, ok);
     return true;
@@ -103,9 +105,11 @@ class ResilientStore::Impl {
       Bump(short_circuited_);
       return Fallback(items);
     }
-    if (options_.call_deadline > Nanos(0)) return Settle(permit, GuardedAcquire(items), items);
+    const int64_t started = options_.clock->Now();
+    if (options_.call_deadline > Nanos(0))
+      return Settle(permit, started, GuardedAcquire(items), items);
     Result<BatchDecision> r = primary_->Acquire(items);
-    return Settle(permit, std::move(r), items);
+    return Settle(permit, started, std::move(r), items);
   }
 
   // The primary's AcquireAsync, waited for at most call_deadline; a late answer
@@ -156,23 +160,42 @@ class ResilientStore::Impl {
     }
     for (size_t i = 0; i < items.size(); ++i)
       owned->items.push_back(AcquireItem{owned->keys[i], &owned->limits[i], items[i].cost});
-    primary_->AcquireAsync(owned->items,
-                           [this, owned, permit, done = std::move(done)](Result<BatchDecision> r) {
-                             done(Settle(permit, std::move(r), owned->items));
-                           });
+    const int64_t started = options_.clock->Now();
+    primary_->AcquireAsync(owned->items, [this, owned, permit, started,
+                                          done = std::move(done)](Result<BatchDecision> r) {
+      done(Settle(permit, started, std::move(r), owned->items));
+    });
   }
 
   // Records the primary's outcome and answers: the primary's answer, or the mode's.
-  Result<BatchDecision> Settle(const CircuitBreaker::Permit& permit, Result<BatchDecision> r,
-                               std::span<const AcquireItem> items) {
+  // `started` is options_.clock->Now() when the call was sent.
+  Result<BatchDecision> Settle(const CircuitBreaker::Permit& permit, int64_t started,
+                               Result<BatchDecision> r, std::span<const AcquireItem> items) {
     if (r.ok() || !IsOutage(r.status().code())) {
       breaker_.Record(permit, true);
+      NoteAnswer();
       Bump(primary_decisions_);
       return r;
     }
-    breaker_.Record(permit, false);
     Bump(primary_failures_);
+    // A call that met its deadline while the primary answered nothing since it
+    // was sent: the primary is hung, not slow on one call. Open now, so that no
+    // caller waits the deadline a second time while the streak fills up.
+    if (r.status().code() == StatusCode::kTimeout &&
+        last_answer_.load(std::memory_order_relaxed) + kAnswerGrainNs < started) {
+      breaker_.RecordNoAnswer(permit);
+    } else {
+      breaker_.Record(permit, false);
+    }
     return Fallback(items);
+  }
+
+  // Remembers that the primary answered (to kAnswerGrainNs: at most one store
+  // per grain, so the hot path mostly only reads this shared word).
+  void NoteAnswer() {
+    const int64_t now = options_.clock->Now();
+    if (now - last_answer_.load(std::memory_order_relaxed) >= kAnswerGrainNs)
+      last_answer_.store(now, std::memory_order_relaxed);
   }
 
   Result<BatchDecision> Fallback(std::span<const AcquireItem> items) {
@@ -415,6 +438,12 @@ class ResilientStore::Impl {
   std::unique_ptr<LocalStore> local_;
   resilient::ChargeBackLedger ledger_;
   const Limit probe_limit_;  // for the probe's zero-cost peek
+  // options_.clock time of the latest answer from the primary, kept to within
+  // kAnswerGrainNs (earlier by at most that, so the test above errs towards
+  // not opening). Starts at construction: a primary that never answered counts
+  // as answering then.
+  static constexpr int64_t kAnswerGrainNs = 100'000;
+  std::atomic<int64_t> last_answer_;
   std::atomic<int64_t> instances_;
 
   std::atomic<uint64_t> primary_decisions_{0}, primary_failures_{0}, short_circuited_{0};

@@ -178,6 +178,28 @@ TEST_F(CircuitBreakerTest, WithoutCallerProbesOnlyTryProbeProbes) {
   EXPECT_EQ(b.counters().rejected, 2u);
 }
 
+TEST_F(CircuitBreakerTest, NoAnswerOpensAtOnceOnlyForTheCurrentPeriod) {
+  CircuitBreaker b(Options());
+  auto old = b.Allow();
+  auto p = b.Allow();
+  b.RecordNoAnswer(p);
+  EXPECT_EQ(b.state(), BreakerState::kOpen);
+  ASSERT_EQ(transitions_.size(), 1u);
+  EXPECT_EQ(transitions_[0].reason, BreakerReason::kNoAnswer);
+  EXPECT_EQ(BreakerReasonName(BreakerReason::kNoAnswer), "no_answer");
+  clock_.Advance(milliseconds(100));
+  auto probe = b.Allow();
+  ASSERT_TRUE(probe.probe());
+  b.RecordNoAnswer(old);  // a permit of an earlier period moves nothing
+  EXPECT_EQ(b.state(), BreakerState::kHalfOpen);
+  b.RecordNoAnswer(probe);  // a probe that got no answer re-opens, as a failed probe
+  EXPECT_EQ(b.state(), BreakerState::kOpen);
+  const auto c = b.counters();
+  EXPECT_EQ(c.opened_by_no_answer, 1u);
+  EXPECT_EQ(c.opened_by_probe, 1u);
+  EXPECT_EQ(c.failures, 3u);
+}
+
 TEST_F(CircuitBreakerTest, ProbeSlotIsReturnedOnlyOnce) {
   auto o = Options();
   o.half_open_probes = 1;

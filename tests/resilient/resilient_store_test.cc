@@ -177,6 +177,31 @@ TEST_F(ResilientStoreTest, ProbeIsAZeroCostPeekOnTheProbeKey) {
   EXPECT_EQ(store_->Stats().primary_decisions, 0u);          // not a client decision
 }
 
+// A timeout after which the primary answered nothing since the call was sent
+// opens the breaker at once; a timeout with answers since only adds to the streak.
+TEST_F(ResilientStoreTest, ATimeoutWithNoAnswerSinceTheCallOpensAtOnce) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(3);
+  ASSERT_TRUE(One("r\x1fk", l).ok());  // an answer, at the call's own start time
+  fake_->fail = StatusCode::kTimeout;
+  ASSERT_TRUE(One("r\x1fk", l).ok());  // sent when the last answer came: only the streak
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kClosed);
+  clock_.Advance(milliseconds(1));
+  ASSERT_TRUE(One("r\x1fk", l).ok());  // sent 1 ms after the last answer, no answer since
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  EXPECT_EQ(store_->Stats().breaker.opened_by_no_answer, 1u);
+  EXPECT_EQ(fake_->calls.load(), 3);
+  // A connection error (no waiting) never opens it early: the streak decides.
+  Recover("r\x1fk", l);
+  clock_.Advance(milliseconds(1));
+  fake_->fail = StatusCode::kConnection;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(One("r\x1fk", l).ok());
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kClosed);
+  ASSERT_TRUE(One("r\x1fk", l).ok());
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  EXPECT_EQ(store_->Stats().breaker.opened_by_consecutive, 1u);
+}
+
 TEST_F(ResilientStoreTest, CallerErrorsPassThroughWithoutOpening) {
   Make(Options(FailureMode::kOpen));
   const Limit l = Bucket(3);
@@ -507,9 +532,10 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
   EXPECT_EQ(store->Stats().primary_failures, 3u);
 }
 
-// With the background prober and a primary that never answers: the calls that
-// open the breaker wait the deadline once; after that no client call reaches the
-// primary or waits, while the prober keeps probing on its own.
+// With the background prober and a primary that never answers: the call that
+// opens the breaker waits the deadline once (no answer since it was sent opens
+// the breaker at once); after that no client call reaches the primary or
+// waits, while the prober keeps probing on its own.
 TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
   ResilientStoreOptions o;
   o.mode = FailureMode::kOpen;
@@ -521,9 +547,10 @@ TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
   HangingStore* primary = hanging.get();
   auto store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
   const Limit l = Bucket(5);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(AcquireOne(*store, "r\x1fk", l, 1).ok());
+  ASSERT_TRUE(AcquireOne(*store, "r\x1fk", l, 1).ok());
   ASSERT_NE(store->breaker().state(), BreakerState::kClosed);
-  // Each held call is a client call (2) or a probe; wait for three probes.
+  EXPECT_EQ(store->Stats().breaker.opened_by_no_answer, 1u);
+  // Each held call is the client call or a probe; wait for three probes.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   uint64_t client_calls = 0;
   while (store->Stats().breaker.probes < 3 && std::chrono::steady_clock::now() < until) {
@@ -537,13 +564,13 @@ TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
   }
   const auto s = store->Stats();
   ASSERT_GE(s.breaker.probes, 3u);
-  // Clients never reached the primary: it holds the 2 client calls and the
+  // Clients never reached the primary: it holds the first client call and the
   // probes (one may be counted but not handed over yet, or start meanwhile).
   const size_t held = primary->HeldCount();
-  EXPECT_GE(held, 2 + s.breaker.probes - 1);
-  EXPECT_LE(held, 2 + store->Stats().breaker.probes);
+  EXPECT_GE(held, 1 + s.breaker.probes - 1);
+  EXPECT_LE(held, 1 + store->Stats().breaker.probes);
   EXPECT_EQ(s.short_circuited, client_calls);
-  EXPECT_GE(s.deadline_expired, 2 + s.breaker.probes - 1);  // probes meet the deadline too
+  EXPECT_GE(s.deadline_expired, 1 + s.breaker.probes - 1);  // probes meet the deadline too
   store.reset();  // joins the prober; the primary fails what it still holds
 }
 
