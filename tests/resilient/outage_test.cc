@@ -2,9 +2,11 @@
 // SIGSTOP + SIGCONT under steady concurrent load, for each failure mode; two
 // instances sharing a limit in degrade; charge-back; flapping.
 //
-// Time bounds here are correctness bounds derived from the configured
-// deadline (generous, for 2 shared cores and sanitizers), not performance
-// targets; bench/resilient measures the real figures.
+// Time bounds are the issue's: no call blocks longer than the deadline, and
+// decisions return to Redis within 1 s of recovery (measured from when the
+// restarted Redis answers PING, or from SIGCONT), each plus a stated
+// scheduling allowance for a loaded 2-core CI machine (and sanitizers).
+// bench/resilient measures the real figures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,10 +33,14 @@ using std::chrono::milliseconds;
 constexpr milliseconds kDeadline{100};      // RedisOptions::call_timeout
 constexpr milliseconds kOpenDuration{150};  // breaker cool-down
 constexpr milliseconds kReconnectMax{100};  // RedisStore reconnect backoff cap
-// No call may take longer than this: the deadline plus scheduling slack.
-constexpr milliseconds kCallBound = 3 * kDeadline + milliseconds(400);
-// Decisions must come back from Redis within this after it is back.
-constexpr milliseconds kRecoveryBound{3000};
+// Scheduling allowance: how late a loaded 2-core machine may run the store's
+// deadline timer and wake the caller.
+constexpr milliseconds kCallAllowance{50};
+// No call may take longer than this: the deadline, plus the allowance.
+constexpr milliseconds kCallBound = kDeadline + kCallAllowance;
+// Decisions must come back from Redis within 1 s of Redis answering again,
+// plus an allowance (a restart's reconnect, the scheduler).
+constexpr milliseconds kRecoveryBound = milliseconds(1000) + milliseconds(250);
 constexpr int64_t kBurst = 1000;
 
 // Polls `cond` until it holds or `bound` passes; the polling interval paces
@@ -117,6 +123,9 @@ Source Classify(FailureMode mode, const Result<Decision>& r, double fraction) {
 
 // Phases of an outage scenario, set by the test thread.
 enum Phase : int { kUp = 0, kKilled, kRestarted, kPaused, kResumed, kPhases };
+constexpr int kMaxCallers = 8;
+// A call this long waited on Redis (an answer without Redis takes microseconds).
+constexpr milliseconds kWaited = kDeadline / 2;
 
 bool IsOutage(int phase) { return phase == kKilled || phase == kPaused; }
 
@@ -128,7 +137,10 @@ class Load {
       : store_(store), mode_(mode), fraction_(fraction), async_(async), limit_(RoomyLimit()) {
     for (auto& f : first_redis_) f.store(0);
     for (auto& c : counts_) c.store(0);
-    for (int t = 0; t < threads; ++t) threads_.emplace_back([this, t] { Run(t); });
+    for (auto& per_caller : waited_)
+      for (auto& w : per_caller) w.store(0);
+    for (int t = 0; t < std::min(threads, kMaxCallers); ++t)
+      threads_.emplace_back([this, t] { Run(t); });
   }
   ~Load() { Stop(); }
 
@@ -145,8 +157,19 @@ class Load {
   // Decisions that started and ended in phase p.
   uint64_t Count(int p) const { return counts_[p].load(); }
   // ns after phase p began at which the first Redis answer of phase p arrived, or 0.
-  int64_t FirstRedisAfter(int p) const { return first_redis_[p].load(); }
+  int64_t FirstRedisAfter(int p) const {
+    const int64_t at = first_redis_[p].load();
+    return at == 0 ? 0 : std::max<int64_t>(1, at - SinceEpoch(phase_start_[p]));
+  }
+  // ns after `since` at which the first Redis answer of phase p arrived (0 if
+  // at or before it), or -1 if none yet.
+  int64_t FirstRedisSince(int p, Steady::time_point since) const {
+    const int64_t at = first_redis_[p].load();
+    return at == 0 ? -1 : std::max<int64_t>(0, at - SinceEpoch(since));
+  }
   int64_t max_latency_ns() const { return max_latency_ns_.load(); }
+  // Calls of caller t that ended in phase p after waiting on Redis (>= kWaited).
+  uint64_t Waited(int t, int p) const { return waited_[t][p].load(); }
   uint64_t violations() const { return violations_.load(); }
   std::string first_violation() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,6 +189,7 @@ class Load {
       int64_t prev = max_latency_ns_.load();
       while (ns > prev && !max_latency_ns_.compare_exchange_weak(prev, ns)) {
       }
+      if (ns >= std::chrono::nanoseconds(kWaited).count()) waited_[t][p1].fetch_add(1);
       const Source src = Classify(mode_, r, fraction_);
       if (src == Source::kOther || (p0 == p1 && IsOutage(p0) && src != Source::kMode)) {
         Violation("phase " + std::to_string(p0) + ": " +
@@ -177,10 +201,8 @@ class Load {
       if (p0 == p1) {
         counts_[p0].fetch_add(1);
         if (src == Source::kRedis && first_redis_[p0].load() == 0) {
-          const int64_t after =
-              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - phase_start_[p0]).count();
           int64_t zero = 0;
-          first_redis_[p0].compare_exchange_strong(zero, std::max<int64_t>(1, after));
+          first_redis_[p0].compare_exchange_strong(zero, SinceEpoch(t1));
         }
       }
       std::this_thread::sleep_for(milliseconds(1));  // paces the load (not synchronisation)
@@ -196,6 +218,10 @@ class Load {
     Result<BatchDecision> r = future.get();
     if (!r.ok()) return r.status();
     return r->decisions.front();
+  }
+
+  static int64_t SinceEpoch(Steady::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
 
   void Violation(const std::string& what) {
@@ -215,7 +241,8 @@ class Load {
   // Written by the test thread before phase_ is stored; read after phase_ is loaded.
   Steady::time_point phase_start_[kPhases] = {};
   std::atomic<uint64_t> counts_[kPhases];
-  std::atomic<int64_t> first_redis_[kPhases];
+  std::atomic<uint64_t> waited_[kMaxCallers][kPhases];
+  std::atomic<int64_t> first_redis_[kPhases];  // steady ns of the first Redis answer, or 0
   std::atomic<int64_t> max_latency_ns_{0};
   std::atomic<uint64_t> violations_{0};
   mutable std::mutex mu_;
@@ -242,19 +269,29 @@ TEST_P(OutageTest, KillRestartStopContUnderLoad) {
 
   auto outage = [&](int down, int up, const std::function<void()>& fail,
                     const std::function<void()>& heal) {
+    const uint64_t probes_before = store->Stats().breaker.probes;
     fail();
     load.SetPhase(down);
     ASSERT_TRUE(WaitFor([&] { return store->breaker().state() != BreakerState::kClosed; },
                         milliseconds(5000)))
         << "the breaker never opened";
-    ASSERT_TRUE(WaitFor([&] { return load.Count(down) >= 100; }, milliseconds(10000)))
-        << "too few decisions during the outage: " << load.Count(down);
+    // Long enough for the background prober to fail twice (one probe per
+    // cool-down), so that the outage covers probes that meet the deadline.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return load.Count(down) >= 100 && store->Stats().breaker.probes >= probes_before + 3;
+        },
+        milliseconds(10000)))
+        << "too few decisions or probes during the outage: " << load.Count(down);
     load.SetPhase(up);
-    heal();
-    ASSERT_TRUE(WaitFor([&] { return load.FirstRedisAfter(up) != 0; }, kRecoveryBound))
+    heal();  // returns once the restarted Redis answers PING / SIGCONT was sent
+    const Steady::time_point back = Steady::now();
+    ASSERT_TRUE(WaitFor([&] { return load.FirstRedisSince(up, back) >= 0; }, kRecoveryBound))
         << "decisions did not return to Redis";
+    const int64_t recovery = load.FirstRedisSince(up, back);
+    EXPECT_LE(recovery, std::chrono::nanoseconds(kRecoveryBound).count());
     std::printf("[ metric   ] %s phase %d: recovery %.1f ms\n",
-                std::string(FailureModeName(mode)).c_str(), up, load.FirstRedisAfter(up) / 1e6);
+                std::string(FailureModeName(mode)).c_str(), up, recovery / 1e6);
   };
 
   ASSERT_TRUE(WaitFor([&] { return load.FirstRedisAfter(kUp) != 0; }, milliseconds(5000)));
@@ -266,6 +303,12 @@ TEST_P(OutageTest, KillRestartStopContUnderLoad) {
 
   EXPECT_EQ(load.violations(), 0u) << "first: " << load.first_violation();
   EXPECT_LE(load.max_latency_ns(), std::chrono::nanoseconds(kCallBound).count());
+  // A hung Redis costs each caller the deadline at most once per outage (the
+  // call in flight when it hung), however many probes meet the deadline.
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_LE(load.Waited(t, kKilled), 1u) << "caller " << t;
+    EXPECT_LE(load.Waited(t, kPaused), 1u) << "caller " << t;
+  }
   const auto s = store->Stats();
   std::printf(
       "[ metric   ] %s: max call %.1f ms, %llu short-circuited, %llu primary failures, "
@@ -274,10 +317,12 @@ TEST_P(OutageTest, KillRestartStopContUnderLoad) {
       static_cast<unsigned long long>(s.short_circuited),
       static_cast<unsigned long long>(s.primary_failures),
       static_cast<unsigned long long>(s.breaker.probes));
-  // While the breaker was open, calls did not go to Redis: only the calls that
-  // opened it and the probes did.
+  // While the breaker was open, client calls did not go to Redis: only the
+  // calls that opened it (at most the 4 callers' in-flight calls, or the
+  // threshold of 3 in a row, per outage) and the background probes did.
   EXPECT_GT(s.short_circuited, 0u);
   EXPECT_LE(s.primary_failures, 2 * (3 + 4) + s.breaker.probes);
+  EXPECT_GE(s.breaker.probes, 2u);  // at least the probe that closed it, per outage
   std::lock_guard<std::mutex> lock(tmu);
   EXPECT_GE(transitions.size(), 6u);  // two outages: closed -> open -> half-open -> closed
   EXPECT_EQ(transitions.back().to, BreakerState::kClosed);
@@ -392,13 +437,9 @@ void RunChargeBack(bool charge_back, bool expect_limited) {
   }
   EXPECT_EQ(allowed, 10);
   ASSERT_EQ(server.Restart(), "");
-  // Peeks on another key drive the breaker's probes until it closes.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        (void)AcquireOne(*store, "probe\x1fp", probe_limit, 0);
-        return store->breaker().state() == BreakerState::kClosed;
-      },
-      kRecoveryBound));
+  // The background prober closes the breaker; no client call is needed.
+  ASSERT_TRUE(
+      WaitFor([&] { return store->breaker().state() == BreakerState::kClosed; }, kRecoveryBound));
   if (charge_back) {
     ASSERT_TRUE(WaitFor([&] { return store->Stats().charge_back_keys >= 1; }, kRecoveryBound));
     EXPECT_EQ(store->Stats().charge_back_tokens, 10u);
@@ -416,33 +457,84 @@ void RunChargeBack(bool charge_back, bool expect_limited) {
 TEST(ChargeBackTest, KeepsTheClientLimitedAfterRecovery) { RunChargeBack(true, true); }
 TEST(ChargeBackTest, WithoutItTheOutageHandsOutAFreshBucket) { RunChargeBack(false, false); }
 
-// Redis up/down every 200 ms: the breaker reacts per period, not per request.
-TEST(FlappingTest, TransitionsStayBounded) {
+// Fewer callers (2) than consecutive_failures (5): a SIGSTOP still costs each
+// caller the deadline once, not once per wave until the streak is long enough.
+TEST(HungRedisTest, FewerCallersThanTheStreakWaitTheDeadlineOnce) {
   TOLLGATE_START_REDIS(server);
-  auto store = MakeStore(server, "tg-flap:", TestOptions(FailureMode::kOpen));
+  auto o = TestOptions(FailureMode::kOpen);
+  o.breaker.consecutive_failures = 5;
+  auto store = MakeStore(server, "tg-hung:", std::move(o));
   ASSERT_NE(store, nullptr);
-  Load load(*store, FailureMode::kOpen, 0.5, 4);
+  Load load(*store, FailureMode::kOpen, 0.5, 2);
+  ASSERT_TRUE(WaitFor([&] { return load.FirstRedisAfter(kUp) != 0; }, milliseconds(5000)));
+  const uint64_t probes_before = store->Stats().breaker.probes;
+  server.Pause();
+  load.SetPhase(kPaused);
+  ASSERT_TRUE(WaitFor([&] { return store->Stats().breaker.probes >= probes_before + 3; },
+                      milliseconds(10000)));
+  load.SetPhase(kResumed);
+  server.Resume();
+  const Steady::time_point back = Steady::now();
+  ASSERT_TRUE(WaitFor([&] { return load.FirstRedisSince(kResumed, back) >= 0; }, kRecoveryBound));
+  load.Stop();
+  EXPECT_EQ(load.violations(), 0u) << load.first_violation();
+  EXPECT_LE(load.max_latency_ns(), std::chrono::nanoseconds(kCallBound).count());
+  EXPECT_LE(load.Waited(0, kPaused), 1u);
+  EXPECT_LE(load.Waited(1, kPaused), 1u);
+  EXPECT_EQ(store->Stats().breaker.opened_by_consecutive, 0u);
+  EXPECT_GE(store->Stats().breaker.opened_by_no_answer, 1u);
+}
+
+// Redis up/down every 200 ms, for each mode: cycles alternate SIGSTOP/SIGCONT
+// and SIGKILL/restart. The breaker reacts per period, not per request; every
+// answer follows Redis or the mode; no call waits longer than the deadline.
+class FlappingTest : public ::testing::TestWithParam<FailureMode> {};
+
+TEST_P(FlappingTest, TransitionsStayBounded) {
+  TOLLGATE_START_REDIS(server);
+  const FailureMode mode = GetParam();
+  auto store = MakeStore(server, "tg-flap:", TestOptions(mode));
+  ASSERT_NE(store, nullptr);
+  Load load(*store, mode, 0.5, 4);
   constexpr int kCycles = 8;
   for (int i = 0; i < kCycles; ++i) {
-    server.Pause();
+    const bool kill = i % 2 == 1;
+    if (kill) {
+      server.Kill();
+    } else {
+      server.Pause();
+    }
     std::this_thread::sleep_for(milliseconds(200));  // the stimulus, not synchronisation
-    server.Resume();
+    if (kill) {
+      ASSERT_EQ(server.Restart(), "");
+    } else {
+      server.Resume();
+    }
     std::this_thread::sleep_for(milliseconds(200));
   }
   load.Stop();
   const auto c = store->Stats().breaker;
   const uint64_t transitions = c.opened + c.half_opened + c.closed;
   const uint64_t decisions = load.Count(kUp);
-  std::printf("[ metric   ] flapping: %llu transitions, %llu decisions\n",
-              static_cast<unsigned long long>(transitions),
-              static_cast<unsigned long long>(decisions));
-  // Per 400 ms cycle: at most one opening, one half-open per cool-down and one close.
+  std::printf(
+      "[ metric   ] flapping %s: %llu transitions, %llu probes, %llu decisions, "
+      "max call %.1f ms\n",
+      std::string(FailureModeName(mode)).c_str(), static_cast<unsigned long long>(transitions),
+      static_cast<unsigned long long>(c.probes), static_cast<unsigned long long>(decisions),
+      load.max_latency_ns() / 1e6);
+  // Per cycle (400 ms plus a restart): at most one opening, one half-open per
+  // cool-down and one close.
   const uint64_t per_cycle = 2 + 2 * (400 / kOpenDuration.count() + 1);
   EXPECT_LE(transitions, kCycles * per_cycle + 3);
   EXPECT_LT(transitions * 20, decisions);
   EXPECT_EQ(load.violations(), 0u) << load.first_violation();
   EXPECT_LE(load.max_latency_ns(), std::chrono::nanoseconds(kCallBound).count());
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, FlappingTest,
+                         ::testing::Values(FailureMode::kOpen, FailureMode::kClosed,
+                                           FailureMode::kDegrade),
+                         [](const auto& info) { return std::string(FailureModeName(info.param)); });
 
 }  // namespace
 }  // namespace tollgate
