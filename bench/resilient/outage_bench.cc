@@ -7,7 +7,8 @@
 // Latency percentiles cover every call that started and ended while Redis was
 // down (including the few that waited for the deadline before the breaker
 // opened). Recovery = from the moment Redis is back (restart answered PING /
-// SIGCONT sent) to the first decision answered by Redis.
+// SIGCONT sent) to the first decision answered by Redis. "waited" counts the
+// outage's calls that took at least half the deadline (they waited on Redis).
 //
 // Usage: outage_bench [--threads N] [--outage-ms MS] [--deadline-ms MS]
 //                     [--open-ms MS] [--reconnect-max-ms MS] [--pace-us US]
@@ -212,9 +213,12 @@ int RunMode(FailureMode mode, const Config& cfg) {
     const double p50 = Percentile(lat, 0.50), p99 = Percentile(lat, 0.99),
                  p999 = Percentile(lat, 0.999);
     const double max = n ? *std::max_element(lat.begin(), lat.end()) / 1e6 : 0;
-    std::printf("| %-7s | %-7s | %8zu | %6.1f | %6.1f | %8.1f | %7.1f | %11.1f |\n",
+    const int64_t half_deadline = int64_t{cfg.deadline_ms} * 1'000'000 / 2;
+    const auto waited =
+        std::count_if(lat.begin(), lat.end(), [&](int64_t ns) { return ns >= half_deadline; });
+    std::printf("| %-7s | %-7s | %8zu | %6.1f | %6.1f | %8.1f | %7.1f | %6lld | %11.1f |\n",
                 std::string(FailureModeName(mode)).c_str(), outage.name, n, p50, p99, p999, max,
-                recovery_ms);
+                static_cast<long long>(waited), recovery_ms);
     std::fflush(stdout);
     std::this_thread::sleep_for(milliseconds(300));
     runner.SetPhase(kUp);
@@ -250,9 +254,11 @@ int Main(int argc, char** argv) {
       "pace=%dus\n\n",
       cfg.threads, cfg.outage_ms, cfg.deadline_ms, cfg.open_ms, cfg.reconnect_max_ms, cfg.pace_us);
   std::printf(
-      "| mode    | outage  | calls    | p50 us | p99 us | p99.9 us | max ms  | recovery ms |\n");
+      "| mode    | outage  | calls    | p50 us | p99 us | p99.9 us | max ms  | waited "
+      "| recovery ms |\n");
   std::printf(
-      "|---------|---------|----------|--------|--------|----------|---------|-------------|\n");
+      "|---------|---------|----------|--------|--------|----------|---------|--------"
+      "|-------------|\n");
   int rc = 0;
   for (FailureMode m : {FailureMode::kOpen, FailureMode::kClosed, FailureMode::kDegrade})
     rc |= RunMode(m, cfg);
