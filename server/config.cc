@@ -413,9 +413,10 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
                           "sliding_log)"});
   }
   if (c.store != "local" && c.store.rfind("redis://", 0) != 0 &&
-      c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0) {
+      c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0 &&
+      c.store.rfind("rediss-cluster://", 0) != 0) {
     errors.push_back(
-        {"store", "must be local, redis://HOST:PORT or redis-cluster://HOST:PORT[,...]"});
+        {"store", "must be local, redis[s]://HOST:PORT or redis[s]-cluster://HOST:PORT[,...]"});
   }
   if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
     errors.push_back({"failure_mode", "must be open, closed or degrade"});

@@ -91,6 +91,15 @@ class RuleModes {
 // a reload) even when the global mode does not.
 std::unique_ptr<FleetRegistry> MakeFleet(const RedisOptions& node, const std::string& host,
                                          int port, const std::shared_ptr<Logger>& log) {
+  if (node.tls) {
+    // The registry is a plain hiredis client (Debian's hiredis has no TLS): over
+    // rediss:// degrade divides by 1 instead of the live instance count.
+    if (log) {
+      log->Warn("fleet_registry_unavailable",
+                {{"error", "not supported over TLS (rediss://): degrade assumes one instance"}});
+    }
+    return nullptr;
+  }
   RedisFleetOptions f;
   f.host = host;
   f.port = port;
@@ -310,7 +319,8 @@ Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
   if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
     return CreateRedis(config, clock, log, policies);
   }
-  if (config.store.rfind("redis-cluster://", 0) == 0) {
+  if (config.store.rfind("redis-cluster://", 0) == 0 ||
+      config.store.rfind("rediss-cluster://", 0) == 0) {
     return CreateRedisCluster(config, clock, log, policies);
   }
 #endif

@@ -3,6 +3,7 @@
 //   local                                  -> LocalStore (bounded, in process)
 //   redis://[user:pass@]HOST:PORT[/db]     -> RedisStore, wrapped by the resilient store
 //   redis-cluster://HOST:PORT[,HOST:PORT]  -> Redis Cluster, wrapped likewise
+//   rediss://... and rediss-cluster://...  -> the same over TLS (docs/redis.md)
 //
 // The failure mode (open | closed | degrade) applies to remote stores only: a
 // local store cannot be unreachable. A store kind this build does not include

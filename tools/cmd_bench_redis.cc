@@ -229,7 +229,8 @@ struct BenchStore {
 };
 
 Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
-  const bool cluster = a.url.starts_with("redis-cluster://");
+  const bool cluster =
+      a.url.starts_with("redis-cluster://") || a.url.starts_with("rediss-cluster://");
   Result<RedisOptions> o = cluster ? Result<RedisOptions>(RedisOptions{}) : ParseRedisUrl(a.url);
   Result<RedisClusterOptions> co =
       cluster ? ParseRedisClusterUrl(a.url) : Result<RedisClusterOptions>(RedisClusterOptions{});
@@ -430,7 +431,7 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
   res.strategy = strategy;
   res.scenario = scenario;
   res.concurrency = concurrency;
-  if (a.url.starts_with("redis-cluster://")) {
+  if (a.url.starts_with("redis-cluster://") || a.url.starts_with("rediss-cluster://")) {
     res.errors = 1;
     res.first_error = strategy + " runs against one node only (redis://), not redis-cluster://";
     return res;

@@ -52,7 +52,7 @@ Result<std::shared_ptr<Store>> MakeStore(std::string_view url, const Clock* cloc
   if (clock == nullptr) return InvalidArgument("store url: clock must not be null");
   if (url == "local" || url == "local://") return MakeLocal({}, clock);
   if (url.starts_with("local://?")) return MakeLocal(url.substr(9), clock);
-  if (url.starts_with("redis://")) {
+  if (url.starts_with("redis://") || url.starts_with("rediss://")) {
 #ifdef TOLLGATE_HAVE_REDIS
     auto options = ParseRedisUrl(url);
     if (!options.ok()) return options.status();
@@ -64,7 +64,7 @@ Result<std::shared_ptr<Store>> MakeStore(std::string_view url, const Clock* cloc
     return InvalidArgument("store url: this tollgate was built without the Redis store");
 #endif
   }
-  return InvalidArgument("store url: expected local[://?max_keys=N&shards=N] or redis://...");
+  return InvalidArgument("store url: expected local[://?max_keys=N&shards=N] or redis[s]://...");
 }
 
 }  // namespace tollgate
