@@ -244,8 +244,21 @@ TEST(Costs, HugeCostIsRejectedForeverWithoutChargingOrRetryAfter) {
     EXPECT_EQ(o.http_status, 429) << huge;
     EXPECT_FALSE(HasHeader(o, "Retry-After")) << huge;
     EXPECT_EQ(o.retry_after_seconds, 0);
-    EXPECT_NE(json::parse(o.body)["detail"].get<std::string>().find("can never be allowed"),
-              std::string::npos);
+    // No Retry-After (a retry can never succeed): the problem body says why,
+    // naming the cost, the rule and its burst, and carries no retry-after.
+    const json body = json::parse(o.body);
+    const std::string detail = body["detail"].get<std::string>();
+    EXPECT_NE(detail.find("can never be allowed"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("exceeds the capacity of policy 'w' (1000)"), std::string::npos)
+        << detail;
+    EXPECT_FALSE(body.contains("retry-after")) << o.body;
+    EXPECT_EQ(body["violated-policies"], json::array({"w"})) << o.body;
+  }
+  {
+    TestRequest r;
+    r.Header("x-api-key", "k").Header("x-request-weight", "1001");
+    const std::string detail = json::parse(h.Check(r).body)["detail"].get<std::string>();
+    EXPECT_NE(detail.find("the cost of this request (1001)"), std::string::npos) << detail;
   }
   TestRequest one;
   one.Header("x-api-key", "k");
