@@ -52,6 +52,43 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(ParseServerConfig("[]", &d).size(), 1u);
 }
 
+// examples/tollgated.json is the documented reference ("lists every field with
+// its default"): it must load, validate, and show the defaults.
+TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
+  const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
+  ServerConfig c;
+  auto errors = LoadServerConfigFile(std::string(src ? src : ".") + "/examples/tollgated.json", &c);
+  for (const auto& e : errors) ADD_FAILURE() << e.ToString();
+  for (const auto& e : ValidateServerConfig(c)) ADD_FAILURE() << e.ToString();
+  const ServerConfig d;
+  EXPECT_EQ(c.policy_path, "examples/policy.json");
+  EXPECT_EQ(c.listen, d.listen);
+  EXPECT_EQ(c.store, d.store);
+  EXPECT_EQ(c.failure_mode, d.failure_mode);
+  EXPECT_EQ(c.store_timeout, d.store_timeout);
+  EXPECT_EQ(c.charge_back, d.charge_back);
+  EXPECT_EQ(c.call_deadline, d.call_deadline);
+  EXPECT_EQ(c.breaker_consecutive_failures, d.breaker_consecutive_failures);
+  EXPECT_EQ(c.breaker_failure_ratio, d.breaker_failure_ratio);
+  EXPECT_EQ(c.breaker_min_calls, d.breaker_min_calls);
+  EXPECT_EQ(c.breaker_window, d.breaker_window);
+  EXPECT_EQ(c.breaker_open, d.breaker_open);
+  EXPECT_EQ(c.breaker_half_open_probes, d.breaker_half_open_probes);
+  EXPECT_EQ(c.grpc_listen, d.grpc_listen);
+  EXPECT_EQ(c.grpc_header_style, d.grpc_header_style);
+  EXPECT_EQ(c.rls_default_algorithm, d.rls_default_algorithm);
+  EXPECT_EQ(c.jwt_hs256_secret, d.jwt_hs256_secret);
+  EXPECT_EQ(c.jwt_rs256_public_key_pem, d.jwt_rs256_public_key_pem);
+  EXPECT_EQ(c.jwt_issuer, d.jwt_issuer);
+  EXPECT_EQ(c.jwt_audience, d.jwt_audience);
+  EXPECT_EQ(c.jwt_leeway_s, d.jwt_leeway_s);
+  EXPECT_EQ(c.jwt_verified_upstream, d.jwt_verified_upstream);
+  EXPECT_EQ(c.header_style, d.header_style);
+  EXPECT_EQ(c.max_header_bytes, d.max_header_bytes);
+  EXPECT_EQ(c.upstream_timeout, d.upstream_timeout);
+  EXPECT_EQ(c.top_capacity, d.top_capacity);
+}
+
 TEST(ServerConfig, ValidationCatchesBadValues) {
   ServerConfig c;
   c.listen = "nope";
