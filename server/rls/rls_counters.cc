@@ -36,7 +36,8 @@ std::vector<RuleCountersSnapshot> RlsCounters::RuleSnapshot() const {
   out.reserve(rules_.size());
   for (const auto& [name, c] : rules_) {
     out.push_back({name, Load(c->total_hits), Load(c->over_limit), Load(c->near_limit),
-                   Load(c->within_limit), Load(c->shadow_mode)});
+                   Load(c->within_limit), Load(c->shadow_mode), Load(c->allowed), Load(c->rejected),
+                   Load(c->shadow_rejected), Load(c->unenforced), Load(c->unavailable)});
   }
   return out;
 }
@@ -46,6 +47,20 @@ ServiceCountersSnapshot RlsCounters::ServiceSnapshot() const {
   return {Load(s.requests),        Load(s.over_limit),   Load(s.ok),
           Load(s.invalid_request), Load(s.store_errors), Load(s.unknown_domain),
           Load(s.no_rule),         Load(s.unenforced),   Load(s.config_reloads)};
+}
+
+void RlsCounters::ObserveDecision(int64_t ns) {
+  size_t b = 0;
+  while (b < LatencySnapshot::kBoundsNs.size() && ns > LatencySnapshot::kBoundsNs[b]) ++b;
+  latency_[b].fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(static_cast<uint64_t>(ns < 0 ? 0 : ns), std::memory_order_relaxed);
+}
+
+LatencySnapshot RlsCounters::Latency() const {
+  LatencySnapshot out;
+  for (size_t b = 0; b < latency_.size(); ++b) out.buckets[b] = Load(latency_[b]);
+  out.sum_ns = Load(latency_sum_ns_);
+  return out;
 }
 
 void RlsCounters::AppendPrometheus(std::string* out) const {

@@ -8,6 +8,11 @@
 // Label values are configured names only, never request values, so the number
 // of series is bounded by the configuration.
 //
+// Decisions are also counted the way tollgated's tollgate_decisions_total does
+// (one per call and rule: allowed, rejected, shadow_rejected, unenforced,
+// unavailable) with a decision latency histogram, so tollgated can render the
+// gRPC front end into its main decision metrics (label frontend="grpc").
+//
 // Thread safety: everything here is safe to use from any thread. Counters are
 // relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load
 // only). Pointers returned by ForRule stay valid as long as the registry lives,
@@ -15,6 +20,7 @@
 #ifndef TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
 #define TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -32,6 +38,12 @@ struct RuleCounters {
   std::atomic<uint64_t> near_limit{0};
   std::atomic<uint64_t> within_limit{0};
   std::atomic<uint64_t> shadow_mode{0};
+  // Decisions (calls, not hits), as tollgate_decisions_total counts them.
+  std::atomic<uint64_t> allowed{0};          // enforced, the call was answered OK
+  std::atomic<uint64_t> rejected{0};         // enforced, this rule made the call OVER_LIMIT
+  std::atomic<uint64_t> shadow_rejected{0};  // shadow mode, would have been over
+  std::atomic<uint64_t> unenforced{0};       // the store's failure mode answered
+  std::atomic<uint64_t> unavailable{0};      // the store failed: UNAVAILABLE
 };
 
 struct ServiceCounters {
@@ -49,6 +61,17 @@ struct ServiceCounters {
 struct RuleCountersSnapshot {
   std::string rule;  // "domain.key_value.key2"
   uint64_t total_hits = 0, over_limit = 0, near_limit = 0, within_limit = 0, shadow_mode = 0;
+  uint64_t allowed = 0, rejected = 0, shadow_rejected = 0, unenforced = 0, unavailable = 0;
+};
+
+// Decision latency (a call's start to its answer, for calls that applied a
+// rule), with the bucket bounds of tollgated's tollgate_decision_duration_seconds.
+struct LatencySnapshot {
+  static constexpr std::array<int64_t, 14> kBoundsNs = {
+      25'000,    50'000,     100'000,    250'000,    500'000,     1'000'000,   2'500'000,
+      5'000'000, 10'000'000, 25'000'000, 50'000'000, 100'000'000, 250'000'000, 1'000'000'000};
+  std::array<uint64_t, kBoundsNs.size() + 1> buckets{};  // not cumulative; last = +Inf
+  uint64_t sum_ns = 0;
 };
 
 struct ServiceCountersSnapshot {
@@ -65,6 +88,9 @@ class RlsCounters {
   std::vector<RuleCountersSnapshot> RuleSnapshot() const;  // sorted by rule
   ServiceCountersSnapshot ServiceSnapshot() const;
 
+  void ObserveDecision(int64_t ns);
+  LatencySnapshot Latency() const;
+
   // Prometheus text exposition (protocols.md section 6): tollgate_rls_* families,
   // label rule="..." escaped. Appends to `out`.
   void AppendPrometheus(std::string* out) const;
@@ -73,6 +99,8 @@ class RlsCounters {
   mutable std::mutex mu_;  // guards rules_ (the map, not the counters)
   std::map<std::string, std::unique_ptr<RuleCounters>, std::less<>> rules_;
   ServiceCounters service_;
+  std::array<std::atomic<uint64_t>, LatencySnapshot::kBoundsNs.size() + 1> latency_{};
+  std::atomic<uint64_t> latency_sum_ns_{0};
 };
 
 }  // namespace tollgate::rls

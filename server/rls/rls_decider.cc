@@ -1,6 +1,7 @@
 #include "rls/rls_decider.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <limits>
 #include <mutex>
@@ -45,6 +46,7 @@ struct Call {
   bool deny_all_enforced = false;        // an enforced deny-all rule with a cost
   bool enforced_denied = false;
   bool unenforced = false;
+  int64_t start_ns = 0;  // steady clock, for the decision latency histogram
 };
 
 rlspb::RateLimitResponse::RateLimit::Unit ToProtoUnit(RlsUnit u) {
@@ -64,6 +66,36 @@ uint32_t ClampU32(int64_t v) {
 
 void Count(std::atomic<uint64_t>& c, int64_t n) {
   c.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+}
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// tollgate_decisions_total semantics, per call and rule (slot): an enforced rule
+// counts allowed when the call is answered OK and rejected when it made the call
+// OVER_LIMIT (a rule that fit in a rejected call counts nothing, as on HTTP); a
+// shadow rule counts shadow_rejected when it would have been over; an answer by
+// the store's failure mode counts unenforced.
+void CountDecisions(const Call& call, bool over_limit) {
+  bool applied = false;
+  for (const Slot& s : call.slots) {
+    if (s.kind == Kind::kNone || s.counters == nullptr) continue;
+    applied = true;
+    RuleCounters& c = *s.counters;
+    if (s.kind == Kind::kStore && call.unenforced && !s.shadow) {
+      Count(c.unenforced, 1);
+    } else if (s.shadow) {
+      if (s.over) Count(c.shadow_rejected, 1);
+    } else if (!over_limit) {
+      Count(c.allowed, 1);
+    } else if (s.over) {
+      Count(c.rejected, 1);
+    }
+  }
+  if (applied) call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
 }
 
 }  // namespace
@@ -153,6 +185,10 @@ class Runner {
 
   void Fail(Call& call, const Status& st) {
     Count(call.config->counters().service().store_errors, 1);
+    for (const Slot& s : call.slots) {
+      if (s.kind != Kind::kNone && s.counters != nullptr) Count(s.counters->unavailable, 1);
+    }
+    call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
     call.response->Clear();
     call.done(UnavailableError("rate limit store: " + st.ToString()));
   }
@@ -223,6 +259,7 @@ class Runner {
     resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
                                      : rlspb::RateLimitResponse::OK);
     Count(over_limit ? service.over_limit : service.ok, 1);
+    CountDecisions(call, over_limit);
     if (headers) {
       std::vector<HeaderField> fields = RenderRateLimitHeaders(
           options_.header_style, over_limit ? denied_reports : reports, clock_->WallNow());
@@ -247,6 +284,7 @@ class Runner {
 void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
                         Done done) {
   auto call = std::make_shared<Call>();
+  call->start_ns = SteadyNs();
   call->config = this->config();
   call->request = &request;
   call->response = response;

@@ -123,6 +123,48 @@ TEST(RlsGrpcTest, ZeroRequestsPerUnitDeniesEveryCost) {
   EXPECT_EQ(check.overall_code(), Code::OK);
 }
 
+// Decisions (calls per rule, not hits) as tollgated's tollgate_decisions_total
+// counts them, and the latency of every call that applied a rule.
+TEST(RlsGrpcTest, DecisionCountersAndLatency) {
+  ManualClock clock;
+  RlsFixture f(kSimple, &clock);
+  auto rule = [&](const std::string& name) {
+    for (const auto& r : f.server().counters().RuleSnapshot()) {
+      if (r.rule == name) return r;
+    }
+    ADD_FAILURE() << "no rule " << name;
+    return RuleCountersSnapshot{};
+  };
+  Code resp;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(f.Call(Request("simple", {{"fw", "d"}}, /*hits=*/2), &resp).ok());
+  }
+  EXPECT_EQ(resp.overall_code(), Code::OVER_LIMIT);
+  // fw (3 a minute) with cost 2: one allowed, then over; deny-all is over too.
+  ASSERT_TRUE(f.Call(Request("simple", {{"never", "d"}}), &resp).ok());
+  // Both in one call: the deny-all rule rejects; the token bucket, which would
+  // have fit, counts nothing (as on HTTP: only the rules that denied count).
+  rlspb::RateLimitRequest both = Request("simple", {{"tb", "d"}});
+  AddDescriptor(&both, {{"never", "d"}});
+  ASSERT_TRUE(f.Call(both, &resp).ok());
+  EXPECT_EQ(resp.overall_code(), Code::OVER_LIMIT);
+  const auto fw = rule("simple.fw"), never = rule("simple.never"), tb = rule("simple.tb");
+  EXPECT_EQ(fw.allowed, 1u);
+  EXPECT_EQ(fw.rejected, 3u);
+  EXPECT_EQ(fw.total_hits, 8u);  // the hit counters still count the cost
+  EXPECT_EQ(never.rejected, 2u);
+  EXPECT_EQ(never.allowed, 0u);
+  EXPECT_EQ(tb.allowed, 0u);
+  EXPECT_EQ(tb.rejected, 0u);
+  // Unknown domains and descriptors without a rule decide nothing.
+  ASSERT_TRUE(f.Call(Request("nowhere", {{"fw", "d"}}), &resp).ok());
+  ASSERT_TRUE(f.Call(Request("simple", {{"unknown_key", "d"}}), &resp).ok());
+  const LatencySnapshot l = f.server().counters().Latency();
+  uint64_t observed = 0;
+  for (uint64_t n : l.buckets) observed += n;
+  EXPECT_EQ(observed, 6u);
+}
+
 TEST(RlsGrpcTest, NestedDescriptorsAndAllOrNothing) {
   ManualClock clock;
   RlsCompileOptions upstream;  // exact envoyproxy/ratelimit counters
@@ -252,6 +294,8 @@ TEST(RlsGrpcTest, ShadowModeNeverRejects) {
       found = true;
       EXPECT_EQ(r.total_hits, 5u);
       EXPECT_EQ(r.shadow_mode, 2u);
+      EXPECT_EQ(r.shadow_rejected, 2u);  // decisions: shadow never allows or rejects
+      EXPECT_EQ(r.allowed + r.rejected, 0u);
     }
   }
   EXPECT_TRUE(found);
@@ -413,6 +457,10 @@ TEST(RlsGrpcTest, StoreFailureIsUnavailable) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(st.error_message().find("refused"), std::string::npos);
   EXPECT_EQ((*server)->counters().ServiceSnapshot().store_errors, 1u);
+  for (const auto& r : (*server)->counters().RuleSnapshot()) {
+    EXPECT_EQ(r.unavailable, r.rule == "simple.fw" ? 1u : 0u) << r.rule;
+    EXPECT_EQ(r.allowed + r.rejected, 0u) << r.rule;
+  }
   // No rule matched: the store is not asked, the answer is OK.
   grpc::ClientContext ctx2;
   ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
