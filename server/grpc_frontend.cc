@@ -19,6 +19,28 @@ class RlsFrontend final : public GrpcFrontend {
   std::string address() const override { return server_->address(); }
   std::vector<ConfigError> Reload() override { return server_->ReloadFiles(paths_, compile_); }
   void AppendMetrics(std::string* out) const override { server_->counters().AppendPrometheus(out); }
+  std::vector<RuleCounters> DecisionCounters() const override {
+    std::vector<RuleCounters> out;
+    for (const rls::RuleCountersSnapshot& r : server_->counters().RuleSnapshot()) {
+      RuleCounters c;
+      c.rule = r.rule;
+      c.allowed = r.allowed;
+      c.rejected = r.rejected;
+      c.shadow_rejected = r.shadow_rejected;
+      c.unenforced = r.unenforced;
+      c.unavailable = r.unavailable;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+  ServerMetrics::LatencyCounts DecisionLatency() const override {
+    static_assert(rls::LatencySnapshot::kBoundsNs == ServerMetrics::kLatencyBoundsNs);
+    const rls::LatencySnapshot l = server_->counters().Latency();
+    ServerMetrics::LatencyCounts out;
+    for (size_t b = 0; b < out.buckets.size(); ++b) out.buckets[b] = l.buckets[b];
+    out.sum_ns = l.sum_ns;
+    return out;
+  }
   void Shutdown() override { server_->Shutdown(); }
 
  private:
@@ -67,10 +89,26 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   return std::unique_ptr<GrpcFrontend>(
       new RlsFrontend(std::move(server).value(), config.rls_config, std::move(compile)));
 }
+
+std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {
+  // As LoadRlsConfigFiles, but the files that parsed are compiled even when
+  // another one did not, so one run reports the errors of every file.
+  rls::RlsYamlResult read = rls::ReadRlsYamlFiles(config.rls_config);
+  std::vector<ConfigError> errors = std::move(read.errors);
+  if (!read.domains.empty() || errors.empty()) {
+    auto compiled = rls::CompileRlsConfig(read.domains, CompileOptionsFor(config));
+    errors.insert(errors.end(), compiled.errors.begin(), compiled.errors.end());
+  }
+  return errors;
+}
 #else
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, Store*,
                                                           const Clock*) {
   return UnavailableError("grpc not available in this build (server/rls was not built)");
+}
+
+std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig&) {
+  return {{"grpc_listen", "grpc not available in this build (server/rls was not built)"}};
 }
 #endif
 

@@ -4,7 +4,9 @@
 // envoy.service.ratelimit.v3.RateLimitService on it, deciding on the same store
 // as the HTTP side, with envoyproxy/ratelimit YAML files (`rls_config`) as its
 // configuration (docs/envoy.md). Reloaded with the policy (SIGHUP, admin
-// reload); counters appended to /metrics. Builds without the gRPC library get a
+// reload); counters appended to /metrics, and its decisions are rendered into
+// tollgate_decisions_total and tollgate_decision_duration_seconds with the label
+// frontend="grpc" (rule = the YAML's stats key). Builds without the gRPC library get a
 // stub whose Start fails with "grpc not available in this build".
 //
 // Thread safety: Reload/AppendMetrics may be called from any thread.
@@ -16,7 +18,9 @@
 #include <vector>
 
 #include "server/config.h"
+#include "server/metrics.h"
 #include "tollgate/clock.h"
+#include "tollgate/policy.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 
@@ -27,10 +31,18 @@ class GrpcFrontend {
   // `store` and `clock` are borrowed and must outlive the frontend.
   static Result<std::unique_ptr<GrpcFrontend>> Start(const ServerConfig& config, Store* store,
                                                      const Clock* clock);
+  // What Start would refuse in `config`'s rls_config YAML, compiled for the
+  // configured store as Start does (e.g. sliding_log is an error on Redis):
+  // every error, each with its file and path. For `tollgated --check`.
+  static std::vector<ConfigError> CheckConfig(const ServerConfig& config);
   virtual ~GrpcFrontend() = default;
   virtual std::string address() const = 0;
   virtual std::vector<ConfigError> Reload() = 0;
   virtual void AppendMetrics(std::string* out) const = 0;
+  // Decisions per rule (RuleCounters::rule = the stats key, e.g.
+  // "domain.key_value"; missing_key and rollback unused) and their latency.
+  virtual std::vector<RuleCounters> DecisionCounters() const = 0;
+  virtual ServerMetrics::LatencyCounts DecisionLatency() const = 0;
   virtual void Shutdown() = 0;
 };
 

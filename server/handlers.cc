@@ -264,6 +264,22 @@ Response HandleMetrics(Shared& s) {
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unenforced"}, c.unenforced);
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unavailable"}, c.unavailable);
   }
+  // The Envoy RLS front end's decisions, in the same family: HTTP series keep
+  // their labels, gRPC ones add frontend="grpc" (docs/operations.md).
+  std::optional<ServerMetrics::LatencyCounts> grpc_latency;
+  if (s.grpc) {
+    static constexpr std::string_view kOutcomes[] = {"allowed", "rejected", "shadow_rejected",
+                                                     "unenforced", "unavailable"};
+    for (const auto& c : s.grpc->DecisionCounters()) {
+      const uint64_t values[] = {c.allowed, c.rejected, c.shadow_rejected, c.unenforced,
+                                 c.unavailable};
+      for (size_t i = 0; i < std::size(kOutcomes); ++i) {
+        w.Sample("tollgate_decisions_total",
+                 {"frontend", "grpc", "rule", c.rule, "outcome", kOutcomes[i]}, values[i]);
+      }
+    }
+    grpc_latency = s.grpc->DecisionLatency();
+  }
   w.Family("tollgate_missing_key_total", "counter",
            "Decisions where a rule's key source was absent, by rule.");
   for (const auto& c : counters)
@@ -273,7 +289,7 @@ Response HandleMetrics(Shared& s) {
   for (const auto& c : counters) {
     w.Sample("tollgate_rule_rolled_back", {"rule", c.rule}, c.rolled_back ? 1.0 : 0.0);
   }
-  s.metrics->Render(w);
+  s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
   w.Sample("tollgate_policy_reloads_total", {"result", "success"},
            s.reloads_ok.load(std::memory_order_relaxed));

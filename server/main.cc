@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "server/config.h"
+#include "server/grpc_frontend.h"
 #include "server/server.h"
 
 namespace {
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
                      "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
   bool check_only = false;
   app.add_flag("--check", check_only,
-               "Validate the config and the policy, print the result and exit (0 = valid)");
+               "Validate the config, the policy and (with --grpc) the rls_config YAML, print "
+               "every error and exit (0 = valid)");
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;
@@ -117,13 +119,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (check_only) {
+    // Every error of the policy and (with grpc_listen) of the envoyproxy/ratelimit
+    // YAML, the latter compiled for the configured store as at start.
+    bool valid = true;
     auto parsed = tollgate::ParsePolicyFile(config.policy_path);
     if (!parsed.errors.empty()) {
       std::cerr << "tollgated: policy " << config.policy_path << " is invalid:\n";
       for (const auto& e : parsed.errors) std::cerr << "  " << e.ToString() << "\n";
-      return 2;
+      valid = false;
     }
-    std::cout << "config and policy are valid\n";
+    if (!config.grpc_listen.empty()) {
+      auto rls_errors = tollgate::server::GrpcFrontend::CheckConfig(config);
+      if (!rls_errors.empty()) {
+        std::cerr << "tollgated: rls_config is invalid:\n";
+        for (const auto& e : rls_errors) std::cerr << "  " << e.ToString() << "\n";
+        valid = false;
+      }
+    }
+    if (!valid) return 2;
+    std::cout << (config.grpc_listen.empty() ? "config and policy are valid\n"
+                                             : "config, policy and rls_config are valid\n");
     return 0;
   }
 

@@ -112,7 +112,7 @@ std::string_view EndpointName(Endpoint e) {
 
 ServerMetrics::ServerMetrics(size_t shards) : shards_(shards == 0 ? 1 : shards) {}
 
-void ServerMetrics::Render(PrometheusWriter& w) const {
+void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const {
   auto sum = [&](auto get) {
     uint64_t total = 0;
     for (const Shard& s : shards_) total += get(s).load(std::memory_order_relaxed);
@@ -152,6 +152,23 @@ void ServerMetrics::Render(PrometheusWriter& w) const {
       double(sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency_sum_ns; })) /
           1e9);
   w.Sample("tollgate_decision_duration_seconds_count", {}, cumulative);
+  if (grpc != nullptr) {
+    uint64_t grpc_cumulative = 0;
+    for (size_t b = 0; b <= kLatencyBoundsNs.size(); ++b) {
+      grpc_cumulative += grpc->buckets[b];
+      std::string le = "+Inf";
+      if (b < kLatencyBoundsNs.size()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", double(kLatencyBoundsNs[b]) / 1e9);
+        le = buf;
+      }
+      w.Sample("tollgate_decision_duration_seconds_bucket", {"frontend", "grpc", "le", le},
+               grpc_cumulative);
+    }
+    w.Sample("tollgate_decision_duration_seconds_sum", {"frontend", "grpc"},
+             double(grpc->sum_ns) / 1e9);
+    w.Sample("tollgate_decision_duration_seconds_count", {"frontend", "grpc"}, grpc_cumulative);
+  }
 
   w.Family("tollgate_store_calls_total", "counter", "Decisions sent to the store.");
   w.Sample("tollgate_store_calls_total", {},

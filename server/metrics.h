@@ -66,6 +66,12 @@ class ServerMetrics {
   // index kStatuses.size() = 504, +1 = any other status.
   static constexpr size_t kStatusSlots = kStatuses.size() + 2;
   enum UpstreamError { kConnect, kTimeout, kBroken, kUpstreamErrorCount };
+  // Another front end's decision latencies (the gRPC one), rendered into the
+  // same histogram family with the label frontend="...".
+  struct LatencyCounts {
+    std::array<uint64_t, kLatencyBoundsNs.size() + 1> buckets{};  // not cumulative
+    uint64_t sum_ns = 0;
+  };
 
   struct alignas(64) Shard {
     std::array<std::array<std::atomic<uint64_t>, kStatusSlots>, size_t(Endpoint::kCount)>
@@ -101,8 +107,10 @@ class ServerMetrics {
   std::atomic<uint64_t> timeouts{0};             // connections closed by a read/idle/write timeout
   std::atomic<uint64_t> rejection_logs_suppressed{0};
 
-  // Appends the server's own families.
-  void Render(PrometheusWriter& w) const;
+  // Appends the server's own families. HTTP decisions carry no frontend label
+  // (the series existing dashboards use); `grpc`, when given, is added to
+  // tollgate_decision_duration_seconds with frontend="grpc".
+  void Render(PrometheusWriter& w, const LatencyCounts* grpc = nullptr) const;
 
   static size_t StatusSlot(int status) {
     for (size_t i = 0; i < kStatuses.size(); ++i) {

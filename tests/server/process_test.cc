@@ -281,6 +281,33 @@ TEST_F(ProcessTest, ShouldRateLimitOverGrpcWithHeadersAndReloadsOnYamlChange) {
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
   EXPECT_GE(std::atoi(ResponseHeader(resp, "Retry-After").c_str()), 1) << resp.DebugString();
 
+  // The gRPC decisions are in the main decision metrics, labelled frontend="grpc"
+  // (rule = the stats key); the HTTP histogram series keep their unlabelled shape.
+  {
+    auto m = Fetch(t.admin_port(), "GET", "/metrics");
+    ASSERT_EQ(m.status, 200);
+    EXPECT_NE(m.body.find("tollgate_decisions_total{frontend=\"grpc\",rule=\"api.user\",outcome="
+                          "\"allowed\"} 3\n"),
+              std::string::npos)
+        << m.body;
+    EXPECT_NE(m.body.find("tollgate_decisions_total{frontend=\"grpc\",rule=\"api.user\",outcome="
+                          "\"rejected\"} 1\n"),
+              std::string::npos)
+        << m.body;
+    EXPECT_NE(m.body.find("tollgate_decision_duration_seconds_count{frontend=\"grpc\"} 4\n"),
+              std::string::npos)
+        << m.body;
+    EXPECT_NE(
+        m.body.find("tollgate_decision_duration_seconds_bucket{frontend=\"grpc\",le=\"+Inf\"} 4\n"),
+        std::string::npos)
+        << m.body;
+    EXPECT_NE(m.body.find("tollgate_decision_duration_seconds_count 0\n"), std::string::npos)
+        << m.body;
+    // One family each: the gRPC samples sit inside the HTTP family's block.
+    EXPECT_EQ(m.body.find("# TYPE tollgate_decisions_total"),
+              m.body.rfind("# TYPE tollgate_decisions_total"));
+  }
+
   // Only the YAML changes (the policy file does not): the poll reloads it.
   ASSERT_TRUE(call(RlsRequest("team", "t1"), &resp).ok());
   EXPECT_EQ(resp.overall_code(), rlspb::RateLimitResponse::OK);
@@ -295,6 +322,50 @@ TEST_F(ProcessTest, ShouldRateLimitOverGrpcWithHeadersAndReloadsOnYamlChange) {
   EXPECT_NE(t.Log().find("\"trigger\":\"file_changed\""), std::string::npos) << t.Log();
   t.Signal(SIGTERM);
   EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
+}
+
+// --check compiles the rls_config YAML as the server would at start (store-aware)
+// and prints every error with its file and path.
+TEST_F(ProcessTest, CheckValidatesTheRlsYamlForTheConfiguredStore) {
+  const std::string rls_dir = dir_ + "/ratelimit";
+  std::filesystem::create_directory(rls_dir);
+  WriteFile(rls_dir + "/a.yaml",
+            "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, "
+            "requests_per_unit: 5}\n");
+  WriteFile(rls_dir + "/b.yaml",
+            "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+            "requests_per_unit: 5, algorithm: sliding_log}\n");
+  {
+    // Local store: sliding_log is fine, only a.yaml's unit is wrong.
+    Tollgated t({"--policy", policy_, "--grpc", "127.0.0.1:0", "--rls-config", rls_dir, "--check"},
+                dir_);
+    EXPECT_EQ(t.WaitExit(5s), 2) << t.Log();
+    EXPECT_NE(t.Log().find("a.yaml"), std::string::npos) << t.Log();
+    EXPECT_NE(t.Log().find("descriptors[0].rate_limit.unit"), std::string::npos) << t.Log();
+    EXPECT_EQ(t.Log().find("sliding_log"), std::string::npos) << t.Log();
+  }
+  {
+    // Redis: sliding_log is refused too (no connection is made by --check).
+    Tollgated t({"--policy", policy_, "--grpc", "127.0.0.1:0", "--rls-config", rls_dir, "--store",
+                 "redis://127.0.0.1:1", "--check"},
+                dir_);
+    EXPECT_EQ(t.WaitExit(5s), 2) << t.Log();
+    EXPECT_NE(t.Log().find("descriptors[0].rate_limit.unit"), std::string::npos) << t.Log();
+    EXPECT_NE(t.Log().find("b.yaml"), std::string::npos) << t.Log();
+    EXPECT_NE(t.Log().find("descriptors[0].rate_limit.algorithm: sliding_log is not supported by "
+                           "the redis store"),
+              std::string::npos)
+        << t.Log();
+  }
+  {
+    WriteFile(rls_dir + "/a.yaml",
+              "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, "
+              "requests_per_unit: 5}\n");
+    Tollgated t({"--policy", policy_, "--grpc", "127.0.0.1:0", "--rls-config", rls_dir, "--check"},
+                dir_);
+    EXPECT_EQ(t.WaitExit(5s), 0) << t.Log();
+    EXPECT_NE(t.Stdout().find("rls_config are valid"), std::string::npos) << t.Stdout();
+  }
 }
 
 TEST_F(ProcessTest, GrpcFlagsAreValidated) {
