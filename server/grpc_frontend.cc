@@ -55,7 +55,8 @@ class RlsFrontend final : public GrpcFrontend {
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   rls::RlsCompileOptions o;
   ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
-  if (config.store.rfind("redis-cluster://", 0) == 0) {
+  if (config.store.rfind("redis-cluster://", 0) == 0 ||
+      config.store.rfind("rediss-cluster://", 0) == 0) {
     o.store_name = "the redis-cluster store";
   } else if (config.store != "local") {
     o.store_name = "the redis store";

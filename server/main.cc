@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
                      "File whose first line is the bearer token the admin listener requires");
   auto* store = app.add_option("-s,--store", flags.store,
                                "Where state lives: local | redis://HOST:PORT | "
-                               "redis-cluster://HOST:PORT[,HOST:PORT...] (default local)");
+                               "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
+                               "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
   auto* failure = app.add_option("-f,--failure-mode", flags.failure_mode,
                                  "When a remote store fails: open (allow, unenforced), closed "
                                  "(503) or degrade (local buckets at a fraction of the limit)");

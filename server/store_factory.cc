@@ -183,6 +183,8 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
              s.breaker.opened_by_ratio);
     w.Sample("tollgate_breaker_opened_total", {"reason", "probe_failed"},
              s.breaker.opened_by_probe);
+    w.Sample("tollgate_breaker_opened_total", {"reason", "no_answer"},
+             s.breaker.opened_by_no_answer);
     w.Family("tollgate_breaker_probes_total", "counter",
              "Half-open probe calls let through to the remote store.");
     w.Sample("tollgate_breaker_probes_total", {}, s.breaker.probes);
