@@ -81,6 +81,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tollgate/circuit_breaker.h"
 #include "tollgate/clock.h"
@@ -128,6 +129,17 @@ struct RedisFleetOptions {
 // timeouts; reconnects on the next call after an error; follows one -MOVED).
 // "redis://[:password@]host:port[/db]" URLs can be parsed with ParseFleetUrl.
 Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options);
+
+// Sends one Redis command (argv) and returns its integer reply; an error reply
+// or a failed call is an error Status. Called from one thread at a time.
+using FleetCommand = std::function<Result<int64_t>(std::vector<std::string> argv)>;
+
+// The same registry (script, key, instance id, TTL) over a caller's connection,
+// e.g. RedisStore::Command, so it shares the store's AUTH, db and TLS options.
+// options.host/port/username/password/db/timeout are unused; `command` must
+// stay usable until the registry is destroyed (it sends ZREM when it leaves).
+Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options,
+                                                                FleetCommand command);
 Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options);
 
 struct ResilientStoreOptions {

@@ -157,17 +157,60 @@ class RedisFleetRegistry final : public FleetRegistry {
   ContextPtr context_;  // used only from the thread calling Heartbeat (see FleetRegistry)
 };
 
-}  // namespace
+// The same registry over a caller's command function (e.g. the store's own
+// connections): no connection, AUTH or redirection of its own.
+class CommandFleetRegistry final : public FleetRegistry {
+ public:
+  CommandFleetRegistry(RedisFleetOptions o, FleetCommand command)
+      : options_(std::move(o)), command_(std::move(command)) {
+    if (options_.instance_id.empty()) options_.instance_id = DefaultInstanceId();
+  }
 
-Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options) {
-  if (options.host.empty()) return InvalidArgument("fleet.host: must not be empty");
-  if (options.port <= 0 || options.port > 65535) return InvalidArgument("fleet.port: out of range");
+  ~CommandFleetRegistry() override {
+    // Best effort, and only once registered: leave the fleet now rather than after the TTL.
+    if (registered_) (void)command_({"ZREM", options_.key, options_.instance_id});
+  }
+
+  Result<int64_t> Heartbeat() override {
+    const std::string ttl_ms =
+        std::to_string(std::max<int64_t>(1, options_.ttl.count() / 1'000'000));
+    Result<int64_t> n =
+        command_({"EVAL", kHeartbeatScript, "1", options_.key, options_.instance_id, ttl_ms});
+    if (!n.ok()) return Status(n.status().code(), "fleet heartbeat: " + n.status().message());
+    registered_ = true;
+    return n;
+  }
+
+ private:
+  RedisFleetOptions options_;
+  FleetCommand command_;
+  bool registered_ = false;  // used only from the thread calling Heartbeat (see FleetRegistry)
+};
+
+Status ValidateFleet(const RedisFleetOptions& options) {
   if (options.key.empty() || options.key.size() > kMaxKeyBytes)
     return InvalidArgument("fleet.key: must be 1..512 bytes");
   if (options.instance_id.size() > kMaxIdBytes)
     return InvalidArgument("fleet.instance_id: at most 256 bytes");
   if (options.ttl < std::chrono::milliseconds(10))
     return InvalidArgument("fleet.ttl: must be at least 10ms");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options,
+                                                                FleetCommand command) {
+  if (!command) return InvalidArgument("fleet: no command function");
+  if (Status s = ValidateFleet(options); !s.ok()) return s;
+  return std::unique_ptr<FleetRegistry>(
+      new CommandFleetRegistry(std::move(options), std::move(command)));
+}
+
+Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options) {
+  if (options.host.empty()) return InvalidArgument("fleet.host: must not be empty");
+  if (options.port <= 0 || options.port > 65535) return InvalidArgument("fleet.port: out of range");
+  if (Status s = ValidateFleet(options); !s.ok()) return s;
   if (options.timeout <= Nanos(0)) return InvalidArgument("fleet.timeout: must be positive");
   // Connecting is lazy: the registry works with a Redis that starts later.
   return std::unique_ptr<FleetRegistry>(new RedisFleetRegistry(std::move(options)));

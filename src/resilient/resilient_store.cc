@@ -61,6 +61,8 @@ class ResilientStore::Impl {
 
   ~Impl() {
     StopThread();
+    // The fleet may send its last command (ZREM) through the primary's connections.
+    fleet_.reset();
     // The primary fails its queued async calls as it shuts down; their
     // callbacks use the breaker, the local store and the ledger, so it goes first.
     primary_.reset();

@@ -413,6 +413,69 @@ TEST(FleetRegistryTest, CountsInstancesWithAuthAndReconnects) {
   EXPECT_EQ(*a->Heartbeat(), 1);
 }
 
+// The registry through RedisStore::Command, over TLS with AUTH and a db: the
+// store's own connections carry it, so two instances on rediss:// see each
+// other, a wrong password does not count, and another db is another fleet.
+TEST(FleetRegistryTest, CountsInstancesOverTlsThroughTheStore) {
+  testing::RedisServer::Options so;
+  so.tls = true;
+  so.extra_args = {"--requirepass", "pw"};
+  so.password = "pw";
+  auto started = testing::RedisServer::Start(so);
+  if (started.missing) GTEST_SKIP() << started.error;
+  ASSERT_TRUE(started.server != nullptr) << started.error;
+  testing::RedisServer& server = *started.server;
+  struct Instance {
+    std::unique_ptr<RedisStore> store;
+    std::unique_ptr<FleetRegistry> fleet;  // destroyed first: it leaves through the store
+  };
+  auto make = [&](const std::string& id, const std::string& password, int db) {
+    Instance in;
+    auto o =
+        ParseRedisUrl("rediss://:" + password + "@127.0.0.1:" + std::to_string(server.tls_port()) +
+                      "/" + std::to_string(db) + "?tls_ca_file=" + server.ca_file());
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    if (!o.ok()) return in;
+    o->connect_timeout = milliseconds(2000);
+    o->call_timeout = milliseconds(2000);  // the first call also waits for the handshake
+    auto store = RedisStore::Create(*o);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return in;
+    in.store = std::move(*store);
+    RedisFleetOptions f;
+    f.key = "tg-registry:{fleet}";
+    f.instance_id = id;
+    RedisStore* raw = in.store.get();
+    auto fleet = CreateRedisFleetRegistry(f, [raw](std::vector<std::string> argv) {
+      Result<RedisReply> r = raw->Command(std::move(argv));
+      if (!r.ok()) return Result<int64_t>(r.status());
+      if (r->type != RedisReply::Type::kInteger) {
+        return Result<int64_t>(Status(StatusCode::kServer, "reply: " + r->str));
+      }
+      return Result<int64_t>(r->integer);
+    });
+    EXPECT_TRUE(fleet.ok()) << fleet.status().ToString();
+    if (fleet.ok()) in.fleet = std::move(*fleet);
+    return in;
+  };
+  Instance a = make("a", "pw", 3), b = make("b", "pw", 3);
+  Instance other_db = make("a", "pw", 0), intruder = make("c", "wrong", 3);
+  ASSERT_TRUE(a.fleet && b.fleet && other_db.fleet && intruder.fleet);
+  auto beat = [](Instance& in) {
+    Result<int64_t> n = in.fleet->Heartbeat();
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : -1;
+  };
+  EXPECT_EQ(beat(a), 1);
+  EXPECT_EQ(beat(b), 2);
+  EXPECT_EQ(beat(a), 2);  // the same id counts once
+  EXPECT_EQ(beat(other_db), 1);
+  EXPECT_FALSE(intruder.fleet->Heartbeat().ok());
+  EXPECT_EQ(beat(a), 2);
+  b.fleet.reset();  // leaving removes it at once, through the store's connection
+  EXPECT_EQ(beat(a), 1);
+}
+
 // Charge-back: a client that used its budget locally is still limited once
 // Redis is back, even though the restarted Redis lost every bucket.
 void RunChargeBack(bool charge_back, bool expect_limited) {
