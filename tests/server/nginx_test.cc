@@ -1,5 +1,6 @@
 // nginx (Debian package) in front, running the shipped examples/nginx/tollgate.conf:
 // client -> nginx -> auth_request -> tollgated /v1/auth; allowed -> upstream.
+// Runs once per store: local, and a real redis-server when Redis is in the build.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,6 +10,9 @@
 #include "server/server_fixture.h"
 #include "server/test_http.h"
 #include "testing/nginx_server.h"
+#if TOLLGATE_TEST_REDIS
+#include "testing/redis_server.h"
+#endif
 
 namespace tollgate::testing {
 namespace {
@@ -30,12 +34,33 @@ std::string ExampleConfig() {
   return s.str();
 }
 
-TEST(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
-  if (NginxServer::BinaryPath().empty()) GTEST_SKIP() << "nginx is not installed";
+class NginxAuthRequest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (NginxServer::BinaryPath().empty()) GTEST_SKIP() << "nginx is not installed";
+    if (GetParam() == "redis") {
+#if TOLLGATE_TEST_REDIS
+      redis_ = RedisServer::Start();
+      if (redis_.missing) GTEST_SKIP() << redis_.error;
+      ASSERT_TRUE(redis_.server != nullptr) << redis_.error;
+      store_ = redis_->url();
+#else
+      GTEST_SKIP() << "the Redis store is not part of this build";
+#endif
+    }
+  }
+  std::string store_ = "local";
+#if TOLLGATE_TEST_REDIS
+  RedisServer::StartResult redis_;
+#endif
+};
+
+TEST_P(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
   std::string conf = ExampleConfig();
   ASSERT_NE(conf.find("127.0.0.1:8080"), std::string::npos) << "example config not found";
 
   server::ServerConfig cfg = TestServer::DefaultConfig();
+  cfg.store = store_;
   cfg.trusted_proxies = {"127.0.0.1"};
   std::string error;
   auto tollgated = TestServer::Start(cfg, TightPolicy(), &error);
@@ -76,7 +101,14 @@ TEST(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
   EXPECT_EQ(r.status, 404);
   EXPECT_TRUE(r.Has("ratelimit"));
   EXPECT_EQ(nginx->ErrorLog().find("auth request unexpected status"), std::string::npos);
+#if TOLLGATE_TEST_REDIS
+  // The Redis run really decided in Redis: the bucket keys live there.
+  if (redis_) EXPECT_NE(redis_->Command({"DBSIZE"}), "0");
+#endif
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, NginxAuthRequest, ::testing::Values("local", "redis"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tollgate::testing
