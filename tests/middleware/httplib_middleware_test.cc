@@ -39,6 +39,12 @@ class HttplibMiddlewareTest : public ::testing::Test {
     server_.Post("/api/items", handler);
     server_.Get("/shadow/items", handler);
     server_.Get("/healthz", handler);
+    // A handler that sets a field tollgate owns (differently cased) and one of its own.
+    server_.Get("/api/own-headers", [](const httplib::Request&, httplib::Response& res) {
+      res.set_header("ratelimit", "\"app\";r=99");
+      res.set_header("X-App", "1");
+      res.set_content("ok", "text/plain");
+    });
     // bind_to_any_port listens at once: clients may connect before the accept loop runs.
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
@@ -102,6 +108,22 @@ TEST_F(HttplibMiddlewareTest, OverTheLimitIs429BeforeAuthAndHandler) {
   EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k3"}})->status, 200);
   f_.clock.Advance(std::chrono::seconds(1));
   EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k2"}})->status, 200);
+}
+
+TEST_F(HttplibMiddlewareTest, HandlerCannotDuplicateTheFieldsTollgateOwns) {
+  auto res = Get("/api/own-headers", {{"X-Api-Key", "k10"}});
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  ASSERT_EQ(res->get_header_value_count("RateLimit"), 1u);
+  EXPECT_EQ(res->get_header_value_count("RateLimit-Policy"), 1u);
+  EXPECT_NE(res->get_header_value("RateLimit").find("\"per-key\";r=1"), std::string::npos)
+      << res->get_header_value("RateLimit");
+  EXPECT_EQ(res->get_header_value("X-App"), "1");
+  // Unmatched routes (404) carry them once too.
+  res = Get("/api/nowhere", {{"X-Api-Key", "k11"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(res->get_header_value_count("RateLimit"), 1u);
 }
 
 TEST_F(HttplibMiddlewareTest, CostComesFromTheHeader) {

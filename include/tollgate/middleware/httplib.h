@@ -15,6 +15,15 @@
 // for allowed requests (a throttled client costs no credential check, as the
 // seeds advise). httplib has one pre-routing slot: InstallHttplib takes it.
 //
+// Header ownership: the fields tollgate renders (RateLimit, RateLimit-Policy, ...)
+// appear once on every response. httplib's Response::set_header appends, so a
+// handler that sets one of them too would duplicate it; InstallHttplib also takes
+// the post-routing slot and there FinishHttplib erases those names and sets
+// tollgate's values again (tollgate's values win, as in the Beast adapter; a name
+// the policy renders more than once keeps all of its lines). Composing by hand:
+// call HandleHttplib in your pre-routing handler and FinishHttplib in your
+// post-routing handler (on the same thread: httplib runs both on the request's).
+//
 // Requests: the path is the raw request-target path (not percent-decoded, the
 // same bytes tollgated sees), the query is the raw query string, the peer is
 // Request::remote_addr; trusted proxies are configured on the Enforcer.
@@ -59,6 +68,19 @@ struct HttplibOptions {
   std::function<void(const httplib::Request&, const CheckOutcome&)> observe = nullptr;
 };
 
+namespace detail {
+// The headers HandleHttplib set on the response being served on this thread,
+// for FinishHttplib (httplib serves a request's pre- and post-routing on one thread).
+struct HttplibPending {
+  const httplib::Response* res = nullptr;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+inline HttplibPending& PendingHttplib() {
+  thread_local HttplibPending pending;
+  return pending;
+}
+}  // namespace detail
+
 // Decides one request. Returns Handled when `res` now holds the rejection (the
 // route must not run); otherwise the rate-limit headers were added to `res` and
 // it returns Unhandled.
@@ -67,6 +89,9 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
                                                       httplib::Response& res,
                                                       const HttplibOptions& options = {}) {
   using HandlerResponse = httplib::Server::HandlerResponse;
+  detail::HttplibPending& pending = detail::PendingHttplib();
+  pending.res = nullptr;
+  pending.headers.clear();
   auto [path, query] =
       SplitTarget(req.target.empty() ? std::string_view(req.path) : std::string_view(req.target));
   for (const auto& skip : options.skip_paths) {
@@ -102,7 +127,11 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
     res.set_content(outcome.body, content_type);
     return HandlerResponse::Handled;
   }
-  for (const auto& h : outcome.headers) res.set_header(h.name, h.value);
+  for (const auto& h : outcome.headers) {
+    res.set_header(h.name, h.value);
+    pending.headers.emplace_back(h.name, h.value);
+  }
+  pending.res = &res;
   if (options.apply_delay && outcome.delay > Nanos(0)) {
     if (options.wait) {
       options.wait(outcome.delay);
@@ -113,8 +142,21 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   return HandlerResponse::Unhandled;
 }
 
-// Installs the limiter as `server`'s pre-routing handler; `next` (e.g.
-// authentication), if given, runs after it for allowed requests only.
+// After the handler (post-routing): replaces whatever the handler set under the
+// names HandleHttplib set on this response with tollgate's values. No-op for a
+// response HandleHttplib did not decorate (skipped paths, rejections).
+inline void FinishHttplib(const httplib::Request&, httplib::Response& res) {
+  detail::HttplibPending& pending = detail::PendingHttplib();
+  if (pending.res != &res) return;
+  for (const auto& [name, value] : pending.headers) res.headers.erase(name);
+  for (const auto& [name, value] : pending.headers) res.set_header(name, value);
+  pending.res = nullptr;
+  pending.headers.clear();
+}
+
+// Installs the limiter as `server`'s pre-routing handler and FinishHttplib as its
+// post-routing handler; `next` (e.g. authentication), if given, runs after the
+// limiter for allowed requests only.
 inline void InstallHttplib(httplib::Server& server, Enforcer& enforcer, HttplibOptions options = {},
                            httplib::Server::HandlerWithResponse next = nullptr) {
   server.set_pre_routing_handler([&enforcer, options = std::move(options), next = std::move(next)](
@@ -123,6 +165,7 @@ inline void InstallHttplib(httplib::Server& server, Enforcer& enforcer, HttplibO
     if (r == httplib::Server::HandlerResponse::Handled || !next) return r;
     return next(req, res);
   });
+  server.set_post_routing_handler(FinishHttplib);
 }
 
 }  // namespace tollgate::middleware
