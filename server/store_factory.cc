@@ -88,32 +88,76 @@ class RuleModes {
 // With degrade, the local share is divided by the live instance count, which
 // instances learn from heartbeats in a sorted set on the same Redis. The fleet
 // registers whenever the store is remote: a rule may say degrade (now or after
-// a reload) even when the global mode does not.
-std::unique_ptr<FleetRegistry> MakeFleet(const RedisOptions& node, const std::string& host,
-                                         int port, const std::shared_ptr<Logger>& log) {
-  if (node.tls) {
-    // The registry is a plain hiredis client (Debian's hiredis has no TLS): over
-    // rediss:// degrade divides by 1 instead of the live instance count.
-    if (log) {
-      log->Warn("fleet_registry_unavailable",
-                {{"error", "not supported over TLS (rediss://): degrade assumes one instance"}});
-    }
-    return nullptr;
-  }
+// a reload) even when the global mode does not. Its commands go through the
+// store's own connection code (RedisStore), so AUTH, db and TLS are the store's.
+std::unique_ptr<FleetRegistry> MakeFleet(const RedisOptions& node, FleetCommand command,
+                                         const std::shared_ptr<Logger>& log) {
   RedisFleetOptions f;
-  f.host = host;
-  f.port = port;
-  f.username = node.username;
-  f.password = node.password;
-  f.db = node.db;
   f.key = node.key_prefix + "{fleet}";
-  auto fleet = CreateRedisFleetRegistry(std::move(f));
+  auto fleet = CreateRedisFleetRegistry(std::move(f), std::move(command));
   if (!fleet.ok()) {
     if (log) log->Warn("fleet_registry_unavailable", {{"error", fleet.status().ToString()}});
     return nullptr;
   }
   return std::move(fleet).value();
 }
+
+// A fleet command's integer reply (an error reply is kServer with its text).
+Result<int64_t> FleetReply(Result<RedisReply> r) {
+  if (!r.ok()) return r.status();
+  if (r->type == RedisReply::Type::kInteger) return r->integer;
+  if (r->type == RedisReply::Type::kError) {
+    return Status(StatusCode::kServer, r->str.substr(0, 200));
+  }
+  return Status(StatusCode::kServer, "unexpected reply type");
+}
+
+// Cluster: the fleet key's slot owner, through a one-connection RedisStore with
+// the cluster's node options (AUTH, TLS), starting at the first seed and
+// following one MOVED ("MOVED <slot> <host>:<port>") to the owner. Used from
+// the resilient store's maintenance thread only.
+class ClusterFleetCommand {
+ public:
+  ClusterFleetCommand(RedisOptions node, std::string host, int port) : node_(std::move(node)) {
+    node_.host = std::move(host);
+    node_.port = port;
+    node_.connections = 1;
+    node_.deny_cache = false;
+  }
+
+  Result<int64_t> operator()(const std::vector<std::string>& argv) {
+    for (int attempt = 0;; ++attempt) {
+      if (store_ == nullptr) {
+        auto created = RedisStore::Create(node_);
+        if (!created.ok()) return created.status();
+        store_ = std::move(created).value();
+      }
+      Result<RedisReply> r = store_->Command(argv);
+      if (attempt == 0 && r.ok() && r->type == RedisReply::Type::kError &&
+          r->str.rfind("MOVED ", 0) == 0 && Redirect(r->str)) {
+        continue;
+      }
+      return FleetReply(std::move(r));
+    }
+  }
+
+ private:
+  bool Redirect(const std::string& moved) {
+    const size_t sp = moved.rfind(' ');
+    const size_t colon = moved.rfind(':');
+    if (sp == std::string::npos || colon == std::string::npos || colon < sp) return false;
+    const int port = std::atoi(moved.c_str() + colon + 1);
+    if (port <= 0 || port > 65535) return false;
+    std::string host = moved.substr(sp + 1, colon - sp - 1);
+    if (!host.empty()) node_.host = std::move(host);
+    node_.port = port;
+    store_.reset();
+    return true;
+  }
+
+  RedisOptions node_;
+  std::unique_ptr<RedisStore> store_;
+};
 
 Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string description,
                                   std::function<void(PrometheusWriter&)> primary_metrics,
@@ -269,7 +313,10 @@ Result<StoreBundle> CreateRedis(const ServerConfig& config, const Clock* clock,
     w.Family("tollgate_redis_connects_total", "counter", "Successful (re)connections to Redis.");
     w.Sample("tollgate_redis_connects_total", {}, s.connects);
   };
-  auto fleet = MakeFleet(*options, options->host, options->port, log);
+  auto fleet = MakeFleet(
+      *options,
+      [raw](std::vector<std::string> argv) { return FleetReply(raw->Command(std::move(argv))); },
+      log);
   return WrapResilient(std::move(redis), description, redis_metrics, config, clock,
                        std::move(fleet), log, policies);
 }
@@ -305,7 +352,9 @@ Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* 
     w.Family("tollgate_redis_cluster_masters", "gauge", "Masters in the last topology read.");
     w.Sample("tollgate_redis_cluster_masters", double(s.masters));
   };
-  auto fleet = MakeFleet(options->node, seed_host, seed_port, log);
+  auto command = std::make_shared<ClusterFleetCommand>(options->node, seed_host, seed_port);
+  auto fleet = MakeFleet(
+      options->node, [command](std::vector<std::string> argv) { return (*command)(argv); }, log);
   return WrapResilient(std::move(cluster), description, cluster_metrics, config, clock,
                        std::move(fleet), log, policies);
 }

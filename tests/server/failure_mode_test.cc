@@ -11,11 +11,14 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "server/config.h"
 #include "server/server_fixture.h"
+#include "server/store_factory.h"
 #include "server/test_http.h"
 #include "testing/redis_server.h"
+#include "tollgate/resilient_store.h"
 
 namespace tollgate::testing {
 namespace {
@@ -182,6 +185,35 @@ TEST_F(FailureModeE2E, FailureModeMetricsExistAndMatchTheDocs) {
     EXPECT_NE(m.find("# TYPE " + name + " "), std::string::npos)
         << name << " is in docs/failure-modes.md but not on /metrics";
   }
+}
+
+// Over TLS (rediss://) the fleet registry rides the store's own connections:
+// two tollgated stores on one Redis count two instances (the degrade divisor).
+TEST(FleetOverTls, TwoStoresCountEachOther) {
+  RedisServer::Options so;
+  so.tls = true;
+  auto started = RedisServer::Start(so);
+  if (started.missing) GTEST_SKIP() << started.error;
+  ASSERT_TRUE(started.server != nullptr) << started.error;
+  server::ServerConfig c = TestServer::DefaultConfig();
+  c.store = started.server->tls_url() + "?tls_ca_file=" + started.server->ca_file();
+  c.failure_mode = "degrade";
+  c.store_timeout = server::Millis(1000);  // the first heartbeat also waits for the handshake
+  auto a = server::CreateStore(c, &SystemClock::Instance());
+  auto b = server::CreateStore(c, &SystemClock::Instance());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto instances = [](const server::StoreBundle& bundle) {
+    auto* r = dynamic_cast<ResilientStore*>(bundle.store.get());
+    return r != nullptr ? r->Stats().instances : -1;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while ((instances(*a) != 2 || instances(*b) != 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling, with a deadline
+  }
+  EXPECT_EQ(instances(*a), 2);
+  EXPECT_EQ(instances(*b), 2);
 }
 
 TEST(StoreConfig, ParsesChargeBackDeadlineAndBreaker) {
