@@ -7,7 +7,7 @@ namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
 constexpr std::string_view kScript =
-    R"lua(-- tollgate batch v6: gcra + fixed/sliding window, msgpack groups and reply
+    R"lua(-- tollgate batch v7: gcra + fixed/sliding window, msgpack groups and reply
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9, C20 = 1000000000, 1048576
 local tonumber, sub, floor = tonumber, string.sub, math.floor
@@ -55,6 +55,8 @@ end
 -- Entries. GCRA kinds 0-3: kind, increment, threshold (both split; els/eln =
 -- now + threshold). Windows 4 (fixed) and 5 (sliding): kind, cost, window,
 -- burst; eidx = the current window's index, ers/ern = its end - now (limbs).
+-- 6 (window index; its args are ignored): reports the window index its key's
+-- state holds at that point of its group (cluster cross-node refunds).
 local nent = tonumber(ARGV[a])
 a = a + 1
 local ekind, eis, ein, els, eln, ewr = {}, {}, {}, {}, {}, {}
@@ -70,6 +72,9 @@ for e = 1, nent do
     els[e], eln[e] = ls, ln
     ewr[e] = kind < 2
     a = a + 3
+  elseif kind == 6 then
+    ewr[e] = false
+    a = a + 4
   else
     local cost = tonumber(ARGV[a + 1])
     ecost[e], eburst[e], ewr[e] = cost, tonumber(ARGV[a + 3]), cost > 0
@@ -162,7 +167,10 @@ end
 -- One item against its key's state: allowed?, state after.
 local function step(s, n, e)
   local kind = ekind[e]
-  if kind >= 4 then return wstep(s, n, e) end
+  if kind >= 4 then
+    if kind == 6 then return true, s, n end
+    return wstep(s, n, e)
+  end
   if s < now_s or (s == now_s and n < now_n) then s, n = now_s, now_n end
   if kind >= 2 then return kind == 3, s, n end
   local ls, ln = els[e], eln[e]
@@ -191,12 +199,17 @@ local function wend(e, idx)
 end
 local out, o = {}, 0
 local dirty = {}
--- GCRA: code, TAT - now (limbs); windows: code + 8 * count, window end - now.
+-- GCRA: code, TAT - now (limbs); windows: code + 8 * count, window end - now;
+-- 6: code, the window index (limbs).
 local function emit(code, e, s, n)
   local rs, rn
   if ekind[e] >= 4 then
-    code = code + 8 * n
-    rs, rn = wend(e, s)
+    if ekind[e] == 6 then
+      rs, rn = divmod(s, E9)
+    else
+      code = code + 8 * n
+      rs, rn = wend(e, s)
+    end
   else
     rs, rn = s - now_s, n - now_n
     if rn < 0 then rs, rn = rs - 1, rn + E9 end
@@ -489,6 +502,12 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
                         int64_t count) {
   if (item.kind == ItemKind::kFixedWindow || item.kind == ItemKind::kSlidingWindow) {
     return DecodeWindow(limit, item, code, rel, count);
+  }
+  if (item.kind == ItemKind::kWindowIndex) {
+    Decision d;
+    d.allowed = code == 1 || code == 3;
+    d.reset_after = Nanos(rel);  // the window index, not a duration
+    return d;
   }
   const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;
   Decision d;

@@ -55,6 +55,11 @@ enum class ItemKind : int {
   kPeek = 3,           // cost 0: always allowed, reports state, writes nothing
   kFixedWindow = 4,    // allowed iff used + cost <= burst in the current window
   kSlidingWindow = 5,  // allowed iff prev * (w - elapsed) / w + curr + cost <= burst
+  // Reports the window index held by its key's state at that point of its
+  // group (charged: the window the preceding window item went into); must
+  // follow a window item on the same key in the same group; writes nothing.
+  // DecodeDecision puts the index in reset_after. Cluster cross-node refunds.
+  kWindowIndex = 6,
 };
 
 struct ScriptItem {

@@ -39,16 +39,21 @@ bool SplitEndpoint(const std::string& ep, std::string* host, int* port) {
   return *port > 0 && *port < 65536;
 }
 
-// Gives back token bucket / leaky bucket charges of a cross-node batch that
-// was denied after some masters were charged (LocalStore's Refund): TAT -=
-// increment. A TAT at or below now is a full bucket: the key is deleted (with
-// a client clock it is kept for the 1 s slack). Keys travel in ARGV (several
-// slots of one node, like the batch script): ARGV[1] now or "", ARGV[2] n,
-// then n keys, then n increments in ns. Sent once, never retried: a refund
-// that ran twice would grant tokens never charged.
+// Gives back the charges of a cross-node batch that was denied after some
+// masters were charged (LocalStore's Refund). Buckets: TAT -= increment; a
+// TAT at or below now is a full bucket: the key is deleted (with a client
+// clock it is kept for the 1 s slack). Windows: the count of the window the
+// charge went into (used, or a sliding window's current count) -= cost, only
+// while the key's state is still in that window (compared as the stored
+// decimal index); a state that moved on (or expired) keeps it: dropped. Keys
+// travel in ARGV (several slots of one node, like the batch script): ARGV[1]
+// now or "", ARGV[2] n, then n keys, then n increments in ns; then m, then m
+// window refunds of 4 values: key, the digits of counts after the stored index
+// (7 fixed, 14 sliding), the charged window index, the cost. Sent once, never retried: a
+// refund that ran twice would grant tokens never charged.
 constexpr std::string_view kRefundScript =
     R"lua(#!lua flags=allow-cross-slot-keys
--- tollgate refund v1: give back GCRA charges
+-- tollgate refund v2: give back GCRA and window charges
 local E9 = 1000000000
 local function split(v)
   local len = #v
@@ -82,6 +87,18 @@ for i = 1, n do
       if s > 0 then nv = string.format('%d%09d', s, ns) else nv = string.format('%d', ns) end
       redis.call('SET', key, nv, 'PX', string.format('%d', ms))
     end
+  end
+end
+local b = 3 + 2 * n
+local m = tonumber(ARGV[b] or '0')
+for i = 0, m - 1 do
+  local key, tail = ARGV[b + 1 + 4 * i], tonumber(ARGV[b + 2 + 4 * i])
+  local v = redis.call('GET', key)
+  if v and #v > tail and string.sub(v, 1, #v - tail) == ARGV[b + 3 + 4 * i] then
+    local len = #v
+    local cnt = tonumber(string.sub(v, len - 6))
+    cnt = cnt - math.min(cnt, tonumber(ARGV[b + 4 + 4 * i]))
+    redis.call('SET', key, string.sub(v, 1, len - 7) .. string.format('%07d', cnt), 'KEEPTTL')
   end
 end
 return 0
@@ -427,6 +444,10 @@ class RedisClusterStore::Impl {
     std::vector<std::vector<size_t>> parts;  // item indices per node
     std::vector<NodeJobPtr> jobs;            // the charging jobs, one per part
     NodeJobPtr all;                          // the whole batch (keys and items, for refunds)
+    // Per part: the batch item of each kWindowIndex item appended to its
+    // charging job; per batch item: the window its charge went into (-1: none).
+    std::vector<std::vector<size_t>> indexed;
+    std::vector<int64_t> window_of;
     BatchDecision out;
     Store::Callback done;
     int pending = 0;
@@ -459,8 +480,24 @@ class RedisClusterStore::Impl {
     }
     c->pending = static_cast<int>(c->parts.size());
     c->all = std::move(job);
+    c->indexed.resize(c->parts.size());
+    c->window_of.assign(c->all->keys.size(), -1);
     for (size_t p = 0; p < c->parts.size(); ++p) {
       c->jobs.push_back(PartJob(*c->all, c->parts[p], /*dry=*/false));
+      // Each charged window item reports the window it went into (an item
+      // after it on its key, in the same group), so a refund can find it.
+      NodeJob& charge = *c->jobs.back();
+      for (size_t i : c->parts[p]) {
+        const redis::ScriptItem& it = c->all->items[i];
+        if (it.increment <= 0 || (it.kind != redis::ItemKind::kFixedWindow &&
+                                  it.kind != redis::ItemKind::kSlidingWindow)) {
+          continue;
+        }
+        charge.keys.push_back(c->all->keys[i]);
+        charge.items.push_back(redis::ScriptItem{redis::ItemKind::kWindowIndex, 0, 0, 0});
+        charge.limits.push_back(c->all->limits[i]);
+        c->indexed[p].push_back(i);
+      }
       NodeJobPtr dry = PartJob(*c->all, c->parts[p], /*dry=*/true);
       Attach(*dry, [this, c, p](Result<BatchDecision> r) { OnDryRun(c, p, std::move(r)); });
       Route(std::move(dry));
@@ -538,6 +575,12 @@ class RedisClusterStore::Impl {
         RefundParts(*c, p, [c, st = r.status()] { c->done(st); });
         return;
       }
+      if (r->allowed) {  // charged: note the windows its window items went into
+        const size_t n = c->parts[p].size();
+        for (size_t k = 0; k < c->indexed[p].size() && n + k < r->decisions.size(); ++k) {
+          c->window_of[c->indexed[p][k]] = r->decisions[n + k].reset_after.count();
+        }
+      }
       Merge(*c, p, *r);
       if (!r->allowed) {  // lost a race after the dry run: give back parts 0..p-1
         c->out.allowed = false;
@@ -549,26 +592,36 @@ class RedisClusterStore::Impl {
     Route(std::move(j));
   }
 
-  // Gives back the charges of parts [0, end), which were charged. Token and
-  // leaky bucket charges are taken back (TAT -= increment, kRefundScript);
-  // window charges are not: a refund must land in the window the charge went
-  // into, which the client cannot tell apart from a later one, so they expire
-  // with their window (an under-grant, never an over-grant). One call per
+  // Gives back the charges of parts [0, end), which were charged (kRefundScript).
+  // Token and leaky bucket charges: TAT -= increment. Window charges: taken
+  // from the window the charge reported (kWindowIndex) while the key is still
+  // in it, like LocalStore's Refund; once the window moved on the refund is
+  // dropped (an under-grant, never an over-grant). One call per
   // current owner, sent once and never retried (a repeated refund would
   // grant tokens nobody paid for); a refund that fails is an under-grant.
   // `then` runs once every refund call has answered (or failed), so the
   // caller's next request already sees the tokens given back.
   void RefundParts(const Cross& c, size_t end, std::function<void()> then) {
-    std::map<NodeClient*, std::vector<std::pair<std::string, int64_t>>> by_node;
+    struct Refunds {
+      std::vector<std::pair<std::string, int64_t>> buckets;  // key, increment
+      std::vector<size_t> windows;                           // batch items
+    };
+    std::map<NodeClient*, Refunds> by_node;
     for (size_t q = 0; q < end; ++q) {
       const NodeJob& all = *c.all;
       for (size_t i : c.parts[q]) {
         const redis::ScriptItem& it = all.items[i];
-        if (it.kind != redis::ItemKind::kGcra && it.kind != redis::ItemKind::kShaper) continue;
         if (it.increment <= 0) continue;
+        const bool bucket =
+            it.kind == redis::ItemKind::kGcra || it.kind == redis::ItemKind::kShaper;
+        if (!bucket && c.window_of[i] < 0) continue;
         NodeClient* n = slot_node_[static_cast<size_t>(redis::KeySlot(all.keys[i]))];
         if (n == nullptr) continue;
-        by_node[n].emplace_back(all.keys[i], it.increment);
+        if (bucket) {
+          by_node[n].buckets.emplace_back(all.keys[i], it.increment);
+        } else {
+          by_node[n].windows.push_back(i);
+        }
       }
     }
     if (by_node.empty()) {
@@ -577,9 +630,10 @@ class RedisClusterStore::Impl {
     }
     auto left =
         std::make_shared<std::pair<size_t, std::function<void()>>>(by_node.size(), std::move(then));
-    for (auto& [node, items] : by_node) {
+    for (auto& [node, refunds] : by_node) {
+      const auto& items = refunds.buckets;
       auto job = std::make_unique<NodeJob>();
-      job->argv.reserve(5 + 2 * items.size());
+      job->argv.reserve(6 + 2 * items.size() + 4 * refunds.windows.size());
       job->argv = {"EVAL", std::string(kRefundScript), "0"};
       job->argv.push_back(options_.node.use_client_clock
                               ? std::to_string(options_.node.clock->WallNow())
@@ -587,6 +641,16 @@ class RedisClusterStore::Impl {
       job->argv.push_back(std::to_string(items.size()));
       for (const auto& kv : items) job->argv.push_back(kv.first);
       for (const auto& kv : items) job->argv.push_back(std::to_string(kv.second));
+      job->argv.push_back(std::to_string(refunds.windows.size()));
+      for (size_t i : refunds.windows) {
+        const redis::ScriptItem& it = c.all->items[i];
+        job->argv.push_back(c.all->keys[i]);
+        // The stored value: the index, then 7 digits of count (fixed) or two
+        // sets of 7 (sliding: previous, current; the current is refunded).
+        job->argv.push_back(it.kind == redis::ItemKind::kFixedWindow ? "7" : "14");
+        job->argv.push_back(std::to_string(c.window_of[i]));
+        job->argv.push_back(std::to_string(it.increment));
+      }
       job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
       job->done = [this, left](NodeJobPtr&, const JobResult& r) {
         if (!r.status.ok() || r.reply == nullptr || r.reply->type == REDIS_REPLY_ERROR) {

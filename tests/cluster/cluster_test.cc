@@ -143,21 +143,42 @@ TEST(RedisClusterStore, CrossNodeBatchChargesNothingWhenDenied) {
 // batch: the dry runs decide it, a denial anywhere charges nothing anywhere.
 // The race between dry run and charge, lost on purpose: after part 0 (master
 // 0) is charged, another client exhausts the key of part 1 (master 1). The
-// batch is denied and part 0's charge is given back: a token bucket is whole
-// again; a fixed window keeps its charge (no refund into a window that may
-// have moved: an under-grant, never an over-grant).
-TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
+// batch is denied and part 0's charges are given back: a token bucket is
+// whole again, and so are a fixed and a sliding window (still in the window
+// their charge reported). With `move_windows` the hook also moves the window
+// keys into their next window (count 4) first: their refunds are dropped (an
+// under-grant, never an over-grant) and the later window keeps its count.
+void LoseTheRaceAndRefund(bool move_windows) {
   RedisCluster* cluster = SharedCluster();
   ASSERT_NE(cluster, nullptr);
   auto probe = MakeClusterStore(cluster->url());
   ASSERT_NE(probe, nullptr);
   std::map<int, int> slot_master;
-  const std::string a = KeyOnMaster(*cluster, *probe, 0, "ra", slot_master);
-  const std::string a2 = KeyOnMaster(*cluster, *probe, 0, "rw", slot_master);
-  const std::string b = KeyOnMaster(*cluster, *probe, 1, "rb", slot_master);
-  ASSERT_FALSE(a.empty() || a2.empty() || b.empty());
+  const std::string tag = move_windows ? "m" : "s";
+  const std::string a = KeyOnMaster(*cluster, *probe, 0, "ra" + tag, slot_master);
+  const std::string a2 = KeyOnMaster(*cluster, *probe, 0, "rw" + tag, slot_master);
+  const std::string a3 = KeyOnMaster(*cluster, *probe, 0, "rs" + tag, slot_master);
+  const std::string b = KeyOnMaster(*cluster, *probe, 1, "rb" + tag, slot_master);
+  ASSERT_FALSE(a.empty() || a2.empty() || a3.empty() || b.empty());
   const std::string b_redis = probe->RedisKeyFor(b);
   const int b_master = slot_master.at(RedisClusterStore::SlotOf(b_redis));
+
+  const Limit roomy = Bucket(0.001, 5), tight = Bucket(0.001, 1);
+  LimitSpec ws;
+  ws.algorithm = Algorithm::kFixedWindow;
+  ws.burst = 5;
+  ws.window = std::chrono::hours(24);
+  auto window = Limit::Create(ws);
+  ASSERT_TRUE(window.ok()) << window.status().ToString();
+  ws.algorithm = Algorithm::kSlidingWindow;
+  auto sliding = Limit::Create(ws);
+  ASSERT_TRUE(sliding.ok()) << sliding.status().ToString();
+  const std::string a2_redis =
+      probe->RedisKeyFor(a2) + "|fw:" + std::to_string(window->window_ns());
+  const std::string a3_redis =
+      probe->RedisKeyFor(a3) + "|sw:" + std::to_string(sliding->window_ns());
+  const auto a_master = static_cast<size_t>(slot_master.at(RedisClusterStore::SlotOf(a2_redis)));
+  ASSERT_EQ(a_master, static_cast<size_t>(slot_master.at(RedisClusterStore::SlotOf(a3_redis))));
 
   auto o = ParseRedisClusterUrl(cluster->url());
   ASSERT_TRUE(o.ok());
@@ -175,6 +196,19 @@ TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
     cluster->node(static_cast<size_t>(b_master))
         .Command({"SET", b_redis, std::to_string(tat)}, &ok);
     if (!ok) hook_error = "SET failed";
+    if (!move_windows) return;
+    // The windows move on: each key is in its next window with a count of 4.
+    for (const auto& [key, counts] : {std::pair{a2_redis, 7}, std::pair{a3_redis, 14}}) {
+      const std::string v = cluster->node(a_master).Command({"GET", key}, &ok);
+      if (!ok || v.size() <= static_cast<size_t>(counts)) {
+        hook_error = "GET " + key + " returned '" + v + "'";
+        return;
+      }
+      const std::string next = std::to_string(std::stoll(v.substr(0, v.size() - counts)) + 1) +
+                               std::string(static_cast<size_t>(counts) - 1, '0') + "4";
+      cluster->node(a_master).Command({"SET", key, next, "KEEPTTL"}, &ok);
+      if (!ok) hook_error = "SET " + key + " failed";
+    }
   };
   auto created = RedisClusterStore::Create(*o);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
@@ -185,27 +219,34 @@ TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
   }
   ASSERT_TRUE(store->Healthy());
 
-  const Limit roomy = Bucket(0.001, 5), tight = Bucket(0.001, 1);
-  LimitSpec ws;
-  ws.algorithm = Algorithm::kFixedWindow;
-  ws.burst = 5;
-  ws.window = std::chrono::hours(24);
-  auto window = Limit::Create(ws);
-  ASSERT_TRUE(window.ok()) << window.status().ToString();
-  AcquireItem items[] = {{a, &roomy, 2}, {a2, &*window, 2}, {b, &tight, 1}};
+  AcquireItem items[] = {{a, &roomy, 2}, {a2, &*window, 2}, {a3, &*sliding, 3}, {b, &tight, 1}};
   auto r = store->Acquire(items);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(hooks.load(), 1);
   EXPECT_TRUE(hook_error.empty()) << hook_error;
   EXPECT_FALSE(r->allowed);
-  EXPECT_EQ(r->denied_index, 2);
+  EXPECT_EQ(r->denied_index, 3);
   EXPECT_EQ(store->Stats().cross_node_refunds, 1u);
   // The batch answered after its refund did.
   EXPECT_EQ(AcquireOne(*store, a, roomy, 0).value().remaining, 5);
-  EXPECT_EQ(AcquireOne(*store, a2, *window, 0).value().remaining, 3);
-  // The refunded bucket grants its whole burst again, and not one more.
+  const int64_t left = move_windows ? 1 : 5;
+  EXPECT_EQ(AcquireOne(*store, a2, *window, 0).value().remaining, left);
+  EXPECT_EQ(AcquireOne(*store, a3, *sliding, 0).value().remaining, left);
+  // Each refunded key grants exactly what it has left, and not one more.
   EXPECT_TRUE(AcquireOne(*store, a, roomy, 5).value().allowed);
   EXPECT_FALSE(AcquireOne(*store, a, roomy, 1).value().allowed);
+  for (const auto& [key, limit] : {std::pair{a2, &*window}, std::pair{a3, &*sliding}}) {
+    EXPECT_TRUE(AcquireOne(*store, key, *limit, left).value().allowed) << key;
+    EXPECT_FALSE(AcquireOne(*store, key, *limit, 1).value().allowed) << key;
+  }
+}
+
+TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
+  LoseTheRaceAndRefund(/*move_windows=*/false);
+}
+
+TEST(RedisClusterStore, CrossNodeWindowRefundIsDroppedOnceTheWindowMovedOn) {
+  LoseTheRaceAndRefund(/*move_windows=*/true);
 }
 
 TEST(RedisClusterStore, CrossNodeMixedWindowBatchIsAllOrNothing) {
