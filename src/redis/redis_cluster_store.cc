@@ -273,17 +273,22 @@ class RedisClusterStore::Impl {
       if (r.ok()) decisions_.fetch_add(1, std::memory_order_relaxed);
       done(std::move(r));
     };
-    Attach(*job, std::move(final));
+    Attach(*job, std::move(final), /*reroutable=*/true);
     Route(std::move(job));
   }
 
   // Gives `job` the result handler that follows redirections and ends in `final`.
-  void Attach(NodeJob& job, Final final) {
+  // `reroutable`: a caller's whole batch (not a part of a cross-node batch),
+  // which a resharding that splits it across masters sends to CrossNode.
+  void Attach(NodeJob& job, Final final, bool reroutable = false) {
     job.declare_keys = false;  // many slots of one node per call, until a redirection
-    job.done = [this, final = std::move(final)](NodeJobPtr& j, const JobResult& r) {
-      Handle(j, r, final);
+    job.done = [this, final = std::move(final), reroutable](NodeJobPtr& j, const JobResult& r) {
+      Handle(j, r, final, reroutable);
     };
   }
+
+  // Route's answer for a job whose keys the map places on several masters.
+  static constexpr std::string_view kSplit = "tollgate: keys split across masters";
 
   void Finish(NodeJobPtr& job, const Status& st) {
     JobResult r;
@@ -298,6 +303,11 @@ class RedisClusterStore::Impl {
       const int slot = redis::KeySlot(job->keys.front());
       for (const auto& k : job->keys) {
         if (redis::KeySlot(k) == slot) continue;
+        bool unknown = false;
+        if (have_map_ && OwnerOf(*job, &unknown) == nullptr && !unknown) {
+          job->declare_keys = false;  // split across masters: answered below
+          break;
+        }
         // Declared keys must share a slot: during a resharding a multi-slot
         // batch cannot be followed through redirections atomically. Wait
         // for the migration to move on, then go again as one multi-slot call.
@@ -321,14 +331,12 @@ class RedisClusterStore::Impl {
       return;
     }
     // A resharding split the keys of one group apart: one call cannot decide
-    // them. Retry (bounded) in case the map is stale or the migration is
-    // undone; a batch that stays split fails and its caller's retry goes
-    // through the cross-node path.
-    if (RetrySplit(job)) return;
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    Finish(job, Status(StatusCode::kServer,
-                       "redis cluster: the keys of one batch moved to different nodes during "
-                       "a resharding; retry"));
+    // them. Handle sends a caller's batch through the cross-node path.
+    JobResult split;
+    split.sent = false;
+    split.error = kSplit;
+    auto& done = job->done;
+    done(job, split);
   }
 
   // TRYAGAIN-like backoff: retry_backoff doubled per redirection, at most 200 ms.
@@ -358,8 +366,24 @@ class RedisClusterStore::Impl {
     parked_.push_back(Parked{retry_at, std::move(job)});
   }
 
-  void Handle(NodeJobPtr& job, const JobResult& r, const Final& final) {
+  void Handle(NodeJobPtr& job, const JobResult& r, const Final& final, bool reroutable) {
     const auto now = std::chrono::steady_clock::now();
+    if (r.error.data() == kSplit.data()) {
+      // Nothing of this job ran. A caller's batch becomes a cross-node batch
+      // (dry run, then charges with refunds), decided within its deadline. A
+      // part of one (already dry-run) retries (bounded) in case the map is
+      // stale or the migration is undone, then fails: never charged twice.
+      if (reroutable && !stopping_) {
+        CrossNode(std::move(job), final, /*counted=*/true);
+        return;
+      }
+      if (RetrySplit(job)) return;
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      final(Status(StatusCode::kServer,
+                   "redis cluster: the keys of one batch moved to different nodes during "
+                   "a resharding; retry"));
+      return;
+    }
     if (!r.status.ok()) {
       const auto code = r.status.code();
       if (!r.sent && (code == StatusCode::kConnection || code == StatusCode::kTimeout) &&
@@ -450,6 +474,7 @@ class RedisClusterStore::Impl {
     std::vector<int64_t> window_of;
     BatchDecision out;
     Store::Callback done;
+    bool counted = false;  // `done` counts the decision itself (a rerouted batch)
     int pending = 0;
     Status error;
   };
@@ -466,10 +491,11 @@ class RedisClusterStore::Impl {
     return j;
   }
 
-  void CrossNode(NodeJobPtr job, Store::Callback done) {
+  void CrossNode(NodeJobPtr job, Store::Callback done, bool counted = false) {
     cross_.fetch_add(1, std::memory_order_relaxed);
     auto c = std::make_shared<Cross>();
     c->done = std::move(done);
+    c->counted = counted;
     c->out.decisions.resize(job->keys.size());
     std::map<NodeClient*, size_t> part_of;
     for (size_t i = 0; i < job->keys.size(); ++i) {
@@ -564,7 +590,7 @@ class RedisClusterStore::Impl {
     if (p == c->parts.size()) {
       c->out.allowed = true;
       c->out.denied_index = -1;
-      decisions_.fetch_add(1, std::memory_order_relaxed);
+      if (!c->counted) decisions_.fetch_add(1, std::memory_order_relaxed);
       c->done(std::move(c->out));
       return;
     }
