@@ -39,6 +39,8 @@ class RlsFrontend final : public GrpcFrontend {
     ServerMetrics::LatencyCounts out;
     for (size_t b = 0; b < out.buckets.size(); ++b) out.buckets[b] = l.buckets[b];
     out.sum_ns = l.sum_ns;
+    out.store_calls = l.store_calls;
+    out.store_errors = l.store_errors;
     return out;
   }
   void Shutdown() override { server_->Shutdown(); }

@@ -173,10 +173,15 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
   w.Family("tollgate_store_calls_total", "counter", "Decisions sent to the store.");
   w.Sample("tollgate_store_calls_total", {},
            sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.store_calls; }));
+  if (grpc != nullptr)
+    w.Sample("tollgate_store_calls_total", {"frontend", "grpc"}, grpc->store_calls);
   w.Family("tollgate_store_errors_total", "counter",
            "Decisions the store could not make (answered by the failure mode or 503).");
   w.Sample("tollgate_store_errors_total", {},
            sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.store_errors; }));
+  if (grpc != nullptr) {
+    w.Sample("tollgate_store_errors_total", {"frontend", "grpc"}, grpc->store_errors);
+  }
   w.Family("tollgate_shaped_total", "counter",
            "Allowed decisions delayed by a leaky-bucket shaper before answering.");
   w.Sample("tollgate_shaped_total", {},

@@ -66,11 +66,12 @@ class ServerMetrics {
   // index kStatuses.size() = 504, +1 = any other status.
   static constexpr size_t kStatusSlots = kStatuses.size() + 2;
   enum UpstreamError { kConnect, kTimeout, kBroken, kUpstreamErrorCount };
-  // Another front end's decision latencies (the gRPC one), rendered into the
-  // same histogram family with the label frontend="...".
+  // Another front end's decision latencies and store calls (the gRPC one),
+  // rendered into the same families with the label frontend="...".
   struct LatencyCounts {
     std::array<uint64_t, kLatencyBoundsNs.size() + 1> buckets{};  // not cumulative
     uint64_t sum_ns = 0;
+    uint64_t store_calls = 0, store_errors = 0;
   };
 
   struct alignas(64) Shard {
@@ -109,7 +110,8 @@ class ServerMetrics {
 
   // Appends the server's own families. HTTP decisions carry no frontend label
   // (the series existing dashboards use); `grpc`, when given, is added to
-  // tollgate_decision_duration_seconds with frontend="grpc".
+  // tollgate_decision_duration_seconds and tollgate_store_calls_total /
+  // tollgate_store_errors_total with frontend="grpc".
   void Render(PrometheusWriter& w, const LatencyCounts* grpc = nullptr) const;
 
   static size_t StatusSlot(int status) {

@@ -56,10 +56,17 @@ void RlsCounters::ObserveDecision(int64_t ns) {
   latency_sum_ns_.fetch_add(static_cast<uint64_t>(ns < 0 ? 0 : ns), std::memory_order_relaxed);
 }
 
+void RlsCounters::ObserveStoreCall(bool store_error) {
+  store_calls_.fetch_add(1, std::memory_order_relaxed);
+  if (store_error) store_call_errors_.fetch_add(1, std::memory_order_relaxed);
+}
+
 LatencySnapshot RlsCounters::Latency() const {
   LatencySnapshot out;
   for (size_t b = 0; b < latency_.size(); ++b) out.buckets[b] = Load(latency_[b]);
   out.sum_ns = Load(latency_sum_ns_);
+  out.store_calls = Load(store_calls_);
+  out.store_errors = Load(store_call_errors_);
   return out;
 }
 

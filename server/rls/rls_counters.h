@@ -72,6 +72,9 @@ struct LatencySnapshot {
       5'000'000, 10'000'000, 25'000'000, 50'000'000, 100'000'000, 250'000'000, 1'000'000'000};
   std::array<uint64_t, kBoundsNs.size() + 1> buckets{};  // not cumulative; last = +Inf
   uint64_t sum_ns = 0;
+  // Calls sent to the store, and those it could not decide (UNAVAILABLE or the
+  // failure mode answered), as tollgate_store_calls_total / _errors_total count.
+  uint64_t store_calls = 0, store_errors = 0;
 };
 
 struct ServiceCountersSnapshot {
@@ -89,6 +92,7 @@ class RlsCounters {
   ServiceCountersSnapshot ServiceSnapshot() const;
 
   void ObserveDecision(int64_t ns);
+  void ObserveStoreCall(bool store_error);
   LatencySnapshot Latency() const;
 
   // Prometheus text exposition (protocols.md section 6): tollgate_rls_* families,
@@ -101,6 +105,8 @@ class RlsCounters {
   ServiceCounters service_;
   std::array<std::atomic<uint64_t>, LatencySnapshot::kBoundsNs.size() + 1> latency_{};
   std::atomic<uint64_t> latency_sum_ns_{0};
+  std::atomic<uint64_t> store_calls_{0};
+  std::atomic<uint64_t> store_call_errors_{0};
 };
 
 }  // namespace tollgate::rls

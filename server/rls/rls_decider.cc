@@ -46,7 +46,8 @@ struct Call {
   bool deny_all_enforced = false;        // an enforced deny-all rule with a cost
   bool enforced_denied = false;
   bool unenforced = false;
-  int64_t start_ns = 0;  // steady clock, for the decision latency histogram
+  bool shadow_failed = false;  // the shadow rules' store call failed
+  int64_t start_ns = 0;        // steady clock, for the decision latency histogram
 };
 
 rlspb::RateLimitResponse::RateLimit::Unit ToProtoUnit(RlsUnit u) {
@@ -96,6 +97,10 @@ void CountDecisions(const Call& call, bool over_limit) {
     }
   }
   if (applied) call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
+  // A call with store rules is one decision sent to the store (as an HTTP request is).
+  if (!call.enforced.empty() || !call.shadow.empty()) {
+    call.config->counters().ObserveStoreCall(call.unenforced || call.shadow_failed);
+  }
 }
 
 }  // namespace
@@ -178,6 +183,7 @@ class Runner {
       } else {
         // Shadow rules never change the answer: report them without state.
         Count(call->config->counters().service().store_errors, 1);
+        call->shadow_failed = true;
       }
       self.Finish(*call);
     });
@@ -189,6 +195,7 @@ class Runner {
       if (s.kind != Kind::kNone && s.counters != nullptr) Count(s.counters->unavailable, 1);
     }
     call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
+    call.config->counters().ObserveStoreCall(true);
     call.response->Clear();
     call.done(UnavailableError("rate limit store: " + st.ToString()));
   }

@@ -163,6 +163,9 @@ TEST(RlsGrpcTest, DecisionCountersAndLatency) {
   uint64_t observed = 0;
   for (uint64_t n : l.buckets) observed += n;
   EXPECT_EQ(observed, 6u);
+  // Store calls: the four fw calls and the tb+never one (deny-all alone asks no store).
+  EXPECT_EQ(l.store_calls, 5u);
+  EXPECT_EQ(l.store_errors, 0u);
 }
 
 TEST(RlsGrpcTest, NestedDescriptorsAndAllOrNothing) {
@@ -466,6 +469,8 @@ TEST(RlsGrpcTest, StoreFailureIsUnavailable) {
   ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   st = stub->ShouldRateLimit(&ctx2, Request("simple", {{"unknown_key", "x"}}), &resp);
   EXPECT_TRUE(st.ok());
+  EXPECT_EQ((*server)->counters().Latency().store_calls, 1u);
+  EXPECT_EQ((*server)->counters().Latency().store_errors, 1u);
   (*server)->Shutdown();
 }
 

@@ -303,6 +303,12 @@ TEST_F(ProcessTest, ShouldRateLimitOverGrpcWithHeadersAndReloadsOnYamlChange) {
         << m.body;
     EXPECT_NE(m.body.find("tollgate_decision_duration_seconds_count 0\n"), std::string::npos)
         << m.body;
+    // Each call was one store call, none failed; the HTTP series stay unlabelled.
+    EXPECT_NE(m.body.find("tollgate_store_calls_total{frontend=\"grpc\"} 4\n"), std::string::npos)
+        << m.body;
+    EXPECT_NE(m.body.find("tollgate_store_errors_total{frontend=\"grpc\"} 0\n"), std::string::npos)
+        << m.body;
+    EXPECT_NE(m.body.find("tollgate_store_calls_total 0\n"), std::string::npos) << m.body;
     // One family each: the gRPC samples sit inside the HTTP family's block.
     EXPECT_EQ(m.body.find("# TYPE tollgate_decisions_total"),
               m.body.rfind("# TYPE tollgate_decisions_total"));
