@@ -133,8 +133,7 @@ class ClusterFleetCommand {
         store_ = std::move(created).value();
       }
       Result<RedisReply> r = store_->Command(argv);
-      if (attempt == 0 && r.ok() && r->type == RedisReply::Type::kError &&
-          r->str.rfind("MOVED ", 0) == 0 && Redirect(r->str)) {
+      if (attempt == 0 && r.ok() && r->type == RedisReply::Type::kError && Redirect(r->str)) {
         continue;
       }
       return FleetReply(std::move(r));
@@ -142,13 +141,10 @@ class ClusterFleetCommand {
   }
 
  private:
-  bool Redirect(const std::string& moved) {
-    const size_t sp = moved.rfind(' ');
-    const size_t colon = moved.rfind(':');
-    if (sp == std::string::npos || colon == std::string::npos || colon < sp) return false;
-    const int port = std::atoi(moved.c_str() + colon + 1);
-    if (port <= 0 || port > 65535) return false;
-    std::string host = moved.substr(sp + 1, colon - sp - 1);
+  bool Redirect(const std::string& error) {
+    std::string host;
+    int port = 0;
+    if (!ParseMovedTarget(error, &host, &port)) return false;
     if (!host.empty()) node_.host = std::move(host);
     node_.port = port;
     store_.reset();

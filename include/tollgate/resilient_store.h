@@ -141,6 +141,9 @@ using FleetCommand = std::function<Result<int64_t>(std::vector<std::string> argv
 Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options,
                                                                 FleetCommand command);
 Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options);
+// The target of a "MOVED <slot> <host>:<port>" error reply: `host` is empty
+// when the reply names none (the same host). False when it is not one.
+bool ParseMovedTarget(std::string_view error, std::string* host, int* port);
 
 struct ResilientStoreOptions {
   FailureMode mode = FailureMode::kDegrade;  // for every key, unless mode_for_key is set

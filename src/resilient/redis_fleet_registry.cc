@@ -88,7 +88,7 @@ class RedisFleetRegistry final : public FleetRegistry {
       if (reply->type == REDIS_REPLY_INTEGER) return static_cast<int64_t>(reply->integer);
       if (reply->type == REDIS_REPLY_ERROR) {
         std::string err(reply->str, reply->len);
-        if (attempt == 0 && err.rfind("MOVED ", 0) == 0 && FollowMoved(err)) continue;
+        if (attempt == 0 && FollowMoved(err)) continue;
         return Status(StatusCode::kServer, "fleet heartbeat: " + err.substr(0, 200));
       }
       return Status(StatusCode::kServer, "fleet heartbeat: unexpected reply type");
@@ -125,16 +125,10 @@ class RedisFleetRegistry final : public FleetRegistry {
 
   // "MOVED <slot> <host>:<port>": reconnect there (an empty host means the same host).
   bool FollowMoved(const std::string& err) {
-    const size_t sp = err.rfind(' ');
-    const size_t colon = err.rfind(':');
-    if (sp == std::string::npos || colon == std::string::npos || colon < sp) return false;
+    std::string host;
     int port = 0;
-    const char* first = err.data() + colon + 1;
-    if (std::from_chars(first, err.data() + err.size(), port).ec != std::errc() || port <= 0 ||
-        port > 65535)
-      return false;
-    std::string host = err.substr(sp + 1, colon - sp - 1);
-    if (!host.empty()) host_ = host;
+    if (!ParseMovedTarget(err, &host, &port)) return false;
+    if (!host.empty()) host_ = std::move(host);
     port_ = port;
     context_.reset();
     return true;
@@ -198,6 +192,20 @@ Status ValidateFleet(const RedisFleetOptions& options) {
 }
 
 }  // namespace
+
+bool ParseMovedTarget(std::string_view error, std::string* host, int* port) {
+  if (!error.starts_with("MOVED ")) return false;
+  const size_t sp = error.rfind(' ');
+  const size_t colon = error.rfind(':');
+  if (colon == std::string_view::npos || colon < sp) return false;
+  int p = 0;
+  const char* end = error.data() + error.size();
+  const auto [last, ec] = std::from_chars(error.data() + colon + 1, end, p);
+  if (ec != std::errc() || last != end || p <= 0 || p > 65535) return false;
+  *host = std::string(error.substr(sp + 1, colon - sp - 1));
+  *port = p;
+  return true;
+}
 
 Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options,
                                                                 FleetCommand command) {

@@ -454,6 +454,21 @@ TEST(FleetUrlTest, Parses) {
   EXPECT_FALSE(ParseFleetUrl("redis://host:99999", &o).ok());
 }
 
+TEST(FleetUrlTest, ParsesMovedTargets) {
+  std::string host = "unchanged";
+  int port = 0;
+  ASSERT_TRUE(ParseMovedTarget("MOVED 3999 10.0.0.7:7002", &host, &port));
+  EXPECT_EQ(host, "10.0.0.7");
+  EXPECT_EQ(port, 7002);
+  ASSERT_TRUE(ParseMovedTarget("MOVED 12 :7003", &host, &port));  // the same host
+  EXPECT_EQ(host, "");
+  EXPECT_EQ(port, 7003);
+  EXPECT_FALSE(ParseMovedTarget("ASK 3999 10.0.0.7:7002", &host, &port));
+  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7:99999", &host, &port));
+  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7:7x", &host, &port));
+  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7", &host, &port));
+}
+
 }  // namespace
 }  // namespace tollgate
 
