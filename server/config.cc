@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "src/policy/jwt.h"
-
 namespace tollgate::server {
 namespace {
 
@@ -442,8 +440,8 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   if (!c.jwt_rs256_public_key_pem.empty()) {
     JwtOptions jwt;
     jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
-    if (auto v = JwtVerifier::Create(jwt); !v.ok()) {
-      std::string message(v.status().message());
+    if (Status v = ValidateJwtOptions(jwt); !v.ok()) {
+      std::string message(v.message());
       if (message.starts_with("jwt: ")) message.erase(0, 5);
       if (!c.jwt_rs256_public_key_file.empty()) message += " (" + c.jwt_rs256_public_key_file + ")";
       errors.push_back({c.jwt_rs256_public_key_file.empty() ? "jwt.rs256_public_key_pem"

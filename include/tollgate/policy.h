@@ -146,6 +146,9 @@ struct JwtOptions {
   std::string issuer;               // if set, `iss` must equal it
   std::string audience;             // if set, `aud` must equal or contain it
 };
+// Whether Enforcer::Create would accept these options (e.g. a PEM that is not
+// an RSA public key): kInvalidArgument saying why, checked once at startup.
+Status ValidateJwtOptions(const JwtOptions& options);
 
 struct EnforcerOptions {
   HeaderStyle header_style = HeaderStyle::kDraft11;

@@ -149,6 +149,11 @@ std::optional<std::string> JwtClaims::Claim(std::string_view path) const {
   return std::nullopt;
 }
 
+Status ValidateJwtOptions(const JwtOptions& options) {
+  auto verifier = JwtVerifier::Create(options);
+  return verifier.ok() ? Status::Ok() : verifier.status();
+}
+
 Result<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(const JwtOptions& options) {
   std::unique_ptr<JwtVerifier> v(new JwtVerifier());
   v->options_ = options;
