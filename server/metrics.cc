@@ -136,39 +136,43 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
 
   w.Family("tollgate_decision_duration_seconds", "histogram",
            "Time to decide one request (policy match + store call), seconds.");
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b <= kLatencyBoundsNs.size(); ++b) {
-    cumulative += sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency[b]; });
-    std::string le = "+Inf";
-    if (b < kLatencyBoundsNs.size()) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", double(kLatencyBoundsNs[b]) / 1e9);
-      le = buf;
-    }
-    w.Sample("tollgate_decision_duration_seconds_bucket", {"le", le}, cumulative);
-  }
-  w.Sample(
-      "tollgate_decision_duration_seconds_sum", {},
-      double(sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency_sum_ns; })) /
-          1e9);
-  w.Sample("tollgate_decision_duration_seconds_count", {}, cumulative);
-  if (grpc != nullptr) {
-    uint64_t grpc_cumulative = 0;
-    for (size_t b = 0; b <= kLatencyBoundsNs.size(); ++b) {
-      grpc_cumulative += grpc->buckets[b];
+  // One histogram per front end: HTTP without a label (the series existing
+  // dashboards use), gRPC with frontend="grpc".
+  auto histogram = [&w](const LatencyCounts& c, bool grpc) {
+    auto sample = [&](std::string_view name, std::string_view le, auto value) {
+      if (grpc && le.empty()) {
+        w.Sample(name, {"frontend", "grpc"}, value);
+      } else if (grpc) {
+        w.Sample(name, {"frontend", "grpc", "le", le}, value);
+      } else if (le.empty()) {
+        w.Sample(name, {}, value);
+      } else {
+        w.Sample(name, {"le", le}, value);
+      }
+    };
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < c.buckets.size(); ++b) {
+      cumulative += c.buckets[b];
       std::string le = "+Inf";
       if (b < kLatencyBoundsNs.size()) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%g", double(kLatencyBoundsNs[b]) / 1e9);
         le = buf;
       }
-      w.Sample("tollgate_decision_duration_seconds_bucket", {"frontend", "grpc", "le", le},
-               grpc_cumulative);
+      sample("tollgate_decision_duration_seconds_bucket", le, cumulative);
     }
-    w.Sample("tollgate_decision_duration_seconds_sum", {"frontend", "grpc"},
-             double(grpc->sum_ns) / 1e9);
-    w.Sample("tollgate_decision_duration_seconds_count", {"frontend", "grpc"}, grpc_cumulative);
+    sample("tollgate_decision_duration_seconds_sum", "", double(c.sum_ns) / 1e9);
+    sample("tollgate_decision_duration_seconds_count", "", cumulative);
+  };
+  LatencyCounts http;
+  for (size_t b = 0; b < http.buckets.size(); ++b) {
+    http.buckets[b] =
+        sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency[b]; });
   }
+  http.sum_ns =
+      sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency_sum_ns; });
+  histogram(http, false);
+  if (grpc != nullptr) histogram(*grpc, true);
 
   w.Family("tollgate_store_calls_total", "counter", "Decisions sent to the store.");
   w.Sample("tollgate_store_calls_total", {},
