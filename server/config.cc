@@ -382,6 +382,15 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
   return ParseServerConfig(text.str(), config);
 }
 
+StoreKind StoreKindOf(std::string_view store) {
+  if (store == "local") return StoreKind::kLocal;
+  if (store.starts_with("redis://") || store.starts_with("rediss://")) return StoreKind::kRedis;
+  if (store.starts_with("redis-cluster://") || store.starts_with("rediss-cluster://")) {
+    return StoreKind::kRedisCluster;
+  }
+  return StoreKind::kUnknown;
+}
+
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   std::vector<ConfigError> errors;
   std::string why;
@@ -410,9 +419,7 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
                           "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
                           "sliding_log)"});
   }
-  if (c.store != "local" && c.store.rfind("redis://", 0) != 0 &&
-      c.store.rfind("rediss://", 0) != 0 && c.store.rfind("redis-cluster://", 0) != 0 &&
-      c.store.rfind("rediss-cluster://", 0) != 0) {
+  if (StoreKindOf(c.store) == StoreKind::kUnknown) {
     errors.push_back(
         {"store", "must be local, redis[s]://HOST:PORT or redis[s]-cluster://HOST:PORT[,...]"});
   }

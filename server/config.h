@@ -126,6 +126,11 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
 // Checks the merged config (after flags): ranges, listeners, store URL, modes.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 
+// What a `store` value names: "local", one Redis (redis:// or rediss://), a
+// Redis Cluster (redis-cluster:// or rediss-cluster://), or nothing known.
+enum class StoreKind { kLocal, kRedis, kRedisCluster, kUnknown };
+StoreKind StoreKindOf(std::string_view store);
+
 // Turns the config's decision options into EnforcerOptions (validated already).
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& config);
 

@@ -57,13 +57,13 @@ class RlsFrontend final : public GrpcFrontend {
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   rls::RlsCompileOptions o;
   ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
-  if (config.store.rfind("redis-cluster://", 0) == 0 ||
-      config.store.rfind("rediss-cluster://", 0) == 0) {
+  const StoreKind kind = StoreKindOf(config.store);
+  if (kind == StoreKind::kRedisCluster) {
     o.store_name = "the redis-cluster store";
-  } else if (config.store != "local") {
+  } else if (kind != StoreKind::kLocal) {
     o.store_name = "the redis store";
   }
-  if (config.store != "local") {
+  if (kind != StoreKind::kLocal) {
     o.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
                               Algorithm::kFixedWindow, Algorithm::kSlidingWindow};
   }

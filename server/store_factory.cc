@@ -361,18 +361,14 @@ Result<StoreBundle> CreateRedisCluster(const ServerConfig& config, const Clock* 
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
                                 std::shared_ptr<Logger> log,
                                 std::shared_ptr<PolicyStore> policies) {
-  if (config.store == "local") return CreateLocal(config, clock);
+  const StoreKind kind = StoreKindOf(config.store);
+  if (kind == StoreKind::kLocal) return CreateLocal(config, clock);
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
-  if (config.store.rfind("redis://", 0) == 0 || config.store.rfind("rediss://", 0) == 0) {
-    return CreateRedis(config, clock, log, policies);
-  }
-  if (config.store.rfind("redis-cluster://", 0) == 0 ||
-      config.store.rfind("rediss-cluster://", 0) == 0) {
-    return CreateRedisCluster(config, clock, log, policies);
-  }
+  if (kind == StoreKind::kRedis) return CreateRedis(config, clock, log, policies);
+  if (kind == StoreKind::kRedisCluster) return CreateRedisCluster(config, clock, log, policies);
 #endif
-  std::string kind = config.store.substr(0, config.store.find("://"));
-  return UnavailableError("store " + kind + " not available in this build (" + config.store +
+  const std::string scheme = config.store.substr(0, config.store.find("://"));
+  return UnavailableError("store " + scheme + " not available in this build (" + config.store +
                           "); build with the redis and resilient libraries");
 }
 
