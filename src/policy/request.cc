@@ -3,6 +3,8 @@
 
 #include "tollgate/request.h"
 
+#include "policy/request_context.h"
+
 namespace tollgate {
 namespace {
 
@@ -25,6 +27,11 @@ int HexValue(char c) {
   return -1;
 }
 
+bool Unreserved(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
 std::string Decode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -43,6 +50,57 @@ std::string Decode(std::string_view s) {
 }
 
 }  // namespace
+
+std::string NormalizePath(std::string_view path) {
+  path = path.substr(0, path.find_first_of("?#"));
+  // 1. Percent-decoding of unreserved characters only (one pass: "%252e" stays
+  // "%252e", so nothing is decoded twice); other escapes get upper-case hex.
+  std::string decoded;
+  decoded.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size() && HexValue(path[i + 1]) >= 0 &&
+        HexValue(path[i + 2]) >= 0) {
+      const char c = static_cast<char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2]));
+      if (Unreserved(c)) {
+        decoded.push_back(c);
+      } else {
+        constexpr char kHex[] = "0123456789ABCDEF";
+        decoded.push_back('%');
+        decoded.push_back(kHex[(static_cast<unsigned char>(c) >> 4) & 0xf]);
+        decoded.push_back(kHex[static_cast<unsigned char>(c) & 0xf]);
+      }
+      i += 2;
+    } else {
+      decoded.push_back(path[i]);
+    }
+  }
+  if (decoded.empty() || decoded.front() != '/') return decoded;
+  // 2. Segments: drop empty ones (repeated slashes) and ".", pop on "..".
+  std::string out;
+  out.reserve(decoded.size());
+  std::string_view rest(decoded);
+  bool trailing_slash = false;
+  while (!rest.empty()) {
+    rest.remove_prefix(1);  // the '/'
+    const size_t end = rest.find('/');
+    const std::string_view seg = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+    const bool last = rest.empty();
+    if (seg.empty() || seg == ".") {
+      trailing_slash = last;
+    } else if (seg == "..") {
+      const size_t cut = out.rfind('/');
+      out.resize(cut == std::string::npos ? 0 : cut);
+      trailing_slash = last;
+    } else {
+      out.push_back('/');
+      out.append(seg);
+      trailing_slash = false;
+    }
+  }
+  if (out.empty() || trailing_slash) out.push_back('/');
+  return out;
+}
 
 std::optional<std::string_view> RequestView::Header(std::string_view name) const {
   for (const auto& [n, v] : headers) {
