@@ -53,6 +53,11 @@ std::string Decode(std::string_view s) {
 
 std::string NormalizePath(std::string_view path) {
   path = path.substr(0, path.find_first_of("?#"));
+  // Most paths are normal already: no escape, no empty or dot segment.
+  if (!path.empty() && path.front() == '/' && path.find('%') == std::string_view::npos &&
+      path.find("//") == std::string_view::npos && path.find("/.") == std::string_view::npos) {
+    return std::string(path);
+  }
   // 1. Percent-decoding of unreserved characters only (one pass: "%252e" stays
   // "%252e", so nothing is decoded twice); other escapes get upper-case hex.
   std::string decoded;
