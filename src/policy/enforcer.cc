@@ -267,15 +267,20 @@ Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> 
   if (!(options.retry_after_jitter >= 0 && options.retry_after_jitter <= 10)) {
     return InvalidArgument("enforcer: retry_after_jitter must be between 0 and 10");
   }
-  for (char c : options.reason_header) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_';
-    if (!ok) return InvalidArgument("enforcer: reason_header is not a valid header name");
+  // Header names we send: letters, digits, '-' and '_' (empty: not sent).
+  auto header_name_ok = [](std::string_view name) {
+    for (char c : name) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_';
+      if (!ok) return false;
+    }
+    return true;
+  };
+  if (!header_name_ok(options.reason_header)) {
+    return InvalidArgument("enforcer: reason_header is not a valid header name");
   }
-  for (char c : options.unenforced_header) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_';
-    if (!ok) return InvalidArgument("enforcer: unenforced_header is not a valid header name");
+  if (!header_name_ok(options.unenforced_header)) {
+    return InvalidArgument("enforcer: unenforced_header is not a valid header name");
   }
   for (char c : options.problem_type_base) {
     if (c < 0x21 || c > 0x7e) {
