@@ -24,6 +24,15 @@ RedisCluster* SharedCluster() {
   return start.cluster.get();
 }
 
+// Waits (bounded) until `store` has read its first topology; false on timeout.
+bool WaitHealthy(const RedisClusterStore& store) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!store.Healthy() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval
+  }
+  return store.Healthy();
+}
+
 std::unique_ptr<RedisClusterStore> MakeClusterStore(
     const std::string& url, std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
   auto o = ParseRedisClusterUrl(url);
@@ -31,11 +40,7 @@ std::unique_ptr<RedisClusterStore> MakeClusterStore(
   o->node.call_timeout = timeout;
   auto s = RedisClusterStore::Create(*o);
   if (!s.ok()) return nullptr;
-  // Bounded wait for the first topology.
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!(*s)->Healthy() && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval
-  }
+  WaitHealthy(**s);
   return std::move(*s);
 }
 
@@ -213,11 +218,7 @@ void LoseTheRaceAndRefund(bool move_windows) {
   auto created = RedisClusterStore::Create(*o);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   auto& store = *created;
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while (!store->Healthy() && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(5ms);  // poll interval
-  }
-  ASSERT_TRUE(store->Healthy());
+  ASSERT_TRUE(WaitHealthy(*store));
 
   AcquireItem items[] = {{a, &roomy, 2}, {a2, &*window, 2}, {a3, &*sliding, 3}, {b, &tight, 1}};
   auto r = store->Acquire(items);
@@ -300,10 +301,7 @@ TEST(RedisClusterStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
     o->node.key_prefix = backwards ? "agree-b:" : "agree-f:";
     auto store = RedisClusterStore::Create(*o);
     ASSERT_TRUE(store.ok());
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (!(*store)->Healthy() && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(5ms);  // poll interval for the first topology
-    }
+    WaitHealthy(**store);
     LocalStoreOptions lo;
     lo.clock = &clock;
     auto local = LocalStore::Create(lo);

@@ -103,7 +103,9 @@ TEST_P(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
   EXPECT_EQ(nginx->ErrorLog().find("auth request unexpected status"), std::string::npos);
 #if TOLLGATE_TEST_REDIS
   // The Redis run really decided in Redis: the bucket keys live there.
-  if (redis_) EXPECT_NE(redis_->Command({"DBSIZE"}), "0");
+  if (redis_) {
+    EXPECT_NE(redis_->Command({"DBSIZE"}), "0");
+  }
 #endif
 }
 
