@@ -48,10 +48,11 @@
 // a hung primary costs the calls in flight at most that deadline, then the
 // breaker opens and no client call waits again until Redis is back. A call
 // that meets the deadline (kTimeout) while the primary answered nothing since
-// the call was sent opens the breaker at once (BreakerReason::kNoAnswer), so a
-// caller never waits the deadline twice while the consecutive-failure streak
-// fills up (fewer callers than consecutive_failures). A timeout while other
-// calls are answered (one slow call) only counts towards the streak.
+// the call was sent (or never answered at all) opens the breaker at once
+// (BreakerReason::kNoAnswer), so a caller never waits the deadline twice while
+// the consecutive-failure streak fills up (fewer callers than
+// consecutive_failures). A timeout while other calls are answered (one slow
+// call) only counts towards the streak.
 //
 // Probes: client calls are never probes (the breaker runs with
 // caller_probes = false): while the breaker is open or half-open every client

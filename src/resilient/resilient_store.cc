@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -56,7 +57,7 @@ class ResilientStore::Impl {
         local_(std::move(local)),
         ledger_(options_.max_charge_back_keys),
         probe_limit_(ProbeLimit()),
-        last_answer_(options_.clock->Now()),
+        last_answer_(kNeverAnswered),
         instances_(std::max<int64_t>(1, options_.initial_instances)) {}
 
   ~Impl() {
@@ -181,10 +182,10 @@ class ResilientStore::Impl {
     }
     Bump(primary_failures_);
     // A call that met its deadline while the primary answered nothing since it
-    // was sent: the primary is hung, not slow on one call. Open now, so that no
-    // caller waits the deadline a second time while the streak fills up.
-    if (r.status().code() == StatusCode::kTimeout &&
-        last_answer_.load(std::memory_order_relaxed) + kAnswerGrainNs < started) {
+    // was sent (or nothing at all yet): the primary is hung, not slow on one
+    // call. Open now, so that no caller waits the deadline a second time while
+    // the streak fills up.
+    if (r.status().code() == StatusCode::kTimeout && NoAnswerSince(started)) {
       breaker_.RecordNoAnswer(permit);
     } else {
       breaker_.Record(permit, false);
@@ -196,8 +197,18 @@ class ResilientStore::Impl {
   // per grain, so the hot path mostly only reads this shared word).
   void NoteAnswer() {
     const int64_t now = options_.clock->Now();
-    if (now - last_answer_.load(std::memory_order_relaxed) >= kAnswerGrainNs)
+    const int64_t last = last_answer_.load(std::memory_order_relaxed);
+    if (last == kNeverAnswered || now - last >= kAnswerGrainNs)
       last_answer_.store(now, std::memory_order_relaxed);
+  }
+
+  // Whether the primary answered nothing since `started` (options_.clock), or
+  // never answered at all. A noted answer may be up to kAnswerGrainNs later
+  // than last_answer_, so only one noted a grain before `started` counts as
+  // older: the test errs towards "it answered" (not opening).
+  bool NoAnswerSince(int64_t started) const {
+    const int64_t last = last_answer_.load(std::memory_order_relaxed);
+    return last == kNeverAnswered || last + kAnswerGrainNs < started;
   }
 
   Result<BatchDecision> Fallback(std::span<const AcquireItem> items) {
@@ -441,10 +452,11 @@ class ResilientStore::Impl {
   resilient::ChargeBackLedger ledger_;
   const Limit probe_limit_;  // for the probe's zero-cost peek
   // options_.clock time of the latest answer from the primary, kept to within
-  // kAnswerGrainNs (earlier by at most that, so the test above errs towards
-  // not opening). Starts at construction: a primary that never answered counts
-  // as answering then.
+  // kAnswerGrainNs (earlier by at most that, so NoAnswerSince errs towards
+  // not opening), or kNeverAnswered until its first answer: a primary that
+  // never answered has not answered since any call was sent.
   static constexpr int64_t kAnswerGrainNs = 100'000;
+  static constexpr int64_t kNeverAnswered = std::numeric_limits<int64_t>::min();
   std::atomic<int64_t> last_answer_;
   std::atomic<int64_t> instances_;
 

@@ -138,7 +138,9 @@ TEST_F(ResilientStoreTest, ClosedModeAnswersUnavailable) {
 TEST_F(ResilientStoreTest, BreakerKeepsCallsFromThePrimary) {
   Make(Options(FailureMode::kOpen));
   const Limit l = Bucket(3);
-  fake_->fail = StatusCode::kTimeout;
+  // Connection errors: the streak opens the breaker (a timeout from a primary
+  // that never answered would open it at once).
+  fake_->fail = StatusCode::kConnection;
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(One("r\x1fk", l).ok());
   EXPECT_EQ(fake_->calls.load(), 3);  // the threshold, then none
   EXPECT_EQ(store_->Stats().short_circuited, 97u);
@@ -175,6 +177,19 @@ TEST_F(ResilientStoreTest, ProbeIsAZeroCostPeekOnTheProbeKey) {
   const Limit one = Bucket(1);
   EXPECT_EQ(fake_->Peek("probe\x1fkey", one).remaining, 1);  // nothing charged
   EXPECT_EQ(store_->Stats().primary_decisions, 0u);          // not a client decision
+}
+
+// A primary that never answered has answered nothing since any call was sent:
+// its first timeout opens the breaker at once, even one sent in the instant of
+// Create (the clock does not move here).
+TEST_F(ResilientStoreTest, ATimeoutFromAPrimaryThatNeverAnsweredOpensAtOnce) {
+  Make(Options(FailureMode::kOpen));
+  const Limit l = Bucket(3);
+  fake_->fail = StatusCode::kTimeout;
+  ASSERT_TRUE(One("r\x1fk", l).ok());
+  EXPECT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  EXPECT_EQ(store_->Stats().breaker.opened_by_no_answer, 1u);
+  EXPECT_EQ(fake_->calls.load(), 1);
 }
 
 // A timeout after which the primary answered nothing since the call was sent
