@@ -1,57 +1,24 @@
-// `tollgate bench redis` and `tollgate bench overgrant`: the seed benchmark
-// (Lua vs multi-command vs WATCH token buckets on Redis), reproduced.
-//
-// Strategies:
-//   lua         RedisStore: one exact script per batch of queued decisions,
-//               pipelined over a small pool (what tollgate ships)
-//   lua-single  RedisStore limited to one decision per script call (the
-//               one-EVALSHA-per-decision baseline, still pipelined)
-//   multicmd    GET, compute on the client, SET PX: racy, over-grants
-//   watch       WATCH, GET, compute, MULTI/SET/EXEC, retried up to 20 times
-// "concurrency" is the number of callers with one decision in flight each
-// (async chains for lua, one thread + connection each for multicmd/watch).
+// `tollgate bench redis`: the seed benchmark (Lua vs multi-command vs WATCH
+// token buckets on Redis), reproduced; and the drivers `tollgate bench
+// overgrant` shares (see bench_redis.h for the strategies).
+#include "bench_redis.h"
+
 #include <hiredis/hiredis.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <memory>
-#include <mutex>
-#include <string>
 #include <thread>
-#include <vector>
 
 #include "tollgate/algorithm.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::cli {
+namespace bench {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-struct BenchArgs {
-  std::string url = "redis://127.0.0.1:6379";
-  std::vector<std::string> strategies = {"lua", "multicmd", "watch"};
-  std::vector<std::string> scenarios = {"hot_key", "per_user"};
-  std::vector<int> concurrency = {1, 16, 64, 256};
-  double seconds = 3;
-  bool json = false;
-  int users = 10000;
-  double rate = 1e6;
-  int64_t burst = 1000000;
-  size_t connections = 2;
-  size_t max_batch = 256;
-  size_t inflight = 4;
-  int processes = 1;
-  bool deny_cache = false;
-};
 
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
@@ -65,8 +32,28 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
-// Returns "" or an error message.
-std::string ParseArgs(const std::vector<std::string>& args, BenchArgs* a, bool overgrant) {
+uint64_t NextRandom(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+void AtomicMin(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load();
+  while (v < cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load();
+  while (v > cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+}  // namespace
+
+std::string ParseBenchArgs(const std::vector<std::string>& args, BenchArgs* a, bool overgrant) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
     auto value = [&](std::string* out) {
@@ -131,106 +118,79 @@ std::string ParseArgs(const std::vector<std::string>& args, BenchArgs* a, bool o
   return "";
 }
 
-// Latency histogram: 1 us buckets up to 1 s, then one overflow bucket.
-class Histogram {
- public:
-  static constexpr size_t kBuckets = 1000001;
-  Histogram() : counts_(new std::atomic<uint64_t>[kBuckets]) {
-    for (size_t i = 0; i < kBuckets; ++i) counts_[i].store(0, std::memory_order_relaxed);
-  }
-  void Record(SteadyClock::duration d) {
-    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
-    counts_[static_cast<size_t>(std::clamp<int64_t>(us, 0, kBuckets - 1))].fetch_add(
-        1, std::memory_order_relaxed);
-  }
-  double Percentile(double p) const {
-    uint64_t total = 0;
-    for (size_t i = 0; i < kBuckets; ++i) total += counts_[i].load(std::memory_order_relaxed);
-    if (total == 0) return 0;
-    const uint64_t want = static_cast<uint64_t>(p * static_cast<double>(total - 1)) + 1;
-    uint64_t seen = 0;
-    for (size_t i = 0; i < kBuckets; ++i) {
-      seen += counts_[i].load(std::memory_order_relaxed);
-      if (seen >= want) return static_cast<double>(i);
-    }
-    return static_cast<double>(kBuckets - 1);
-  }
+bool IsClusterUrl(std::string_view url) {
+  return url.starts_with("redis-cluster://") || url.starts_with("rediss-cluster://");
+}
 
- private:
-  std::unique_ptr<std::atomic<uint64_t>[]> counts_;
-};
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
-struct RunResult {
-  std::string strategy, scenario;
-  int concurrency = 0;
-  double seconds = 0;
-  uint64_t decisions = 0, allowed = 0, errors = 0, redis_calls = 0;
-  double p50_us = 0, p99_us = 0;
-  std::string first_error;
-};
+Histogram::Histogram() : counts_(new std::atomic<uint64_t>[kBuckets]) {
+  for (size_t i = 0; i < kBuckets; ++i) counts_[i].store(0, std::memory_order_relaxed);
+}
 
-uint64_t NextRandom(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
+void Histogram::Record(SteadyClock::duration d) {
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  counts_[static_cast<size_t>(std::clamp<int64_t>(us, 0, kBuckets - 1))].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+double Histogram::Percentile(double p) const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < kBuckets; ++i) total += counts_[i].load(std::memory_order_relaxed);
+  if (total == 0) return 0;
+  const uint64_t want = static_cast<uint64_t>(p * static_cast<double>(total - 1)) + 1;
+  uint64_t seen = 0;
+  for (size_t i = 0; i < kBuckets; ++i) {
+    seen += counts_[i].load(std::memory_order_relaxed);
+    if (seen >= want) return static_cast<double>(i);
+  }
+  return static_cast<double>(kBuckets - 1);
 }
 
 // ---- lua / lua-single: RedisStore driven by async chains ----
 
-struct LuaDriver {
-  Store* store = nullptr;
-  const Limit* limit = nullptr;
-  const std::vector<std::string>* keys = nullptr;
-  bool hot = false;
-  SteadyClock::time_point stop_at;
-  std::atomic<uint64_t> decisions{0}, allowed{0}, errors{0};
-  std::atomic<int> running{0};
-  Histogram hist;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string first_error;
-  std::vector<uint64_t> rng;
+void LuaDriver::Run(int callers) {
+  running.store(callers);
+  for (int i = 0; i < callers; ++i) Issue(i);
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return running.load() == 0; });
+}
 
-  void Issue(int caller) {
-    const auto start = SteadyClock::now();
-    if (start >= stop_at) {
-      if (running.fetch_sub(1) == 1) {
-        std::lock_guard<std::mutex> lock(mu);
-        cv.notify_all();
-      }
-      return;
+void LuaDriver::Issue(int caller) {
+  const auto start = SteadyClock::now();
+  if (start >= stop_at) {
+    if (running.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu);
+      cv.notify_all();
     }
-    const std::string& key =
-        hot ? (*keys)[0] : (*keys)[NextRandom(rng[static_cast<size_t>(caller)]) % keys->size()];
-    AcquireItem item{key, limit, 1};
-    store->AcquireAsync(std::span<const AcquireItem>(&item, 1),
-                        [this, caller, start](Result<BatchDecision> r) {
-                          hist.Record(SteadyClock::now() - start);
-                          decisions.fetch_add(1, std::memory_order_relaxed);
-                          if (!r.ok()) {
-                            if (errors.fetch_add(1) == 0) {
-                              std::lock_guard<std::mutex> lock(mu);
-                              first_error = r.status().ToString();
-                            }
-                          } else if (r->allowed) {
-                            allowed.fetch_add(1, std::memory_order_relaxed);
-                          }
-                          Issue(caller);
-                        });
+    return;
   }
-};
-
-// A RedisStore (redis://) or RedisClusterStore (redis-cluster://) and its
-// script call counter.
-struct BenchStore {
-  std::unique_ptr<Store> store;
-  std::function<uint64_t()> script_calls;
-};
+  const std::string& key =
+      hot ? (*keys)[0] : (*keys)[NextRandom(rng[static_cast<size_t>(caller)]) % keys->size()];
+  AcquireItem item{key, limit, 1};
+  store->AcquireAsync(std::span<const AcquireItem>(&item, 1),
+                      [this, caller, start](Result<BatchDecision> r) {
+                        hist.Record(SteadyClock::now() - start);
+                        decisions.fetch_add(1, std::memory_order_relaxed);
+                        if (!r.ok()) {
+                          if (errors.fetch_add(1) == 0) {
+                            std::lock_guard<std::mutex> lock(mu);
+                            first_error = r.status().ToString();
+                          }
+                        } else if (r->allowed) {
+                          allowed.fetch_add(1, std::memory_order_relaxed);
+                          if (on_grant) on_grant();
+                        }
+                        Issue(caller);
+                      });
+}
 
 Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
-  const bool cluster =
-      a.url.starts_with("redis-cluster://") || a.url.starts_with("rediss-cluster://");
+  const bool cluster = IsClusterUrl(a.url);
   Result<RedisOptions> o = cluster ? Result<RedisOptions>(RedisOptions{}) : ParseRedisUrl(a.url);
   Result<RedisClusterOptions> co =
       cluster ? ParseRedisClusterUrl(a.url) : Result<RedisClusterOptions>(RedisClusterOptions{});
@@ -250,12 +210,14 @@ Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
     if (!s.ok()) return s.status();
     RedisClusterStore* raw = s->get();
     out.script_calls = [raw] { return raw->Stats().script_calls; };
+    out.redis_key = [raw](std::string_view key) { return raw->RedisKeyFor(key); };
     out.store = std::move(*s);
   } else {
     auto s = RedisStore::Create(*o);
     if (!s.ok()) return s.status();
     RedisStore* raw = s->get();
     out.script_calls = [raw] { return raw->Stats().script_calls; };
+    out.redis_key = [raw](std::string_view key) { return raw->RedisKeyFor(key); };
     out.store = std::move(*s);
   }
   // Wait (bounded) for the connections (and cluster topology) so the run measures decisions.
@@ -266,6 +228,8 @@ Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
   if (!out.store->Healthy()) return ConnectionError("redis " + a.url + ": not reachable");
   return out;
 }
+
+namespace {
 
 RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::string& scenario,
                  int concurrency, const Limit& limit, const std::vector<std::string>& keys) {
@@ -291,12 +255,7 @@ RunResult RunLua(const BenchArgs& a, const std::string& strategy, const std::str
   d.stop_at = start + std::chrono::duration_cast<SteadyClock::duration>(
                           std::chrono::duration<double>(a.seconds));
   const uint64_t calls_before = store->script_calls();
-  d.running.store(concurrency);
-  for (int i = 0; i < concurrency; ++i) d.Issue(i);
-  {
-    std::unique_lock<std::mutex> lock(d.mu);
-    d.cv.wait(lock, [&] { return d.running.load() == 0; });
-  }
+  d.Run(concurrency);
   res.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   res.decisions = d.decisions.load();
   res.allowed = d.allowed.load();
@@ -349,21 +308,16 @@ std::string OpenConn(const RedisOptions& o, Conn* conn) {
   return "";
 }
 
-int64_t WallNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 uint64_t ParseTat(const redisReply* r) {
   if (r == nullptr || r->type != REDIS_REPLY_STRING) return 0;
   return std::strtoull(r->str, nullptr, 10);
 }
 
 // One decision, client-side computed; returns false on a Redis error.
-// `calls` counts Redis commands sent.
+// `calls` counts Redis commands sent; *decided_at is the wall-clock `now` the
+// deciding attempt's step used.
 bool ClientSideDecision(redisContext* c, const std::string& key, const Limit& limit, bool watch,
-                        bool* allowed, uint64_t* calls) {
+                        bool* allowed, uint64_t* calls, int64_t* decided_at) {
   for (int attempt = 0; attempt < (watch ? 20 : 1); ++attempt) {
     if (watch) {
       redisReply* w = Cmd(c, {"WATCH", key});
@@ -377,6 +331,7 @@ bool ClientSideDecision(redisContext* c, const std::string& key, const Limit& li
     const uint64_t tat = ParseTat(g);
     freeReplyObject(g);
     const int64_t now = WallNs();
+    *decided_at = now;
     StepResult s = Step(limit, tat, 1, now);
     *allowed = s.decision.allowed;
     if (!s.changed) {
@@ -423,15 +378,16 @@ bool ClientSideDecision(redisContext* c, const std::string& key, const Limit& li
   return false;  // retries exhausted: a retry error, as in the article
 }
 
+}  // namespace
+
 RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
                         const std::string& scenario, int concurrency, const Limit& limit,
-                        const std::vector<std::string>& keys,
-                        SteadyClock::time_point start_at = SteadyClock::time_point{}) {
+                        const std::vector<std::string>& keys, SteadyClock::time_point start_at) {
   RunResult res;
   res.strategy = strategy;
   res.scenario = scenario;
   res.concurrency = concurrency;
-  if (a.url.starts_with("redis-cluster://") || a.url.starts_with("rediss-cluster://")) {
+  if (IsClusterUrl(a.url)) {
     res.errors = 1;
     res.first_error = strategy + " runs against one node only (redis://), not redis-cluster://";
     return res;
@@ -446,7 +402,7 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
   const bool hot = scenario == "hot_key";
   Histogram hist;
   std::atomic<uint64_t> decisions{0}, allowed{0}, errors{0}, calls{0};
-  std::mutex mu;
+  std::atomic<int64_t> first_decision{INT64_MAX}, last_grant{0};
   std::vector<std::thread> threads;
   std::vector<std::unique_ptr<Conn>> conns;
   for (int i = 0; i < concurrency; ++i) {
@@ -465,25 +421,33 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
     threads.emplace_back([&, i] {
       uint64_t rng = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(i + 1);
       uint64_t my_calls = 0, my_decisions = 0, my_allowed = 0, my_errors = 0;
+      int64_t my_first = INT64_MAX, my_last_grant = 0;
       redisContext* c = conns[static_cast<size_t>(i)]->c;
       while (SteadyClock::now() < stop_at) {
         const std::string& key = hot ? keys[0] : keys[NextRandom(rng) % keys.size()];
         const auto t0 = SteadyClock::now();
         bool ok_allowed = false;
-        const bool ok = ClientSideDecision(c, key, limit, watch, &ok_allowed, &my_calls);
+        int64_t at = 0;
+        const bool ok = ClientSideDecision(c, key, limit, watch, &ok_allowed, &my_calls, &at);
         hist.Record(SteadyClock::now() - t0);
         ++my_decisions;
         if (!ok) {
           ++my_errors;
           if (c->err) break;  // the connection is gone
-        } else if (ok_allowed) {
+          continue;
+        }
+        my_first = std::min(my_first, at);
+        if (ok_allowed) {
           ++my_allowed;
+          my_last_grant = std::max(my_last_grant, at);
         }
       }
       decisions += my_decisions;
       allowed += my_allowed;
       errors += my_errors;
       calls += my_calls;
+      AtomicMin(first_decision, my_first);
+      AtomicMax(last_grant, my_last_grant);
     });
   }
   for (auto& t : threads) t.join();
@@ -492,6 +456,8 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
   res.allowed = allowed;
   res.errors = errors;
   res.redis_calls = calls;
+  res.first_decision_ns = first_decision == INT64_MAX ? 0 : first_decision.load();
+  res.last_grant_ns = last_grant;
   res.p50_us = hist.Percentile(0.50);
   res.p99_us = hist.Percentile(0.99);
   if (res.errors > 0 && res.first_error.empty()) {
@@ -499,6 +465,8 @@ RunResult RunClientSide(const BenchArgs& a, const std::string& strategy,
   }
   return res;
 }
+
+namespace {
 
 void PrintJson(const RunResult& r) {
   const double dps = r.seconds > 0 ? static_cast<double>(r.decisions) / r.seconds : 0;
@@ -521,7 +489,7 @@ std::string Commas(double v) {
 
 }  // namespace
 
-int BenchRedisMain(const std::vector<std::string>& args) {
+int RedisMain(const std::vector<std::string>& args) {
   BenchArgs a;
   for (const auto& x : args) {
     if (x == "--help" || x == "-h") {
@@ -534,7 +502,7 @@ int BenchRedisMain(const std::vector<std::string>& args) {
       return 0;
     }
   }
-  if (std::string err = ParseArgs(args, &a, false); !err.empty()) {
+  if (std::string err = ParseBenchArgs(args, &a, false); !err.empty()) {
     std::fprintf(stderr, "tollgate bench redis: %s\n", err.c_str());
     return 2;
   }
@@ -583,133 +551,5 @@ int BenchRedisMain(const std::vector<std::string>& args) {
   return 0;
 }
 
-// ---- overgrant ----
-
-namespace {
-
-struct OvergrantCounts {
-  uint64_t allowed = 0, decisions = 0, errors = 0;
-};
-
-OvergrantCounts OvergrantOnce(const BenchArgs& a, const std::string& strategy,
-                              const std::string& key, int callers, const Limit& limit,
-                              SteadyClock::time_point start_at) {
-  std::vector<std::string> keys = {key};
-  RunResult r;
-  if (strategy == "lua" || strategy == "lua-single") {
-    auto store = OpenStore(a, strategy == "lua-single");
-    if (!store.ok()) {
-      std::fprintf(stderr, "overgrant: %s\n", store.status().ToString().c_str());
-      return {0, 0, 1};
-    }
-    std::this_thread::sleep_until(start_at);
-    LuaDriver d;
-    d.store = store->store.get();
-    d.limit = &limit;
-    d.keys = &keys;
-    d.hot = true;
-    d.stop_at = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                         std::chrono::duration<double>(a.seconds));
-    d.running.store(callers);
-    for (int i = 0; i < callers; ++i) d.Issue(i);
-    std::unique_lock<std::mutex> lock(d.mu);
-    d.cv.wait(lock, [&] { return d.running.load() == 0; });
-    if (!d.first_error.empty()) std::fprintf(stderr, "overgrant: %s\n", d.first_error.c_str());
-    return {d.allowed.load(), d.decisions.load(), d.errors.load()};
-  }
-  r = RunClientSide(a, strategy, "hot_key", callers, limit, keys, start_at);
-  return {r.allowed, r.decisions, r.errors};
-}
-
-}  // namespace
-
-int BenchOvergrantMain(const std::vector<std::string>& args) {
-  BenchArgs a;
-  a.seconds = 3;
-  a.concurrency = {64};
-  a.strategies = {"lua", "multicmd", "watch"};
-  a.rate = 10;
-  a.burst = 10;
-  for (const auto& x : args) {
-    if (x == "--help" || x == "-h") {
-      std::printf(
-          "usage: tollgate bench overgrant [--redis-url URL] [--strategy lua,multicmd,watch]\n"
-          "  [--processes 1] [--concurrency 64 (callers in total)] [--seconds 3] [--rate 10]"
-          " [--burst 10] [--json]\n");
-      return 0;
-    }
-  }
-  if (std::string err = ParseArgs(args, &a, true); !err.empty()) {
-    std::fprintf(stderr, "tollgate bench overgrant: %s\n", err.c_str());
-    return 2;
-  }
-  LimitSpec spec;
-  spec.rate = a.rate;
-  spec.burst = a.burst;
-  auto limit = Limit::Create(spec);
-  if (!limit.ok()) {
-    std::fprintf(stderr, "tollgate bench overgrant: %s\n", limit.status().ToString().c_str());
-    return 2;
-  }
-  const int callers = a.concurrency.front();
-  const double theoretical = static_cast<double>(a.burst) + a.rate * a.seconds;
-  if (!a.json) {
-    std::printf(
-        "| strategy | processes | callers | allowed | theoretical max | over_grant | "
-        "errors |\n|---|---|---|---|---|---|---|\n");
-  }
-  for (const auto& strategy : a.strategies) {
-    const std::string key =
-        "overgrant:" + std::to_string(getpid()) + ":" + std::to_string(WallNs()) + ":" + strategy;
-    // Children connect first, then all start together.
-    const auto start_at = SteadyClock::now() + std::chrono::milliseconds(500);
-    OvergrantCounts total;
-    std::vector<std::pair<pid_t, int>> children;
-    for (int p = 0; p < a.processes; ++p) {
-      const int mine = callers / a.processes + (p < callers % a.processes ? 1 : 0);
-      int fds[2];
-      if (pipe(fds) != 0) return 1;
-      const pid_t pid = fork();
-      if (pid < 0) return 1;
-      if (pid == 0) {
-        close(fds[0]);
-        OvergrantCounts c = OvergrantOnce(a, strategy, key, mine, *limit, start_at);
-        const ssize_t w = write(fds[1], &c, sizeof c);
-        _exit(w == static_cast<ssize_t>(sizeof c) ? 0 : 1);
-      }
-      close(fds[1]);
-      children.push_back({pid, fds[0]});
-    }
-    for (auto [pid, fd] : children) {
-      OvergrantCounts c;
-      if (read(fd, &c, sizeof c) == static_cast<ssize_t>(sizeof c)) {
-        total.allowed += c.allowed;
-        total.decisions += c.decisions;
-        total.errors += c.errors;
-      } else {
-        total.errors += 1;
-      }
-      close(fd);
-      int status = 0;
-      waitpid(pid, &status, 0);
-    }
-    const double over = (static_cast<double>(total.allowed) - theoretical) / theoretical * 100.0;
-    if (a.json) {
-      std::printf(
-          "{\"strategy\":\"%s\",\"processes\":%d,\"concurrency\":%d,\"seconds\":%.3f,"
-          "\"burst\":%" PRId64 ",\"rate\":%g,\"allowed\":%" PRIu64
-          ",\"theoretical_max\":%.0f,\"over_grant_pct\":%.2f,\"decisions\":%" PRIu64
-          ",\"errors\":%" PRIu64 "}\n",
-          strategy.c_str(), a.processes, callers, a.seconds, a.burst, a.rate, total.allowed,
-          theoretical, over, total.decisions, total.errors);
-    } else {
-      std::printf("| %s | %d | %d | %" PRIu64 " | %.0f | %.2f%% | %" PRIu64 " |\n",
-                  strategy.c_str(), a.processes, callers, total.allowed, theoretical, over,
-                  total.errors);
-    }
-    std::fflush(stdout);
-  }
-  return 0;
-}
-
+}  // namespace bench
 }  // namespace tollgate::cli
