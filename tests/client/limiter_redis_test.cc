@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "testing/redis_server.h"
+#include "testing/timing.h"
 #include "tollgate/limiter.h"
 
 namespace tollgate {
@@ -16,12 +17,20 @@ namespace {
 // So slow that nothing refills during the test: only the burst can be granted.
 LimitSpec NoRefill(int64_t burst) { return {.rate = 0.001, .burst = burst}; }
 
+// The server's URL with `query`, and a call timeout (the first call also waits
+// for the connection) scaled for a loaded machine.
+std::string Url(const testing::RedisServer& server, const std::string& query = "") {
+  const auto timeout = testing::Scaled(std::chrono::milliseconds(500));
+  return server.url() + "?timeout_ms=" + std::to_string(timeout.count()) +
+         (query.empty() ? "" : "&" + query);
+}
+
 TEST(LimiterRedisTest, SharedBucketAcrossStoresIsExact) {
   auto server = testing::RedisServer::Start();
   if (server.missing) GTEST_SKIP() << server.error;
   ASSERT_TRUE(server) << server.error;
-  auto store_a = MakeStore(server->url());
-  auto store_b = MakeStore(server->url());
+  auto store_a = MakeStore(Url(*server));
+  auto store_b = MakeStore(Url(*server));
   ASSERT_TRUE(store_a.ok()) << store_a.status().ToString();
   ASSERT_TRUE(store_b.ok()) << store_b.status().ToString();
   auto a = Limiter::Create({.limit = NoRefill(5), .name = "shared", .store = *store_a});
@@ -50,7 +59,7 @@ TEST(LimiterRedisTest, AsyncCompletesOnTheStoreThread) {
   auto server = testing::RedisServer::Start();
   if (server.missing) GTEST_SKIP() << server.error;
   ASSERT_TRUE(server) << server.error;
-  auto store = MakeStore(server->url() + "?prefix=async:");
+  auto store = MakeStore(Url(*server, "prefix=async:"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto limiter = Limiter::Create({.limit = NoRefill(3), .store = *store});
   ASSERT_TRUE(limiter.ok());

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <thread>
 
+#include "testing/timing.h"
 #include "tollgate/client.h"
 
 extern char** environ;
@@ -97,7 +98,8 @@ class TollgatedClientTest : public ::testing::Test {
     ASSERT_EQ(posix_spawn(&pid_, tollgated.c_str(), nullptr, nullptr, argv.data(), environ), 0);
 
     // Ready when /healthz answers; bounded.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    const auto deadline =
+        std::chrono::steady_clock::now() + testing::Scaled(std::chrono::seconds(20));
     while (std::chrono::steady_clock::now() < deadline) {
       httplib::Client c("127.0.0.1", port_);
       c.set_connection_timeout(1);

@@ -6,6 +6,8 @@
 
 #include <thread>
 
+#include "testing/timing.h"
+
 namespace tollgate::testing {
 namespace {
 
@@ -87,13 +89,13 @@ RedisCluster::StartResult RedisCluster::Start(Options options) {
   args.push_back(std::to_string(options.replicas_per_master));
   args.push_back("--cluster-yes");
   const std::string log = cluster->nodes_[0]->dir() + "/cluster-create.log";
-  const int rc = RunBounded(args, log, std::chrono::seconds(60));
+  const int rc = RunBounded(args, log, Scaled(std::chrono::seconds(60)));
   if (rc != 0) {
     result.error =
         "redis-cli --cluster create failed (exit " + std::to_string(rc) + "), see " + log;
     return result;
   }
-  if (!cluster->WaitHealthy(std::chrono::seconds(30))) {
+  if (!cluster->WaitHealthy(Scaled(std::chrono::seconds(30)))) {
     result.error = "cluster did not reach cluster_state:ok";
     return result;
   }

@@ -12,6 +12,7 @@
 #include "redis/window_agreement.h"
 #include "store_contract.h"
 #include "testing/redis_server.h"
+#include "testing/timing.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/local_store.h"
 
@@ -23,9 +24,13 @@ RedisServer* SharedRedis() {
   return start.server.get();
 }
 
+// A store on `server`; its timeouts (timeouts its calls are expected to meet,
+// or to hit only when the test makes Redis fail) scaled for a loaded machine.
 std::unique_ptr<RedisStore> MakeRedisStore(const RedisServer& server, RedisOptions o = {}) {
   o.host = "127.0.0.1";
   o.port = server.port();
+  o.call_timeout = Scaled(o.call_timeout);
+  o.connect_timeout = Scaled(o.connect_timeout);
   auto s = RedisStore::Create(o);
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -56,16 +61,8 @@ Limit Bucket(double rate, int64_t burst) {
   return *Limit::Create(s);
 }
 
-// Waits (bounded) until `pred` holds.
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds deadline = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);  // poll interval
-  }
-  return pred();
-}
+using testing::Scaled;
+using testing::WaitFor;
 
 using testing::ReferenceBatch;
 
@@ -298,7 +295,7 @@ TEST(RedisStore, IdleKeysExpireWhenTheBucketIsFull) {
   const Limit fast = Bucket(100, 2);  // full again 10-20 ms after use
   ASSERT_TRUE(AcquireOne(*store, "short", fast, 2).value().allowed);
   const std::string key = store->RedisKeyFor("short");
-  EXPECT_TRUE(Eventually([&] { return server.Command({"EXISTS", key}) == "0"; }));
+  EXPECT_TRUE(WaitFor([&] { return server.Command({"EXISTS", key}) == "0"; }));
 }
 
 TEST(RedisStore, RecoversFromScriptFlushWithoutDoubleCharging) {
@@ -331,10 +328,10 @@ TEST(RedisStore, ReconnectsAfterKillAndRestart) {
   EXPECT_TRUE(down.status().code() == StatusCode::kConnection ||
               down.status().code() == StatusCode::kTimeout)
       << down.status().ToString();
-  EXPECT_TRUE(Eventually([&] { return !store->Healthy(); }));
+  EXPECT_TRUE(WaitFor([&] { return !store->Healthy(); }));
   ASSERT_EQ(server.Restart(), "");
   // A fresh server (no persistence): state and script cache are gone.
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitFor([&] {
     auto r = AcquireOne(*store, "rk", l, 1);
     return r.ok() && r->allowed && r->remaining == 2;
   }));
@@ -356,10 +353,10 @@ TEST(RedisStore, PausedServerTimesOutThenRecovers) {
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kTimeout) << r.status().ToString();
-  EXPECT_LT(took, 5s);  // bounded, not hung
+  EXPECT_LT(took, Scaled(5s));  // bounded, not hung
   EXPECT_GE(store->Stats().timeouts, 1u);
   server.Resume();
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitFor([&] {
     auto ok = AcquireOne(*store, "p", l, 1);
     return ok.ok() && ok->allowed;
   }));
@@ -373,7 +370,7 @@ TEST(RedisStore, UnreachableServerFailsFastWithConnectionError) {
   ASSERT_TRUE(store.ok());
   const Limit l = Bucket(1, 1);
   // The first call may wait for the first connect attempt; later ones fail fast.
-  ASSERT_TRUE(Eventually([&] { return !(*store)->Healthy(); }));
+  ASSERT_TRUE(WaitFor([&] { return !(*store)->Healthy(); }));
   Result<Decision> r = AcquireOne(**store, "x", l, 1);
   for (int i = 0; i < 3 && r.ok(); ++i) r = AcquireOne(**store, "x", l, 1);
   ASSERT_FALSE(r.ok());
@@ -426,7 +423,7 @@ TEST(RedisStore, AuthAndDatabaseNumber) {
   EXPECT_NE(info->str.find(" db=3 "), std::string::npos) << info->str;
 
   url->password = "wrong";
-  url->call_timeout = 300ms;
+  url->call_timeout = Scaled(300ms);
   auto bad = RedisStore::Create(*url);
   ASSERT_TRUE(bad.ok());
   auto denied = AcquireOne(**bad, "authed", l, 1);
@@ -455,7 +452,7 @@ TEST(RedisStore, AclUserLogsInByName) {
   for (const char* bad : {"redis://alice:wrong@", "redis://bob:secret@"}) {
     auto bu = ParseRedisUrl(bad + hostport);
     ASSERT_TRUE(bu.ok());
-    bu->call_timeout = 300ms;
+    bu->call_timeout = Scaled(300ms);
     auto bs = RedisStore::Create(*bu);
     ASSERT_TRUE(bs.ok());
     auto denied = AcquireOne(**bs, "acl", l, 1);

@@ -10,6 +10,7 @@
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #include "testing/redis_server.h"
+#include "testing/timing.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate::rls {
@@ -54,7 +55,7 @@ class RlsRedisTest : public ::testing::Test {
     ro.port = port;
     ro.use_client_clock = true;
     ro.clock = &clock_;
-    ro.call_timeout = std::chrono::milliseconds(300);
+    ro.call_timeout = testing::Scaled(std::chrono::milliseconds(300));
     ro.reconnect_backoff_max = std::chrono::milliseconds(100);
     auto store = RedisStore::Create(ro);
     ASSERT_TRUE(store.ok()) << store.status().ToString();

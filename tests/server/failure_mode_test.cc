@@ -198,7 +198,8 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
   server::ServerConfig c = TestServer::DefaultConfig();
   c.store = started.server->tls_url() + "?tls_ca_file=" + started.server->ca_file();
   c.failure_mode = "degrade";
-  c.store_timeout = server::Millis(1000);  // the first heartbeat also waits for the handshake
+  c.store_timeout =
+      Scaled(server::Millis(1000));  // the first heartbeat also waits for the handshake
   auto a = server::CreateStore(c, &SystemClock::Instance());
   auto b = server::CreateStore(c, &SystemClock::Instance());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -207,11 +208,8 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
     auto* r = dynamic_cast<ResilientStore*>(bundle.store.get());
     return r != nullptr ? r->Stats().instances : -1;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
-  while ((instances(*a) != 2 || instances(*b) != 2) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling, with a deadline
-  }
+  WaitFor([&] { return instances(*a) == 2 && instances(*b) == 2; }, std::chrono::seconds(4),
+          std::chrono::milliseconds(10));
   EXPECT_EQ(instances(*a), 2);
   EXPECT_EQ(instances(*b), 2);
 }

@@ -163,7 +163,7 @@ bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no
 }  // namespace
 
 HttpConnection::HttpConnection(int port, std::chrono::milliseconds timeout)
-    : fd_(ConnectLoopback(port, timeout)) {}
+    : fd_(ConnectLoopback(port, Scaled(timeout))) {}
 HttpConnection::~HttpConnection() { Close(); }
 
 void HttpConnection::Close() {
@@ -252,7 +252,7 @@ std::string HttpConnection::ReadAtLeast(size_t n) {
 
 bool HttpConnection::WaitClosed(std::chrono::milliseconds within) {
   if (fd_ < 0) return true;
-  auto end = std::chrono::steady_clock::now() + within;
+  auto end = std::chrono::steady_clock::now() + Scaled(within);
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         end - std::chrono::steady_clock::now());
@@ -333,7 +333,7 @@ void TestUpstream::AcceptLoop() {
       continue;
     }
     int id = ++connections_;
-    SetTimeouts(fd, std::chrono::seconds(10));
+    SetTimeouts(fd, Scaled(std::chrono::seconds(10)));
     std::lock_guard lock(mu_);
     fds_.push_back(fd);
     threads_.emplace_back([this, fd, id] { Serve(fd, id); });

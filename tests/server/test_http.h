@@ -2,7 +2,8 @@
 // upstream server (Beast, thread per connection) for gateway and nginx tests.
 //
 // Every socket has a receive/send timeout, so a broken server fails a test
-// instead of hanging it. Not for production use.
+// instead of hanging it; timeouts and waits are scaled for a loaded machine
+// (testing/timing.h). Not for production use.
 #ifndef TOLLGATE_TESTS_SERVER_TEST_HTTP_H_
 #define TOLLGATE_TESTS_SERVER_TEST_HTTP_H_
 
@@ -16,6 +17,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "testing/timing.h"  // WaitFor, Scaled
 
 namespace tollgate::testing {
 
@@ -35,7 +38,7 @@ struct HttpResponse {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-// One keep-alive connection.
+// One keep-alive connection; `timeout` (scaled) bounds connect, each send and each read.
 class HttpConnection {
  public:
   explicit HttpConnection(int port, std::chrono::milliseconds timeout = std::chrono::seconds(5));
@@ -52,7 +55,7 @@ class HttpConnection {
   // timeout stop earlier); returns them without consuming: ReadResponse still
   // parses the whole response afterwards.
   std::string ReadAtLeast(size_t n);
-  // True when the server closed the connection (reads EOF within the timeout).
+  // True when the server closed the connection (reads EOF within `within`, scaled).
   bool WaitClosed(std::chrono::milliseconds within);
   void Close();
 
@@ -105,18 +108,6 @@ class TestUpstream {
 
 // `n` bytes of a fixed pattern covering every byte value (NUL, CR, LF included).
 std::string PatternBytes(size_t n);
-
-// Waits until pred() is true or the deadline passes; returns pred().
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return pred();
-    std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling interval, not a sync
-  }
-  return true;
-}
 
 }  // namespace tollgate::testing
 

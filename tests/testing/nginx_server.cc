@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/timing.h"
+
 namespace tollgate::testing {
 namespace {
 
@@ -109,7 +111,7 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
     return result;
   }
   server->pid_ = pid;
-  auto end = std::chrono::steady_clock::now() + deadline;
+  auto end = std::chrono::steady_clock::now() + Scaled(deadline);
   while (!CanConnect(port)) {
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) {

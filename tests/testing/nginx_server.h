@@ -37,7 +37,8 @@ class NginxServer {
     NginxServer* operator->() const { return server.get(); }
   };
 
-  // `http_block` goes inside http { }; it must listen on 127.0.0.1:`port`.
+  // `http_block` goes inside http { }; it must listen on 127.0.0.1:`port`
+  // within `deadline` (scaled, testing/timing.h).
   static StartResult Start(const std::string& http_block, int port,
                            std::chrono::milliseconds deadline = std::chrono::seconds(10));
   static std::string BinaryPath();  // "" when not installed

@@ -18,6 +18,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "testing/timing.h"
+
 namespace tollgate::testing {
 namespace {
 
@@ -262,7 +264,7 @@ std::string RedisServer::Launch() {
   }
   pid_ = pid;
   paused_ = false;
-  auto end = Clock::now() + options_.start_deadline;
+  auto end = Clock::now() + Scaled(options_.start_deadline);
   while (Clock::now() < end) {
     if (Reaped(pid_)) {
       pid_ = -1;

@@ -39,8 +39,8 @@ namespace tollgate::testing {
 class RedisServer {
  public:
   struct Options {
-    std::vector<std::string> extra_args;  // e.g. {"--requirepass", "pw"}
-    std::chrono::milliseconds start_deadline{10000};
+    std::vector<std::string> extra_args;              // e.g. {"--requirepass", "pw"}
+    std::chrono::milliseconds start_deadline{10000};  // scaled (testing/timing.h)
     std::string password;  // used by the readiness PING when requirepass is set
     // Pick a port whose cluster bus port (port + 10000) is free too.
     bool cluster_bus = false;
