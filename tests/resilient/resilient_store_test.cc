@@ -10,6 +10,7 @@
 
 #include "resilient/degraded_limit.h"
 #include "resilient/fake_store.h"
+#include "testing/timing.h"
 
 namespace tollgate {
 namespace {
@@ -572,7 +573,11 @@ TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
   o.background = true;
   o.breaker.consecutive_failures = 2;
   o.breaker.open_duration = std::chrono::milliseconds(5);
-  o.call_deadline = std::chrono::milliseconds(100);
+  // A call that waits on the hung primary lasts the deadline; one that does
+  // not takes microseconds. Scaled, so a loaded machine's scheduling delays
+  // stay far below it.
+  const auto deadline = testing::Scaled(std::chrono::milliseconds(100));
+  o.call_deadline = deadline;
   auto hanging = std::make_unique<HangingStore>();
   HangingStore* primary = hanging.get();
   auto store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
@@ -581,14 +586,14 @@ TEST(BackgroundProbeTest, ClientsNeverWaitOnAHungPrimaryWhileTheProberProbes) {
   ASSERT_NE(store->breaker().state(), BreakerState::kClosed);
   EXPECT_EQ(store->Stats().breaker.opened_by_no_answer, 1u);
   // Each held call is the client call or a probe; wait for three probes.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto until = std::chrono::steady_clock::now() + testing::Scaled(std::chrono::seconds(10));
   uint64_t client_calls = 0;
   while (store->Stats().breaker.probes < 3 && std::chrono::steady_clock::now() < until) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = AcquireOne(*store, "r\x1fk", l, 1);
     const auto took = std::chrono::steady_clock::now() - t0;
     ASSERT_TRUE(r.ok());
-    EXPECT_LT(took, std::chrono::milliseconds(100)) << "a client call waited on the primary";
+    EXPECT_LT(took, deadline) << "a client call waited on the primary";
     ++client_calls;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // paces the caller
   }
@@ -617,15 +622,12 @@ TEST(BackgroundProbeTest, TheProberClosesTheBreakerWithoutClientCalls) {
   const Limit l = Bucket(5);
   primary->fail = StatusCode::kConnection;
   for (int i = 0; i < 2; ++i) EXPECT_FALSE(AcquireOne(*store, "r\x1fk", l, 1).ok());
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (store->Stats().breaker.probes < 2 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls the condition
+  ASSERT_TRUE(testing::WaitFor([&] { return store->Stats().breaker.probes >= 2; },
+                               std::chrono::seconds(10)));
   EXPECT_NE(store->breaker().state(), BreakerState::kClosed);
   primary->fail = StatusCode::kOk;
-  while (store->breaker().state() != BreakerState::kClosed &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls the condition
-  ASSERT_EQ(store->breaker().state(), BreakerState::kClosed);
+  ASSERT_TRUE(testing::WaitFor([&] { return store->breaker().state() == BreakerState::kClosed; },
+                               std::chrono::seconds(10)));
   auto r = AcquireOne(*store, "r\x1fk", l, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(store->Stats().primary_decisions, 1u);
