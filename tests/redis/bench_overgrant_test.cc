@@ -55,7 +55,9 @@ TEST(BenchOvergrant, FourProcessesOnOneRedisStayWithinTheMeasuredBound) {
   ASSERT_FALSE(j.is_null());
   EXPECT_EQ(j.at("strategy"), "lua");
   EXPECT_EQ(j.at("processes"), 4);
-  EXPECT_GT(j.at("decisions").get<int64_t>(), 1000) << j;  // the callers did race
+  // The callers did race: they kept asking long after the bucket was empty
+  // (by count, not by speed: a slow machine asks less often, not less).
+  EXPECT_GT(j.at("decisions").get<int64_t>(), 10 * j.at("allowed").get<int64_t>()) << j;
   EXPECT_EQ(j.at("nominal_max").get<double>(), kBurst + kRate * kSeconds) << j;
   const double span = j.at("span_s").get<double>();
   const int64_t bound = j.at("bound").get<int64_t>();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "server/server.h"
+#include "testing/timing.h"
 
 namespace tollgate::testing {
 
@@ -24,12 +25,13 @@ inline void WriteFile(const std::string& path, const std::string& text) {
   std::filesystem::rename(path + ".tmp", path);  // atomic: a poller never sees half a file
 }
 
-// A policy with one tight per-API-key bucket (burst 3, 1 token/s) and one
-// generous per-IP bucket; names used by the tests.
+// A policy with one tight per-API-key bucket (burst 3, one token per 100 s:
+// on the real clock, a slow machine never sees a refill during a test) and
+// one generous per-IP bucket; names used by the tests.
 inline std::string TightPolicy() {
   return R"({"rules": [
     {"name": "keyed", "limit_keys": ["header:x-api-key"], "algorithm": "token_bucket",
-     "algorithm_config": {"rps": 1, "burst": 3}},
+     "algorithm_config": {"rps": 0.01, "burst": 3}},
     {"name": "per-ip", "group": "ip", "limit_keys": ["ip:address"], "algorithm": "token_bucket",
      "algorithm_config": {"rps": 100000, "burst": 100000}}
   ]})";
@@ -58,6 +60,9 @@ struct TestServer {
     c.policy_poll_interval = server::Millis(0);
     c.log_level = "warn";
     c.drain_timeout = server::Millis(2000);
+    // Decisions are expected to meet the store's timeout (a Redis store's
+    // first call also waits for the connection): scaled for a loaded machine.
+    c.store_timeout = Scaled(c.store_timeout);
     return c;
   }
 
