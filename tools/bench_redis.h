@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,13 @@ struct BenchArgs {
 
 // Returns "" or an error message. `overgrant` accepts --processes.
 std::string ParseBenchArgs(const std::vector<std::string>& args, BenchArgs* a, bool overgrant);
+
+// A command's start: prints `usage` for --help/-h (returns 0), or parses the
+// options into *a (over its defaults) and makes the bucket *limit from
+// --rate/--burst; errors go to stderr prefixed by `command` (returns 2).
+// Returns -1 when the command should run.
+int StartBench(const std::vector<std::string>& args, const char* command, const char* usage,
+               bool overgrant, BenchArgs* a, std::optional<Limit>* limit);
 
 bool IsClusterUrl(std::string_view url);
 

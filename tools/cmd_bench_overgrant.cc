@@ -250,29 +250,16 @@ int OvergrantMain(const std::vector<std::string>& args) {
   a.strategies = {"lua", "multicmd", "watch"};
   a.rate = 10;
   a.burst = 10;
-  for (const auto& x : args) {
-    if (x == "--help" || x == "-h") {
-      std::printf(
-          "usage: tollgate bench overgrant [--redis-url URL] [--strategy lua,multicmd,watch]\n"
-          "  [--processes 1] [--concurrency 64 (callers in total)] [--seconds 3] [--rate 10]"
-          " [--burst 10] [--json]\n"
-          "Checks allowed <= bound = burst + floor(span / interval), span = first decision to\n"
-          "last grant in the store's clock (Redis TIME; the client clock for multicmd/watch).\n");
-      return 0;
-    }
-  }
-  if (std::string err = ParseBenchArgs(args, &a, true); !err.empty()) {
-    std::fprintf(stderr, "tollgate bench overgrant: %s\n", err.c_str());
-    return 2;
-  }
-  LimitSpec spec;
-  spec.rate = a.rate;
-  spec.burst = a.burst;
-  auto limit = Limit::Create(spec);
-  if (!limit.ok()) {
-    std::fprintf(stderr, "tollgate bench overgrant: %s\n", limit.status().ToString().c_str());
-    return 2;
-  }
+  std::optional<Limit> limit;
+  const int exit_code = StartBench(
+      args, "tollgate bench overgrant",
+      "usage: tollgate bench overgrant [--redis-url URL] [--strategy lua,multicmd,watch]\n"
+      "  [--processes 1] [--concurrency 64 (callers in total)] [--seconds 3] [--rate 10]"
+      " [--burst 10] [--json]\n"
+      "Checks allowed <= bound = burst + floor(span / interval), span = first decision to\n"
+      "last grant in the store's clock (Redis TIME; the client clock for multicmd/watch).\n",
+      true, &a, &limit);
+  if (exit_code >= 0) return exit_code;
   const int callers = a.concurrency.front();
   const double nominal = static_cast<double>(a.burst) + a.rate * a.seconds;
   if (!a.json) {

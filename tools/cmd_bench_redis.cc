@@ -118,6 +118,30 @@ std::string ParseBenchArgs(const std::vector<std::string>& args, BenchArgs* a, b
   return "";
 }
 
+int StartBench(const std::vector<std::string>& args, const char* command, const char* usage,
+               bool overgrant, BenchArgs* a, std::optional<Limit>* limit) {
+  for (const auto& x : args) {
+    if (x == "--help" || x == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  }
+  if (std::string err = ParseBenchArgs(args, a, overgrant); !err.empty()) {
+    std::fprintf(stderr, "%s: %s\n", command, err.c_str());
+    return 2;
+  }
+  LimitSpec spec;
+  spec.rate = a->rate;
+  spec.burst = a->burst;
+  auto made = Limit::Create(spec);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s: %s\n", command, made.status().ToString().c_str());
+    return 2;
+  }
+  limit->emplace(*made);
+  return -1;
+}
+
 bool IsClusterUrl(std::string_view url) {
   return url.starts_with("redis-cluster://") || url.starts_with("rediss-cluster://");
 }
@@ -491,29 +515,15 @@ std::string Commas(double v) {
 
 int RedisMain(const std::vector<std::string>& args) {
   BenchArgs a;
-  for (const auto& x : args) {
-    if (x == "--help" || x == "-h") {
-      std::printf(
-          "usage: tollgate bench redis [--redis-url redis://HOST:PORT] [--strategy "
-          "lua,multicmd,watch"
-          ",lua-single]\n  [--scenario hot_key,per_user] [--concurrency 1,16,64,256] [--seconds 3]"
-          " [--json]\n  [--users 10000] [--rate 1e6] [--burst 1000000] [--connections 2]"
-          " [--max-batch 256] [--inflight 4] [--deny-cache]\n");
-      return 0;
-    }
-  }
-  if (std::string err = ParseBenchArgs(args, &a, false); !err.empty()) {
-    std::fprintf(stderr, "tollgate bench redis: %s\n", err.c_str());
-    return 2;
-  }
-  LimitSpec spec;
-  spec.rate = a.rate;
-  spec.burst = a.burst;
-  auto limit = Limit::Create(spec);
-  if (!limit.ok()) {
-    std::fprintf(stderr, "tollgate bench redis: %s\n", limit.status().ToString().c_str());
-    return 2;
-  }
+  std::optional<Limit> limit;
+  const int exit_code = StartBench(
+      args, "tollgate bench redis",
+      "usage: tollgate bench redis [--redis-url redis://HOST:PORT] [--strategy "
+      "lua,multicmd,watch,lua-single]\n  [--scenario hot_key,per_user] [--concurrency "
+      "1,16,64,256] [--seconds 3] [--json]\n  [--users 10000] [--rate 1e6] [--burst 1000000] "
+      "[--connections 2] [--max-batch 256] [--inflight 4] [--deny-cache]\n",
+      false, &a, &limit);
+  if (exit_code >= 0) return exit_code;
   std::vector<RunResult> results;
   for (const auto& scenario : a.scenarios) {
     std::vector<std::string> keys;
