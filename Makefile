@@ -10,7 +10,7 @@ export CCACHE_NOHASHDIR := 1
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test unit integration format format-check sanitize asan tsan bench run install clean
+.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan bench run install clean
 
 deps:
 	@bash tools/deps.sh
@@ -43,9 +43,20 @@ asan:
 
 tsan:
 	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF
-	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/concurrency_targets.sh $(BUILD_TSAN))
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/test_targets.sh $(BUILD_TSAN) concurrency)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
+
+# The timing-sensitive tests (CTest label "timing") ROUNDS times beside HOGS busy CPUs, in
+# STRESS_BUILD (build, or build-asan / build-tsan after make asan / make tsan); prints
+# pass/fail counts. See README "Testing on a loaded machine".
+STRESS_BUILD ?= $(BUILD)
+ROUNDS       ?= 5
+HOGS         ?= 2
+test-stress: $(if $(filter $(BUILD),$(STRESS_BUILD)),configure)
+	@test -f $(STRESS_BUILD)/CMakeCache.txt || { echo "$(STRESS_BUILD) is not configured (make asan or make tsan first)"; exit 2; }
+	cmake --build $(STRESS_BUILD) -j $(JOBS) --target $$(bash tools/test_targets.sh $(STRESS_BUILD) timing)
+	bash tools/stress.sh --build $(STRESS_BUILD) --rounds $(ROUNDS) --hogs $(HOGS)
 
 bench: build
 	bash bench/run.sh $(BUILD)

@@ -18,7 +18,9 @@ endfunction()
 
 # tollgate_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...])
 # A GoogleTest binary registered with CTest. Label "concurrency" puts it in the
-# TSan run of `make sanitize`; "integration" marks tests that start servers.
+# TSan run of `make sanitize`; "integration" marks tests that start servers;
+# "timing" marks tests whose outcome depends on time (real clocks, deadlines,
+# threads), which `make test-stress` runs beside busy CPUs (tools/stress.sh).
 function(tollgate_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
