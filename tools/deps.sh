@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs exactly the Debian 12 packages tollgate needs that are missing.
-# Idempotent and non-interactive; safe to run on every `make`.
+# Installs exactly the Debian 12 packages tollgate needs (to build, and to run every test)
+# that are missing. Idempotent, non-interactive and quiet: safe to run on every `make`.
+#
+# As root it runs apt-get itself; as another user it uses `sudo -n` (never a password prompt).
+# Without root or password-less sudo it installs nothing: it prints the one apt-get command to
+# run and exits 1. apt and dpkg write to a log file; only a summary line is printed, and the
+# log's end on failure.
 set -euo pipefail
 
 PACKAGES=(
+  # build
   build-essential cmake ninja-build ccache pkg-config git clang-format
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost-dev libboost-system-dev
@@ -12,15 +18,21 @@ PACKAGES=(
   libcpp-httplib-dev libcurl4-openssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev
-  redis-server redis-tools nginx-light wrk
-  python3 curl procps
+  # the fuzz targets (libFuzzer)
+  clang-14 libclang-rt-14-dev
+  # peers and tools the tests start or call
+  redis-server redis-tools nginx-light wrk etcd-server etcd-client prometheus lintian
+  python3 python3-h11 curl procps tzdata
 )
 
+# One dpkg-query for all of them: the common case (nothing missing) stays fast.
+declare -A installed=()
+while read -r name status; do
+  [ "$status" = "installed" ] && installed[${name%%:*}]=1
+done < <(dpkg-query -W -f='${binary:Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
 missing=()
 for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
+  [ -n "${installed[$p]:-}" ] || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -28,16 +40,49 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-# The redis-server and nginx packages try to start their services; tests start their own.
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-  $SUDO chmod +x /usr/sbin/policy-rc.d
-  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+install_cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  # sudo resets the environment, so DEBIAN_FRONTEND goes on the command line below.
+  SUDO=(sudo -n)
+else
+  echo "deps: missing: ${missing[*]}" >&2
+  if command -v sudo >/dev/null 2>&1; then
+    echo "deps: installing them needs root, and sudo asks for a password here. Run:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  else
+    echo "deps: installing them needs root, and sudo is not installed. Run as root:" >&2
+    echo "  $install_cmd" >&2
+  fi
+  echo "deps: then run make again." >&2
+  exit 1
 fi
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "deps: done"
+as_root() { "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive "$@"; }
+
+log=$(mktemp "${TMPDIR:-/tmp}/tollgate-deps.XXXXXX.log")
+cleanup() {
+  if [ -n "${policy_rc_d:-}" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
+}
+trap cleanup EXIT
+failed() {
+  echo "deps: '$1' failed; the end of its log ($log):" >&2
+  tail -n 40 "$log" >&2
+  exit 1
+}
+
+echo "deps: installing ${#missing[@]} packages: ${missing[*]}"
+# redis-server, nginx, etcd and prometheus start their services when installed; the tests
+# start their own. policy-rc.d (exit 101) tells invoke-rc.d not to start anything.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+  as_root chmod +x /usr/sbin/policy-rc.d
+  policy_rc_d=1
+fi
+start=$SECONDS
+as_root apt-get update >>"$log" 2>&1 || failed "apt-get update"
+as_root apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" \
+  >>"$log" 2>&1 || failed "apt-get install"
+unpacked=$(grep -c '^Setting up ' "$log" || true)
+echo "deps: installed ${#missing[@]} packages ($unpacked with their dependencies) in $((SECONDS - start)) s"
+rm -f "$log"
