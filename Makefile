@@ -3,7 +3,11 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
-CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# Extra CMake arguments for every build dir when it is configured; CI: -DTOLLGATE_WERROR=ON.
+CMAKE_ARGS ?=
+# Ninja when installed. Deferred (=, in recipes): evaluated after deps ran, so a first build on a
+# fresh machine uses the Ninja that deps just installed. A configured dir keeps its generator.
+cmake_gen   = $(if $(wildcard $(1)/CMakeCache.txt),,$(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja"))
 # ccache keys on relative paths, so a fresh clone elsewhere reuses the cache.
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
@@ -15,11 +19,12 @@ ADMIN      ?= 127.0.0.1:9090
 deps:
 	@bash tools/deps.sh
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) $(call cmake_gen,$(BUILD)) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
+# Everything: the libraries, tollgated, the CLI, every test and benchmark.
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -35,14 +40,14 @@ format-check:
 # ASan+UBSan over every test, then TSan over the tests labelled "concurrency".
 sanitize: deps asan tsan
 
-asan:
-	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=address -DTOLLGATE_BUILD_BENCH=OFF
+asan: | deps
+	cmake -S . -B $(BUILD_ASAN) $(call cmake_gen,$(BUILD_ASAN)) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=address -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -LE no_asan
 
-tsan:
-	cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF
+tsan: | deps
+	cmake -S . -B $(BUILD_TSAN) $(call cmake_gen,$(BUILD_TSAN)) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/test_targets.sh $(BUILD_TSAN) concurrency)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
@@ -61,7 +66,9 @@ test-stress: $(if $(filter $(BUILD),$(STRESS_BUILD)),configure)
 bench: build
 	bash bench/run.sh $(BUILD)
 
-run: build
+# Builds only what it runs (tollgated), not the tests and benchmarks.
+run: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tollgated
 	@echo "tollgated: decisions on http://$(LISTEN), admin on http://$(ADMIN) (Ctrl-C stops)"
 	@echo "  curl -i -X POST http://$(LISTEN)/v1/decide -d '{\"request\":{\"method\":\"GET\",\"path\":\"/api/items\",\"headers\":{\"x-api-key\":\"k1\"}}}'"
 	@echo "  curl -i http://$(LISTEN)/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k1'"
