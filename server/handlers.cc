@@ -358,11 +358,12 @@ Response HandleTop(Shared& s, std::string_view query) {
   size_t n = 10;
   std::string rule_filter;
   std::vector<ConfigError> errors;
-  ForEachQueryParam(query, [&](std::string name, std::string value) {
+  ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
     if (name == "n") {
+      const std::string digits(value);
       char* end = nullptr;
-      long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 1 || v > 1000) {
+      long v = std::strtol(digits.c_str(), &end, 10);
+      if (digits.empty() || *end != '\0' || v < 1 || v > 1000) {
         errors.push_back({"n", "must be an integer in [1, 1000]"});
       } else {
         n = size_t(v);
@@ -370,7 +371,7 @@ Response HandleTop(Shared& s, std::string_view query) {
     } else if (name == "rule") {
       rule_filter = value;
     } else {
-      errors.push_back({name, "unknown parameter (n, rule)"});
+      errors.push_back({std::string(name), "unknown parameter (n, rule)"});
     }
   });
   if (!errors.empty()) return Problem(400, "Bad query", "", errors);
@@ -392,14 +393,14 @@ Response HandleTop(Shared& s, std::string_view query) {
 
 std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out) {
   std::vector<ConfigError> errors;
-  ForEachQueryParam(query, [&](std::string name, std::string value) {
+  ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
     if (name == "method") {
       out->method = value;
     } else if (name == "path") {
       size_t q = value.find('?');
-      if (q != std::string::npos) {
+      if (q != std::string_view::npos) {
         out->query = value.substr(q + 1);
-        value.resize(q);
+        value = value.substr(0, q);
       }
       out->path = value;
     } else if (name == "query") {
@@ -408,15 +409,15 @@ std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequ
       out->client_ip = value;
     } else if (name == "header") {
       size_t colon = value.find(':');
-      if (colon == std::string::npos || colon == 0) {
+      if (colon == std::string_view::npos || colon == 0) {
         errors.push_back({"header", "must be name:value"});
         return;
       }
-      std::string_view v = std::string_view(value).substr(colon + 1);
+      std::string_view v = value.substr(colon + 1);
       while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-      out->header_storage.emplace_back(value.substr(0, colon), std::string(v));
+      out->header_storage.emplace_back(value.substr(0, colon), v);
     } else {
-      errors.push_back({name, "unknown parameter (method, path, query, header, ip)"});
+      errors.push_back({std::string(name), "unknown parameter (method, path, query, header, ip)"});
     }
   });
   if (out->path.empty() || out->path[0] != '/') errors.push_back({"path", "must start with /"});

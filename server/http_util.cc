@@ -88,7 +88,7 @@ std::string PercentDecode(std::string_view s, bool plus_is_space) {
 }
 
 void ForEachQueryParam(std::string_view query,
-                       const std::function<void(std::string, std::string)>& fn) {
+                       const std::function<void(std::string_view, std::string_view)>& fn) {
   while (!query.empty()) {
     size_t amp = query.find('&');
     std::string_view pair = query.substr(0, amp);
@@ -98,7 +98,9 @@ void ForEachQueryParam(std::string_view query,
     std::string_view name = pair.substr(0, eq);
     std::string_view value =
         eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-    fn(PercentDecode(name), PercentDecode(value));
+    const std::string decoded_name = PercentDecode(name);
+    const std::string decoded_value = PercentDecode(value);
+    fn(decoded_name, decoded_value);
   }
 }
 

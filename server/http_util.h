@@ -44,9 +44,10 @@ struct Target {
 Target SplitTarget(std::string_view target);
 
 std::string PercentDecode(std::string_view s, bool plus_is_space = true);
-// Calls fn(name, value) for each query parameter, percent-decoded.
+// Calls fn(name, value) for each query parameter, percent-decoded. The views are valid only
+// during the call.
 void ForEachQueryParam(std::string_view query,
-                       const std::function<void(std::string, std::string)>& fn);
+                       const std::function<void(std::string_view, std::string_view)>& fn);
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 

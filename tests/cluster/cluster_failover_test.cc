@@ -63,7 +63,7 @@ struct Load {
   std::atomic<int> allowed{0}, errors{0}, ok_after_mark{0};
   std::atomic<int64_t> last_error_ns{0};
   std::atomic<bool> mark{false};
-  std::vector<std::thread> threads;
+  std::vector<std::thread> threads{};  // {}: Load{store, key, limit} leaves it out
   void Start(int n) {
     for (int t = 0; t < n; ++t) {
       threads.emplace_back([this] {

@@ -364,7 +364,7 @@ struct SlotMigration {
   RedisCluster& c;
   int slot;
   size_t from, to;
-  std::string from_id, to_id;
+  std::string from_id{}, to_id{};  // set by Begin(); {}: SlotMigration{...} leaves them out
   void Begin() {
     from_id = c.NodeId(from);
     to_id = c.NodeId(to);

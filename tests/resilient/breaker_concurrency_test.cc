@@ -65,8 +65,12 @@ TEST(BreakerConcurrencyTest, TransitionsStayConsistentUnderContention) {
   for (const auto& t : seen) {
     EXPECT_EQ(t.from, state);
     EXPECT_NE(t.from, t.to);
-    if (t.from == BreakerState::kClosed) EXPECT_EQ(t.to, BreakerState::kOpen);
-    if (t.from == BreakerState::kOpen) EXPECT_EQ(t.to, BreakerState::kHalfOpen);
+    if (t.from == BreakerState::kClosed) {
+      EXPECT_EQ(t.to, BreakerState::kOpen);
+    }
+    if (t.from == BreakerState::kOpen) {
+      EXPECT_EQ(t.to, BreakerState::kHalfOpen);
+    }
     state = t.to;
     opened += t.to == BreakerState::kOpen;
     half += t.to == BreakerState::kHalfOpen;
