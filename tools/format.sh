@@ -5,8 +5,8 @@ cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.h' '*.cc' '*.cpp' '*.hpp' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 [ ${#files[@]} -gt 0 ] || exit 0
 if [ "${1:-}" = "--check" ]; then
-  if ! clang-format --dry-run --Werror "${files[@]}" 2>/tmp/tollgate-format.txt; then
-    grep -E '^[^ ].*: (error|warning)' /tmp/tollgate-format.txt | cut -d: -f1 | sort -u | sed 's/^/needs clang-format: /'
+  if ! report=$(clang-format --dry-run --Werror "${files[@]}" 2>&1); then
+    grep -E '^[^ ].*: (error|warning)' <<<"$report" | cut -d: -f1 | sort -u | sed 's/^/needs clang-format: /'
     echo "format check failed: run 'make format'"
     exit 1
   fi

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <thread>
 
+#include "testing/scoped_temp_dir.h"
 #include "testing/timing.h"
 #include "tollgate/client.h"
 
@@ -77,11 +78,7 @@ class TollgatedClientTest : public ::testing::Test {
     ASSERT_GT(upstream_port, 0);
     upstream_thread_ = std::thread([this] { upstream_.listen_after_bind(); });
 
-    dir_ = fs::temp_directory_path() /
-           ("tollgate-client-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    const std::string policy = (dir_ / "policy.json").string();
+    const std::string policy = dir_.File("policy.json");
     std::ofstream(policy) << R"({"rules": [{"name": "per-key", "limit_keys": ["header:x-api-key"],
         "algorithm": "token_bucket", "algorithm_config": {"rps": 2, "burst": 2}}]})";
 
@@ -119,12 +116,11 @@ class TollgatedClientTest : public ::testing::Test {
     }
     upstream_.stop();
     if (upstream_thread_.joinable()) upstream_thread_.join();
-    if (!dir_.empty()) fs::remove_all(dir_);
   }
 
   httplib::Server upstream_;
   std::thread upstream_thread_;
-  fs::path dir_;
+  testing::ScopedTempDir dir_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

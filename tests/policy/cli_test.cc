@@ -8,6 +8,7 @@
 #include <string>
 
 #include "policy_test_util.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace tollgate {
 namespace {
@@ -42,7 +43,8 @@ TEST_F(CliTest, CheckConfigValidExitsZero) {
 }
 
 TEST_F(CliTest, CheckConfigInvalidPrintsEveryErrorOneALineAndExitsTwo) {
-  const std::string path = ::testing::TempDir() + "/tollgate_cli_bad.json";
+  const testing::ScopedTempDir dir;
+  const std::string path = dir.File("bad.json");
   std::ofstream(path) << R"({"rules": [
     {"name": "a", "limit_keys": ["ip:address"], "algorithm_config": {"rps": 5, "burst": 10}},
     {"name": "b", "limit_keys": ["ip"], "algorithm_config": {"tokens_per_second": 100, "burst": 50}},

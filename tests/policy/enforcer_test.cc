@@ -8,6 +8,7 @@
 
 #include "policy/policy_impl.h"
 #include "policy_test_util.h"
+#include "testing/scoped_temp_dir.h"
 #include "tollgate/policy_headers.h"
 
 namespace tollgate {
@@ -776,7 +777,8 @@ TEST(Reload, BadPolicyKeepsTheOldOneAndReportsEveryError) {
 }
 
 TEST(Reload, FromFile) {
-  const std::string path = ::testing::TempDir() + "/tollgate_policy_reload.json";
+  const testing::ScopedTempDir dir;
+  const std::string path = dir.File("policy.json");
   { std::ofstream(path) << kSeedGlobalRps; }
   auto store = PolicyStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "rls/rls_test_util.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace tollgate::rls {
 namespace {
@@ -409,16 +410,14 @@ TEST(RlsGrpcTest, RateLimitHeaders) {
 TEST(RlsGrpcTest, ReloadSwapsAtomicallyAndKeepsConfigOnError) {
   ManualClock clock;
   RlsFixture f(kSimple, &clock);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tollgate_rls_reload_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string file = (dir / "new.yaml").string();
+  const tollgate::testing::ScopedTempDir dir;
+  const std::string file = dir.File("new.yaml");
   {
     std::ofstream out(file);
     out << "domain: simple\ndescriptors:\n  - key: fw\n    rate_limit: {unit: minute, "
            "requests_per_unit: 1}\n";
   }
-  EXPECT_TRUE(f.server().ReloadFiles({dir.string()}).empty());
+  EXPECT_TRUE(f.server().ReloadFiles({dir.path()}).empty());
   Code resp;
   ASSERT_TRUE(f.Call(Request("simple", {{"fw", "r"}}), &resp).ok());
   EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 1u);
@@ -432,7 +431,6 @@ TEST(RlsGrpcTest, ReloadSwapsAtomicallyAndKeepsConfigOnError) {
   ASSERT_TRUE(f.Call(Request("simple", {{"fw", "r2"}}), &resp).ok());
   EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 1u);  // old config kept
   EXPECT_EQ(f.server().counters().ServiceSnapshot().config_reloads, 1u);
-  std::filesystem::remove_all(dir);
 }
 
 class FailingStore final : public Store {

@@ -131,15 +131,11 @@ class ProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::access(Binary().c_str(), X_OK) != 0) GTEST_SKIP() << "no binary at " << Binary();
-    dir_ = MakeTempDir();
     policy_ = dir_ + "/policy.json";
     WriteFile(policy_, GenerousPolicy(1000000));
   }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  ScopedTempDir temp_;  // every file of the test, tollgated's logs too
+  const std::string dir_ = temp_.path();
   std::string policy_;
 };
 

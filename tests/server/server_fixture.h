@@ -9,14 +9,10 @@
 #include <string>
 
 #include "server/server.h"
+#include "testing/scoped_temp_dir.h"
 #include "testing/timing.h"
 
 namespace tollgate::testing {
-
-inline std::string MakeTempDir() {
-  char tmpl[] = "/tmp/tollgated-test-XXXXXX";
-  return ::mkdtemp(tmpl);
-}
 
 inline void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path + ".tmp", std::ios::binary | std::ios::trunc);
@@ -46,7 +42,7 @@ inline std::string GenerousPolicy(int burst) {
 }
 
 struct TestServer {
-  std::string dir;
+  ScopedTempDir dir;  // the policy file; removed after the server stopped
   std::string policy_path;
   std::unique_ptr<server::Server> server;
   int port = 0;
@@ -71,8 +67,7 @@ struct TestServer {
                                            std::string* error,
                                            std::shared_ptr<server::Logger> log = nullptr) {
     auto t = std::make_unique<TestServer>();
-    t->dir = MakeTempDir();
-    t->policy_path = t->dir + "/policy.json";
+    t->policy_path = t->dir.File("policy.json");
     WriteFile(t->policy_path, policy);
     config.policy_path = t->policy_path;
     auto created = server::Server::Create(config, log);
@@ -87,11 +82,7 @@ struct TestServer {
     return t;
   }
 
-  ~TestServer() {
-    server.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  ~TestServer() { server.reset(); }
 };
 
 }  // namespace tollgate::testing

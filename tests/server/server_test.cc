@@ -435,8 +435,8 @@ TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
 }
 
 TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
-  std::string dir = MakeTempDir();
-  auto log = server::Logger::Create(server::LogLevel::kInfo, dir + "/log.jsonl");
+  ScopedTempDir dir;
+  auto log = server::Logger::Create(server::LogLevel::kInfo, dir.File("log.jsonl"));
   ASSERT_TRUE(log.ok());
   std::shared_ptr<server::Logger> shared_log = std::move(log).value();
   server::ServerConfig cfg = Config();
@@ -454,7 +454,7 @@ TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   s.reset();  // flushes
   shared_log->Flush();
-  std::ifstream in(dir + "/log.jsonl");
+  std::ifstream in(dir.File("log.jsonl"));
   std::string line;
   int rejected = 0;
   while (std::getline(in, line)) {
@@ -469,9 +469,8 @@ TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
   }
   // 7 rejections, at most 2 logged per second of the clock: the requests
   // touched at most ceil(elapsed) + 1 seconds (two when they took under one).
-  EXPECT_GE(rejected, 1) << ReadFileForDebug(dir + "/log.jsonl");
+  EXPECT_GE(rejected, 1) << ReadFileForDebug(dir.File("log.jsonl"));
   EXPECT_LE(rejected, 2 * (static_cast<int>(std::ceil(elapsed_s)) + 1)) << elapsed_s << " s";
-  std::filesystem::remove_all(dir);
 }
 
 // ---- Gateway mode ----
@@ -558,8 +557,8 @@ TEST_P(ServerE2E, GatewayStreamsBodiesBothWays) {
 }
 
 TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
-  std::string dir = MakeTempDir();
-  auto created = server::Logger::Create(server::LogLevel::kInfo, dir + "/log.jsonl");
+  ScopedTempDir dir;
+  auto created = server::Logger::Create(server::LogLevel::kInfo, dir.File("log.jsonl"));
   ASSERT_TRUE(created.ok());
   std::shared_ptr<server::Logger> log = std::move(created).value();
   server::ServerConfig cfg = Config();
@@ -585,7 +584,7 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   // One structured line per failure, with the trace id when the request had one.
   s.reset();
   log->Flush();
-  std::ifstream in(dir + "/log.jsonl");
+  std::ifstream in(dir.File("log.jsonl"));
   std::string line;
   std::vector<json> failures;
   while (std::getline(in, line)) {
@@ -593,7 +592,7 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
     ASSERT_FALSE(j.is_discarded()) << line;
     if (j["msg"] == "upstream_failed") failures.push_back(j);
   }
-  ASSERT_EQ(failures.size(), 2u) << ReadFileForDebug(dir + "/log.jsonl");
+  ASSERT_EQ(failures.size(), 2u) << ReadFileForDebug(dir.File("log.jsonl"));
   EXPECT_EQ(failures[0]["status"], 504);
   EXPECT_EQ(failures[0]["kind"], "timeout");
   EXPECT_EQ(failures[0]["method"], "GET");
@@ -603,7 +602,6 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   EXPECT_EQ(failures[1]["method"], "POST");
   EXPECT_EQ(failures[1]["path"], "/x?q=1");
   EXPECT_FALSE(failures[1].contains("trace_id"));
-  std::filesystem::remove_all(dir);
 }
 
 // Sizes on both sides of the whole-response fast path (header + body within
@@ -791,15 +789,15 @@ TEST_P(ServerE2E, ReadyzIs503WhenClosedModeStoreIsDown) {
 // The Envoy RLS YAML is checked against the store at load: sliding_log (explicit
 // or as the configured default) is a start-up error on Redis, fine locally.
 TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
-  std::string dir = MakeTempDir();
-  WriteFile(dir + "/explicit.yaml",
+  ScopedTempDir dir;
+  WriteFile(dir.File("explicit.yaml"),
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, "
             "requests_per_unit: 5, algorithm: sliding_log}\n");
-  WriteFile(dir + "/windows.yaml",
+  WriteFile(dir.File("windows.yaml"),
             "domain: w\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, "
             "requests_per_unit: 5, algorithm: fixed_window}\n  - key: b\n    rate_limit: {unit: "
             "minute, requests_per_unit: 5, algorithm: sliding_window}\n");
-  WriteFile(dir + "/implicit.yaml",
+  WriteFile(dir.File("implicit.yaml"),
             "domain: i\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, "
             "requests_per_unit: 5}\n");
   const bool redis = GetParam() == "redis";
@@ -815,7 +813,7 @@ TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
     SCOPED_TRACE(c.file + " default " + c.default_algorithm);
     server::ServerConfig cfg = Config();
     cfg.grpc_listen = "127.0.0.1:0";
-    cfg.rls_config = {dir + "/" + c.file};
+    cfg.rls_config = {dir.File(c.file)};
     cfg.rls_default_algorithm = c.default_algorithm;
     std::string error;
     auto s = TestServer::Start(cfg, TightPolicy(), &error);
@@ -829,7 +827,7 @@ TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
   }
   server::ServerConfig bad = Config();
   bad.grpc_listen = "127.0.0.1:0";
-  bad.rls_config = {dir + "/windows.yaml"};
+  bad.rls_config = {dir.File("windows.yaml")};
   bad.rls_default_algorithm = "gcra";
   bad.grpc_header_style = "fancy";
   std::string error;
@@ -837,7 +835,6 @@ TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
   EXPECT_NE(error.find("grpc.default_algorithm: unknown algorithm \"gcra\""), std::string::npos)
       << error;
   EXPECT_NE(error.find("grpc.headers: unknown style \"fancy\""), std::string::npos) << error;
-  std::filesystem::remove_all(dir);
 }
 #endif
 

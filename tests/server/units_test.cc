@@ -10,6 +10,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/top_rejected.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace tollgate::server {
 namespace {
@@ -106,7 +107,8 @@ TEST(ServerConfig, ValidationCatchesBadValues) {
 TEST(ServerConfig, JwtRs256KeyFileIssuerAudienceLeeway) {
   tollgate::testing::RsaKey key;
   ASSERT_TRUE(key.ok());
-  const std::string pem_path = ::testing::TempDir() + "/tollgate_units_rs256.pem";
+  const tollgate::testing::ScopedTempDir dir;
+  const std::string pem_path = dir.File("rs256.pem");
   { std::ofstream(pem_path) << key.PublicPem(); }
   ServerConfig c;
   const nlohmann::json doc = {{"policy", "p.json"},
@@ -162,7 +164,8 @@ TEST(ServerConfig, JwtRs256KeyFileIssuerAudienceLeeway) {
 }
 
 TEST(ServerConfig, JwtRs256ErrorsHavePaths) {
-  const std::string missing = ::testing::TempDir() + "/tollgate_units_no_such.pem";
+  const tollgate::testing::ScopedTempDir dir;
+  const std::string missing = dir.File("no_such.pem");
   ServerConfig c;
   nlohmann::json doc = {{"jwt", {{"rs256_public_key_file", missing}, {"leeway_s", -1}}}};
   auto errors = ParseServerConfig(doc.dump(), &c);
@@ -179,7 +182,7 @@ TEST(ServerConfig, JwtRs256ErrorsHavePaths) {
   EXPECT_EQ(errors[0].path, "jwt.rs256_public_key_file");
 
   // A readable file that is not a PEM public key: caught by validation.
-  const std::string junk = ::testing::TempDir() + "/tollgate_units_junk.pem";
+  const std::string junk = dir.File("junk.pem");
   { std::ofstream(junk) << "not a key\n"; }
   ServerConfig bad;
   bad.policy_path = "p.json";

@@ -71,12 +71,12 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
     result.error = "nginx is not installed (apt-get install nginx-light)";
     return result;
   }
-  char tmpl[] = "/tmp/tollgate-nginx-XXXXXX";
-  if (!::mkdtemp(tmpl)) {
-    result.error = "mkdtemp failed";
+  ScopedTempDir temp("nginx");
+  if (temp.path().empty()) {
+    result.error = "cannot create a temp dir";
     return result;
   }
-  std::string dir = tmpl;
+  const std::string dir = temp.path();
   std::filesystem::create_directories(dir + "/logs");
   std::filesystem::create_directories(dir + "/tmp");
   std::ofstream conf(dir + "/nginx.conf");
@@ -96,7 +96,7 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
        << http_block << "\n}\n";
   conf.close();
 
-  std::unique_ptr<NginxServer> server(new NginxServer(port, dir));
+  std::unique_ptr<NginxServer> server(new NginxServer(port, std::move(temp)));
   pid_t pid = ::fork();
   if (pid == 0) {
     // If the test process dies (a ctest timeout), nginx goes with it.
@@ -131,7 +131,7 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
 }
 
 std::string NginxServer::ErrorLog() const {
-  std::ifstream in(dir_ + "/logs/error.log");
+  std::ifstream in(dir_.File("logs/error.log"));
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -147,10 +147,6 @@ void NginxServer::Stop() {
   pid_ = -1;
 }
 
-NginxServer::~NginxServer() {
-  Stop();
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
+NginxServer::~NginxServer() { Stop(); }  // then dir_ goes
 
 }  // namespace tollgate::testing

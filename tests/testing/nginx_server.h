@@ -25,6 +25,8 @@
 #include <memory>
 #include <string>
 
+#include "testing/scoped_temp_dir.h"
+
 namespace tollgate::testing {
 
 class NginxServer {
@@ -51,14 +53,14 @@ class NginxServer {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
   std::string ErrorLog() const;  // contents of DIR/logs/error.log
   void Stop();
 
  private:
-  NginxServer(int port, std::string dir) : port_(port), dir_(std::move(dir)) {}
+  NginxServer(int port, ScopedTempDir dir) : port_(port), dir_(std::move(dir)) {}
   int port_;
-  std::string dir_;
+  ScopedTempDir dir_;  // config, logs, temp files; removed after the process is gone
   pid_t pid_ = -1;
 };
 

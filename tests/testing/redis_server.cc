@@ -166,17 +166,15 @@ RedisServer::StartResult RedisServer::Start(Options options) {
     result.error = "redis-server is not installed (apt-get install redis-server)";
     return result;
   }
-  char tmpl[] = "/tmp/tollgate-redis-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    result.error = std::string("mkdtemp: ") + std::strerror(errno);
+  ScopedTempDir dir("redis");
+  if (dir.path().empty()) {
+    result.error = "cannot create a temp dir";
     return result;
   }
   std::string last_error;
   if (options.tls) {
-    last_error = MakeTestCertificates(tmpl);
+    last_error = MakeTestCertificates(dir.path());
     if (!last_error.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(tmpl, ec);
       result.error = "TLS certificates: " + last_error;
       return result;
     }
@@ -189,30 +187,22 @@ RedisServer::StartResult RedisServer::Start(Options options) {
       tls_port = FreeLoopbackPort();
       if (tls_port <= 0 || tls_port == port) continue;
     }
-    std::unique_ptr<RedisServer> server(new RedisServer(port, tls_port, options, tmpl));
+    std::unique_ptr<RedisServer> server(new RedisServer(port, tls_port, options, std::move(dir)));
     last_error = server->Launch();
     if (last_error.empty()) {
       result.server = std::move(server);
       return result;
     }
-    server->dir_.clear();  // keep the directory for the next attempt
+    dir = std::move(server->dir_);  // keep the directory (and certificates) for the next attempt
   }
-  std::error_code ec;
-  std::filesystem::remove_all(tmpl, ec);
   result.error = "redis-server did not start: " + last_error;
   return result;
 }
 
-RedisServer::RedisServer(int port, int tls_port, Options options, std::string dir)
+RedisServer::RedisServer(int port, int tls_port, Options options, ScopedTempDir dir)
     : port_(port), tls_port_(tls_port), options_(std::move(options)), dir_(std::move(dir)) {}
 
-RedisServer::~RedisServer() {
-  Kill();
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-}
+RedisServer::~RedisServer() { Kill(); }  // then dir_ goes
 
 std::string RedisServer::Launch() {
   std::string bin = BinaryPath();
@@ -228,17 +218,17 @@ std::string RedisServer::Launch() {
                                    "--daemonize",
                                    "no",
                                    "--dir",
-                                   dir_,
+                                   dir_.path(),
                                    "--logfile",
-                                   dir_ + "/redis-" + std::to_string(port_) + ".log",
+                                   dir_.File("redis-" + std::to_string(port_) + ".log"),
                                    "--protected-mode",
                                    "no"};
   if (options_.tls) {
     const std::vector<std::string> tls = {
         "--tls-port",         std::to_string(tls_port_),
-        "--tls-cert-file",    dir_ + "/server.pem",
-        "--tls-key-file",     dir_ + "/server.key",
-        "--tls-ca-cert-file", dir_ + "/ca.pem",
+        "--tls-cert-file",    dir_.File("server.pem"),
+        "--tls-key-file",     dir_.File("server.key"),
+        "--tls-ca-cert-file", dir_.File("ca.pem"),
         "--tls-auth-clients", options_.tls_auth_clients ? "yes" : "no"};
     args.insert(args.end(), tls.begin(), tls.end());
   }
@@ -269,7 +259,7 @@ std::string RedisServer::Launch() {
     if (Reaped(pid_)) {
       pid_ = -1;
       return "redis-server exited during start-up (port " + std::to_string(port_) +
-             " taken?), see " + dir_;
+             " taken?), see " + dir_.path();
     }
     if (Ping()) return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/scoped_temp_dir.h"
+
 namespace tollgate::testing {
 
 class RedisServer {
@@ -75,12 +77,12 @@ class RedisServer {
   // With Options::tls: the TLS port, and the generated PEM files.
   int tls_port() const { return tls_port_; }
   std::string tls_url() const { return "rediss://127.0.0.1:" + std::to_string(tls_port_); }
-  std::string ca_file() const { return dir_ + "/ca.pem"; }
-  std::string other_ca_file() const { return dir_ + "/other-ca.pem"; }  // signed nothing here
-  std::string client_cert_file() const { return dir_ + "/client.pem"; }
-  std::string client_key_file() const { return dir_ + "/client.key"; }
+  std::string ca_file() const { return dir_.File("ca.pem"); }
+  std::string other_ca_file() const { return dir_.File("other-ca.pem"); }  // signed nothing here
+  std::string client_cert_file() const { return dir_.File("client.pem"); }
+  std::string client_key_file() const { return dir_.File("client.key"); }
   pid_t pid() const { return pid_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
   bool running() const { return pid_ > 0; }
 
   void Kill();    // SIGKILL, reaps the child
@@ -97,14 +99,14 @@ class RedisServer {
   std::string Command(const std::vector<std::string>& argv, bool* ok = nullptr) const;
 
  private:
-  RedisServer(int port, int tls_port, Options options, std::string dir);
+  RedisServer(int port, int tls_port, Options options, ScopedTempDir dir);
   std::string Launch();  // fork+exec, then wait for PING
   bool Ping() const;
 
   int port_;
   int tls_port_;  // -1 without Options::tls
   Options options_;
-  std::string dir_;
+  ScopedTempDir dir_;  // data, log, certificates; removed after the process is gone
   pid_t pid_ = -1;
   bool paused_ = false;
 };
