@@ -1,5 +1,7 @@
 #include "redis/connection.h"
 
+#include "redis/gcra_script.h"
+
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -151,9 +153,7 @@ Connection::Connection(asio::io_context& io, const RedisOptions& options, std::s
   in_.resize(64 * 1024);
 }
 
-Connection::~Connection() {
-  if (reader_) redisReaderFree(reader_);
-}
+Connection::~Connection() = default;
 
 std::string Endpoint(const RedisOptions& o) { return o.host + ":" + std::to_string(o.port); }
 
@@ -162,9 +162,7 @@ void Connection::Connect() {
   state_ = State::kConnecting;
   connect_deadline_ = std::chrono::steady_clock::now() + options_.connect_timeout;
   const uint64_t gen = ++generation_;
-  if (reader_) redisReaderFree(reader_);
-  reader_ = redisReaderCreate();
-  reader_->maxbuf = 0;
+  reader_ = std::make_unique<ReplyReader>();
   // A fresh TLS stream (and socket) per attempt: an older one may still have
   // aborted operations in flight, which keep it alive through their handlers.
   tls_stream_ = tls_ ? std::make_shared<TlsStream>(io_, *tls_) : nullptr;
@@ -266,7 +264,7 @@ void Connection::StartHandshake() {
           }
         }
         const redisReply* sha = got.back().get();
-        if (sha->type != REDIS_REPLY_STRING) {
+        if (sha->type != REDIS_REPLY_STRING || !IsScriptSha(std::string_view(sha->str, sha->len))) {
           Fail(ConnectionError("redis " + Endpoint(options_) + ": SCRIPT LOAD returned no sha"));
           return;
         }
@@ -352,18 +350,18 @@ void Connection::OnRead(uint64_t gen, const error_code& ec, size_t n) {
 
 void Connection::OnData(size_t n) {
   const uint64_t gen = generation_;
-  if (redisReaderFeed(reader_, in_.data(), n) != REDIS_OK) {
-    Fail(ConnectionError("redis " + Endpoint(options_) + ": protocol error"));
+  if (!reader_->Feed(in_.data(), n)) {
+    Fail(ConnectionError("redis " + Endpoint(options_) + ": protocol error: " + reader_->error()));
     return;
   }
   for (;;) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-      Fail(ConnectionError("redis " + Endpoint(options_) + ": protocol error: " + reader_->errstr));
+    ReplyPtr reply;
+    if (!reader_->Next(&reply)) {
+      Fail(
+          ConnectionError("redis " + Endpoint(options_) + ": protocol error: " + reader_->error()));
       return;
     }
-    if (raw == nullptr) return;
-    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (reply == nullptr) return;
     if (pending_.empty()) {
       Fail(ConnectionError("redis " + Endpoint(options_) + ": unexpected reply"));
       return;

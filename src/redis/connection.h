@@ -1,10 +1,11 @@
 // Connection: one pipelined RESP connection to Redis on an Asio io_context.
 //
 // Commands are pre-formatted RESP (hiredis' redisFormatCommandArgv) appended
-// to a write buffer; replies are parsed by hiredis' redisReader and handed, in
-// order, to the handler of each pending call. A call may expect several
-// replies (a pipeline). On connect the connection runs its handshake (AUTH,
-// SELECT, SCRIPT LOAD) before it reports ready.
+// to a write buffer; replies are parsed by a ReplyReader (hiredis' reader,
+// bounded: reply_reader.h) and handed, in order, to the handler of each
+// pending call. A reply past a bound closes the connection like a broken socket. A call may expect
+// several replies (a pipeline). On connect the connection runs its handshake (AUTH, SELECT, SCRIPT
+// LOAD) before it reports ready.
 //
 // TLS: with a TLS context the connection runs the TLS handshake (SNI, peer and
 // host name verification) between the TCP connect and the RESP handshake,
@@ -37,17 +38,12 @@
 #include <string_view>
 #include <vector>
 
+#include "redis/reply_reader.h"
 #include "tollgate/redis_store.h"
 #include "tollgate/status.h"
 
 namespace tollgate::redis {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const {
-    if (r) freeReplyObject(r);
-  }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // RESP encoding, by hand (hiredis' formatter allocates and runs sprintf per
@@ -129,7 +125,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   SteadyTime connect_deadline_{};
   std::string sha_;
   Status last_error_;
-  redisReader* reader_ = nullptr;
+  std::unique_ptr<ReplyReader> reader_;
   std::deque<Pending> pending_;
   std::string out_;      // waiting to be written
   std::string writing_;  // being written

@@ -539,6 +539,38 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
   return d;
 }
 
+bool ValidScriptTriple(const ScriptItem& item, int64_t head, int64_t rel_s, int64_t rel_ns) {
+  if (head < 0 || (head & 7) > 3 || (head >> 3) >= (int64_t{1} << 41) || rel_s < 0 ||
+      rel_s > kMaxReplySeconds || rel_ns < 0 || rel_ns >= 1'000'000'000) {
+    return false;
+  }
+  const int64_t code = head & 7;
+  const int64_t rel = rel_s * 1'000'000'000 + rel_ns;
+  switch (item.kind) {
+    case ItemKind::kPeek:
+    case ItemKind::kWindowIndex:
+      return code == 1 || code == 3;
+    case ItemKind::kNever:
+      return code == 0;
+    case ItemKind::kGcra:
+      return code != 0 || rel > item.threshold - item.increment;
+    case ItemKind::kShaper:
+      return code == 0 ? rel > item.threshold : code != 1 || rel >= item.increment;
+    case ItemKind::kFixedWindow:
+    case ItemKind::kSlidingWindow:
+      return true;
+  }
+  return false;
+}
+
+bool IsScriptSha(std::string_view sha) {
+  if (sha.size() != 40) return false;
+  for (char c : sha) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 void AppendMsgpackArrayHeader(std::string& out, size_t n) {
   out += static_cast<char>(0xdd);  // array 32
   for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((n >> shift) & 0xff);

@@ -86,6 +86,22 @@ ScriptItem MakeScriptItem(const Limit& limit, int64_t cost);
 Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code, int64_t rel_ns,
                         int64_t count = 0);
 
+// Whether one reply triple (head, rel_s, rel_ns) is something the script can
+// send for `item`: head >= 0 with code (head & 7) in 0..3 and count (head >> 3)
+// below 2^41 (a sliding window's prev * 2^20 + curr, each below 2^21); rel_s
+// in [0, kMaxReplySeconds] and rel_ns in [0, 1e9); and the code fits the item:
+// a peek or a window index always fits (1, or 3 in a denied group), a kNever
+// item never does (0), a denied GCRA item is over its threshold (rel +
+// increment > threshold; a shaper: rel > threshold) and an allowed shaper item
+// was charged (rel >= increment). A triple that passes keeps rel = rel_s * 1e9
+// + rel_ns below 2^62 ns (146 years), so DecodeDecision neither overflows nor
+// reports a negative wait, whatever the server sends.
+inline constexpr int64_t kMaxReplySeconds = (int64_t{1} << 62) / 1'000'000'000 - 1;
+bool ValidScriptTriple(const ScriptItem& item, int64_t head, int64_t rel_s, int64_t rel_ns);
+
+// Whether `sha` is what SCRIPT LOAD returns: 40 lower-case hex digits.
+bool IsScriptSha(std::string_view sha);
+
 // The MessagePack subset of the wire: an array of integers.
 void AppendMsgpackArrayHeader(std::string& out, size_t n);
 void AppendMsgpackInt(std::string& out, int64_t v);

@@ -24,6 +24,10 @@ void Finish(NodeJobPtr& job, const JobResult& r) {
 
 }  // namespace
 
+// The largest script reply (3 integers of at most 9 MessagePack bytes per item)
+// must fit the reply reader's bound on one bulk string.
+static_assert(3 * kMaxItemsPerCall * 9 + 5 <= ReplyReader::kMaxBulkBytes);
+
 BatchDecision DecodeJob(const NodeJob& job, const int64_t* triples) {
   BatchDecision out;
   out.decisions.reserve(job.items.size());
@@ -414,9 +418,17 @@ void NodeClient::OnScriptReply(Connection& c, std::vector<NodeJobPtr>& jobs, boo
   // can touch it while the jobs read it.
   std::vector<int64_t> values;
   values.swap(reply_);
-  if (reply->type != REDIS_REPLY_STRING ||
-      !ParseMsgpackInts(std::string_view(reply->str, reply->len), &values) ||
-      values.size() != 3 * total) {
+  bool valid = reply->type == REDIS_REPLY_STRING &&
+               ParseMsgpackInts(std::string_view(reply->str, reply->len), &values) &&
+               values.size() == 3 * total;
+  size_t at = 0;
+  for (size_t j = 0; valid && j < jobs.size(); ++j) {
+    for (const ScriptItem& item : jobs[j]->items) {
+      valid = valid && ValidScriptTriple(item, values[at], values[at + 1], values[at + 2]);
+      at += 3;
+    }
+  }
+  if (!valid) {
     const Status err(StatusCode::kScript,
                      "redis " + endpoint() + ": script returned a malformed reply");
     for (auto& j : jobs) {

@@ -77,7 +77,8 @@ struct NodeJob {
 inline constexpr size_t kMaxItemsPerCall = size_t{1} << 20;
 inline constexpr int64_t kPackedItemBase = int64_t{1} << 21;
 
-// The BatchDecision of a script job from its reply triples.
+// The BatchDecision of a script job from its reply triples (each one
+// ValidScriptTriple: OnScriptReply refuses a reply with any other).
 BatchDecision DecodeJob(const NodeJob& job, const int64_t* triples);
 // The Status for an error reply: kScript for Lua errors and NOSCRIPT, else kServer.
 Status ErrorReplyStatus(std::string_view endpoint, std::string_view text);

@@ -8,6 +8,7 @@
 
 #include "redis/gcra_script.h"
 #include "redis/redis_keys.h"
+#include "redis/reply_reader.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/redis_store.h"
 
@@ -199,6 +200,159 @@ TEST(GcraScript, DecodeMatchesStepForEveryOutcome) {
     EXPECT_EQ(DecodeDecision(l, item, code, tat_after - now), r.decision) << cost;
     if (r.changed) state = r.state;
   }
+}
+
+// What the script can send for an item, and nothing else (a hostile or broken
+// server cannot make DecodeDecision overflow or report a negative wait).
+TEST(GcraScript, ReplyTriplesTheScriptCannotSendAreRefused) {
+  LimitSpec s;
+  s.rate = 7.5;
+  s.burst = 4;
+  const Limit l = *Limit::Create(s);
+  const ScriptItem gcra = MakeScriptItem(l, 1);
+  const ScriptItem peek = MakeScriptItem(l, 0);
+  const ScriptItem never = MakeScriptItem(l, 5);
+  ASSERT_EQ(gcra.kind, ItemKind::kGcra);
+  ASSERT_EQ(peek.kind, ItemKind::kPeek);
+  ASSERT_EQ(never.kind, ItemKind::kNever);
+  EXPECT_TRUE(ValidScriptTriple(gcra, 1, 0, 133'333'334));
+  EXPECT_TRUE(ValidScriptTriple(gcra, 0, 1, 0));   // denied: 1 s of debt > the tolerance
+  EXPECT_FALSE(ValidScriptTriple(gcra, 0, 0, 0));  // "denied" with a full bucket
+  EXPECT_FALSE(ValidScriptTriple(gcra, 4, 0, 0));  // no code 4
+  EXPECT_FALSE(ValidScriptTriple(gcra, -1, 0, 0));
+  EXPECT_FALSE(ValidScriptTriple(gcra, 1, -1, 0));
+  EXPECT_FALSE(ValidScriptTriple(gcra, 1, 0, -1));
+  EXPECT_FALSE(ValidScriptTriple(gcra, 1, 0, 1'000'000'000));
+  // rel_s * 1e9 + rel_ns would overflow int64 in DecodeJob.
+  EXPECT_FALSE(ValidScriptTriple(gcra, 1, INT64_MAX, 0));
+  EXPECT_FALSE(ValidScriptTriple(gcra, 1, kMaxReplySeconds + 1, 0));
+  EXPECT_TRUE(ValidScriptTriple(gcra, 1, kMaxReplySeconds, 999'999'999));
+  // Found by fuzz/targets/script_reply.cc: a denied peek decoded to a
+  // negative Retry-After. A peek always fits (1, or 3 in a denied group).
+  EXPECT_FALSE(ValidScriptTriple(peek, 0, 0, 0));
+  EXPECT_FALSE(ValidScriptTriple(peek, 2, 0, 0));
+  EXPECT_TRUE(ValidScriptTriple(peek, 3, 0, 0));
+  EXPECT_FALSE(ValidScriptTriple(never, 1, 0, 0));
+  EXPECT_TRUE(ValidScriptTriple(never, 0, 0, 0));
+  // A window count past 2^41.
+  LimitSpec w;
+  w.algorithm = Algorithm::kSlidingWindow;
+  w.burst = 10;
+  w.window = std::chrono::seconds(1);
+  const ScriptItem window = MakeScriptItem(*Limit::Create(w), 1);
+  EXPECT_TRUE(ValidScriptTriple(window, 1 + 8 * 5, 0, 1));
+  EXPECT_FALSE(ValidScriptTriple(window, 1 + 8 * (int64_t{1} << 41), 0, 1));
+  // Every answer the script gives for a real sequence passes.
+  const int64_t now = 1'700'000'000'123'456'789LL;
+  uint64_t state = 0;
+  for (int64_t cost : {0, 1, 2, 1, 3, 5, 0, 1}) {
+    StepResult r = Step(l, state, cost, now);
+    const int64_t tat_after = r.changed ? static_cast<int64_t>(r.state)
+                                        : std::max<int64_t>(static_cast<int64_t>(state), now);
+    const int64_t rel = tat_after - now;
+    EXPECT_TRUE(ValidScriptTriple(MakeScriptItem(l, cost), r.decision.allowed ? 1 : 0,
+                                  rel / 1'000'000'000, rel % 1'000'000'000))
+        << cost;
+    if (r.changed) state = r.state;
+  }
+}
+
+TEST(GcraScript, ScriptShaIsFortyLowerCaseHexDigits) {
+  EXPECT_TRUE(IsScriptSha("e0e1f9fabfc9d4800c877a703b823ac0578ff8db"));
+  EXPECT_FALSE(IsScriptSha("E0E1F9FABFC9D4800C877A703B823AC0578FF8DB"));
+  EXPECT_FALSE(IsScriptSha("e0e1f9fabfc9d4800c877a703b823ac0578ff8d"));
+  EXPECT_FALSE(IsScriptSha(std::string(40, 'g')));
+  EXPECT_FALSE(IsScriptSha(std::string(1 << 20, 'a')));
+}
+
+// Reads everything `resp` holds; false (with the reader's reason) on failure.
+bool ReadReplies(ReplyReader& reader, std::string_view resp, std::vector<ReplyPtr>* out) {
+  if (!reader.Feed(resp.data(), resp.size())) return false;
+  for (;;) {
+    ReplyPtr r;
+    if (!reader.Next(&r)) return false;
+    if (!r) return true;
+    out->push_back(std::move(r));
+  }
+}
+
+TEST(ReplyReader, ReadsRepliesAcrossPieces) {
+  ReplyReader reader;
+  std::vector<ReplyPtr> got;
+  const std::string resp = "+OK\r\n*2\r\n:1\r\n$3\r\nabc\r\n-ERR x\r\n";
+  for (char c : resp) ASSERT_TRUE(ReadReplies(reader, std::string_view(&c, 1), &got));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]->type, REDIS_REPLY_STATUS);
+  ASSERT_EQ(got[1]->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(got[1]->elements, 2u);
+  EXPECT_EQ(std::string(got[1]->element[1]->str, got[1]->element[1]->len), "abc");
+  EXPECT_EQ(got[2]->type, REDIS_REPLY_ERROR);
+}
+
+// Issue 15: hiredis allocates what an array header announces (16 GiB for
+// "*2147483647") and buffers a bulk string until it is complete, however long.
+TEST(ReplyReader, AnnouncedSizesPastTheBoundsAreRefusedBeforeAllocating) {
+  {
+    ReplyReader reader;
+    std::vector<ReplyPtr> got;
+    EXPECT_FALSE(ReadReplies(reader, "*2147483647\r\n", &got));
+    EXPECT_EQ(reader.error(), "a reply of more than 1048576 objects");
+    // The reader stays failed.
+    EXPECT_FALSE(ReadReplies(reader, "+OK\r\n", &got));
+    EXPECT_TRUE(got.empty());
+  }
+  {
+    // Many arrays, each within the bound, that add up past it in one reply.
+    ReplyReader reader;
+    std::vector<ReplyPtr> got;
+    std::string resp = "*3\r\n";
+    for (int i = 0; i < 3; ++i) {
+      resp += "*500000\r\n";
+      for (int j = 0; j < 500000; ++j) resp += ":1\r\n";
+    }
+    EXPECT_FALSE(ReadReplies(reader, resp, &got));
+    EXPECT_EQ(reader.error(), "a reply of more than 1048576 objects");
+  }
+  {
+    // The same objects spread over replies are fine: the budget is per reply.
+    ReplyReader reader;
+    std::vector<ReplyPtr> got;
+    std::string resp;
+    for (int i = 0; i < 3; ++i) {
+      resp += "*500000\r\n";
+      for (int j = 0; j < 500000; ++j) resp += ":1\r\n";
+    }
+    ASSERT_TRUE(ReadReplies(reader, resp, &got)) << reader.error();
+    EXPECT_EQ(got.size(), 3u);
+  }
+}
+
+TEST(ReplyReader, EndlessBulkStringsAndLinesAreCutOff) {
+  for (const std::string head : {"$9223372036854775807\r\n", "$40000000\r\n", "+"}) {
+    ReplyReader reader;
+    std::vector<ReplyPtr> got;
+    const std::string chunk(1 << 20, 'x');
+    bool ok = ReadReplies(reader, head, &got);
+    size_t fed = 0;
+    while (ok && fed < (size_t{40} << 20)) {
+      ok = ReadReplies(reader, chunk, &got);
+      fed += chunk.size();
+    }
+    EXPECT_FALSE(ok) << head;
+    EXPECT_LE(fed, ReplyReader::kMaxBulkBytes + chunk.size()) << head;
+    EXPECT_EQ(reader.error(), "an item of more than 33554432 bytes") << head;
+  }
+}
+
+TEST(ReplyReader, NestingDeeperThanHiredisAllowsIsAProtocolError) {
+  std::string resp;
+  for (int i = 0; i < 8; ++i) resp += "*1\r\n";
+  ReplyReader eight;
+  std::vector<ReplyPtr> got;
+  EXPECT_TRUE(ReadReplies(eight, resp + ":1\r\n", &got));
+  ReplyReader nine;
+  EXPECT_FALSE(ReadReplies(nine, "*1\r\n" + resp + ":1\r\n", &got));
+  EXPECT_NE(nine.error().find("depth"), std::string::npos) << nine.error();
 }
 
 }  // namespace
