@@ -1,6 +1,8 @@
 #include "redis/cluster_slots.h"
 
 #include <charconv>
+#include <unordered_map>
+#include <utility>
 
 namespace tollgate::redis {
 
@@ -40,13 +42,10 @@ std::string_view Str(const redisReply* r) {
   return std::string_view(r->str, r->len);
 }
 
-int MasterIndex(SlotMap& map, const std::string& endpoint) {
-  for (size_t i = 0; i < map.masters.size(); ++i) {
-    if (map.masters[i] == endpoint) return static_cast<int>(i);
-  }
-  map.masters.push_back(endpoint);
-  map.replicas.emplace_back();
-  return static_cast<int>(map.masters.size()) - 1;
+// An element of an array reply, or null when `r` is not an array that long.
+const redisReply* At(const redisReply* r, size_t i) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || i >= r->elements) return nullptr;
+  return r->element[i];
 }
 
 // A flat RESP2 map: key, value, key, value...
@@ -58,30 +57,134 @@ const redisReply* Field(const redisReply* map, std::string_view name) {
   return nullptr;
 }
 
+// Where a malformed topology reply went wrong: "CLUSTER SLOTS: range 3: ...".
+Status Malformed(std::string_view reply, const std::string& where, std::string_view why) {
+  return Status(StatusCode::kServer,
+                std::string(reply) + ": " + where + ": " + std::string(why) + " (reply ignored)");
+}
+
+// A slot range [lo, hi] as two integer replies, within [0, 16383], lo <= hi.
+bool SlotRange(const redisReply* lo, const redisReply* hi, int* first, int* last,
+               std::string* why) {
+  if (lo == nullptr || hi == nullptr || lo->type != REDIS_REPLY_INTEGER ||
+      hi->type != REDIS_REPLY_INTEGER) {
+    *why = "slot range is not two integers";
+    return false;
+  }
+  if (lo->integer < 0 || hi->integer < lo->integer || hi->integer >= kClusterSlots) {
+    *why = "slot range " + std::to_string(lo->integer) + "-" + std::to_string(hi->integer) +
+           " is not within 0-" + std::to_string(kClusterSlots - 1);
+    return false;
+  }
+  *first = static_cast<int>(lo->integer);
+  *last = static_cast<int>(hi->integer);
+  return true;
+}
+
+// A node's "host:port": the host as the reply gives it (a string, or nil or ""
+// for "the node you asked"), the port an integer in [1, 65535].
+bool NodeEndpoint(const redisReply* host, const redisReply* port, const std::string& asked_host,
+                  std::string* endpoint, std::string* why) {
+  std::string_view h;
+  if (host != nullptr && host->type != REDIS_REPLY_NIL) {
+    if (host->type != REDIS_REPLY_STRING && host->type != REDIS_REPLY_STATUS) {
+      *why = "host is not a string";
+      return false;
+    }
+    h = Str(host);
+  }
+  if (h.empty()) h = asked_host;
+  if (!ValidHost(h)) {
+    *why = "host is not a host name or address";
+    return false;
+  }
+  if (port == nullptr || port->type != REDIS_REPLY_INTEGER || port->integer < 1 ||
+      port->integer > 65535) {
+    *why = "port is not an integer in 1-65535";
+    return false;
+  }
+  *endpoint = std::string(h) + ":" + std::to_string(port->integer);
+  return true;
+}
+
+// Masters by endpoint, in first-seen order.
+class Masters {
+ public:
+  explicit Masters(SlotMap* map) : map_(map) {}
+  int Index(const std::string& endpoint) {
+    auto [it, added] = index_.try_emplace(endpoint, static_cast<int>(map_->masters.size()));
+    if (added) {
+      map_->masters.push_back(endpoint);
+      map_->replicas.emplace_back();
+    }
+    return it->second;
+  }
+
+ private:
+  SlotMap* map_;
+  std::unordered_map<std::string, int> index_;
+};
+
 }  // namespace
+
+bool ValidHost(std::string_view host) {
+  if (host.empty() || host.size() > kMaxHostBytes) return false;
+  for (unsigned char c : host) {
+    if (c <= 0x20 || c >= 0x7f || c == '/' || c == '@' || c == ',') return false;
+  }
+  return true;
+}
 
 Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& asked_host,
                                    bool tls) {
+  constexpr std::string_view kReply = "CLUSTER SHARDS";
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return Status(StatusCode::kServer, "CLUSTER SHARDS: not an array");
   }
+  // A shard with slots owns at least one: more shards than slots is not a topology.
+  if (reply->elements > static_cast<size_t>(kClusterSlots)) {
+    return Malformed(kReply, std::to_string(reply->elements) + " shards",
+                     "more than " + std::to_string(kClusterSlots));
+  }
   SlotMap map;
+  Masters masters(&map);
+  std::string why;
   for (size_t s = 0; s < reply->elements; ++s) {
+    const std::string where = "shard " + std::to_string(s);
     const redisReply* shard = reply->element[s];
+    if (shard == nullptr || shard->type != REDIS_REPLY_ARRAY) {
+      return Malformed(kReply, where, "not a map");
+    }
     const redisReply* slots = Field(shard, "slots");
     const redisReply* nodes = Field(shard, "nodes");
-    if (slots == nullptr || nodes == nullptr || nodes->type != REDIS_REPLY_ARRAY) continue;
+    if (slots == nullptr || nodes == nullptr || slots->type != REDIS_REPLY_ARRAY ||
+        nodes->type != REDIS_REPLY_ARRAY) {
+      return Malformed(kReply, where, "no slots and nodes arrays");
+    }
+    if (slots->elements % 2 != 0 || slots->elements > 2 * static_cast<size_t>(kClusterSlots)) {
+      return Malformed(kReply, where,
+                       std::to_string(slots->elements) + " slot bounds (pairs, at most " +
+                           std::to_string(kClusterSlots) + ")");
+    }
     std::string master;
     std::vector<std::string> replicas;
     for (size_t n = 0; n < nodes->elements; ++n) {
       const redisReply* node = nodes->element[n];
-      std::string host(Str(Field(node, "ip")));
-      if (host.empty()) host = std::string(Str(Field(node, "endpoint")));
-      if (host.empty()) host = asked_host;
+      const std::string node_where = where + " node " + std::to_string(n);
+      if (node == nullptr || node->type != REDIS_REPLY_ARRAY) {
+        return Malformed(kReply, node_where, "not a map");
+      }
+      const redisReply* host = Field(node, "ip");
+      if (Str(host).empty()) host = Field(node, "endpoint");
       const redisReply* port = tls ? Field(node, "tls-port") : nullptr;
       if (port == nullptr) port = Field(node, "port");
-      if (port == nullptr || port->type != REDIS_REPLY_INTEGER || host.empty()) continue;
-      const std::string endpoint = host + ":" + std::to_string(port->integer);
+      // A node without a port for our transport (a TLS-only node seen by a
+      // plain client, or the reverse) cannot be reached: not an error.
+      if (port == nullptr) continue;
+      std::string endpoint;
+      if (!NodeEndpoint(host, port, asked_host, &endpoint, &why)) {
+        return Malformed(kReply, node_where, why);
+      }
       const std::string_view role = Str(Field(node, "role"));
       const std::string_view health = Str(Field(node, "health"));
       if (role == "master") {
@@ -90,46 +193,73 @@ Result<SlotMap> ParseClusterShards(const redisReply* reply, const std::string& a
         replicas.push_back(endpoint);
       }
     }
-    if (master.empty() || slots->type != REDIS_REPLY_ARRAY) continue;
-    const int idx = MasterIndex(map, master);
-    map.replicas[static_cast<size_t>(idx)] = replicas;
-    for (size_t i = 0; i + 1 < slots->elements; i += 2) {
-      const int64_t lo = slots->element[i]->integer, hi = slots->element[i + 1]->integer;
-      for (int64_t x = lo; x <= hi && x < kClusterSlots; ++x) {
-        if (x >= 0) map.owner[static_cast<size_t>(x)] = static_cast<int16_t>(idx);
+    std::vector<std::pair<int, int>> ranges;
+    for (size_t i = 0; i < slots->elements; i += 2) {
+      int first = 0, last = 0;
+      if (!SlotRange(slots->element[i], slots->element[i + 1], &first, &last, &why)) {
+        return Malformed(kReply, where, why);
       }
+      ranges.emplace_back(first, last);
+    }
+    // A shard whose master failed (or that has none yet) leaves its slots unassigned.
+    if (master.empty()) continue;
+    const int idx = masters.Index(master);
+    map.replicas[static_cast<size_t>(idx)] = std::move(replicas);
+    for (const auto& [first, last] : ranges) {
+      for (int x = first; x <= last; ++x)
+        map.owner[static_cast<size_t>(x)] = static_cast<int16_t>(idx);
     }
   }
   return map;
 }
 
 Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& asked_host) {
+  constexpr std::string_view kReply = "CLUSTER SLOTS";
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
     return Status(StatusCode::kServer, "CLUSTER SLOTS: not an array");
   }
+  // Every range owns at least one slot: more ranges than slots is not a topology.
+  if (reply->elements > static_cast<size_t>(kClusterSlots)) {
+    return Malformed(kReply, std::to_string(reply->elements) + " ranges",
+                     "more than " + std::to_string(kClusterSlots));
+  }
   SlotMap map;
+  Masters masters(&map);
+  std::string why;
   for (size_t s = 0; s < reply->elements; ++s) {
+    const std::string where = "range " + std::to_string(s);
     const redisReply* range = reply->element[s];
-    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
+    // [start, end, master, replicas...], each node [host, port, id, ...].
+    if (range == nullptr || range->type != REDIS_REPLY_ARRAY || range->elements < 3) {
+      return Malformed(kReply, where, "not [start, end, master, replicas...]");
+    }
+    int first = 0, last = 0;
+    if (!SlotRange(range->element[0], range->element[1], &first, &last, &why)) {
+      return Malformed(kReply, where, why);
+    }
+    std::string endpoint;
     const redisReply* m = range->element[2];
-    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2) continue;
-    std::string host(Str(m->element[0]));
-    if (host.empty()) host = asked_host;
-    const std::string endpoint = host + ":" + std::to_string(m->element[1]->integer);
-    const int idx = MasterIndex(map, endpoint);
+    if (m == nullptr || m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+        !NodeEndpoint(At(m, 0), At(m, 1), asked_host, &endpoint, &why)) {
+      if (m == nullptr || m->type != REDIS_REPLY_ARRAY || m->elements < 2) {
+        why = "not [host, port, ...]";
+      }
+      return Malformed(kReply, where + " master", why);
+    }
+    const int idx = masters.Index(endpoint);
     for (size_t r = 3; r < range->elements; ++r) {
       const redisReply* rep = range->element[r];
-      if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
-        std::string rhost(Str(rep->element[0]));
-        if (rhost.empty()) rhost = asked_host;
-        map.replicas[static_cast<size_t>(idx)].push_back(rhost + ":" +
-                                                         std::to_string(rep->element[1]->integer));
+      if (rep == nullptr || rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+          !NodeEndpoint(At(rep, 0), At(rep, 1), asked_host, &endpoint, &why)) {
+        if (rep == nullptr || rep->type != REDIS_REPLY_ARRAY || rep->elements < 2) {
+          why = "not [host, port, ...]";
+        }
+        return Malformed(kReply, where + " replica " + std::to_string(r - 3), why);
       }
+      map.replicas[static_cast<size_t>(idx)].push_back(endpoint);
     }
-    for (int64_t x = range->element[0]->integer; x <= range->element[1]->integer; ++x) {
-      if (x >= 0 && x < kClusterSlots)
-        map.owner[static_cast<size_t>(x)] = static_cast<int16_t>(idx);
-    }
+    for (int x = first; x <= last; ++x)
+      map.owner[static_cast<size_t>(x)] = static_cast<int16_t>(idx);
   }
   return map;
 }
@@ -149,12 +279,25 @@ bool ParseRedirect(std::string_view error, std::string_view kind, int* slot,
   const size_t space = rest.find(' ');
   if (space == std::string_view::npos) return false;
   auto [p, ec] = std::from_chars(rest.data(), rest.data() + space, *slot);
-  if (ec != std::errc() || *slot < 0 || *slot >= kClusterSlots) return false;
-  *endpoint = std::string(rest.substr(space + 1));
-  while (!endpoint->empty() && (endpoint->back() == '\r' || endpoint->back() == '\n')) {
-    endpoint->pop_back();
+  if (ec != std::errc() || p != rest.data() + space || *slot < 0 || *slot >= kClusterSlots) {
+    return false;
   }
-  return !endpoint->empty();
+  std::string_view target = rest.substr(space + 1);
+  while (!target.empty() && (target.back() == '\r' || target.back() == '\n')) {
+    target.remove_suffix(1);
+  }
+  // "host:port" (Redis 7 may send ":port" for "the node you asked": refused,
+  // the caller then refreshes the topology instead).
+  const size_t colon = target.rfind(':');
+  if (colon == std::string_view::npos || !ValidHost(target.substr(0, colon))) return false;
+  int port = 0;
+  const std::string_view digits = target.substr(colon + 1);
+  auto [q, pec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (pec != std::errc() || q != digits.data() + digits.size() || port < 1 || port > 65535) {
+    return false;
+  }
+  *endpoint = std::string(target);
+  return true;
 }
 
 }  // namespace tollgate::redis

@@ -14,6 +14,7 @@
 #include <hiredis/hiredis.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -36,6 +37,19 @@ struct SlotMap {
   int covered() const;
 };
 
+// The longest host name a topology reply or a redirection may name (a DNS name
+// is at most 253 bytes).
+inline constexpr size_t kMaxHostBytes = 255;
+// A host as a topology or a redirection names it: 1 to kMaxHostBytes printable
+// bytes without space, '/', '@' or ',' (a name, an IPv4 or a bracketless IPv6 address).
+bool ValidHost(std::string_view host);
+
+// Topology replies are type-checked throughout and bounded by the protocol:
+// at most 16384 ranges (shards), every slot range within [0, 16383] with
+// start <= end, every port in [1, 65535], every host ValidHost. A reply that
+// breaks any of these is refused whole (kServer naming the entry and why),
+// never partly applied.
+//
 // Parses a CLUSTER SHARDS reply (RESP2: arrays of flat key/value arrays).
 // A node that does not know its own address (a lone node reports ip "") is
 // given `asked_host`, the host the reply came from. `tls`: use a node's
@@ -51,6 +65,7 @@ Result<SlotMap> ParseClusterSlots(const redisReply* reply, const std::string& as
 bool RetryableClusterError(std::string_view error);
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": slot and endpoint.
+// False unless the slot is in [0, 16383] and the endpoint is ValidHost:port.
 bool ParseRedirect(std::string_view error, std::string_view kind, int* slot, std::string* endpoint);
 
 }  // namespace tollgate::redis

@@ -1,6 +1,7 @@
 // Slot math, topology parsing and the cluster key layout (no servers).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,12 +58,12 @@ std::string SlotsRange(int lo, int hi, const std::string& host, int port,
 
 TEST(ClusterSlots, ParsesClusterSlots) {
   // Master A owns two ranges (one reply entry each); B has a replica; C's
-  // host is "" (a node that does not know its address) and its range runs
-  // past the last slot; slots 12000-12099 belong to nobody.
+  // host is "" (a node that does not know its address); slots 12000-12099
+  // belong to nobody.
   const std::string resp = Arr(4) + SlotsRange(0, 5460, "10.0.0.1", 7000) +
                            SlotsRange(5461, 10922, "10.0.0.2", 7001, {{"10.0.0.5", 7004}}) +
                            SlotsRange(10923, 11999, "10.0.0.1", 7000) +
-                           SlotsRange(12100, 20000, "", 7002, {{"", 7005}});
+                           SlotsRange(12100, 16383, "", 7002, {{"", 7005}});
   Reply r = ParseResp(resp);
   auto map = ParseClusterSlots(r.get(), "seed.host");
   ASSERT_TRUE(map.ok()) << map.status().ToString();
@@ -83,16 +84,54 @@ TEST(ClusterSlots, ParsesClusterSlots) {
   EXPECT_EQ(map->owner[kClusterSlots - 1], 2);
   EXPECT_EQ(map->covered(), kClusterSlots - 100);
 
-  // Malformed entries are skipped, not trusted; a non-array is an error.
+  // A malformed entry refuses the whole reply, naming it; a non-array is an error.
   Reply odd =
       ParseResp(Arr(3) + Arr(2) + Int(0) + Int(5) + Bulk("junk") + SlotsRange(7, 9, "h", 1));
-  auto partial = ParseClusterSlots(odd.get());
-  ASSERT_TRUE(partial.ok());
-  EXPECT_EQ(partial->covered(), 3);
-  EXPECT_EQ(partial->masters, std::vector<std::string>{"h:1"});
+  auto refused = ParseClusterSlots(odd.get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "CLUSTER SLOTS: range 0: not [start, end, master, replicas...] (reply ignored)");
   Reply err = ParseResp("-ERR This instance has cluster support disabled\r\n");
   EXPECT_FALSE(ParseClusterSlots(err.get()).ok());
   EXPECT_FALSE(ParseClusterSlots(nullptr).ok());
+}
+
+// Issue 15: a range [0, INT64_MAX] spun the cluster I/O thread forever (the
+// slot loop ran to the reply's end value); a negative start, a reversed range,
+// a range past the last slot, a slot or port of the wrong type, a port out of
+// range or an unusable host: each refuses the reply, saying where and why.
+TEST(ClusterSlots, HostileSlotRangesAndNodesAreRefusedNotTrusted) {
+  const struct {
+    std::string resp;
+    std::string why;
+  } cases[] = {
+      {Arr(1) + Arr(3) + Int(0) + Int(INT64_MAX) + Arr(2) + Bulk("h") + Int(1),
+       "range 0: slot range 0-9223372036854775807 is not within 0-16383"},
+      {Arr(1) + SlotsRange(-5, 10, "h", 1), "range 0: slot range -5-10 is not within 0-16383"},
+      {Arr(1) + SlotsRange(10, 9, "h", 1), "range 0: slot range 10-9 is not within 0-16383"},
+      {Arr(1) + SlotsRange(12100, 20000, "h", 1),
+       "range 0: slot range 12100-20000 is not within 0-16383"},
+      {Arr(1) + Arr(3) + Bulk("0") + Int(5) + Arr(2) + Bulk("h") + Int(1),
+       "range 0: slot range is not two integers"},
+      {Arr(1) + Arr(3) + Int(0) + Int(5) + Arr(2) + Bulk("h") + Bulk("7000"),
+       "range 0 master: port is not an integer in 1-65535"},
+      {Arr(1) + SlotsRange(0, 5, "h", 70000), "range 0 master: port is not an integer in 1-65535"},
+      {Arr(1) + SlotsRange(0, 5, "h", 1, {{"bad host", 2}}),
+       "range 0 replica 0: host is not a host name or address"},
+      {Arr(1) + SlotsRange(0, 5, std::string(300, 'h'), 1),
+       "range 0 master: host is not a host name or address"},
+  };
+  for (const auto& c : cases) {
+    Reply r = ParseResp(c.resp);
+    auto map = ParseClusterSlots(r.get(), "seed.host");
+    ASSERT_FALSE(map.ok()) << c.why;
+    EXPECT_EQ(map.status().message(), "CLUSTER SLOTS: " + c.why + " (reply ignored)");
+  }
+  // More ranges than slots is not a topology (each range owns at least one).
+  std::string many = Arr(kClusterSlots + 1);
+  for (int i = 0; i <= kClusterSlots; ++i) many += SlotsRange(0, 0, "h", 1);
+  Reply r = ParseResp(many);
+  EXPECT_FALSE(ParseClusterSlots(r.get()).ok());
 }
 
 struct ShardNode {
@@ -156,6 +195,31 @@ TEST(ClusterSlots, ParsesClusterShards) {
   EXPECT_EQ(none->covered(), 0);
 }
 
+TEST(ClusterSlots, HostileShardsAreRefusedNotTrusted) {
+  const ShardNode master{"10.0.0.1", "10.0.0.1", 7000, "master", "online"};
+  const std::string cases[] = {
+      Arr(1) + Shard({0, INT32_MAX}, {master}),
+      Arr(1) + Shard({-1, 5}, {master}),
+      Arr(1) + Shard({9, 5}, {master}),
+      Arr(1) + Shard({0}, {master}),  // not pairs
+      Arr(1) + Shard({0, 5}, {{"10.0.0.1", "", 0, "master", "online"}}),
+      Arr(1) + Bulk("shard"),
+  };
+  for (const auto& resp : cases) {
+    Reply r = ParseResp(resp);
+    auto map = ParseClusterShards(r.get(), "seed.host");
+    EXPECT_FALSE(map.ok()) << resp;
+  }
+  // [0, INT64_MAX] in a shard without a master: refused before anything else.
+  Reply r = ParseResp(Arr(1) + Arr(4) + Bulk("slots") + Arr(2) + Int(0) + Int(INT64_MAX) +
+                      Bulk("nodes") + Arr(0));
+  auto map = ParseClusterShards(r.get());
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.status().message(),
+            "CLUSTER SHARDS: shard 0: slot range 0-9223372036854775807 is not within 0-16383 "
+            "(reply ignored)");
+}
+
 TEST(ClusterSlots, ClassifiesRetryableErrors) {
   for (const char* e : {"TRYAGAIN Multiple keys request during rehashing of slot",
                         "CLUSTERDOWN The cluster is down", "CLUSTERDOWN Hash slot not served",
@@ -184,6 +248,13 @@ TEST(ClusterSlots, ParsesRedirections) {
   EXPECT_FALSE(ParseRedirect("MOVED 99999 h:1", "MOVED", &slot, &ep));
   EXPECT_FALSE(ParseRedirect("ASKING", "ASK", &slot, &ep));
   EXPECT_FALSE(ParseRedirect("ERR x", "MOVED", &slot, &ep));
+  ASSERT_TRUE(ParseRedirect("MOVED 7 2001:db8::1:7000\r\n", "MOVED", &slot, &ep));
+  EXPECT_EQ(ep, "2001:db8::1:7000");
+  // The endpoint must be host:port with a usable host and a port in 1-65535.
+  for (const char* bad : {"MOVED 7 h", "MOVED 7 :7000", "MOVED 7 h:0", "MOVED 7 h:65536",
+                          "MOVED 7 h:70x", "MOVED 7 h h:1", "MOVED 7x h:1", "MOVED -1 h:1"}) {
+    EXPECT_FALSE(ParseRedirect(bad, "MOVED", &slot, &ep)) << bad;
+  }
 }
 
 TEST(ClusterKeys, OneIdentityOneSlotAndNoUntrustedTags) {
