@@ -79,7 +79,7 @@ struct RateLimitQuota {
   std::optional<int64_t> window_seconds;  // w
   std::string quota_unit = "requests";    // qu
   std::optional<int64_t> remaining;       // r / remaining
-  std::optional<Nanos> reset;             // t / reset: until the quota is restored
+  std::optional<Nanos> reset;             // t / reset: until the quota is restored (<= 2^32 s)
   std::string partition_key;              // pk, decoded bytes
 };
 

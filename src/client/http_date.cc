@@ -183,6 +183,12 @@ std::optional<Nanos> ParseRetryAfter(std::string_view value, int64_t now_wall_ns
   }
   const auto when = ParseHttpDate(value);
   if (!when) return std::nullopt;
+  // Dates run to the year 9999: compare in seconds first, so that a date far
+  // from now cannot overflow nanoseconds.
+  const int64_t cap_s = std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
+  const int64_t now_s = now_wall_ns / 1'000'000'000;
+  if (*when <= now_s - 1) return Nanos(0);
+  if (*when >= now_s + cap_s + 1) return kMaxRetryAfter;
   const int64_t wait_ns = *when * 1'000'000'000 - now_wall_ns;
   if (wait_ns <= 0) return Nanos(0);
   return std::min(Nanos(wait_ns), kMaxRetryAfter);

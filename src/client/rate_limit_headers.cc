@@ -218,7 +218,8 @@ bool ParseXRateLimit(std::span<const HeaderPair> headers, int64_t now_wall_ns,
           wait_ms = std::min<int64_t>(*v, 1LL << 52) - now_ms;
           break;
       }
-      q.reset = std::chrono::milliseconds(std::max<int64_t>(0, wait_ms));
+      // Capped like Seconds() (2^32 s): up to 2^52 ms would overflow nanoseconds.
+      q.reset = std::chrono::milliseconds(std::clamp<int64_t>(wait_ms, 0, (1LL << 32) * 1000));
     }
   }
   info.quotas.push_back(std::move(q));

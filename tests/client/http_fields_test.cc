@@ -54,6 +54,16 @@ TEST(RetryAfterTest, HttpDateIsRelativeToNow) {
   EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", (kExample + 10) * kSec), Nanos(0));
 }
 
+// Found by fuzz/targets/client_headers.cc: a date thousands of years away was
+// multiplied into nanoseconds and overflowed int64 (UBSan).
+TEST(RetryAfterTest, DatesFarFromNowAreCappedNotOverflowed) {
+  const int64_t now = kExample * kSec;
+  EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 3994 08:49:37 GMT", now), kMaxRetryAfter);
+  EXPECT_EQ(ParseRetryAfter("Fri, 31 Dec 9999 23:59:59 GMT", now), kMaxRetryAfter);
+  EXPECT_EQ(ParseRetryAfter("Thu, 01 Jan 1970 00:00:00 GMT", now), Nanos(0));
+  EXPECT_EQ(ParseRetryAfter("Sun Nov  6 08:49:37 9994", now), kMaxRetryAfter);
+}
+
 std::vector<HeaderPair> H(std::initializer_list<HeaderPair> l) { return l; }
 
 TEST(RateLimitHeadersTest, Draft11ListsMergeByName) {
@@ -153,6 +163,14 @@ TEST(RateLimitHeadersTest, XRateLimitResetEncodings) {
   EXPECT_EQ(reset_for("1700000001500", ResetEncoding::kAuto), Nanos(1'500'000'000));
   EXPECT_EQ(reset_for("1500", ResetEncoding::kDeltaMillis), Nanos(1'500'000'000));
   EXPECT_EQ(reset_for("1699999999", ResetEncoding::kEpochSeconds), Nanos(0));  // in the past
+  // Found by fuzz/targets/client_headers.cc: a far reset (up to 2^52 ms) was
+  // converted to nanoseconds past int64 (UBSan); it is capped like the
+  // delta-seconds forms, at 2^32 s.
+  const Nanos cap = seconds(int64_t{1} << 32);
+  EXPECT_EQ(reset_for("14315121585000", ResetEncoding::kAuto), cap);
+  EXPECT_EQ(reset_for("999999999999999999", ResetEncoding::kEpochMillis), cap);
+  EXPECT_EQ(reset_for("999999999999999999", ResetEncoding::kEpochSeconds), cap);
+  EXPECT_EQ(reset_for("999999999999999999", ResetEncoding::kDeltaMillis), cap);
 }
 
 TEST(RateLimitHeadersTest, NewestVintageWins) {
