@@ -59,7 +59,11 @@ std::string NormalizePath(std::string_view path) {
     return std::string(path);
   }
   // 1. Percent-decoding of unreserved characters only (one pass: "%252e" stays
-  // "%252e", so nothing is decoded twice); other escapes get upper-case hex.
+  // "%252e", so nothing is decoded twice); other escapes get upper-case hex,
+  // and a '%' that starts no escape becomes "%25": left bare, it could start
+  // one with the characters decoded after it ("%%32e" -> "%2e"), and the
+  // result would decode again to another path (".").
+  constexpr char kHex[] = "0123456789ABCDEF";
   std::string decoded;
   decoded.reserve(path.size());
   for (size_t i = 0; i < path.size(); ++i) {
@@ -69,12 +73,13 @@ std::string NormalizePath(std::string_view path) {
       if (Unreserved(c)) {
         decoded.push_back(c);
       } else {
-        constexpr char kHex[] = "0123456789ABCDEF";
         decoded.push_back('%');
         decoded.push_back(kHex[(static_cast<unsigned char>(c) >> 4) & 0xf]);
         decoded.push_back(kHex[static_cast<unsigned char>(c) & 0xf]);
       }
       i += 2;
+    } else if (path[i] == '%') {
+      decoded.append("%25");
     } else {
       decoded.push_back(path[i]);
     }
