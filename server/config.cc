@@ -168,6 +168,14 @@ bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* erro
     *error = "missing host";
     return false;
   }
+  // The authority becomes the Host field and the base path part of the request
+  // line of every upstream request: no byte that could end either.
+  for (unsigned char c : rest) {
+    if (c <= 0x20 || c == 0x7f) {
+      *error = "must not contain spaces or control characters";
+      return false;
+    }
+  }
   std::string with_port(authority);
   bool has_port = authority.back() != ']' && authority.find(':') != std::string_view::npos &&
                   authority.find(':') == authority.rfind(':');

@@ -228,6 +228,13 @@ TEST(ServerConfig, HostPortAndUpstreamUrls) {
   EXPECT_EQ(u.address.port, 3000);
   EXPECT_FALSE(ParseUpstreamUrl("https://x", &u, &why));
   EXPECT_FALSE(ParseUpstreamUrl("http://", &u, &why));
+  // Found by fuzz/targets/server_config.cc: the authority is sent as the Host
+  // field and the base path in the request line of every upstream request.
+  EXPECT_FALSE(ParseUpstreamUrl("http://a\r\nX-Injected: 1:80/", &u, &why));
+  EXPECT_EQ(why, "must not contain spaces or control characters");
+  EXPECT_FALSE(ParseUpstreamUrl(std::string_view("http://k\0\0\x09x", 12), &u, &why));
+  EXPECT_FALSE(ParseUpstreamUrl("http://app/base HTTP/1.0", &u, &why));
+  EXPECT_FALSE(ParseUpstreamUrl("http://app/b\x7f", &u, &why));
 }
 
 TEST(SpaceSaving, KeepsHeavyHittersAndBoundsErrors) {
