@@ -183,6 +183,32 @@ class Walker {
   std::vector<ConfigError>* errors_;
 };
 
+// YAML aliases make a document a graph: a 2 KB file of anchors, each used ten
+// times by the next, is 10^9 nodes to a walk. Before walking, count the nodes
+// as a walk sees them (an alias once per use), up to a budget a document
+// without aliases never needs (it spends at least two bytes a node), and
+// bound the nesting (an alias cannot refer to itself in yaml-cpp, but stay safe).
+constexpr size_t kMinYamlNodeBudget = 65536;
+constexpr size_t kMaxYamlDepth = 256;
+
+bool WithinBounds(const YAML::Node& n, size_t depth, size_t* budget) {
+  if (*budget == 0 || depth > kMaxYamlDepth) return false;
+  --*budget;
+  if (n.IsSequence()) {
+    for (const auto& child : n) {
+      if (!WithinBounds(child, depth + 1, budget)) return false;
+    }
+  } else if (n.IsMap()) {
+    for (const auto& kv : n) {
+      if (!WithinBounds(kv.first, depth + 1, budget) ||
+          !WithinBounds(kv.second, depth + 1, budget)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 RlsYamlResult ParseRlsYaml(std::string_view text, const std::string& source) {
@@ -198,6 +224,15 @@ RlsYamlResult ParseRlsYaml(std::string_view text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     out.errors.push_back({source, "error loading config file: " + e.msg + " (line " +
                                       std::to_string(e.mark.line + 1) + ")"});
+    return out;
+  }
+  const size_t node_budget = std::max(kMinYamlNodeBudget, text.size());
+  size_t budget = node_budget;
+  if (!WithinBounds(root, 0, &budget)) {
+    out.errors.push_back({source, "expands to more than " + std::to_string(node_budget) +
+                                      " nodes or nests deeper than " +
+                                      std::to_string(kMaxYamlDepth) +
+                                      " levels (YAML aliases used many times over?)"});
     return out;
   }
   RlsDomainSpec spec;

@@ -43,6 +43,10 @@ struct RlsYamlResult {
 
 // Files larger than this are refused (a config is kilobytes).
 inline constexpr size_t kMaxRlsYamlBytes = 16 << 20;
+// A document whose aliases expand it past max(65536, its size in bytes) nodes,
+// or that nests deeper than 256 levels, is refused before it is walked: a
+// 2 KB alias bomb (anchors each used ten times by the next) is an error, not
+// minutes of work.
 
 // Parses one YAML document (one domain); `source` names it in error paths.
 RlsYamlResult ParseRlsYaml(std::string_view text, const std::string& source);

@@ -172,6 +172,42 @@ descriptors:
   EXPECT_TRUE(AnyContains(e, "(line 6)")) << ::testing::PrintToString(e);
 }
 
+// Issue 15: a small file of anchors, each used ten times by the next, is a
+// billion descriptors to the walker (--check was busy for minutes). It is
+// refused before the walk; aliases used a few times still work.
+TEST(RlsYamlTest, AliasBombsAreRefusedAndAliasesStillWork) {
+  std::string bomb =
+      "domain: bomb\ndescriptors:\n"
+      "  - &d0 {key: a, value: b, rate_limit: {unit: second, requests_per_unit: 1}}\n";
+  for (int i = 1; i < 10; ++i) {
+    std::string refs;
+    for (int r = 0; r < 10; ++r) refs += (r ? ", *d" : "*d") + std::to_string(i - 1);
+    bomb += "  - &d" + std::to_string(i) + " {key: k" + std::to_string(i) + ", descriptors: [" +
+            refs + "]}\n";
+  }
+  ASSERT_LT(bomb.size(), 2048u);
+  RlsYamlResult r = ParseRlsYaml(bomb, "bomb.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].ToString(),
+            "bomb.yaml: expands to more than 65536 nodes or nests deeper than 256 levels (YAML "
+            "aliases used many times over?)");
+  EXPECT_TRUE(r.domains.empty());
+
+  RlsYamlResult shared = ParseRlsYaml(R"(
+domain: d
+descriptors:
+  - key: a
+    rate_limit: &rl {unit: second, requests_per_unit: 5}
+  - key: b
+    rate_limit: *rl
+)",
+                                      "");
+  ASSERT_TRUE(shared.errors.empty()) << ::testing::PrintToString(shared.errors);
+  ASSERT_EQ(shared.domains.size(), 1u);
+  ASSERT_EQ(shared.domains[0].descriptors.size(), 2u);
+  EXPECT_EQ(shared.domains[0].descriptors[1].rate_limit->requests_per_unit, 5u);
+}
+
 TEST(RlsYamlTest, SemanticErrorsAsUpstream) {
   EXPECT_TRUE(AnyContains(Errors("descriptors: []\n"), "domain: config file cannot have empty"));
   EXPECT_TRUE(AnyContains(Errors("domain: d\ndescriptors:\n  - value: v\n"),
