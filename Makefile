@@ -2,6 +2,7 @@
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
+BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 # Extra CMake arguments for every build dir when it is configured; CI: -DTOLLGATE_WERROR=ON.
 CMAKE_ARGS ?=
@@ -11,10 +12,14 @@ cmake_gen   = $(if $(wildcard $(1)/CMakeCache.txt),,$(shell command -v ninja >/d
 # ccache keys on relative paths, so a fresh clone elsewhere reuses the cache.
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
+# make fuzz: seconds per target, targets run at once, which targets (empty: all).
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= $(JOBS)
+FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan bench run install clean
+.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install clean
 
 deps:
 	@bash tools/deps.sh
@@ -63,6 +68,15 @@ test-stress: $(if $(filter $(BUILD),$(STRESS_BUILD)),configure)
 	cmake --build $(STRESS_BUILD) -j $(JOBS) --target $$(bash tools/test_targets.sh $(STRESS_BUILD) timing)
 	bash tools/stress.sh --build $(STRESS_BUILD) --rounds $(ROUNDS) --hogs $(HOGS)
 
+# libFuzzer targets (fuzz/, docs/fuzzing.md), built with clang and ASan+UBSan in
+# their own tree; each runs FUZZ_SECONDS on a copy of its committed seed corpus.
+fuzz: deps
+	cmake -S . -B $(BUILD_FUZZ) $(call cmake_gen,$(BUILD_FUZZ)) $(CMAKE_ARGS) -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+	  -DTOLLGATE_FUZZ=ON -DTOLLGATE_BUILD_TESTS=OFF -DTOLLGATE_BUILD_BENCH=OFF
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_all
+	bash fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
 bench: build
 	bash bench/run.sh $(BUILD)
 
@@ -79,4 +93,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)

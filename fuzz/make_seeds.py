@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Writes the synthetic seed files of fuzz/corpus/ (docs/fuzzing.md, "Seeds").
+
+Run by hand when a target's input format changes; `make fuzz` never writes to
+fuzz/corpus/ (it fuzzes a copy). Seeds that are files of their own (examples/
+configs, replies captured from Redis 7.0 in corpus/resp_reader/redis7-*) are
+copied or kept, not generated. Needs protoc for the Envoy request seeds.
+"""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def copy(target, src, name):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    shutil.copyfile(os.path.join(ROOT, src), os.path.join(d, "seed-" + name))
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hs256(header, payload, key=b"fuzz-secret"):
+    signing = b64(json.dumps(header).encode()) + "." + b64(json.dumps(payload).encode())
+    mac = hmac.new(key, signing.encode(), hashlib.sha256).digest()
+    return signing + "." + b64(mac)
+
+
+TOKEN = hs256({"alg": "HS256", "typ": "JWT"},
+              {"sub": "u1", "plan": "enterprise", "org": {"id": "o1"}, "tenant": "t1",
+               "exp": 1900000000, "iss": "https://issuer.example", "aud": "tollgate"})
+
+# --- HTTP requests (http_request) ------------------------------------------------
+REQUESTS = {
+    "get-api-key": "GET /api/v1/items?tenant=t1 HTTP/1.1\r\nHost: api.example\r\n"
+                   "X-Api-Key: k1\r\nX-Request-Weight: 3\r\n\r\n",
+    "auth-original-uri": "GET /v1/auth HTTP/1.1\r\nHost: tollgate\r\nX-Original-Method: POST\r\n"
+                         "X-Original-URI: /api/login?debug=1\r\nX-Forwarded-For: 198.51.100.7, 10.0.0.2\r\n\r\n",
+    "jwt-bearer": "GET /api/v2/orders HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + TOKEN +
+                  "\r\nX-Api-Key: ent\r\n\r\n",
+    "explain": "GET /v1/explain?method=GET&path=/api/v1/x&header=x-api-key:k1&ip=2001:db8::1 HTTP/1.1\r\n"
+               "Host: admin\r\nAuthorization: Bearer token\r\n\r\n",
+    "decide-post": "POST /v1/decide HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 58\r\n\r\n{\"request\":{\"method\":\"GET\",\"path\":\"/api/items\"}}      ",
+    "chunked": "POST /api/v1/upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "5;ext=1\r\nhello\r\n0\r\nTrailer: x\r\n\r\n",
+    "traceparent": "GET /healthz HTTP/1.1\r\nHost: a\r\n"
+                   "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n",
+    "http10-head": "HEAD /api/../admin/%2e%2e/x//y HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    "absolute-form": "GET http://x/api/login HTTP/1.1\r\nHost: x\r\nForwarded: for=192.0.2.60;proto=http\r\n\r\n",
+    "dup-headers": "GET /api/v1/a HTTP/1.1\r\nHost: a\r\nX-Api-Key: k1\r\nX-Api-Key: k2\r\n"
+                   "Connection: X-Api-Key, keep-alive\r\nContent-Length: 0\r\n\r\n",
+    "expect-continue": "POST /v1/decide HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+}
+for name, req in REQUESTS.items():
+    write("http_request", name, req)
+
+# --- gateway rewrite (proxy_wire): mode byte, request, NUL, upstream response -------
+RESPONSES = {
+    "ok": "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello",
+    "no-content": "HTTP/1.1 204 No Content\r\nRateLimit: \"up\";r=1\r\n\r\n",
+    "conn-named": "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nX-Secret: s\r\n"
+                  "Content-Length: 2\r\n\r\nok",
+    "ratelimit-upstream": "HTTP/1.1 429 Too Many Requests\r\nratelimit-policy: \"u\";q=1\r\n"
+                          "Retry-After: 3\r\nContent-Length: 0\r\n\r\n",
+    "empty-reason": "HTTP/1.1 404 \r\nContent-Length: 3\r\n\r\nnot",
+    "http10": "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx",
+}
+pairs = [("get-api-key", "ok", 0), ("auth-original-uri", "no-content", 1), ("dup-headers", "conn-named", 2),
+         ("http10-head", "http10", 5), ("absolute-form", "ratelimit-upstream", 3),
+         ("traceparent", "empty-reason", 6)]
+for req, resp, mode in pairs:
+    write("proxy_wire", req + "--" + resp, bytes([mode]) + REQUESTS[req].encode() + b"\0" + RESPONSES[resp].encode())
+
+# --- /v1/decide bodies (decide_body) ----------------------------------------------
+BODIES = {
+    "request": {"request": {"method": "POST", "path": "/api/v1/items?tenant=t1", "client_ip": "2001:db8::9",
+                            "headers": {"x-api-key": "k1", "x-request-weight": "2.5",
+                                        "authorization": "Bearer " + TOKEN}}},
+    "request-header-pairs": {"request": {"path": "/login", "ip": "10.1.2.3",
+                                         "headers": [["X-Forwarded-For", "203.0.113.1"], ["x-api-key", "a"]]}},
+    "items": {"items": [{"rule": "free", "key": "k1", "cost": 3}, {"rule": "per-ip", "key": "198.51.100.1"}]},
+    "items-peek": {"items": [{"rule": "tenant-log", "key": "t", "cost": 0}]},
+    "bad": {"request": {"path": "nope"}, "items": []},
+}
+for name, body in BODIES.items():
+    write("decide_body", name, json.dumps(body))
+
+# --- paths (path) -------------------------------------------------------------------
+for i, p in enumerate(["/api/v1/items", "//api/./v1/../v1/items/", "/%61pi/%2e%2e/admin", "/a%2fb%3F?x=1&y=%41+b",
+                       "/x/%%32e%%32e/admin", "*", "/a%zz/%6", "/api/login#frag", "/../..", "/A/B;c=d\\e"]):
+    write("path", "%02d" % i, p)
+
+# --- client address (client_ip) -------------------------------------------------------
+CLIENT_IP = {
+    "xff": "10.0.0.7\n10.0.0.0/8 ::1\nx\n203.0.113.9, 10.0.0.3\n10.0.0.5",
+    "forwarded": "::1\n::1/128 10.0.0.0/8\nf\nfor=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"",
+    "mapped": "::ffff:10.1.2.3\n::ffff:10.0.0.0/104\nx\n198.51.100.1:443",
+    "untrusted": "203.0.113.5\n10.0.0.0/8\nx\n1.2.3.4",
+}
+for name, text in CLIENT_IP.items():
+    write("client_ip", name, text)
+
+# --- JWT (jwt): mode byte, claim path, then a token or header\npayload ----------------
+write("jwt", "bearer-hs256", bytes([0x02]) + b"org.id\nBearer " + TOKEN.encode())
+write("jwt", "bearer-upstream", bytes([0x00]) + b"plan\nbearer  " + TOKEN.encode() + b"  ")
+write("jwt", "sign-hs256", bytes([0x03]) + b"tenant\n" + json.dumps({"alg": "HS256"}).encode() + b"\n" +
+      json.dumps({"tenant": "t", "exp": 1600000000, "nbf": 1, "aud": ["x", "tollgate"]}).encode())
+write("jwt", "sign-iss", bytes([0x0b]) + b"a.b\n" + json.dumps({"alg": "HS256", "typ": "JWT"}).encode() + b"\n" +
+      json.dumps({"iss": "https://issuer.example", "aud": "tollgate", "a": {"b": 7}}).encode())
+write("jwt", "alg-none", bytes([0x02]) + b"sub\nBearer " +
+      (b64(b'{"alg":"none"}') + "." + b64(b'{"sub":"x"}') + ".").encode())
+write("jwt", "rs256", bytes([0x04]) + b"sub\nBearer " +
+      (b64(b'{"alg":"RS256"}') + "." + b64(b'{"sub":"x"}') + "." + b64(b"\0" * 256)).encode())
+
+# --- policies (policy_json) -------------------------------------------------------------
+copy("policy_json", "examples/policy.json", "examples-policy.json")
+for f in sorted(os.listdir(os.path.join(ROOT, "examples", "policies"))):
+    copy("policy_json", os.path.join("examples", "policies", f), "examples-" + f)
+copy("policy_json", "fuzz/policies/request.json", "fuzz-request.json")
+
+# --- server config (server_config) ------------------------------------------------------
+copy("server_config", "examples/tollgated.json", "examples-tollgated.json")
+write("server_config", "small", json.dumps({
+    "policy": "p.json", "listen": "[::1]:0", "admin": "127.0.0.1:9090", "store": {"url": "redis://r:6379"},
+    "gateway": {"upstream": "http://backend:8080/base/"}, "trusted_proxies": ["10.0.0.0/8"],
+    "jwt": {"hs256_secret": "s", "leeway_s": 5}, "log": {"level": "warn"}}))
+write("server_config", "upstream-line", "http://[::1]:8081/app\n{}")
+
+# --- Envoy (rls_yaml, rls_request) --------------------------------------------------------
+for f in sorted(os.listdir(os.path.join(ROOT, "examples", "envoy", "ratelimit"))):
+    copy("rls_yaml", os.path.join("examples", "envoy", "ratelimit", f), "examples-" + f)
+# A small alias bomb: 5 levels of 4 references (a 2 KB one has 10 levels of 10).
+bomb = ["domain: bomb", "descriptors:", "  - &d0 {key: a, value: b, rate_limit: {unit: second, requests_per_unit: 1}}"]
+for i in range(1, 5):
+    bomb.append("  - &d%d {key: k%d, descriptors: [%s]}" % (i, i, ", ".join(["*d%d" % (i - 1)] * 4)))
+write("rls_yaml", "alias-bomb-small.yaml", "\n".join(bomb) + "\n")
+
+REQUESTS_TEXT = {
+    "api": 'domain: "api" descriptors { entries { key: "plan" value: "enterprise" } entries { key: "api_key" value: "k1" } } '
+           'descriptors { entries { key: "api_key" value: "k1" } hits_addend { value: 2 } } hits_addend: 1',
+    "override": 'domain: "edge_proxy" descriptors { entries { key: "remote_address" value: "10.0.0.1" } '
+                'limit { requests_per_unit: 3 unit: SECOND } }',
+    "unknown-domain": 'domain: "nope" descriptors { entries { key: "a" value: "b" } }',
+    "prefix": 'domain: "api" descriptors { entries { key: "client" value: "batch-7" } }',
+}
+proto = os.path.join(ROOT, "proto")
+for name, text in REQUESTS_TEXT.items():
+    try:
+        out = subprocess.run(["protoc", "--encode=envoy.service.ratelimit.v3.RateLimitRequest", "-I", proto,
+                              os.path.join(proto, "envoy/service/ratelimit/v3/rls.proto")],
+                             input=text.encode(), capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit("protoc: %s" % getattr(e, "stderr", e))
+    write("rls_request", name, out)
+
+
+# --- Redis (resp_reader, cluster_topology, script_reply) ----------------------------------
+def mp_array(values):
+    out = b"\xdd" + struct.pack(">I", len(values))
+    for v in values:
+        if 0 <= v < 128:
+            out += bytes([v])
+        elif 0 <= v <= 0xffffffff:
+            out += b"\xce" + struct.pack(">I", v)
+        else:
+            out += (b"\xd3" if v < 0 else b"\xcf") + struct.pack(">q" if v < 0 else ">Q", v)
+    return out
+
+
+script = mp_array([1, 0, 200000000, 0 + 8 * 3, 59, 999999999])
+write("resp_reader", "script-reply", b"$%d\r\n" % len(script) + script + b"\r\n")
+write("resp_reader", "asking-then-script", b"+OK\r\n$%d\r\n" % len(script) + script + b"\r\n")
+write("resp_reader", "ask-tryagain", b"-ASK 3999 10.0.0.2:7001\r\n-TRYAGAIN Multiple keys request during rehashing\r\n"
+                                     b"-CLUSTERDOWN The cluster is down\r\n-LOADING Redis is loading\r\n")
+write("resp_reader", "slots-hostile-range", b"*1\r\n*3\r\n:0\r\n:9223372036854775807\r\n*2\r\n$1\r\nh\r\n:1\r\n")
+write("resp_reader", "nested", b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n")
+write("resp_reader", "nil-and-ints", b"$-1\r\n*-1\r\n:-9223372036854775808\r\n*2\r\n$0\r\n\r\n:0\r\n")
+write("resp_reader", "huge-array-header", b"*1048577\r\n")
+write("resp_reader", "partial-bulk", b"$1000\r\nabc")
+for mode in range(3):
+    for i in range(3):
+        write("cluster_topology", "mode%d-%d" % (mode, i), bytes([mode]) + hashlib.sha256(b"%d%d" % (mode, i)).digest() * 4)
+write("script_reply", "reply", b"\0" + script)
+write("script_reply", "fixarray", b"\0" + bytes([0x93, 0x01, 0xcc, 0xff, 0xd0, 0x80]))
+for i in range(4):
+    write("script_reply", "items-%d" % i, bytes([1 + i]) + hashlib.sha256(b"s%d" % i).digest() * 3)
+
+# --- client side (client_headers) -----------------------------------------------------------
+CLIENT = {
+    "draft11": 'RateLimit-Policy: "default";q=100;w=60, "burst";q=10;w=1;pk=:cHJvamVjdA==:\n'
+               'RateLimit: "default";r=50;t=30, "burst";r=0;t=1\nRetry-After: 1',
+    "draft07": "RateLimit: limit=100, remaining=0, reset=5\nRetry-After: Sun, 06 Nov 1994 08:49:37 GMT",
+    "draft03": "RateLimit-Limit: 10\nRateLimit-Remaining: 0\nRateLimit-Reset: 7\nRetry-After: Sunday, 06-Nov-94 08:49:37 GMT",
+    "github": "X-RateLimit-Limit: 5000\nX-RateLimit-Remaining: 4999\nX-RateLimit-Reset: 1700000060\n"
+              "Retry-After: Sun Nov  6 08:49:37 1994",
+    "ms": "x-ratelimit-limit: 60\nx-ratelimit-remaining: 0\nx-ratelimit-reset: 1700000000500",
+}
+for name, text in CLIENT.items():
+    write("client_headers", name, text)
+print("seeds written under", CORPUS)

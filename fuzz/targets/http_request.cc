@@ -1,0 +1,129 @@
+// Fuzz target: an HTTP/1.1 request head as tollgated's session reads it
+// (server/session.cc), and everything the session derives from it without
+// I/O: Beast's header parser under max_header_bytes, the target split, the
+// traceparent, the routing inputs of /v1/auth (X-Original-Method and
+// X-Original-URI), the /v1/explain query, the decision of the gateway and of
+// /v1/auth against fuzz/policies/request.json, and the serialized response.
+//
+// The routing itself (which endpoint a path picks) is inline in RunSession's
+// coroutine; it should be a pure function (kind, path, config) -> Endpoint so
+// this target can call it. Until then the target runs every endpoint's pure
+// part for every request.
+//
+// Input: the bytes a client sends first (request line, fields, maybe body).
+// Properties: every response tollgated would write (the 400/431 for a bad
+// head, a rejection, an explain answer) is one well-framed message; decisions
+// hold CheckOutcome's invariants (no CR/LF from request data in a field).
+#include <utility>  // before Asio: Boost 1.74 needs std::exchange declared
+
+#include <boost/beast/http.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz_enforcer.h"
+#include "fuzz_http.h"
+#include "fuzz_input.h"
+#include "server/handlers.h"
+#include "server/http_util.h"
+#include "server/log.h"
+
+namespace {
+
+namespace http = boost::beast::http;
+using tollgate::HeaderPair;
+using tollgate::RequestView;
+using tollgate::fuzz::CheckOutcome;
+using tollgate::fuzz::CheckSerialized;
+using tollgate::fuzz::Quote;
+using tollgate::server::Response;
+
+constexpr size_t kMaxHeaderBytes = 16 * 1024;  // ServerConfig's default
+
+std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+void Decide(tollgate::Enforcer& enforcer, const RequestView& view, bool keep_alive, bool head) {
+  const tollgate::CheckOutcome outcome = enforcer.Check(view);
+  CheckOutcome(outcome);
+  if (!outcome.allowed()) {
+    CheckSerialized(tollgate::server::RejectionResponse(outcome), keep_alive, head);
+  }
+  CheckSerialized(tollgate::server::RenderDecision(outcome), keep_alive, head);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  http::request_parser<http::empty_body> parser;
+  parser.header_limit(static_cast<std::uint32_t>(kMaxHeaderBytes));
+  boost::beast::error_code ec;
+  const size_t used = parser.put(boost::asio::buffer(data, size), ec);
+  FUZZ_CHECK(used <= size, "parser consumed more than it was given");
+  if (ec == http::error::need_more) return 0;  // the session would read on
+  if (ec) {
+    // The session's answer to a malformed or oversized head.
+    const Response r = ec == http::error::header_limit || ec == http::error::buffer_overflow
+                           ? tollgate::server::Problem(431, "Request header fields too large", "")
+                           : tollgate::server::Problem(400, "Bad request",
+                                                       "malformed HTTP request: " + ec.message());
+    CheckSerialized(r, false, false);
+    return 0;
+  }
+  FUZZ_CHECK(parser.is_header_done(), "no error and no header");
+  const auto& req = parser.get();
+  const bool keep_alive = req.keep_alive();
+  const bool head = req.method() == http::verb::head;
+  const std::string_view target = View(req.target());
+  const tollgate::server::Target t = tollgate::server::SplitTarget(target);
+  FUZZ_CHECK(t.path.size() + (t.query.empty() ? 0 : t.query.size() + 1) <= target.size(),
+             "split target longer than the target");
+  if (auto it = req.find("traceparent"); it != req.end()) {
+    const auto trace = tollgate::server::ParseTraceparent(View(it->value()));
+    FUZZ_CHECK(trace.trace_id.empty() || trace.trace_id.size() == 32,
+               "trace id of " + std::to_string(trace.trace_id.size()) + " characters");
+  }
+  std::vector<HeaderPair> headers;
+  for (const auto& f : req) headers.emplace_back(View(f.name_string()), View(f.value()));
+
+  auto env = tollgate::fuzz::FreshEnforcer();
+  tollgate::Enforcer& enforcer = *env->enforcer;
+  constexpr std::string_view kPeers[] = {"203.0.113.9", "10.1.2.3", "::1", "2001:db8::7"};
+  const std::string_view peer = kPeers[size % 4];
+
+  // The gateway's decision.
+  RequestView gateway;
+  gateway.method = View(req.method_string());
+  gateway.path = t.path;
+  gateway.query = t.query;
+  gateway.peer_address = peer;
+  gateway.headers = headers;
+  Decide(enforcer, gateway, keep_alive, head);
+
+  // /v1/auth: the original request comes in X-Original-Method / X-Original-URI.
+  RequestView auth = gateway;
+  auth.path = "/";
+  auth.query = {};
+  if (auto m = gateway.Header("x-original-method")) auth.method = *m;
+  if (auto u = gateway.Header("x-original-uri")) {
+    const tollgate::server::Target ot = tollgate::server::SplitTarget(*u);
+    auth.path = ot.path;
+    auth.query = ot.query;
+  }
+  Decide(enforcer, auth, keep_alive, head);
+
+  // /v1/explain?method=&path=&header=&ip=: the query describes a request.
+  tollgate::server::DescribedRequest described;
+  const auto errors = tollgate::server::ParseExplainQuery(t.query, &described);
+  if (!errors.empty()) {
+    CheckSerialized(tollgate::server::Problem(400, "Invalid explain query", "see errors", errors),
+                    keep_alive, head);
+  } else {
+    const RequestView view = described.View();
+    const tollgate::CheckOutcome outcome = enforcer.Explain(view);
+    CheckOutcome(outcome);
+    CheckSerialized(tollgate::server::RenderExplain(outcome, described, enforcer.ClientIp(view)),
+                    keep_alive, head);
+  }
+  return 0;
+}

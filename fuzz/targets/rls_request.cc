@@ -1,0 +1,72 @@
+// Fuzz target: an Envoy ShouldRateLimit request (the gRPC message body, bytes
+// from the Envoy side) decided by the RlsDecider (server/rls/rls_decider.cc)
+// against the example configs in examples/envoy/ratelimit/.
+//
+// Input: a serialized envoy.service.ratelimit.v3.RateLimitRequest.
+// Properties: the decider answers Ok or kInvalidArgument (never a crash,
+// never kUnavailable on a local store); an Ok answer has one status per
+// descriptor, and an overall OVER_LIMIT only with a descriptor OVER_LIMIT
+// (shadow-mode descriptors may be over without the answer being so).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fuzz_input.h"
+#include "rls/rls_decider.h"
+#include "rls/rls_yaml.h"
+#include "tollgate/clock.h"
+#include "tollgate/local_store.h"
+
+namespace {
+
+std::shared_ptr<const tollgate::rls::RlsConfig> ExampleConfig() {
+  static const std::shared_ptr<const tollgate::rls::RlsConfig> config = [] {
+    tollgate::rls::RlsCompileOptions options;
+    options.merge_domains = true;
+    auto parsed = tollgate::rls::LoadRlsConfigFiles(
+        {std::string(TOLLGATE_SOURCE_DIR) + "/examples/envoy/ratelimit"}, options);
+    FUZZ_CHECK(parsed.config != nullptr,
+               "examples/envoy/ratelimit: " +
+                   (parsed.errors.empty() ? std::string() : parsed.errors[0].ToString()));
+    return parsed.config;
+  }();
+  return config;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  namespace rlspb = tollgate::rls::rlspb;
+  rlspb::RateLimitRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
+
+  tollgate::ManualClock clock;
+  tollgate::LocalStoreOptions store_options;
+  store_options.max_keys = 256;
+  store_options.shards = 4;
+  store_options.clock = &clock;
+  auto store = tollgate::LocalStore::Create(store_options);
+  FUZZ_CHECK(store.ok(), store.status().ToString());
+  tollgate::rls::RlsDecideOptions options;
+  options.header_style = size % 2 ? tollgate::HeaderStyle::kDraft11 : tollgate::HeaderStyle::kNone;
+  tollgate::rls::RlsDecider decider(store->get(), ExampleConfig(), &clock, options);
+
+  for (int round = 0; round < 2; ++round) {
+    rlspb::RateLimitResponse response;
+    const tollgate::Status st = decider.DecideSync(request, &response);
+    FUZZ_CHECK(st.ok() || st.code() == tollgate::StatusCode::kInvalidArgument,
+               "unexpected status " + st.ToString());
+    if (!st.ok()) return 0;
+    FUZZ_CHECK(response.statuses_size() == request.descriptors_size(),
+               "statuses " + std::to_string(response.statuses_size()) + " for " +
+                   std::to_string(request.descriptors_size()) + " descriptors");
+    bool any_over = false;
+    for (const auto& s : response.statuses()) {
+      any_over = any_over || s.code() == rlspb::RateLimitResponse::OVER_LIMIT;
+    }
+    if (response.overall_code() == rlspb::RateLimitResponse::OVER_LIMIT) {
+      FUZZ_CHECK(any_over, "OVER_LIMIT overall without an OVER_LIMIT descriptor");
+    }
+  }
+  return 0;
+}
