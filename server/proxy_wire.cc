@@ -19,10 +19,15 @@ void AppendField(std::string_view name, std::string_view value, std::string* out
   out->append("\r\n");
 }
 
-// Connection may name Transfer-Encoding, but the framing code owns that field.
+// Connection may name the framing fields, but they are not the sender's to
+// drop: without its Content-Length a relayed response would end only when the
+// connection closes, and the next one would be read as its body (issue 14).
 bool DroppedByConnection(std::string_view name, std::span<const std::string_view> connection) {
+  if (EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "content-length")) {
+    return false;
+  }
   for (std::string_view value : connection) {
-    if (NamedByConnection(name, value) && !EqualsIgnoreCase(name, "transfer-encoding")) return true;
+    if (NamedByConnection(name, value)) return true;
   }
   return false;
 }

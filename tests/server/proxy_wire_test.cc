@@ -121,6 +121,22 @@ TEST(AppendClientResponseHead, DropsHopByHopReplacesRateLimitFieldsAndSaysConnec
   EXPECT_NE(out.find("\r\nConnection: keep-alive\r\n\r\n"), std::string::npos) << out;
 }
 
+// Found by fuzz/targets/proxy_wire.cc's framing property (issue 14, finding 1,
+// response direction): "Connection: content-length" removed the relayed
+// response's framing, so the client read it as close-delimited.
+TEST(AppendClientResponseHead, ConnectionCannotRemoveTheFraming) {
+  const std::string bytes =
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: content-length, X-Secret\r\n"
+      "X-Secret: s\r\n\r\nhello";
+  std::vector<FieldView> fields;
+  UpstreamResponseHead head(&fields);
+  ASSERT_EQ(head.Parse(bytes), State::kComplete);
+  ASSERT_TRUE(head.Relayable());
+  std::string out;
+  AppendClientResponseHead(head, {}, /*keep_alive=*/true, 11, &out);
+  EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+}
+
 http::request_header<> ParseRequest(const std::string& text) {
   http::request_parser<http::empty_body> p;
   boost::beast::error_code ec;
