@@ -49,20 +49,27 @@ struct FuzzEnforcer {
   std::unique_ptr<Enforcer> enforcer;
 };
 
-inline std::unique_ptr<FuzzEnforcer> FreshEnforcer() {
-  auto env = std::make_unique<FuzzEnforcer>();
+// A LocalStore small enough to create per input (256 keys, 4 shards).
+inline std::unique_ptr<LocalStore> SmallStore(const Clock* clock) {
   LocalStoreOptions store_options;
   store_options.max_keys = 256;
   store_options.shards = 4;
-  store_options.clock = &env->clock;
+  store_options.clock = clock;
   auto store = LocalStore::Create(store_options);
   FUZZ_CHECK(store.ok(), store.status().ToString());
-  env->store = std::move(*store);
+  return std::move(*store);
+}
+
+// `policies`: fuzz/policies/request.json unless given.
+inline std::unique_ptr<FuzzEnforcer> FreshEnforcer(std::shared_ptr<PolicyStore> policies = {}) {
+  auto env = std::make_unique<FuzzEnforcer>();
+  env->store = SmallStore(&env->clock);
   EnforcerOptions options;
   options.trusted_proxies = {"10.0.0.0/8", "::1"};
   options.jwt.hs256_secret = "fuzz-secret";
   options.log = [](std::string_view) {};
-  auto enforcer = Enforcer::Create(FuzzPolicies(), env->store.get(), &env->clock, options);
+  auto enforcer = Enforcer::Create(policies ? std::move(policies) : FuzzPolicies(),
+                                   env->store.get(), &env->clock, options);
   FUZZ_CHECK(enforcer.ok(), enforcer.status().ToString());
   env->enforcer = std::move(*enforcer);
   return env;

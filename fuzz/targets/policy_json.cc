@@ -30,19 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto rules = tollgate::SummarizePolicy(*parsed.policy);
   for (const auto& r : rules) FUZZ_CHECK(!r.name.empty(), "a rule without a name");
 
-  tollgate::ManualClock clock;
-  tollgate::LocalStoreOptions store_options;
-  store_options.max_keys = 256;
-  store_options.shards = 4;
-  store_options.clock = &clock;
-  auto store = tollgate::LocalStore::Create(store_options);
-  FUZZ_CHECK(store.ok(), store.status().ToString());
-  tollgate::EnforcerOptions options;
-  options.jwt.hs256_secret = "fuzz-secret";
-  options.log = [](std::string_view) {};
-  auto enforcer = tollgate::Enforcer::Create(tollgate::PolicyStore::FromPolicy(parsed.policy),
-                                             store->get(), &clock, options);
-  FUZZ_CHECK(enforcer.ok(), enforcer.status().ToString());
+  auto env = tollgate::fuzz::FreshEnforcer(tollgate::PolicyStore::FromPolicy(parsed.policy));
+  tollgate::Enforcer& enforcer = *env->enforcer;
 
   const std::vector<std::pair<std::string_view, std::string_view>> header_sets[] = {
       {},
@@ -51,15 +40,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& set : header_sets) {
     std::vector<tollgate::HeaderPair> headers(set.begin(), set.end());
     tollgate::RequestView view{"GET", "/api/v1/items", "tenant=t1&cost=2", "203.0.113.9", headers};
-    for (int i = 0; i < 3; ++i) tollgate::fuzz::CheckOutcome((*enforcer)->Check(view));
-    tollgate::fuzz::CheckOutcome((*enforcer)->Explain(view));
+    for (int i = 0; i < 3; ++i) tollgate::fuzz::CheckOutcome(enforcer.Check(view));
+    tollgate::fuzz::CheckOutcome(enforcer.Explain(view));
   }
   for (const auto& r : rules) {
     tollgate::ExplicitItem item;
     item.rule = r.name;
     item.key = "k1";
     const tollgate::ExplicitItem items[] = {item};
-    auto outcome = (*enforcer)->CheckItems(items);
+    auto outcome = enforcer.CheckItems(items);
     if (outcome.ok()) tollgate::fuzz::CheckOutcome(*outcome);
   }
   return 0;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "fuzz_enforcer.h"
 #include "fuzz_input.h"
 #include "rls/rls_decider.h"
 #include "rls/rls_yaml.h"
@@ -41,15 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
 
   tollgate::ManualClock clock;
-  tollgate::LocalStoreOptions store_options;
-  store_options.max_keys = 256;
-  store_options.shards = 4;
-  store_options.clock = &clock;
-  auto store = tollgate::LocalStore::Create(store_options);
-  FUZZ_CHECK(store.ok(), store.status().ToString());
+  const auto store = tollgate::fuzz::SmallStore(&clock);
   tollgate::rls::RlsDecideOptions options;
   options.header_style = size % 2 ? tollgate::HeaderStyle::kDraft11 : tollgate::HeaderStyle::kNone;
-  tollgate::rls::RlsDecider decider(store->get(), ExampleConfig(), &clock, options);
+  tollgate::rls::RlsDecider decider(store.get(), ExampleConfig(), &clock, options);
 
   for (int round = 0; round < 2; ++round) {
     rlspb::RateLimitResponse response;
