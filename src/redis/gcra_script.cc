@@ -475,16 +475,18 @@ Decision DecodeWindow(const Limit& limit, const ScriptItem& item, int64_t code, 
       d.retry_after = Decision::kNever;
     } else {
       const int64_t room = burst - curr - cost;
-      int64_t wait;
+      i128 wait;
       if (room >= 0 && prev > 0) {
-        wait = static_cast<int64_t>(w - (static_cast<i128>(room) * w) / prev) - elapsed;
+        wait = w - (static_cast<i128>(room) * w) / prev - elapsed;
       } else {
-        int64_t e2 = 0;
-        if (curr > 0) e2 = static_cast<int64_t>(w - (static_cast<i128>(burst - cost) * w) / curr);
+        i128 e2 = 0;
+        if (curr > 0) e2 = w - (static_cast<i128>(burst - cost) * w) / curr;
         wait = (w - elapsed) + e2;
       }
       // wait counts from the window's start, `ahead` after now (core adds t - now).
-      d.retry_after = Nanos(std::max<int64_t>(wait, 1) + ahead);
+      // The script's counts give 1 <= wait <= 2w (the rest of this window and the
+      // next); counts it cannot send (a denied item that fits) are held to that too.
+      d.retry_after = Nanos(static_cast<int64_t>(std::clamp<i128>(wait, 1, 2 * i128{w})) + ahead);
     }
   }
   const i128 est_scaled = static_cast<i128>(prev) * (w - elapsed) + static_cast<i128>(curr) * w;

@@ -257,6 +257,27 @@ TEST(GcraScript, ReplyTriplesTheScriptCannotSendAreRefused) {
   }
 }
 
+// Found by fuzz/targets/script_reply.cc (UBSan): a denied sliding-window item
+// whose counts say it fits (prev 0, curr 1: the script never sends that) made
+// the wait w - (burst - cost) * w / curr overflow int64. Waits are computed
+// wide and held to what the script can mean: 1 ns .. two windows.
+TEST(GcraScript, WindowDecodeHoldsAnyCountsToTwoWindows) {
+  LimitSpec s;
+  s.algorithm = Algorithm::kSlidingWindow;
+  s.burst = (1 << 20) - 1;
+  s.window = std::chrono::hours(24 * 366);
+  const Limit l = *Limit::Create(s);
+  const ScriptItem item = MakeScriptItem(l, 1);
+  for (int64_t count : {int64_t{1}, int64_t{1} << 20, (int64_t{1} << 41) - 1}) {
+    for (int64_t r : {int64_t{1}, l.window_ns(), int64_t{1} << 61}) {
+      const Decision d = DecodeDecision(l, item, /*code=*/0, r, count);
+      const int64_t ahead = r > l.window_ns() ? r - l.window_ns() : 0;
+      EXPECT_GE(d.retry_after.count(), 1 + ahead) << count << " " << r;
+      EXPECT_LE(d.retry_after.count(), 2 * l.window_ns() + ahead) << count << " " << r;
+    }
+  }
+}
+
 TEST(GcraScript, ScriptShaIsFortyLowerCaseHexDigits) {
   EXPECT_TRUE(IsScriptSha("e0e1f9fabfc9d4800c877a703b823ac0578ff8db"));
   EXPECT_FALSE(IsScriptSha("E0E1F9FABFC9D4800C877A703B823AC0578FF8DB"));
