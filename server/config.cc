@@ -142,6 +142,12 @@ bool ParseHostPort(std::string_view text, HostPort* out, std::string* error) {
       return false;
     }
   }
+  for (unsigned char c : host) {
+    if (c <= 0x20 || c == 0x7f || c == '[' || c == ']') {
+      *error = "host must not contain spaces, control characters or brackets";
+      return false;
+    }
+  }
   unsigned value = 0;
   auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value > 65535) {

@@ -218,6 +218,12 @@ TEST(ServerConfig, HostPortAndUpstreamUrls) {
   EXPECT_FALSE(ParseHostPort("::1:80", &hp, &why));
   EXPECT_FALSE(ParseHostPort("h:70000", &hp, &why));
   EXPECT_FALSE(ParseHostPort("h:", &hp, &why));
+  // Found by fuzz/targets/server_config.cc: "[[[[[[tp]:0" parsed to host
+  // "[[[[[tp", whose ToString() ("[[[[[tp:0") did not parse back.
+  EXPECT_FALSE(ParseHostPort("[[[[[[tp]:0", &hp, &why));
+  EXPECT_EQ(why, "host must not contain spaces, control characters or brackets");
+  EXPECT_FALSE(ParseHostPort("a]b:80", &hp, &why));
+  EXPECT_FALSE(ParseHostPort("a b:80", &hp, &why));
   UpstreamUrl u;
   ASSERT_TRUE(ParseUpstreamUrl("http://app.local/v2/", &u, &why));
   EXPECT_EQ(u.address.host, "app.local");
