@@ -14,8 +14,6 @@
 //   - Claim() of any path is a string without error for a usable token.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/pem.h>
-#include <openssl/rsa.h>
 
 #include <cstdint>
 #include <memory>
@@ -36,26 +34,26 @@ using tollgate::fuzz::Quote;
 constexpr std::string_view kSecret = "fuzz-secret";
 constexpr int64_t kNow = 1'700'000'000;
 
-std::string RsaPublicKeyPem() {
-  EVP_PKEY* key = EVP_RSA_gen(2048);
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PUBKEY(bio, key);
-  char* text = nullptr;
-  const long n = BIO_get_mem_data(bio, &text);
-  std::string pem(text, static_cast<size_t>(n));
-  BIO_free(bio);
-  EVP_PKEY_free(key);
-  return pem;
-}
+// A fixed RSA-2048 public key (its private half was thrown away): generating
+// one here took longer than libFuzzer's per-input time limit on a busy machine.
+constexpr char kRsaPublicKeyPem[] = R"(-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAuwxsOlxJ6l2T50h2KDJW
+AePIQD0XvTvCu6XTzg+h5e1udMw//Gn04dAqg+oCc5EVBeFSERZN+SmY1+JQJwtO
+VqCN8gMVdx/QMK8jrQQxdq/sgKfnoPTei2Jxh6Kh183B5H+ljHCWEKb704iCii+Y
+lz6pJAcQyVnTbcAOO8Kv2C95W0VA12yvOoBHmxCGVHe3PpbWLdrKt+FvE11bawWP
+nvfJQcp4DWquMraw6V1d5fGKn1tSQLU7ss0btKT9Ti4xl3LixNOCtZJixxIR5g05
+yrkZYZV3cCh4wRF0pSGaK2KIAYMf89fprngnHieY0l/ow72wH2yHmKNXyQdORBPA
+2wIDAQAB
+-----END PUBLIC KEY-----
+)";
 
 const JwtVerifier& Verifier(int which) {
   static std::unique_ptr<JwtVerifier> verifiers[8];
-  static const std::string pem = RsaPublicKeyPem();
   auto& v = verifiers[which & 7];
   if (!v) {
     JwtOptions o;
     if (which & 1) o.hs256_secret = std::string(kSecret);
-    if (which & 2) o.rs256_public_key_pem = pem;
+    if (which & 2) o.rs256_public_key_pem = kRsaPublicKeyPem;
     if ((which & 3) == 0) o.verified_upstream = true;
     if (which & 4) {
       o.issuer = "https://issuer.example";
