@@ -1,10 +1,12 @@
 // Structured logs: one JSON object a line, through spdlog.
 //
 // Every line is {"ts":"...","level":"info","msg":"<event>", ...fields}. Field
-// values are serialised by nlohmann::json, so quotes, backslashes, control
-// characters and invalid UTF-8 in client-controlled strings (paths, keys,
-// header values) are escaped or replaced and can never break a line or forge a
-// field. Long client strings are cut to kMaxClientString bytes.
+// values are serialised by nlohmann::json, so quotes and backslashes can never
+// break a line or forge a field. Client-controlled strings (paths, keys, header
+// values) go through Logger::Client first: cut to kMaxClientString bytes, then
+// EscapeLogText, so no control character, C1 control or bidi override from a
+// request reaches a terminal or a log viewer, and nothing is lost (the escape
+// is reversible, UnescapeLogText).
 //
 // RejectionGate decides which rejections get a line: 1 in `sample_every`,
 // and never more than `per_second` lines in any one second, so a flood of 429s
@@ -56,16 +58,26 @@ class Logger {
   }
   void Flush();
 
-  // A client-controlled string, bounded (the JSON encoder escapes it).
-  static std::string Client(std::string_view s) {
-    return std::string(s.substr(0, kMaxClientString));
-  }
+  // A client-controlled string, bounded and escaped (EscapeLogText).
+  static std::string Client(std::string_view s);
 
  private:
   Logger(LogLevel level, std::shared_ptr<spdlog::logger> sink);
   LogLevel level_;
   std::shared_ptr<spdlog::logger> sink_;
 };
+
+// Makes client bytes safe to show: the result is valid UTF-8 without C0
+// controls, DEL, C1 controls (U+0080..U+009F), bidi controls (U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069, U+061C) or line/paragraph separators
+// (U+2028, U+2029). Those code points become "\u202e" (4 lower-case hex
+// digits), every other control byte and every byte that is not part of valid
+// UTF-8 (a raw 0x9b too) becomes "\x9b", and a backslash becomes "\\"; the
+// rest is copied. At most 4 output bytes per input byte. Pure; safe anywhere.
+std::string EscapeLogText(std::string_view text);
+// The inverse: UnescapeLogText(EscapeLogText(s)) == s for every s. Text that
+// EscapeLogText cannot produce is returned as far as it decodes.
+std::string UnescapeLogText(std::string_view text);
 
 class RejectionGate {
  public:
