@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "server/secrets.h"
+
 namespace tollgate::server {
 namespace {
 
@@ -234,17 +236,19 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     } else if (admin->is_object()) {
       FieldReader a(*admin, "admin", &errors);
       a.String("listen", &c->admin_listen);
-      a.String("token", &c->admin_token);
+      std::string inline_token;
       std::string token_file;
+      a.String("token", &inline_token);
       a.String("token_file", &token_file);
-      if (!token_file.empty()) {
-        std::ifstream in(token_file);
-        std::string token;
-        if (!in || !std::getline(in, token)) {
-          a.Error("token_file", "cannot read " + token_file);
-        } else {
-          c->admin_token = token;
-        }
+      a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
+      if (!inline_token.empty() && !token_file.empty()) {
+        a.Error("token_file", "set token_file or token, not both");
+      } else if (!inline_token.empty()) {
+        c->admin_token = inline_token;
+        c->admin_token_file.clear();
+      } else if (!token_file.empty()) {
+        std::string why;
+        if (!ReadAdminTokenFile(token_file, c, &why)) a.Error("token_file", why);
       }
       a.RejectUnknown();
     } else {
@@ -371,6 +375,25 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
       l.RejectUnknown();
     }
   }
+  if (const json* ids = r.Find("identities")) {
+    if (!ids->is_object()) {
+      r.Error("identities", "must be an object");
+    } else {
+      FieldReader i(*ids, "identities", &errors);
+      i.Bool("raw", &c->raw_identities);
+      std::string key_file;
+      i.String("hash_key_file", &key_file);
+      if (!key_file.empty()) {
+        std::string why;
+        if (!ReadSecretFile(key_file, &c->identity_hash_key, &why)) {
+          i.Error("hash_key_file", key_file + ": " + why);
+        } else {
+          c->identity_hash_key_file = key_file;
+        }
+      }
+      i.RejectUnknown();
+    }
+  }
   if (const json* top = r.Find("top")) {
     if (!top->is_object()) {
       r.Error("top", "must be an object");
@@ -385,6 +408,17 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   r.Find("comment");  // allowed, ignored
   r.RejectUnknown();
   return errors;
+}
+
+bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::string* error) {
+  std::string token;
+  if (!ReadSecretFile(path, &token, error)) {
+    *error = path + ": " + *error;
+    return false;
+  }
+  config->admin_token = std::move(token);
+  config->admin_token_file = path;
+  return true;
 }
 
 std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerConfig* config) {
@@ -411,8 +445,31 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   HostPort hp;
   if (c.policy_path.empty()) errors.push_back({"policy", "is required (--policy FILE)"});
   if (!ParseHostPort(c.listen, &hp, &why)) errors.push_back({"listen", why});
-  if (!c.admin_listen.empty() && !ParseHostPort(c.admin_listen, &hp, &why)) {
-    errors.push_back({"admin.listen", why});
+  if (!c.admin_listen.empty()) {
+    if (!ParseHostPort(c.admin_listen, &hp, &why)) {
+      errors.push_back({"admin.listen", why});
+    } else if (c.admin_token.empty() && !c.admin_allow_unauthenticated &&
+               !IsLoopbackHost(hp.host)) {
+      errors.push_back({"admin.token_file",
+                        "is required: admin.listen (" + c.admin_listen +
+                            ") is not a loopback address, so anyone who can reach it could "
+                            "reload, read the policy and see who is limited; set "
+                            "admin.token_file (--admin-token-file), or opt out with "
+                            "admin.allow_unauthenticated: true (--admin-allow-unauthenticated)"});
+    }
+  }
+  if (!c.identity_hash_key.empty()) {
+    if (std::string bad = CheckSecret(c.identity_hash_key); !bad.empty()) {
+      errors.push_back({"identities.hash_key_file", c.identity_hash_key_file + ": the key " + bad});
+    }
+  }
+  if (!c.admin_token.empty()) {
+    if (std::string bad = CheckSecret(c.admin_token); !bad.empty()) {
+      errors.push_back(
+          c.admin_token_file.empty()
+              ? ConfigError{"admin.token", "the token " + bad}
+              : ConfigError{"admin.token_file", c.admin_token_file + ": the token " + bad});
+    }
   }
   if (!c.grpc_listen.empty()) {
     if (!ParseHostPort(c.grpc_listen, &hp, &why)) errors.push_back({"grpc_listen", why});

@@ -49,9 +49,13 @@ struct ServerConfig {
   // Listeners.
   std::string listen = "127.0.0.1:8080";
   std::string admin_listen = "127.0.0.1:9090";  // "" = no admin listener
-  std::string admin_token;                      // bearer token for admin; "" = none
-  bool metrics_on_main = true;                  // also serve /metrics on the main listener
-  int threads = 0;                              // 0 = one per core
+  // Bearer token for the admin listener (and /metrics); "" = none. Required when
+  // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
+  std::string admin_token;
+  std::string admin_token_file;  // where admin_token was read from (for messages)
+  bool admin_allow_unauthenticated = false;
+  bool metrics_on_main = true;  // also serve /metrics on the main listener
+  int threads = 0;              // 0 = one per core
   // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
   std::string grpc_listen;
   std::vector<std::string> rls_config;
@@ -115,6 +119,12 @@ struct ServerConfig {
   uint32_t reject_logs_per_second = 10;  // ...and at most this many a second
   bool access_log = false;               // one line per request (debugging; costs throughput)
 
+  // Identities (keys, addresses) in /v1/top, /v1/explain and logs: hashed with
+  // HMAC-SHA256 under this key (random per process when ""), or shown raw.
+  bool raw_identities = false;
+  std::string identity_hash_key;
+  std::string identity_hash_key_file;  // where identity_hash_key was read from
+
   // GET /v1/top.
   Millis top_window{60000};
   size_t top_capacity = 64;  // identities tracked per rule (space-saving sketch)
@@ -123,6 +133,10 @@ struct ServerConfig {
 // Parses a config document over the defaults above. Returns every error.
 std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerConfig* config);
 std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerConfig* config);
+// Reads the admin token from `path` (the one strict reader for the flag and the
+// config file: exactly one non-empty line, see server/secrets.h) into
+// config->admin_token and admin_token_file. False with "<path>: <why>".
+bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::string* error);
 // Checks the merged config (after flags): ranges, listeners, store URL, modes.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 

@@ -20,6 +20,7 @@
 
 #include "server/config.h"
 #include "server/grpc_frontend.h"
+#include "server/identities.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
@@ -117,6 +118,7 @@ struct Shared {
   std::atomic<int64_t> drain_deadline_ns{0};  // set when draining starts; 0 forces
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
+  IdentityRedactor identities;         // how keys and addresses are shown (top, explain, logs)
   std::string bearer;                  // "Bearer <token>" or ""
   std::unique_ptr<GrpcFrontend> grpc;  // Envoy RLS, when grpc_listen is set
   int64_t start_wall_ns = 0;

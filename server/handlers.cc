@@ -370,17 +370,20 @@ Response HandleTop(Shared& s, std::string_view query) {
       }
     } else if (name == "rule") {
       rule_filter = value;
-    } else {
-      errors.push_back({std::string(name), "unknown parameter (n, rule)"});
+    } else if (name != "raw") {
+      errors.push_back({std::string(name), "unknown parameter (n, rule, raw)"});
     }
   });
   if (!errors.empty()) return Problem(400, "Bad query", "", errors);
+  const bool raw = RawRequested(query);
+  if (raw && s.bearer.empty() && !s.identities.raw()) return RawNeedsToken();
   json rules = json::array();
   for (auto& rt : s.top->Top(n, s.clock->Now())) {
     if (!rule_filter.empty() && rt.rule != rule_filter) continue;
     json top = json::array();
     for (const auto& e : rt.top) {
-      top.push_back({{"key", e.key}, {"rejected", e.count}, {"error", e.error}});
+      top.push_back(
+          {{"key", s.identities.Show(e.key, raw)}, {"rejected", e.count}, {"error", e.error}});
     }
     rules.push_back({{"rule", rt.rule}, {"top", std::move(top)}});
   }
@@ -416,8 +419,9 @@ std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequ
       std::string_view v = value.substr(colon + 1);
       while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
       out->header_storage.emplace_back(value.substr(0, colon), v);
-    } else {
-      errors.push_back({std::string(name), "unknown parameter (method, path, query, header, ip)"});
+    } else if (name != "raw") {
+      errors.push_back(
+          {std::string(name), "unknown parameter (method, path, query, header, ip, raw)"});
     }
   });
   if (out->path.empty() || out->path[0] != '/') errors.push_back({"path", "must start with /"});
@@ -425,16 +429,56 @@ std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequ
   return errors;
 }
 
+bool RawRequested(std::string_view query) {
+  bool raw = false;
+  ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
+    if (name == "raw") raw = value == "1" || value == "true";
+  });
+  return raw;
+}
+
+Response RawNeedsToken() {
+  return Problem(403, "Raw identities need the admin token",
+                 "raw=1 is honoured only when the admin listener has a token "
+                 "(admin.token_file); or set identities.raw in the config");
+}
+
 Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& request,
-                       std::string_view client_ip) {
+                       std::string_view client_ip, const IdentityRedactor& ids, bool raw) {
   json j = OutcomeJson(outcome);
-  j["trace"] = outcome.trace;
+  const bool show_raw = raw || ids.raw();
+  std::vector<std::string> trace = outcome.trace;
+  if (!show_raw) {
+    // The trace names each applied rule's key ("applies, key <identity>, ...").
+    for (size_t i = 0; i < outcome.rules.size(); ++i) {
+      const std::string& key = outcome.rules[i].key;
+      j["rules"][i]["key"] = ids.Hash(key);
+      if (key.empty()) continue;
+      const std::string hashed = ids.Hash(key);
+      for (std::string& line : trace) {
+        const std::string marker = "key " + key + ",";
+        for (size_t at = line.find(marker); at != std::string::npos;
+             at = line.find(marker, at + 4 + hashed.size())) {
+          line.replace(at + 4, key.size(), hashed);
+        }
+      }
+    }
+  }
+  j["trace"] = trace;
   json headers = json::object();
-  for (const auto& [n, v] : request.header_storage) headers[n] = v;
-  j["request"] = {{"method", request.method}, {"path", request.path},
-                  {"query", request.query},   {"peer", request.client_ip},
-                  {"client_ip", client_ip},   {"headers", std::move(headers)}};
+  for (const auto& [n, v] : request.header_storage) headers[n] = ids.Show(v, raw);
+  j["request"] = {{"method", request.method},
+                  {"path", request.path},
+                  {"query", request.query},
+                  {"peer", ids.Show(request.client_ip, raw)},
+                  {"client_ip", ids.Show(client_ip, raw)},
+                  {"headers", std::move(headers)}};
   j["note"] = "explain charges nothing: remaining shows each bucket's state now";
+  if (!show_raw) {
+    j["identities"] =
+        "keys, addresses and header values are shown as hmac:<HMAC-SHA256 prefix>; "
+        "raw=1 (with the admin token) shows them";
+  }
   return JsonResponse(200, j);
 }
 
@@ -459,14 +503,14 @@ void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& o
   if (outcome.denied_rule >= 0 && size_t(outcome.denied_rule) < outcome.rules.size()) {
     const RuleOutcome& r = outcome.rules[outcome.denied_rule];
     f["rule"] = r.rule;
-    f["key"] = Logger::Client(r.key);
+    f["key"] = s.identities.ShowInLog(r.key);
     f["retry_after_s"] = outcome.retry_after_seconds;
   }
   if (!outcome.status.ok()) f["error"] = outcome.status.ToString();
   if (request) {
     f["method"] = Logger::Client(request->method);
     f["path"] = Logger::Client(request->path);
-    f["peer"] = Logger::Client(request->peer_address);
+    f["peer"] = s.identities.ShowInLog(request->peer_address);
   }
   if (!trace_id.empty()) f["trace_id"] = std::string(trace_id);
   f["sampled"] = true;

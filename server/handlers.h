@@ -53,8 +53,14 @@ Response HandlePolicy(Shared& s);
 Response HandleTop(Shared& s, std::string_view query);
 // Parses ?method=&path=&query=&header=name:value&ip= into a request.
 std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out);
+// Identities (rule keys, addresses, header values, the trace's keys) are shown
+// through `ids`: hashed unless it is raw or `raw` (?raw=1) asks for them.
 Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& request,
-                       std::string_view client_ip);
+                       std::string_view client_ip, const IdentityRedactor& ids, bool raw);
+// Whether an admin query asks for raw identities (raw=1 or raw=true), and the
+// 403 when it does on an admin listener without a token.
+bool RawRequested(std::string_view query);
+Response RawNeedsToken();
 
 // Counts the outcome, feeds /v1/top and emits a (gated) rejection log line.
 void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,

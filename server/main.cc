@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "server/config.h"
-#include "server/grpc_frontend.h"
 #include "server/server.h"
+#include "server/startup_check.h"
 
 namespace {
 
@@ -38,9 +38,13 @@ int main(int argc, char** argv) {
   auto* admin = app.add_option("-a,--admin", flags.admin_listen,
                                "HOST:PORT for the admin listener (reload, policy, top, explain, "
                                "metrics); '' disables it (default 127.0.0.1:9090)");
-  auto* admin_token_file =
-      app.add_option("--admin-token-file", flags.admin_token,
-                     "File whose first line is the bearer token the admin listener requires");
+  auto* admin_token_file = app.add_option(
+      "--admin-token-file", flags.admin_token_file,
+      "File holding the bearer token the admin listener requires: exactly one line of at least "
+      "16 visible ASCII characters (required when --admin is not loopback)");
+  auto* admin_open =
+      app.add_flag("--admin-allow-unauthenticated", flags.admin_allow_unauthenticated,
+                   "Serve a non-loopback admin listener without a token (not recommended)");
   auto* store = app.add_option("-s,--store", flags.store,
                                "Where state lives: local | redis://HOST:PORT | "
                                "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
@@ -90,18 +94,13 @@ int main(int argc, char** argv) {
   if (listen->count()) config.listen = flags.listen;
   if (admin->count()) config.admin_listen = flags.admin_listen;
   if (admin_token_file->count()) {
-    FILE* f = std::fopen(flags.admin_token.c_str(), "r");
-    char line[512] = {0};
-    if (!f || !std::fgets(line, sizeof line, f)) {
-      std::cerr << "tollgated: cannot read --admin-token-file " << flags.admin_token << "\n";
-      if (f) std::fclose(f);
+    std::string why;
+    if (!tollgate::server::ReadAdminTokenFile(flags.admin_token_file, &config, &why)) {
+      std::cerr << "tollgated: invalid configuration:\n  --admin-token-file: " << why << "\n";
       return 2;
     }
-    std::fclose(f);
-    std::string token(line);
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    config.admin_token = token;
   }
+  if (admin_open->count()) config.admin_allow_unauthenticated = true;
   if (store->count()) config.store = flags.store;
   if (failure->count()) config.failure_mode = flags.failure_mode;
   if (threads->count()) config.threads = flags.threads;
@@ -113,31 +112,15 @@ int main(int argc, char** argv) {
   if (grpc_headers->count()) config.grpc_header_style = flags.grpc_header_style;
   if (rls_algorithm->count()) config.rls_default_algorithm = flags.rls_default_algorithm;
 
-  auto errors = tollgate::server::ValidateServerConfig(config);
+  // One function for --check and for the start (Server::Create runs it too):
+  // a config --check accepts is not refused at start for a config reason.
+  auto errors = tollgate::server::CheckServerConfig(config);
   if (!errors.empty()) {
     std::cerr << "tollgated: invalid configuration:\n";
     for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
     return 2;
   }
   if (check_only) {
-    // Every error of the policy and (with grpc_listen) of the envoyproxy/ratelimit
-    // YAML, the latter compiled for the configured store as at start.
-    bool valid = true;
-    auto parsed = tollgate::ParsePolicyFile(config.policy_path);
-    if (!parsed.errors.empty()) {
-      std::cerr << "tollgated: policy " << config.policy_path << " is invalid:\n";
-      for (const auto& e : parsed.errors) std::cerr << "  " << e.ToString() << "\n";
-      valid = false;
-    }
-    if (!config.grpc_listen.empty()) {
-      auto rls_errors = tollgate::server::GrpcFrontend::CheckConfig(config);
-      if (!rls_errors.empty()) {
-        std::cerr << "tollgated: rls_config is invalid:\n";
-        for (const auto& e : rls_errors) std::cerr << "  " << e.ToString() << "\n";
-        valid = false;
-      }
-    }
-    if (!valid) return 2;
     std::cout << (config.grpc_listen.empty() ? "config and policy are valid\n"
                                              : "config, policy and rls_config are valid\n");
     return 0;

@@ -157,7 +157,7 @@ void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamErro
     f["path"] = Logger::Client(
         std::string_view(call.request->target().data(), call.request->target().size()));
   }
-  f["peer"] = Logger::Client(call.peer_ip);
+  f["peer"] = s.identities.ShowInLog(call.peer_ip);
   if (!call.trace_id.empty()) f["trace_id"] = std::string(call.trace_id);
   f["sampled"] = true;
   s.log->Warn("upstream_failed", std::move(f));

@@ -15,6 +15,7 @@
 
 #include "server/context.h"
 #include "server/session.h"
+#include "server/startup_check.h"
 
 namespace tollgate::server {
 
@@ -290,7 +291,8 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_ptr<Logger> log) {
-  std::vector<ConfigError> errors = ValidateServerConfig(config);
+  // The same checks as `tollgated --check` (server/startup_check.h).
+  std::vector<ConfigError> errors = CheckServerConfig(config);
   if (!errors.empty()) {
     std::string text = "invalid server config:";
     for (const auto& e : errors) text += "\n  " + e.ToString();
@@ -339,6 +341,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
       std::make_unique<RejectionGate>(config.reject_log_sample, config.reject_logs_per_second);
   s.upstream_error_gate = std::make_unique<RejectionGate>(1, config.reject_logs_per_second);
   if (!config.admin_token.empty()) s.bearer = "Bearer " + config.admin_token;
+  s.identities = IdentityRedactor(config.identity_hash_key, config.raw_identities);
 
   if (!config.upstream.empty()) {
     std::string why;

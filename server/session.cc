@@ -13,6 +13,7 @@
 #include "server/handlers.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
+#include "server/secrets.h"
 #include "server/write_now.h"
 
 namespace tollgate::server {
@@ -45,13 +46,6 @@ struct ActiveConnection {
   ~ActiveConnection() { m_.connections_active.fetch_sub(1, std::memory_order_relaxed); }
   ServerMetrics& m_;
 };
-
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 Response MethodNotAllowed(std::string_view allow) {
   Response r = Problem(405, "Method not allowed", "use " + std::string(allow));
@@ -339,7 +333,7 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
           RequestView probe;
           probe.headers = std::span<const HeaderPair>(headers.data(), headers.size());
           auto authz = probe.Header("authorization");
-          if (!s.bearer.empty() && (!authz || !ConstantTimeEquals(*authz, s.bearer))) {
+          if (!s.bearer.empty() && (!authz || !SecretEquals(*authz, s.bearer))) {
             resp = Problem(401, "Unauthorized", "admin endpoints need the bearer token");
             resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
           } else if (ep == Endpoint::kMetrics) {
@@ -350,6 +344,9 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             resp = get ? HandlePolicy(s) : MethodNotAllowed("GET");
           } else if (t.path == "/v1/top") {
             resp = get ? HandleTop(s, t.query) : MethodNotAllowed("GET");
+          } else if (t.path == "/v1/explain" && get && RawRequested(t.query) && s.bearer.empty() &&
+                     !s.identities.raw()) {
+            resp = RawNeedsToken();
           } else if (t.path == "/v1/explain") {
             if (!get) {
               resp = MethodNotAllowed("GET");
@@ -361,7 +358,8 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
               } else {
                 RequestView view = d.View();
                 CheckOutcome outcome = s.enforcer->Explain(view);
-                resp = RenderExplain(outcome, d, s.enforcer->ClientIp(view));
+                resp = RenderExplain(outcome, d, s.enforcer->ClientIp(view), s.identities,
+                                     RawRequested(t.query));
               }
             }
           } else {
@@ -389,7 +387,7 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     if (cfg.access_log) {
       s.log->Info("request", {{"status", resp.status},
                               {"endpoint", EndpointName(ep)},
-                              {"peer", peer},
+                              {"peer", s.identities.ShowInLog(peer)},
                               {"trace_id", std::string(trace_id)}});
     }
     if (ec || !reuse) break;

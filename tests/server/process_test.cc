@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/log.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
 #if TOLLGATE_TEST_GRPC
@@ -391,6 +392,179 @@ TEST_F(ProcessTest, GrpcFlagsAreValidated) {
       << t.Log();
 }
 #endif
+
+// A non-loopback admin listener needs a token; token files are strict, and a
+// CRLF file is read alike through the flag and the config file.
+TEST_F(ProcessTest, AdminTokenIsRequiredOffLoopbackAndTokenFilesAreStrict) {
+  {
+    Tollgated t({"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0"}, dir_);
+    EXPECT_EQ(t.WaitExit(10s), 2) << t.Log();
+    EXPECT_NE(t.Log().find("admin.token_file: is required: admin.listen (0.0.0.0:0) is not a "
+                           "loopback address"),
+              std::string::npos)
+        << t.Log();
+  }
+  const std::string token = "tok-" + std::to_string(::getpid()) + "-0123456789abcdef";
+  WriteFile(dir_ + "/crlf.token", token + "\r\n");
+  WriteFile(dir_ + "/blank.token", "\n" + token + "\n");
+  WriteFile(dir_ + "/flag.json",
+            R"({"policy": ")" + policy_ +
+                R"(", "listen": "127.0.0.1:0", "admin": {"listen": "0.0.0.0:0", "token_file": ")" +
+                dir_ + R"(/crlf.token"}, "threads": 1})");
+  for (bool through_flag : {true, false}) {
+    SCOPED_TRACE(through_flag ? "flag" : "config file");
+    std::vector<std::string> args =
+        through_flag
+            ? std::vector<std::string>{"--policy",          policy_,   "--listen",
+                                       "127.0.0.1:0",       "--admin", "0.0.0.0:0",
+                                       "--threads",         "1",       "--admin-token-file",
+                                       dir_ + "/crlf.token"}
+            : std::vector<std::string>{"--config", dir_ + "/flag.json"};
+    {
+      Tollgated t(args, dir_);
+      ASSERT_TRUE(t.WaitStarted()) << t.Log();
+      EXPECT_EQ(Fetch(t.admin_port(), "GET", "/v1/policy").status, 401);
+      EXPECT_EQ(
+          Fetch(t.admin_port(), "GET", "/v1/policy", {{"Authorization", "Bearer " + token + "x"}})
+              .status,
+          401);
+      EXPECT_EQ(
+          Fetch(t.admin_port(), "GET", "/v1/policy", {{"Authorization", "Bearer " + token}}).status,
+          200);
+      t.Signal(SIGTERM);
+      EXPECT_EQ(t.WaitExit(10s), 0) << t.Log();
+    }
+    // A blank first line used to disable auth silently: now it stops the start.
+    if (through_flag) {
+      args.back() = dir_ + "/blank.token";
+    } else {
+      WriteFile(dir_ + "/blank.json",
+                R"({"policy": ")" + policy_ +
+                    R"(", "admin": {"listen": "127.0.0.1:0", "token_file": ")" + dir_ +
+                    R"(/blank.token"}})");
+      args = {"--config", dir_ + "/blank.json"};
+    }
+    Tollgated t(args, dir_);
+    EXPECT_EQ(t.WaitExit(10s), 2) << t.Log();
+    EXPECT_NE(t.Log().find(dir_ + "/blank.token: the first line is blank"), std::string::npos)
+        << t.Log();
+  }
+}
+
+// --check runs exactly the validation a start runs: each bad config below is
+// refused by both, with the same exit code and the same messages.
+TEST_F(ProcessTest, CheckRefusesExactlyWhatStartupRefusesWithTheSameMessages) {
+  WriteFile(dir_ + "/bad-policy.json", R"({"rules": [{"name": "x", "algorithm": "nope"}]})");
+  WriteFile(dir_ + "/blank.token", "\n0123456789abcdef-token\n");
+  auto config = [&](const std::string& name, const std::string& fields) {
+    WriteFile(dir_ + "/" + name + ".json", R"({"policy": ")" + policy_ +
+                                               R"(", "listen": "127.0.0.1:0", "threads": 1, )" +
+                                               fields + "}");
+    return std::vector<std::string>{"--config", dir_ + "/" + name + ".json"};
+  };
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    std::string expected;  // in the output of both runs
+  };
+  const std::vector<std::string> base = {"--policy",    policy_,   "--listen",
+                                         "127.0.0.1:0", "--admin", "127.0.0.1:0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::vector<Case> cases = {
+      {"trusted-proxy-cidr",
+       config("cidr", R"("admin": "127.0.0.1:0", "trusted_proxies": ["10.0.0.1", "10.0.0.0/33"])"),
+       "trusted_proxies[1]: '10.0.0.0/33' is not an address or CIDR"},
+      {"admin-exposed-without-token",
+       {"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0"},
+       "admin.token_file: is required"},
+      {"admin-token-short",
+       config("short", R"("admin": {"listen": "127.0.0.1:0", "token": "short"})"),
+       "admin.token: the token is 5 bytes"},
+      {"admin-token-file-blank", with({"--admin-token-file", dir_ + "/blank.token"}),
+       "the first line is blank"},
+      {"policy",
+       {"--policy", dir_ + "/bad-policy.json", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"},
+       dir_ + "/bad-policy.json: rules[0]"},
+      {"store-url", with({"--store", "redis://a%zz@127.0.0.1:6379"}), "store: "},
+      {"jwt-key",
+       config("jwt", R"("admin": "127.0.0.1:0", "jwt": {"rs256_public_key_pem": "nope"})"),
+       "jwt.rs256_public_key_pem: "},
+      {"log-level", with({"--log-level", "loud"}), "log.level: must be"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> check_args = c.args;
+    check_args.push_back("--check");
+    Tollgated check(check_args, dir_);
+    const int check_exit = check.WaitExit(10s);
+    const std::string check_log = check.Log();
+    Tollgated start(c.args, dir_);
+    const int start_exit = start.WaitExit(10s);
+    const std::string start_log = start.Log();
+    EXPECT_EQ(check_exit, 2) << check_log;
+    EXPECT_EQ(start_exit, 2) << start_log;
+    EXPECT_EQ(check_log, start_log);
+    EXPECT_NE(check_log.find(c.expected), std::string::npos) << check_log;
+    // `tollgate check-config --server FILE` prints the same errors, one a line.
+    const std::string cli = Binary().substr(0, Binary().rfind("/server/")) + "/tools/tollgate";
+    if (c.args[0] != "--config" || ::access(cli.c_str(), X_OK) != 0) continue;
+    FILE* p = ::popen((cli + " check-config --server " + c.args[1] + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string cli_out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) cli_out.append(buf, n);
+    const int status = ::pclose(p);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2) << cli_out;
+    std::string expected_lines;
+    std::istringstream lines(check_log);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("  ")) expected_lines += line.substr(2) + "\n";
+    }
+    EXPECT_EQ(cli_out, expected_lines);
+  }
+}
+
+// Hostile bytes a client can put in a header (Beast lets obs-text and HTAB
+// through) reach the rejection log only escaped: the log line holds no control,
+// C1 or bidi character, and the escaped field decodes back to what was sent.
+TEST_F(ProcessTest, LogLinesEscapeControlC1AndBidiCharactersFromRequests) {
+  WriteFile(policy_, R"({"rules": [{"name": "all", "limit_keys": ["ip:address"],
+      "algorithm": "fixed_window", "algorithm_config": {"burst": 1, "window": "1h"}}]})");
+  WriteFile(dir_ + "/log.json", R"({"policy": ")" + policy_ +
+                                    R"(", "listen": "127.0.0.1:0", "admin": "127.0.0.1:0",
+      "threads": 1, "log": {"reject_sample": 1, "access_log": true}})");
+  Tollgated t({"--config", dir_ + "/log.json"}, dir_);
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  const std::string hostile =
+      "/api/\t\x9b\xc2\x9b[2J\xe2\x80\xae\x67\x6e\x70\x2e\xe2\x81\xa6\xe2\x80\x8f\xd8\x9c\\x41\xff";
+  Headers h = {{"X-Original-URI", hostile}, {"X-Original-Method", "GET"}};
+  EXPECT_EQ(Fetch(t.port(), "GET", "/v1/auth", h).status, 204);
+  EXPECT_EQ(Fetch(t.port(), "GET", "/v1/auth", h).status, 403);
+  std::string line;
+  ASSERT_TRUE(WaitFor([&] {
+    std::istringstream lines(t.Log());
+    while (std::getline(lines, line)) {
+      if (line.find("\"msg\":\"rejected\"") != std::string::npos) return true;
+    }
+    return false;
+  })) << t.Log();
+  for (size_t i = 0; i < line.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(line[i]);
+    ASSERT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << i << " of " << line;
+  }
+  json j = json::parse(line);
+  const std::string path = j["path"];
+  EXPECT_EQ(server::UnescapeLogText(path), hostile) << path;
+  EXPECT_NE(path.find("\\u202e"), std::string::npos) << path;
+  EXPECT_NE(path.find("\\u009b"), std::string::npos) << path;
+  EXPECT_NE(path.find("\\x9b"), std::string::npos) << path;
+  t.Signal(SIGTERM);
+  EXPECT_EQ(t.WaitExit(10s), 0) << t.Log();
+}
 
 TEST_F(ProcessTest, HelpExplainsFlagsAndBadConfigExits2) {
   {

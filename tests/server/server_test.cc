@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/identities.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
 #if TOLLGATE_TEST_REDIS
@@ -68,6 +69,13 @@ std::string ReadFileForDebug(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A logger writing JSON lines to `path` (tests read the file), or null.
+std::shared_ptr<server::Logger> FileLogger(const std::string& path) {
+  auto log = server::Logger::Create(server::LogLevel::kInfo, path);
+  if (!log.ok()) return nullptr;
+  return std::move(log).value();
 }
 
 Headers AuthHeaders(const std::string& key, const std::string& uri = "/api/items") {
@@ -366,10 +374,12 @@ TEST_P(ServerE2E, ReloadUnderLoadFailsNoRequest) {
 
 TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   server::ServerConfig cfg = Config();
-  cfg.admin_token = "s3cret";
+  cfg.admin_token = "s3cret-0123456789";
+  cfg.identity_hash_key = "fleet-wide-hash-key-0123";
+  const server::IdentityRedactor ids(cfg.identity_hash_key, false);
   auto s = Start(cfg, TightPolicy());
   ASSERT_TRUE(s);
-  Headers auth = {{"Authorization", "Bearer s3cret"}};
+  Headers auth = {{"Authorization", "Bearer s3cret-0123456789"}};
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/policy").status, 401);
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/policy", {{"Authorization", "Bearer nope"}}).status,
             401);
@@ -407,8 +417,12 @@ TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   json tj = json::parse(top.body);
   ASSERT_FALSE(tj["rules"].empty()) << top.body;
   EXPECT_EQ(tj["rules"][0]["rule"], "keyed");
-  EXPECT_EQ(tj["rules"][0]["top"][0]["key"], key);
+  // Identities are hashed with the configured key unless raw=1 asks (with the token).
+  EXPECT_EQ(tj["rules"][0]["top"][0]["key"], ids.Hash(key));
+  EXPECT_EQ(top.body.find("quoted"), std::string::npos) << top.body;
   EXPECT_EQ(tj["rules"][0]["top"][0]["rejected"], 5);
+  json raw_top = json::parse(Fetch(s->admin_port, "GET", "/v1/top?n=5&raw=1", auth).body);
+  EXPECT_EQ(raw_top["rules"][0]["top"][0]["key"], key);
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/top?n=0", auth).status, 400);
   auto metrics = Fetch(s->admin_port, "GET", "/metrics", auth).body;
   EXPECT_EQ(metrics.find("quoted"), std::string::npos);
@@ -426,19 +440,80 @@ TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   ASSERT_EQ(e.status, 200) << e.body;
   json ej = json::parse(e.body);
   EXPECT_EQ(ej["rules"][0]["rule"], "keyed");
-  EXPECT_EQ(ej["rules"][0]["key"], fresh);
+  EXPECT_EQ(ej["rules"][0]["key"], ids.Hash(fresh));
+  EXPECT_EQ(e.body.find(fresh), std::string::npos) << e.body;  // nor in the trace or headers
+  EXPECT_EQ(e.body.find("10.1.2.3"), std::string::npos) << e.body;
+  EXPECT_EQ(ej["request"]["client_ip"], ids.Hash("10.1.2.3"));
   EXPECT_EQ(ej["rules"][0]["remaining"], 3);
-  EXPECT_EQ(ej["request"]["client_ip"], "10.1.2.3");
+  auto raw =
+      Fetch(s->admin_port, "GET",
+            "/v1/explain?path=/api/items&header=x-api-key:" + fresh + "&ip=10.1.2.3&raw=1", auth);
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  json rj = json::parse(raw.body);
+  EXPECT_EQ(rj["rules"][0]["key"], fresh);
+  EXPECT_EQ(rj["request"]["client_ip"], "10.1.2.3");
+  EXPECT_NE(rj["trace"].dump().find(fresh), std::string::npos) << raw.body;
   e = Fetch(s->admin_port, "GET", "/v1/explain?path=/api/items&header=x-api-key:" + fresh, auth);
   EXPECT_EQ(json::parse(e.body)["rules"][0]["remaining"], 3);
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/explain?path=nope", auth).status, 400);
 }
 
+// Without a token on the admin listener, raw=1 is refused; identities in the
+// rejection and access logs are hashed unless identities.raw is set.
+TEST_P(ServerE2E, IdentitiesAreRedactedInLogsTopAndExplainUnlessRawIsConfigured) {
+  for (bool configured_raw : {false, true}) {
+    SCOPED_TRACE(configured_raw ? "identities.raw" : "default");
+    ScopedTempDir dir;
+    std::shared_ptr<server::Logger> shared_log = FileLogger(dir.File("log.jsonl"));
+    ASSERT_TRUE(shared_log);
+    server::ServerConfig cfg = Config();
+    cfg.reject_log_sample = 1;
+    cfg.access_log = true;
+    cfg.raw_identities = configured_raw;
+    cfg.identity_hash_key = "fleet-wide-hash-key-0123";
+    const server::IdentityRedactor ids(cfg.identity_hash_key, false);
+    auto s = Start(cfg, TightPolicy(), shared_log);
+    ASSERT_TRUE(s);
+    const std::string key = Key(configured_raw ? "-raw" : "-hashed");
+    for (int i = 0; i < 4; ++i) Fetch(s->port, "GET", "/v1/auth", AuthHeaders(key));
+    EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/top?raw=1").status, configured_raw ? 200 : 403);
+    EXPECT_EQ(Fetch(s->admin_port, "GET", "/v1/explain?path=/&raw=1").status,
+              configured_raw ? 200 : 403);
+    auto top = Fetch(s->admin_port, "GET", "/v1/top");
+    ASSERT_EQ(top.status, 200);
+    EXPECT_EQ(json::parse(top.body)["rules"][0]["top"][0]["key"],
+              configured_raw ? key : ids.Hash(key))
+        << top.body;
+    s.reset();
+    shared_log->Flush();
+    const std::string text = ReadFileForDebug(dir.File("log.jsonl"));
+    std::istringstream lines(text);
+    std::string line;
+    int rejected = 0, requests = 0;
+    while (std::getline(lines, line)) {
+      json j = json::parse(line);
+      if (j["msg"] == "rejected") {
+        ++rejected;
+        EXPECT_EQ(j["key"], configured_raw ? key : ids.Hash(key)) << line;
+        EXPECT_EQ(j["peer"], configured_raw ? "127.0.0.1" : ids.Hash("127.0.0.1")) << line;
+      } else if (j["msg"] == "request") {
+        ++requests;
+        EXPECT_EQ(j["peer"], configured_raw ? "127.0.0.1" : ids.Hash("127.0.0.1")) << line;
+      }
+    }
+    EXPECT_EQ(rejected, 1) << text;
+    EXPECT_GE(requests, 4) << text;
+    if (!configured_raw) {
+      EXPECT_EQ(text.find(key), std::string::npos) << text;
+      EXPECT_EQ(text.find("127.0.0.1\""), std::string::npos) << text;
+    }
+  }
+}
+
 TEST_P(ServerE2E, RejectionLogsAreSampledEscapedAndCarryTraceId) {
   ScopedTempDir dir;
-  auto log = server::Logger::Create(server::LogLevel::kInfo, dir.File("log.jsonl"));
-  ASSERT_TRUE(log.ok());
-  std::shared_ptr<server::Logger> shared_log = std::move(log).value();
+  std::shared_ptr<server::Logger> shared_log = FileLogger(dir.File("log.jsonl"));
+  ASSERT_TRUE(shared_log);
   server::ServerConfig cfg = Config();
   cfg.reject_log_sample = 1;
   cfg.reject_logs_per_second = 2;

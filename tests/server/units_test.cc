@@ -7,8 +7,10 @@
 
 #include "policy/policy_test_util.h"
 #include "server/config.h"
+#include "server/identities.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/secrets.h"
 #include "server/top_rejected.h"
 #include "testing/scoped_temp_dir.h"
 
@@ -19,7 +21,7 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   ServerConfig c;
   auto errors = ParseServerConfig(R"({
     "policy": "p.json", "listen": "0.0.0.0:8080", "threads": 4,
-    "admin": {"listen": "127.0.0.1:9999", "token": "t"},
+    "admin": {"listen": "127.0.0.1:9999", "token": "t-0123456789abcdef"},
     "store": {"url": "redis://127.0.0.1:6379", "failure_mode": "degrade", "timeout_ms": 20},
     "headers": "x-ratelimit", "trusted_proxies": ["10.0.0.0/8"],
     "http": {"max_header_bytes": 2048, "read_timeout_ms": 500},
@@ -31,7 +33,7 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(c.policy_path, "p.json");
   EXPECT_EQ(c.threads, 4);
   EXPECT_EQ(c.admin_listen, "127.0.0.1:9999");
-  EXPECT_EQ(c.admin_token, "t");
+  EXPECT_EQ(c.admin_token, "t-0123456789abcdef");
   EXPECT_EQ(c.store, "redis://127.0.0.1:6379");
   EXPECT_EQ(c.failure_mode, "degrade");
   EXPECT_EQ(c.header_style, "x-ratelimit");
@@ -102,6 +104,127 @@ TEST(ServerConfig, ValidationCatchesBadValues) {
   for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "failure_mode", "headers",
                                              "gateway.upstream", "log.level"}));
+}
+
+// Token files are read by one strict reader, from the flag and the config file
+// alike: exactly one non-empty line, an optional "\n" or "\r\n" after it.
+TEST(AdminToken, FilesAreStrictlyParsedTheSameFromFlagAndConfig) {
+  const tollgate::testing::ScopedTempDir dir;
+  const std::string good = "0123456789abcdef-token";
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* error;  // "" = accepted as `good`
+  };
+  const Case cases[] = {
+      {"plain", good, ""},
+      {"lf", good + "\n", ""},
+      {"crlf", good + "\r\n", ""},
+      {"empty", "", "is empty"},
+      {"blank-first-line", "\n" + good + "\n", "the first line is blank"},
+      {"crlf-blank-first-line", "\r\n" + good, "the first line is blank"},
+      {"only-newline", "\n", "the first line is blank"},
+      {"two-lines", good + "\n" + good + "\n", "more than one line"},
+      {"two-newlines", good + "\n\n", "more than one line"},
+      {"bare-cr-inside", good + "\rx", "more than one line"},
+      {"space-inside", "0123456789 abcdef-token", "whitespace"},
+      {"tab-inside", "0123456789\tabcdef-token", "whitespace"},
+      {"trailing-space", good + " \n", "whitespace"},
+      {"non-ascii", "0123456789abcdef\xc3\xa9", "non-ASCII"},
+      {"short", "short-token\n", "at least 16"},
+      {"huge", std::string(5000, 'a'), "larger than"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.File(std::string(c.name) + ".token");
+    std::ofstream(path, std::ios::binary) << c.text;
+    // The flag's way (main.cc): ReadAdminTokenFile, then validation.
+    ServerConfig flag;
+    flag.policy_path = "p.json";
+    std::string why;
+    std::vector<ConfigError> flag_errors;
+    if (!ReadAdminTokenFile(path, &flag, &why)) {
+      flag_errors.push_back({"admin.token_file", why});
+    } else {
+      flag_errors = ValidateServerConfig(flag);
+    }
+    // The config file's way.
+    ServerConfig file;
+    file.policy_path = "p.json";
+    std::vector<ConfigError> file_errors =
+        ParseServerConfig(R"({"admin": {"token_file": ")" + path + R"("}})", &file);
+    if (file_errors.empty()) file_errors = ValidateServerConfig(file);
+    ASSERT_EQ(flag_errors.size(), file_errors.size());
+    if (*c.error == '\0') {
+      EXPECT_TRUE(flag_errors.empty()) << flag_errors[0].ToString();
+      EXPECT_EQ(flag.admin_token, good);
+      EXPECT_EQ(file.admin_token, good);
+      continue;
+    }
+    ASSERT_EQ(flag_errors.size(), 1u);
+    EXPECT_EQ(flag_errors[0].ToString(), file_errors[0].ToString());
+    EXPECT_EQ(flag_errors[0].path, "admin.token_file");
+    EXPECT_NE(flag_errors[0].message.find(path), std::string::npos) << flag_errors[0].message;
+    EXPECT_NE(flag_errors[0].message.find(c.error), std::string::npos) << flag_errors[0].message;
+    EXPECT_EQ(flag_errors[0].message.find("abcdef-token"), std::string::npos)
+        << "the token must not be echoed: " << flag_errors[0].message;
+  }
+  ServerConfig missing;
+  auto errors =
+      ParseServerConfig(R"({"admin": {"token_file": ")" + dir.File("nope") + R"("}})", &missing);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("cannot open"), std::string::npos);
+  errors = ParseServerConfig(R"({"admin": {"token": "x", "token_file": "y"}})", &missing);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ToString(), "admin.token_file: set token_file or token, not both");
+  // An inline token follows the same content rules.
+  ServerConfig inline_token;
+  inline_token.policy_path = "p.json";
+  inline_token.admin_token = "s3cret";
+  errors = ValidateServerConfig(inline_token);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "admin.token");
+  EXPECT_NE(errors[0].message.find("at least 16"), std::string::npos);
+}
+
+TEST(AdminToken, RequiredWhenTheAdminListenerIsNotLoopback) {
+  for (const char* loopback :
+       {"127.0.0.1:0", "127.9.9.9:9090", "[::1]:0", "localhost:9090", "[::ffff:127.0.0.1]:9090"}) {
+    ServerConfig c;
+    c.policy_path = "p.json";
+    c.admin_listen = loopback;
+    EXPECT_TRUE(ValidateServerConfig(c).empty()) << loopback;
+  }
+  for (const char* exposed : {"0.0.0.0:9090", ":9090", "[::]:9090", "10.0.0.1:9090",
+                              "admin.example:9090", "[::ffff:10.0.0.1]:9090", "128.0.0.1:9090"}) {
+    SCOPED_TRACE(exposed);
+    ServerConfig c;
+    c.policy_path = "p.json";
+    c.admin_listen = exposed;
+    auto errors = ValidateServerConfig(c);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].path, "admin.token_file");
+    EXPECT_NE(errors[0].message.find("not a loopback address"), std::string::npos);
+    EXPECT_NE(errors[0].message.find("allow_unauthenticated"), std::string::npos);
+    c.admin_token = "0123456789abcdef";
+    EXPECT_TRUE(ValidateServerConfig(c).empty());
+    c.admin_token.clear();
+    c.admin_allow_unauthenticated = true;  // the explicit opt-out
+    EXPECT_TRUE(ValidateServerConfig(c).empty());
+  }
+  ServerConfig parsed;
+  EXPECT_TRUE(ParseServerConfig(
+                  R"({"admin": {"listen": "0.0.0.0:1", "allow_unauthenticated": true}})", &parsed)
+                  .empty());
+  EXPECT_TRUE(parsed.admin_allow_unauthenticated);
+}
+
+TEST(AdminToken, ComparisonIsExactAndIgnoresNoLength) {
+  EXPECT_TRUE(SecretEquals("Bearer 0123456789abcdef", "Bearer 0123456789abcdef"));
+  EXPECT_FALSE(SecretEquals("Bearer 0123456789abcdeF", "Bearer 0123456789abcdef"));
+  EXPECT_FALSE(SecretEquals("Bearer 0123456789abcde", "Bearer 0123456789abcdef"));
+  EXPECT_FALSE(SecretEquals("Bearer 0123456789abcdef ", "Bearer 0123456789abcdef"));
+  EXPECT_FALSE(SecretEquals("", "Bearer 0123456789abcdef"));
 }
 
 TEST(ServerConfig, JwtRs256KeyFileIssuerAudienceLeeway) {
@@ -243,6 +366,46 @@ TEST(ServerConfig, HostPortAndUpstreamUrls) {
   EXPECT_FALSE(ParseUpstreamUrl("http://app/b\x7f", &u, &why));
 }
 
+TEST(IdentityRedactor, KeyedHashStableUnderAConfiguredKeyRandomOtherwise) {
+  const IdentityRedactor a("fleet-wide-hash-key-0123", false);
+  const IdentityRedactor b("fleet-wide-hash-key-0123", false);
+  const IdentityRedactor other("another-hash-key-456789", false);
+  const std::string h = a.Hash("api-key-1");
+  ASSERT_EQ(h.size(), 5u + 16u);
+  EXPECT_EQ(h.substr(0, 5), "hmac:");
+  EXPECT_EQ(h.find_first_not_of("0123456789abcdef", 5), std::string::npos) << h;
+  EXPECT_EQ(h, b.Hash("api-key-1"));  // a fleet sharing the key agrees
+  EXPECT_NE(h, other.Hash("api-key-1"));
+  EXPECT_NE(h, a.Hash("api-key-2"));
+  EXPECT_NE(IdentityRedactor().Hash("x"), IdentityRedactor().Hash("x"));  // random per process
+  EXPECT_EQ(a.Show("10.0.0.1"), a.Hash("10.0.0.1"));
+  EXPECT_EQ(a.Show("10.0.0.1", /*raw_requested=*/true), "10.0.0.1");
+  EXPECT_EQ(a.ShowInLog("k\xe2\x80\xae"), a.Hash("k\xe2\x80\xae"));
+  const IdentityRedactor raw("", true);
+  EXPECT_EQ(raw.Show("10.0.0.1"), "10.0.0.1");
+  EXPECT_EQ(raw.ShowInLog("k\xe2\x80\xae"), "k\\u202e");  // raw in logs is still escaped
+
+  // The key file is read like the admin token file.
+  const tollgate::testing::ScopedTempDir dir;
+  std::ofstream(dir.File("key"), std::ios::binary) << "fleet-wide-hash-key-0123\r\n";
+  std::ofstream(dir.File("blank"), std::ios::binary) << "\nfleet-wide-hash-key-0123\n";
+  ServerConfig c;
+  c.policy_path = "p.json";
+  EXPECT_TRUE(
+      ParseServerConfig(
+          R"({"identities": {"raw": true, "hash_key_file": ")" + dir.File("key") + R"("}})", &c)
+          .empty());
+  EXPECT_EQ(c.identity_hash_key, "fleet-wide-hash-key-0123");
+  EXPECT_TRUE(c.raw_identities);
+  EXPECT_TRUE(ValidateServerConfig(c).empty());
+  auto errors = ParseServerConfig(
+      R"({"identities": {"hash_key_file": ")" + dir.File("blank") + R"(", "bogus": 1}})", &c);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].path, "identities.hash_key_file");
+  EXPECT_NE(errors[0].message.find("the first line is blank"), std::string::npos);
+  EXPECT_EQ(errors[1].path, "identities.bogus");
+}
+
 TEST(SpaceSaving, KeepsHeavyHittersAndBoundsErrors) {
   SpaceSaving s(16);  // guarantees every key above 350 / 16 ~ 22 occurrences
   // Heavy hitters a (100) and b (50) among 200 distinct one-off keys.
@@ -329,6 +492,31 @@ TEST(TraceContext, ParsesOnlyValidTraceparents) {
   // A future version may append fields.
   EXPECT_FALSE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz")
                    .trace_id.empty());
+}
+
+// Client bytes in log lines: no control, C1 or bidi character survives, in
+// UTF-8 or as a raw byte, and the escape loses nothing.
+TEST(LogText, EscapesControlC1AndBidiReversibly) {
+  EXPECT_EQ(EscapeLogText("plain /api/items?x=1 caf\xc3\xa9"), "plain /api/items?x=1 caf\xc3\xa9");
+  EXPECT_EQ(EscapeLogText(std::string("a\0b\tc\x1b[31m\x7f", 11)), "a\\x00b\\x09c\\x1b[31m\\x7f");
+  EXPECT_EQ(EscapeLogText("\xc2\x85\xc2\x9b"), "\\u0085\\u009b");  // C1 in UTF-8
+  EXPECT_EQ(EscapeLogText("\x85\x9b"), "\\x85\\x9b");              // C1 as raw bytes
+  EXPECT_EQ(EscapeLogText("\xe2\x80\xae"
+                          "evil\xe2\x80\xac"),
+            "\\u202eevil\\u202c");  // RLO, PDF
+  EXPECT_EQ(EscapeLogText("\xe2\x81\xa6\xe2\x81\xa9\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c"),
+            "\\u2066\\u2069\\u200e\\u200f\\u061c");
+  EXPECT_EQ(EscapeLogText("\xe2\x80\xa8\xe2\x80\xa9"), "\\u2028\\u2029");  // line separators
+  EXPECT_EQ(EscapeLogText("\\x41"), "\\\\x41");  // a literal escape stays distinguishable
+  EXPECT_EQ(EscapeLogText("\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"),  // overlong, surrogate, >10FFFF
+            "\\xc0\\xaf\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80");
+  EXPECT_EQ(EscapeLogText("\xe2\x80"), "\\xe2\\x80");  // cut sequence
+  for (std::string s : {std::string("\\\\x4"), std::string("\\u202"), std::string("x\\"),
+                        std::string("\xe2\x80\xae\\u202e\x9b\\x9b", 14)}) {
+    EXPECT_EQ(UnescapeLogText(EscapeLogText(s)), s);
+  }
+  // Logger::Client cuts first, then escapes.
+  EXPECT_EQ(Logger::Client(std::string(300, '\x9b')), EscapeLogText(std::string(256, '\x9b')));
 }
 
 TEST(RejectionGate, SamplesAndCapsPerSecond) {

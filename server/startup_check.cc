@@ -1,0 +1,45 @@
+#include "server/startup_check.h"
+
+#include "server/grpc_frontend.h"
+#include "src/policy/client_ip.h"
+#include "tollgate/policy.h"
+#if TOLLGATE_HAVE_REDIS
+#include "tollgate/redis_cluster_store.h"
+#include "tollgate/redis_store.h"
+#endif
+
+namespace tollgate::server {
+
+std::vector<ConfigError> CheckServerConfig(const ServerConfig& c) {
+  std::vector<ConfigError> errors = ValidateServerConfig(c);
+  for (size_t i = 0; i < c.trusted_proxies.size(); ++i) {
+    if (!Cidr::Parse(c.trusted_proxies[i])) {
+      errors.push_back({"trusted_proxies[" + std::to_string(i) + "]",
+                        "'" + c.trusted_proxies[i] +
+                            "' is not an address or CIDR (10.0.0.1, 10.0.0.0/8, fd00::/8)"});
+    }
+  }
+#if TOLLGATE_HAVE_REDIS
+  Status store = Status::Ok();
+  if (StoreKindOf(c.store) == StoreKind::kRedis) store = ParseRedisUrl(c.store).status();
+  if (StoreKindOf(c.store) == StoreKind::kRedisCluster) {
+    store = ParseRedisClusterUrl(c.store).status();
+  }
+  if (!store.ok()) errors.push_back({"store", std::string(store.message())});
+#endif
+  if (!c.policy_path.empty()) {
+    ParsedPolicy policy = ParsePolicyFile(c.policy_path);
+    for (const ConfigError& e : policy.errors) {
+      errors.push_back({e.path.empty() ? c.policy_path : c.policy_path + ": " + e.path, e.message});
+    }
+  }
+  if (!c.grpc_listen.empty() && !c.rls_config.empty()) {
+    for (ConfigError& e : GrpcFrontend::CheckConfig(c)) {
+      e.path = "rls_config: " + e.path;
+      errors.push_back(std::move(e));
+    }
+  }
+  return errors;
+}
+
+}  // namespace tollgate::server
