@@ -77,8 +77,9 @@ int main(int argc, char** argv) {
                      "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
   bool check_only = false;
   app.add_flag("--check", check_only,
-               "Validate the config, the policy and (with --grpc) the rls_config YAML, print "
-               "every error and exit (0 = valid)");
+               "Run exactly the checks a start runs (config, admin token, trusted proxies, store "
+               "URL, policy, with --grpc the rls_config YAML), print every error and exit "
+               "(0 = valid, 2 = invalid)");
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;

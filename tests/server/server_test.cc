@@ -638,6 +638,7 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   std::shared_ptr<server::Logger> log = std::move(created).value();
   server::ServerConfig cfg = Config();
   cfg.upstream_timeout = server::Millis(300);
+  cfg.identity_hash_key = "fleet-wide-hash-key-0123";
   auto upstream = std::make_unique<TestUpstream>();
   cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream->port());
   auto s = Start(cfg, GenerousPolicy(1'000'000), log);
@@ -673,6 +674,9 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   EXPECT_EQ(failures[0]["method"], "GET");
   EXPECT_EQ(failures[0]["path"], "/slow?ms=1500");
   EXPECT_EQ(failures[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  // The client's address is an identity: hashed like everywhere else.
+  EXPECT_EQ(failures[0]["peer"],
+            server::IdentityRedactor(cfg.identity_hash_key, false).Hash("127.0.0.1"));
   EXPECT_EQ(failures[1]["status"], 502);
   EXPECT_EQ(failures[1]["method"], "POST");
   EXPECT_EQ(failures[1]["path"], "/x?q=1");
