@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -215,7 +216,13 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
   r.String("listen", &c->listen);
   r.Integer("threads", &c->threads, 0, 256);
-  r.Bool("metrics_on_main", &c->metrics_on_main);
+  for (auto [key, field] : {std::pair{"metrics_on_main", &c->metrics_on_main},
+                            std::pair{"decision_on_main", &c->decision_on_main}}) {
+    if (r.Find(key) == nullptr) continue;
+    bool on = false;
+    r.Bool(key, &on);
+    *field = on;
+  }
   r.String("grpc_listen", &c->grpc_listen);
   r.StringList("rls_config", &c->rls_config);
   if (const json* grpc = r.Find("grpc")) {
@@ -237,6 +244,7 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
       FieldReader a(*admin, "admin", &errors);
       a.String("listen", &c->admin_listen);
       std::string inline_token;
+      a.Integer("max_connections", &c->admin_max_connections, 1, 1 << 20);
       std::string token_file;
       a.String("token", &inline_token);
       a.String("token_file", &token_file);
@@ -341,7 +349,12 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
       FieldReader h(*http, "http", &errors);
       h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
       h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
+      h.Integer("max_chunk_extension_bytes", &c->max_chunk_extension_bytes, 0, 1 << 20);
+      h.Integer("max_trailer_bytes", &c->max_trailer_bytes, 64, 1 << 20);
       h.Integer("max_connections", &c->max_connections, 1, 1 << 20);
+      h.Integer("max_connections_per_ip", &c->max_connections_per_ip, 1, 1 << 20);
+      h.Duration("body_timeout_ms", &c->body_timeout, 10, kHour);
+      h.Duration("lingering_close_ms", &c->lingering_close, 0, 60000);
       h.Duration("read_timeout_ms", &c->read_timeout, 10, kHour);
       h.Duration("idle_timeout_ms", &c->idle_timeout, 10, kHour);
       h.Duration("write_timeout_ms", &c->write_timeout, 10, kHour);
@@ -528,6 +541,12 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
     }
   }
   return errors;
+}
+
+size_t ReadBufferLimit(const ServerConfig& c) {
+  // Room for the largest head or trailer section plus one read's worth, so
+  // the parser's own limits (431, 400) fire before the buffer is full.
+  return std::max({c.max_header_bytes, c.max_trailer_bytes, c.max_chunk_extension_bytes}) + 4096;
 }
 
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {

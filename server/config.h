@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,8 +55,13 @@ struct ServerConfig {
   std::string admin_token;
   std::string admin_token_file;  // where admin_token was read from (for messages)
   bool admin_allow_unauthenticated = false;
-  bool metrics_on_main = true;  // also serve /metrics on the main listener
-  int threads = 0;              // 0 = one per core
+  // What the main listener serves besides the gateway and /healthz, /readyz
+  // (server/route.h): unset = on without a gateway (a decision service), off
+  // in gateway mode (the public side of the protected upstream).
+  std::optional<bool> decision_on_main;  // POST /v1/decide, GET /v1/auth
+  std::optional<bool> metrics_on_main;   // GET /metrics
+  size_t admin_max_connections = 64;     // admin listener's own cap (separate from main's)
+  int threads = 0;                       // 0 = one per core
   // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
   std::string grpc_listen;
   std::vector<std::string> rls_config;
@@ -97,13 +103,18 @@ struct ServerConfig {
   int64_t jwt_leeway_s = 30;  // clock skew allowed for exp / nbf
 
   // HTTP limits and timeouts (per connection).
-  size_t max_header_bytes = 16 * 1024;  // request line + headers; over -> 431
-  size_t max_body_bytes = 64 * 1024;    // decision API bodies; over -> 413
-  size_t max_connections = 10000;       // per process; more are closed at accept
-  Millis read_timeout{10000};           // from the first byte to the full request
-  Millis idle_timeout{60000};           // keep-alive wait for the next request
-  Millis write_timeout{10000};          // to write one response
-  Millis drain_timeout{10000};          // SIGTERM: wait this long for in-flight requests
+  size_t max_header_bytes = 16 * 1024;      // request line + headers; over -> 431
+  size_t max_body_bytes = 64 * 1024;        // decision API bodies; over -> 413
+  size_t max_chunk_extension_bytes = 4096;  // all chunk extensions of one body; over -> 400
+  size_t max_trailer_bytes = 8192;          // last-chunk line + trailer fields; over -> 431
+  size_t max_connections = 10000;           // main listener; more are closed at accept
+  size_t max_connections_per_ip = 256;      // per listener and client address
+  Millis read_timeout{10000};               // from the first byte to the full request
+  Millis body_timeout{60000};               // a streamed (gateway) request body, first to last byte
+  Millis lingering_close{2000};  // after an error answer: drain the unread request this long
+  Millis idle_timeout{60000};    // keep-alive wait for the next request
+  Millis write_timeout{10000};   // to write one response
+  Millis drain_timeout{10000};   // SIGTERM: wait this long for in-flight requests
 
   // Gateway mode: every path that is not a tollgated endpoint is decided and proxied.
   std::string upstream;  // "" = gateway mode off
@@ -144,6 +155,10 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 // Redis Cluster (redis-cluster:// or rediss-cluster://), or nothing known.
 enum class StoreKind { kLocal, kRedis, kRedisCluster, kUnknown };
 StoreKind StoreKindOf(std::string_view store);
+
+// Bytes the session's read buffer may hold: a request head, a chunk-size line
+// with its extensions or a trailer section that does not fit is refused.
+size_t ReadBufferLimit(const ServerConfig& config);
 
 // Turns the config's decision options into EnforcerOptions (validated already).
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& config);

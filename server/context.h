@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "server/config.h"
+#include "server/connection_limits.h"
 #include "server/grpc_frontend.h"
 #include "server/identities.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
+#include "server/route.h"
 #include "server/store_factory.h"
 #include "server/top_rejected.h"
 #include "tollgate/policy.h"
@@ -97,8 +99,6 @@ class ConnectionGuard {
   Connection& c_;
 };
 
-enum class ListenerKind { kMain, kAdmin };
-
 struct Shared {
   ServerConfig config;
   std::shared_ptr<Logger> log;
@@ -112,6 +112,8 @@ struct Shared {
   std::unique_ptr<RejectionGate> reject_gate;
   std::unique_ptr<RejectionGate> upstream_error_gate;  // gateway failures: every one, N a second
   bool gateway = false;
+  Exposure exposure;  // what the main listener serves (server/route.h)
+  std::unique_ptr<ConnectionLimits> connection_limits;
   UpstreamUrl upstream;
   std::vector<tcp::endpoint> upstream_endpoints;  // resolved at startup
   std::atomic<bool> draining{false};

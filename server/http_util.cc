@@ -14,10 +14,18 @@ int HexValue(char c) {
 }
 }  // namespace
 
+std::string_view StatusPhrase(int status) {
+  // RFC 9110 renamed two phrases Beast 1.74 still has from RFC 7231.
+  if (status == 413) return "Content Too Large";
+  if (status == 422) return "Unprocessable Content";
+  auto reason =
+      boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
+  return {reason.data(), reason.size()};
+}
+
 void SerializeResponse(const Response& r, bool keep_alive, const char* date, bool head_only,
                        std::string* out) {
-  auto reason =
-      boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(r.status));
+  std::string_view reason = StatusPhrase(r.status);
   out->append("HTTP/1.1 ");
   out->append(std::to_string(r.status));
   out->push_back(' ');
@@ -46,10 +54,14 @@ void SerializeResponse(const Response& r, bool keep_alive, const char* date, boo
   if (!head_only && r.status != 204 && r.status != 304) out->append(r.body);
 }
 
-Response Problem(int status, std::string_view title, std::string_view detail,
+Response Problem(int status, std::string_view summary, std::string_view detail,
                  const std::vector<ConfigError>& errors) {
-  nlohmann::json j = {{"type", "about:blank"}, {"title", title}, {"status", status}};
-  if (!detail.empty()) j["detail"] = detail;
+  // RFC 9457 4.2.1: with type about:blank the title is the status phrase.
+  nlohmann::json j = {{"type", "about:blank"}, {"title", StatusPhrase(status)}, {"status", status}};
+  std::string text(summary);
+  if (!text.empty() && !detail.empty()) text += ": ";
+  text += detail;
+  if (!text.empty()) j["detail"] = std::move(text);
   if (!errors.empty()) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});

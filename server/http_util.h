@@ -24,6 +24,9 @@ struct Response {
   bool close = false;  // force Connection: close
 };
 
+// The reason phrase RFC 9110 recommends for `status` ("Content Too Large").
+std::string_view StatusPhrase(int status);
+
 // Appends the whole response to `out` (which is not cleared).
 void SerializeResponse(const Response& r, bool keep_alive, const char* date, bool head_only,
                        std::string* out);
@@ -33,8 +36,10 @@ constexpr std::string_view kProblemJson = "application/problem+json";
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 
-// An RFC 9457 problem response. `errors` become {"errors":[{"path","message"}]}.
-Response Problem(int status, std::string_view title, std::string_view detail,
+// An RFC 9457 problem response of type about:blank: the title is the status
+// phrase (RFC 9457 4.2.1), the detail "summary: detail" (either may be empty).
+// `errors` become {"errors":[{"path","message"}]}.
+Response Problem(int status, std::string_view summary, std::string_view detail,
                  const std::vector<ConfigError>& errors = {});
 
 struct Target {

@@ -209,7 +209,8 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
   w.Family("tollgate_connections_total", "counter", "Client connections accepted.");
   w.Sample("tollgate_connections_total", {}, connections_total.load(std::memory_order_relaxed));
   w.Family("tollgate_connections_refused_total", "counter",
-           "Connections closed at accept because max_connections was reached.");
+           "Connections closed at accept: a listener's max_connections or max_connections_per_ip "
+           "was reached.");
   w.Sample("tollgate_connections_refused_total", {},
            connections_refused.load(std::memory_order_relaxed));
   w.Family("tollgate_connection_timeouts_total", "counter",

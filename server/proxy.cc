@@ -9,6 +9,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
+#include "server/chunk_limits.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
 #include "server/write_now.h"
@@ -307,6 +308,10 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
   http::request_parser<http::buffer_body> p(std::move(header_parser));
   p.body_limit(cfg.gateway_max_body_bytes);
+  ChunkLimits chunk_limits(cfg, client_buffer);
+  p.on_chunk_header(chunk_limits);
+  // read_timeout bounds each read of the body, body_timeout the whole body.
+  const int64_t body_deadline_ns = SteadyNowNs() + Nanos(cfg.body_timeout).count();
   auto& req = p.get();
   call.request = &req;
   if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
@@ -381,10 +386,22 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
         req.body().data = buf;
         req.body().size = kRelayBuffer;
         client.SetDeadline(cfg.read_timeout);
+        client.deadline_ns = std::min(client.deadline_ns, body_deadline_ns);
         co_await http::async_read(client.socket, client_buffer, p,
                                   redirect_error(use_awaitable, ec));
         if (ec == http::error::need_buffer) ec = {};
         if (ec == http::error::body_limit) co_return co_await SendTooLarge(call);
+        if (ec && !client.timed_out && ec != http::error::end_of_stream &&
+            ec != http::error::partial_message &&
+            ec.category() == http::make_error_code(http::error::header_limit).category()) {
+          // Bad or unbounded chunk framing (server/chunk_limits.h, the read buffer).
+          // Built before co_await: no ?: temporaries in a co_await (GCC 12 coroutine bug).
+          Response bad = Problem(400, "", "malformed request body: " + ec.message());
+          if (ec == http::error::header_limit) {
+            bad = Problem(431, "", "the trailer section is too large");
+          }
+          co_return co_await SendProblem(call, std::move(bad));
+        }
         if (ec) co_return ProxyResult{0, false};  // the client went away or timed out
         req.body().size = kRelayBuffer - req.body().size;
         req.body().data = buf;

@@ -169,14 +169,17 @@ class Server::Impl {
         continue;
       }
       shared.metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
-      if (size_t(shared.metrics->connections_active.load(std::memory_order_relaxed)) >=
-          shared.config.max_connections) {
+      tcp::endpoint remote = socket.remote_endpoint(ec);
+      std::optional<ConnectionLimits::Slot> slot =
+          ec ? std::nullopt : shared.connection_limits->TryAcquire(kind, remote.address());
+      if (!slot) {
         shared.metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
         socket.close(ec);
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      net::co_spawn(w.ioc, RunSession(shared, w, kind, std::move(socket)), net::detached);
+      net::co_spawn(w.ioc, RunSession(shared, w, kind, std::move(socket), std::move(*slot)),
+                    net::detached);
     }
   }
 
@@ -340,6 +343,9 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   s.reject_gate =
       std::make_unique<RejectionGate>(config.reject_log_sample, config.reject_logs_per_second);
   s.upstream_error_gate = std::make_unique<RejectionGate>(1, config.reject_logs_per_second);
+  s.exposure = ExposureOf(config);
+  s.connection_limits = std::make_unique<ConnectionLimits>(
+      config.max_connections, config.admin_max_connections, config.max_connections_per_ip);
   if (!config.admin_token.empty()) s.bearer = "Bearer " + config.admin_token;
   s.identities = IdentityRedactor(config.identity_hash_key, config.raw_identities);
 

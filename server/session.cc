@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 
+#include "server/chunk_limits.h"
 #include "server/handlers.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
@@ -47,10 +48,44 @@ struct ActiveConnection {
   ServerMetrics& m_;
 };
 
+std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
 Response MethodNotAllowed(std::string_view allow) {
-  Response r = Problem(405, "Method not allowed", "use " + std::string(allow));
+  Response r = Problem(405, "", "use " + std::string(allow));
   r.headers.push_back({"Allow", std::string(allow)});
   return r;
+}
+
+// RFC 9112 3.2: an HTTP/1.1 request without Host, any request with more than
+// one Host field line or with an invalid Host value is answered 400. Returns
+// why, or "" when the Host field is fine.
+std::string_view HostProblem(const http::request_header<>& req) {
+  auto [first, end] = req.equal_range(http::field::host);
+  if (first == end) return req.version() >= 11 ? "an HTTP/1.1 request needs a Host field" : "";
+  if (std::next(first) != end) return "more than one Host field";
+  // uri-host [ ":" port ]: reg-name, IPv4 or IP-literal characters only.
+  for (char c : first->value()) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              std::string_view("-._~!$&'()*+,;=:[]%").find(c) != std::string_view::npos;
+    if (!ok) return "the Host field is not a valid host[:port]";
+  }
+  return "";
+}
+
+// RFC 9112 9.6: after an answer sent with Connection: close the client may
+// still be sending its request (a body we refused). Closing with unread data
+// makes the kernel send a reset, which can destroy the answer before the
+// client reads it; so half-close, then read and discard until the client
+// closes, for at most `linger`.
+net::awaitable<void> LingeringClose(Connection& conn, Millis linger) {
+  beast::error_code ec;
+  conn.socket.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec || linger.count() == 0) co_return;
+  conn.SetDeadline(linger);  // the sweeper closes the socket then
+  std::array<char, 4096> sink;
+  while (!ec) {
+    co_await conn.socket.async_read_some(net::buffer(sink), redirect_error(use_awaitable, ec));
+  }
 }
 
 }  // namespace
@@ -61,7 +96,8 @@ net::awaitable<CheckOutcome> Decide(Shared& s, const RequestView& request) {
   co_return co_await AsyncCheck(*s.enforcer, request, ex, use_awaitable);
 }
 
-net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::socket socket) {
+net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::socket socket,
+                                ConnectionLimits::Slot slot) {
   Connection conn(std::move(socket));
   ConnectionGuard guard(w, conn);
   ActiveConnection active(*s.metrics);
@@ -80,7 +116,10 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     }
     peer = addr.to_string();
   }
-  beast::flat_buffer buffer;
+  // Bounded: a request head, chunk line or trailer section that does not fit
+  // fails the read (431 or 400) instead of growing the buffer.
+  beast::flat_buffer buffer(ReadBufferLimit(cfg));
+  bool linger = false;  // closing after our answer: drain the client first
   std::string out;
   out.reserve(1024);
   std::vector<HeaderPair> headers;
@@ -125,10 +164,10 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
         break;
       }
       resp = ec == http::error::header_limit || ec == http::error::buffer_overflow
-                 ? Problem(431, "Request header fields too large",
+                 ? Problem(431, "",
                            "request line and headers must fit " +
                                std::to_string(cfg.max_header_bytes) + " bytes")
-                 : Problem(400, "Bad request", "malformed HTTP request: " + ec.message());
+                 : Problem(400, "", "malformed HTTP request: " + ec.message());
       resp.close = true;
     } else {
       auto& req = hp.get();
@@ -146,34 +185,20 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
         headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
                              std::string_view(f.value().data(), f.value().size()));
       }
-      bool get = req.method() == http::verb::get || head;
 
-      // Route.
-      if (kind == ListenerKind::kMain) {
-        if (t.path == "/v1/auth") {
-          ep = Endpoint::kAuth;
-        } else if (t.path == "/v1/decide") {
-          ep = Endpoint::kDecide;
-        } else if (t.path == "/healthz" || t.path == "/readyz") {
-          ep = Endpoint::kHealth;
-        } else if (t.path == "/metrics" && cfg.metrics_on_main) {
-          ep = Endpoint::kMetrics;
-        } else if (s.gateway) {
-          ep = Endpoint::kGateway;
-        } else {
-          ep = Endpoint::kNotFound;
-        }
-      } else {
-        if (t.path == "/healthz" || t.path == "/readyz") {
-          ep = Endpoint::kHealth;
-        } else if (t.path == "/metrics") {
-          ep = Endpoint::kMetrics;
-        } else {
-          ep = Endpoint::kAdmin;
-        }
+      RouteResult route = Route(kind, View(req.method_string()), t.path, s.exposure);
+      ep = route.endpoint;
+      if (std::string_view why = HostProblem(req); !why.empty()) {
+        resp = Problem(400, "Bad request", why);
+        resp.close = true;
+        ep = Endpoint::kInvalid;
+      } else if (!route.allow.empty()) {
+        resp = MethodNotAllowed(route.allow);
+        if (!hp.is_done()) resp.close = true;  // the body is not read
       }
-
-      if (ep == Endpoint::kGateway) {
+      if (ep == Endpoint::kInvalid || !route.allow.empty()) {
+        // Answered above.
+      } else if (ep == Endpoint::kGateway) {
         RequestView view;
         view.method = std::string_view(req.method_string().data(), req.method_string().size());
         view.path = t.path;
@@ -197,7 +222,10 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
           ProxyResult pr =
               co_await ProxyRequest(s, w, conn, buffer, hp, peer, outcome.headers, trace_id);
           if (pr.status) shard.CountRequest(ep, pr.status);
-          if (!pr.keep_alive || s.draining.load(std::memory_order_relaxed)) break;
+          if (!pr.keep_alive || s.draining.load(std::memory_order_relaxed)) {
+            linger = pr.status != 0;
+            break;
+          }
           continue;
         }
         resp = RejectionResponse(outcome);
@@ -207,10 +235,12 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
         // Our own endpoints read the whole (bounded) body first. Bodyless requests
         // (the common case: GET /v1/auth) keep the header parser's message.
         std::optional<http::request_parser<http::string_body>> bp;
+        ChunkLimits chunk_limits(cfg, buffer);
         if (!hp.is_done()) {
           bp.emplace(std::move(hp));
           auto& p = *bp;
           p.body_limit(cfg.max_body_bytes);
+          p.on_chunk_header(chunk_limits);
           // The header was parsed under the first parser's limit: check the length here.
           if (p.content_length().value_or(0) > cfg.max_body_bytes) ec = http::error::body_limit;
           auto expect = p.get().find(http::field::expect);
@@ -248,10 +278,14 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             break;
           }
           resp = ec == http::error::body_limit
-                     ? Problem(413, "Content too large",
+                     ? Problem(413, "",
                                "request bodies must fit " + std::to_string(cfg.max_body_bytes) +
                                    " bytes")
-                     : Problem(400, "Bad request", "malformed HTTP request body: " + ec.message());
+                 : ec == http::error::header_limit
+                     ? Problem(431, "",
+                               "the trailer section must fit " +
+                                   std::to_string(cfg.max_trailer_bytes) + " bytes")
+                     : Problem(400, "", "malformed HTTP request body: " + ec.message());
           resp.close = true;
           ep = Endpoint::kInvalid;
         } else if (ep == Endpoint::kAuth) {
@@ -294,9 +328,7 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
                  outcome.verdict == CheckOutcome::Verdict::kReject ? "reject" : "unavailable"});
           }
         } else if (ep == Endpoint::kDecide) {
-          if (rq.method() != http::verb::post) {
-            resp = MethodNotAllowed("POST");
-          } else {
+          {
             DecideInput input;
             std::vector<ConfigError> errors = ParseDecideBody(body, &input);
             if (!errors.empty()) {
@@ -324,9 +356,7 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
             }
           }
         } else if (ep == Endpoint::kHealth) {
-          resp = !get                   ? MethodNotAllowed("GET")
-                 : t.path == "/healthz" ? HandleHealthz(s)
-                                        : HandleReadyz(s);
+          resp = t.path == "/healthz" ? HandleHealthz(s) : HandleReadyz(s);
         } else if (ep == Endpoint::kMetrics || ep == Endpoint::kAdmin) {
           // With an admin token, /metrics needs it too (on either listener; Prometheus
           // sends it via `authorization: {credentials: ...}`): only the probes are exempt.
@@ -334,23 +364,21 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
           probe.headers = std::span<const HeaderPair>(headers.data(), headers.size());
           auto authz = probe.Header("authorization");
           if (!s.bearer.empty() && (!authz || !SecretEquals(*authz, s.bearer))) {
-            resp = Problem(401, "Unauthorized", "admin endpoints need the bearer token");
+            resp = Problem(401, "", "admin endpoints need the bearer token");
             resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
           } else if (ep == Endpoint::kMetrics) {
-            resp = get ? HandleMetrics(s) : MethodNotAllowed("GET");
+            resp = HandleMetrics(s);
           } else if (t.path == "/v1/reload") {
-            resp = rq.method() == http::verb::post ? HandleReload(s) : MethodNotAllowed("POST");
+            resp = HandleReload(s);
           } else if (t.path == "/v1/policy") {
-            resp = get ? HandlePolicy(s) : MethodNotAllowed("GET");
+            resp = HandlePolicy(s);
           } else if (t.path == "/v1/top") {
-            resp = get ? HandleTop(s, t.query) : MethodNotAllowed("GET");
-          } else if (t.path == "/v1/explain" && get && RawRequested(t.query) && s.bearer.empty() &&
+            resp = HandleTop(s, t.query);
+          } else if (t.path == "/v1/explain" && RawRequested(t.query) && s.bearer.empty() &&
                      !s.identities.raw()) {
             resp = RawNeedsToken();
           } else if (t.path == "/v1/explain") {
-            if (!get) {
-              resp = MethodNotAllowed("GET");
-            } else {
+            {
               DescribedRequest d;
               std::vector<ConfigError> errors = ParseExplainQuery(t.query, &d);
               if (!errors.empty()) {
@@ -363,12 +391,12 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
               }
             }
           } else {
-            resp = Problem(404, "Not found",
+            resp = Problem(404, "",
                            "admin endpoints: /v1/reload /v1/policy /v1/top "
                            "/v1/explain /metrics /healthz /readyz");
           }
         } else {
-          resp = Problem(404, "Not found", "no such endpoint");
+          resp = Problem(404, "", "no such endpoint");
         }
       }
     }
@@ -390,9 +418,13 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
                               {"peer", s.identities.ShowInLog(peer)},
                               {"trace_id", std::string(trace_id)}});
     }
-    if (ec || !reuse) break;
+    if (ec || !reuse) {
+      linger = !ec;
+      break;
+    }
   }
   if (conn.timed_out) s.metrics->timeouts.fetch_add(1, std::memory_order_relaxed);
+  if (linger && !conn.timed_out) co_await LingeringClose(conn, cfg.lingering_close);
   beast::error_code ignored;
   conn.socket.shutdown(tcp::socket::shutdown_send, ignored);
   conn.socket.close(ignored);

@@ -23,8 +23,10 @@
 
 namespace tollgate::server {
 
+// `slot` is the connection's place under the listener's caps, given back
+// when the session ends.
 net::awaitable<void> RunSession(Shared& shared, Worker& worker, ListenerKind kind,
-                                tcp::socket socket);
+                                tcp::socket socket, ConnectionLimits::Slot slot);
 
 // Decides `request` with the Enforcer: inline for the local store, through
 // CheckAsync (resumed on this worker) for remote stores.

@@ -84,6 +84,7 @@ TEST_F(FailureModeE2E, PerRuleModesMarkerAnd429WhileRedisIsDown) {
   TestUpstream upstream;
   server::ServerConfig cfg = Config();
   cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  cfg.decision_on_main = true;  // a gateway exposes /v1/decide and /v1/auth only when asked
   auto s = Start(cfg, ModesPolicy(""));
   ASSERT_TRUE(s);
 

@@ -16,6 +16,7 @@
 #include "server/log.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#include "server/tollgated_process.h"
 #if TOLLGATE_TEST_GRPC
 #include <grpcpp/grpcpp.h>
 
@@ -27,106 +28,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string Binary() {
-  const char* dir = std::getenv("TOLLGATE_BINARY_DIR");
-  return std::string(dir ? dir : "build") + "/server/tollgated";
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int PortOf(const std::string& address) {
-  return std::atoi(address.substr(address.rfind(':') + 1).c_str());
-}
-
-class Tollgated {
- public:
-  Tollgated(std::vector<std::string> args, std::string dir) : dir_(std::move(dir)) {
-    log_ = dir_ + "/stderr.log";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test
-      FILE* f = std::freopen(log_.c_str(), "w", stderr);
-      (void)f;
-      std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout);
-      std::vector<char*> argv;
-      std::string bin = Binary();
-      argv.push_back(bin.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Tollgated() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Waits (scaled) for the "started" line and fills the ports; false when
-  // the process exits first or does not start in time.
-  bool WaitStarted() {
-    bool started = false;
-    WaitFor(
-        [&] {
-          started = Started();
-          return started || Reaped();
-        },
-        10s);
-    return started;
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  // The exit code, or -1 if it did not exit in time (scaled).
-  int WaitExit(std::chrono::milliseconds within) {
-    WaitFor([&] { return Reaped(); }, within);
-    return exit_code_;
-  }
-  std::string Log() const { return ReadAll(log_); }
-  std::string Stdout() const { return ReadAll(dir_ + "/stdout.log"); }
-  int port() const { return port_; }
-  int admin_port() const { return admin_port_; }
-  int grpc_port() const { return grpc_port_; }
-
- private:
-  bool Started() {
-    std::istringstream lines(ReadAll(log_));
-    std::string line;
-    while (std::getline(lines, line)) {
-      json j = json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("msg", "") == "started") {
-        port_ = PortOf(j["listen"]);
-        if (j.contains("admin")) admin_port_ = PortOf(j["admin"]);
-        if (j.contains("grpc")) grpc_port_ = PortOf(j["grpc"]);
-        return true;
-      }
-    }
-    return false;
-  }
-  // Whether the process has exited (reaps it and keeps its exit code).
-  bool Reaped() {
-    int status;
-    if (!exited_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exited_ = true;
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    return exited_;
-  }
-
-  std::string dir_;
-  std::string log_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int exit_code_ = -1;
-  int port_ = 0;
-  int admin_port_ = 0;
-  int grpc_port_ = 0;
-};
 
 class ProcessTest : public ::testing::Test {
  protected:

@@ -1,0 +1,55 @@
+// Internal: which endpoint of tollgated a request reaches, as a pure function.
+//
+// Exposure (what each listener serves; docs/operations.md, "Security model"):
+//
+//   endpoint                     main listener                      admin listener
+//   /healthz, /readyz            always                             always
+//   /v1/decide, /v1/auth         decision_on_main (default: on      never
+//                                without a gateway, off with one)
+//   /metrics                     metrics_on_main (same default)     always (admin token)
+//   /v1/reload, /v1/policy,      never                              always (admin token)
+//   /v1/top, /v1/explain
+//   anything else                the gateway (gateway mode), else   404 (admin token)
+//                                404
+//
+// A path is compared byte for byte (no decoding, no case folding): "/v1/Decide"
+// or "/v1/decide/" on the main listener of a gateway is proxied like any path.
+// Route also answers which methods the endpoint takes, so the session can
+// answer 405 with Allow before reading any body. The admin token is not part
+// of routing: the session checks it for every admin endpoint.
+//
+// Thread safety: pure functions of their arguments.
+#ifndef TOLLGATE_SERVER_ROUTE_H_
+#define TOLLGATE_SERVER_ROUTE_H_
+
+#include <string_view>
+
+#include "server/config.h"
+#include "server/metrics.h"
+
+namespace tollgate::server {
+
+enum class ListenerKind { kMain, kAdmin };
+
+// What the main listener serves besides the gateway and the health checks.
+struct Exposure {
+  bool gateway = false;   // gateway mode: unknown paths go upstream
+  bool decision = false;  // /v1/decide and /v1/auth
+  bool metrics = false;   // /metrics
+};
+Exposure ExposureOf(const ServerConfig& config);
+
+struct RouteResult {
+  Endpoint endpoint = Endpoint::kNotFound;
+  // Non-empty: the method is not allowed here; the value of the Allow field.
+  std::string_view allow;
+};
+
+// `method` is the request's method token as sent ("GET", "HEAD", "POST"...),
+// `path` the target's path (before any '?').
+RouteResult Route(ListenerKind kind, std::string_view method, std::string_view path,
+                  const Exposure& exposure);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_ROUTE_H_

@@ -1,0 +1,129 @@
+// Test helper: the real tollgated binary as a child process (killed with the
+// test), its stderr and stdout in files of the test's directory, its ports
+// read from the "started" log line.
+#ifndef TOLLGATE_TESTS_SERVER_TOLLGATED_PROCESS_H_
+#define TOLLGATE_TESTS_SERVER_TOLLGATED_PROCESS_H_
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "testing/timing.h"
+
+namespace tollgate::testing {
+
+// Where the binary is: $TOLLGATE_BINARY_DIR/server/tollgated (ctest sets it).
+inline std::string Binary() {
+  const char* dir = std::getenv("TOLLGATE_BINARY_DIR");
+  return std::string(dir ? dir : "build") + "/server/tollgated";
+}
+
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline int PortOf(const std::string& address) {
+  return std::atoi(address.substr(address.rfind(':') + 1).c_str());
+}
+
+class Tollgated {
+ public:
+  Tollgated(std::vector<std::string> args, std::string dir) : dir_(std::move(dir)) {
+    log_ = dir_ + "/stderr.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout);
+      std::vector<char*> argv;
+      std::string bin = Binary();
+      argv.push_back(bin.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Tollgated() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits (scaled) for the "started" line and fills the ports; false when
+  // the process exits first or does not start in time.
+  bool WaitStarted() {
+    bool started = false;
+    WaitFor(
+        [&] {
+          started = Started();
+          return started || Reaped();
+        },
+        std::chrono::seconds(10));
+    return started;
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  // The exit code, or -1 if it did not exit in time (scaled).
+  int WaitExit(std::chrono::milliseconds within) {
+    WaitFor([&] { return Reaped(); }, within);
+    return exit_code_;
+  }
+  std::string Log() const { return ReadAll(log_); }
+  std::string Stdout() const { return ReadAll(dir_ + "/stdout.log"); }
+  int port() const { return port_; }
+  int admin_port() const { return admin_port_; }
+  int grpc_port() const { return grpc_port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  bool Started() {
+    std::istringstream lines(ReadAll(log_));
+    std::string line;
+    while (std::getline(lines, line)) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("msg", "") == "started") {
+        port_ = PortOf(j["listen"]);
+        if (j.contains("admin")) admin_port_ = PortOf(j["admin"]);
+        if (j.contains("grpc")) grpc_port_ = PortOf(j["grpc"]);
+        return true;
+      }
+    }
+    return false;
+  }
+  // Whether the process has exited (reaps it and keeps its exit code).
+  bool Reaped() {
+    int status;
+    if (!exited_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exited_;
+  }
+
+  std::string dir_;
+  std::string log_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+  int port_ = 0;
+  int admin_port_ = 0;
+  int grpc_port_ = 0;
+};
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_SERVER_TOLLGATED_PROCESS_H_
