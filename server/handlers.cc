@@ -212,7 +212,12 @@ std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out
 
 Response RenderDecision(const CheckOutcome& outcome) {
   Response r = JsonResponse(200, OutcomeJson(outcome));
-  r.headers = outcome.headers;
+  r.headers.reserve(outcome.headers.size());
+  for (const HeaderField& h : outcome.headers) {
+    // A rejection's Content-Type describes the 429 body (it stays in the JSON's
+    // "headers"); this answer's body is the decision JSON, with one Content-Type.
+    if (!EqualsIgnoreCase(h.name, "content-type")) r.headers.push_back(h);
+  }
   return r;
 }
 

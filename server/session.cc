@@ -8,6 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http.hpp>
+#include <limits>
 #include <optional>
 
 #include "server/chunk_limits.h"
@@ -141,6 +142,10 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     conn.SetDeadline(cfg.read_timeout);
     http::request_parser<http::empty_body> hp;
     hp.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+    // The body's limit depends on the endpoint (max_body_bytes or the gateway's):
+    // checked once routed, not with Beast's default of 1 MB here (a 400). Not
+    // boost::none: Beast 1.74 compares a Content-Length against it as "over".
+    hp.body_limit(std::numeric_limits<std::uint64_t>::max());
     // The whole header is nearly always buffered already: parse it here, not
     // through async_read_header (a composed operation and a scheduler trip).
     buffer.consume(hp.put(buffer.data(), ec));

@@ -223,6 +223,9 @@ JwtClaims JwtVerifier::Verify(std::string_view token, int64_t wall_now_s) const 
   if (alg_it == header->end() || !alg_it->is_string()) return Invalid("no alg");
   const std::string alg = alg_it->get<std::string>();
   if (alg != "HS256" && alg != "RS256") return Invalid("alg '" + alg.substr(0, 16) + "' refused");
+  // RFC 7515 4.1.11: the extensions listed in "crit" must be understood, and
+  // this verifier understands none (an empty or malformed list is invalid too).
+  if (header->contains("crit")) return Invalid("crit header parameter not understood");
 
   JwtClaims claims;
   claims.payload = std::move(*payload);

@@ -117,6 +117,25 @@ TEST(Jwt, AlgNoneIsRefusedEvenWhenVerifiedUpstream) {
   EXPECT_EQ(Verifier(upstream)->Verify(none_caps, kNow).state, JwtClaims::State::kInvalid);
 }
 
+// RFC 7515 4.1.11: a token naming critical extensions this verifier does not
+// understand is invalid, even with a good signature and when verified upstream.
+TEST(Jwt, UnknownCritHeaderParameterIsRefused) {
+  const json payload = {{"plan", "enterprise"}, {"exp", kNow + 60}};
+  for (const json& crit : {json::array({"exp"}), json::array({"b64"}), json::array(), json(1)}) {
+    json header = {{"alg", "HS256"}, {"typ", "JWT"}, {"crit", crit}, {"exp", kNow}, {"b64", true}};
+    const std::string t = MintHs256(payload, "s3cret", header);
+    JwtClaims c = Verifier(Hs())->Verify(t, kNow);
+    EXPECT_EQ(c.state, JwtClaims::State::kInvalid) << crit;
+    EXPECT_NE(c.error.find("crit"), std::string::npos) << c.error;
+    JwtOptions upstream;
+    upstream.verified_upstream = true;
+    EXPECT_EQ(Verifier(upstream)->Verify(t, kNow).state, JwtClaims::State::kInvalid) << crit;
+  }
+  // Without crit the same token verifies.
+  const std::string plain = MintHs256(payload, "s3cret", {{"alg", "HS256"}, {"b64", true}});
+  EXPECT_EQ(Verifier(Hs())->Verify(plain, kNow).state, JwtClaims::State::kVerified);
+}
+
 TEST(Jwt, Rs256GoodAndBad) {
   RsaKey key;
   ASSERT_TRUE(key.ok());

@@ -65,8 +65,9 @@ inline std::string JwtSigningInput(const nlohmann::json& header, const nlohmann:
   return Base64UrlEncode(header.dump()) + "." + Base64UrlEncode(payload.dump());
 }
 
-inline std::string MintHs256(const nlohmann::json& payload, const std::string& secret) {
-  const std::string input = JwtSigningInput({{"alg", "HS256"}, {"typ", "JWT"}}, payload);
+inline std::string MintHs256(const nlohmann::json& payload, const std::string& secret,
+                             const nlohmann::json& header = {{"alg", "HS256"}, {"typ", "JWT"}}) {
+  const std::string input = JwtSigningInput(header, payload);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),

@@ -1,0 +1,83 @@
+// Route(): which endpoint each listener serves, and where decisions and
+// metrics are exposed (server/route.h).
+#include <gtest/gtest.h>
+
+#include "server/route.h"
+
+namespace tollgate::server {
+namespace {
+
+Exposure Gateway() {
+  return ExposureOf([] {
+    ServerConfig c;
+    c.upstream = "http://127.0.0.1:1";
+    return c;
+  }());
+}
+
+TEST(Route, ExposureDefaultsDependOnGatewayMode) {
+  ServerConfig c;
+  Exposure service = ExposureOf(c);
+  EXPECT_FALSE(service.gateway);
+  EXPECT_TRUE(service.decision);
+  EXPECT_TRUE(service.metrics);
+  Exposure gw = Gateway();
+  EXPECT_TRUE(gw.gateway);
+  EXPECT_FALSE(gw.decision);
+  EXPECT_FALSE(gw.metrics);
+  c.upstream = "http://127.0.0.1:1";
+  c.decision_on_main = true;
+  c.metrics_on_main = true;
+  EXPECT_TRUE(ExposureOf(c).decision);
+  EXPECT_TRUE(ExposureOf(c).metrics);
+  c.upstream.clear();
+  c.decision_on_main = false;
+  c.metrics_on_main = false;
+  EXPECT_FALSE(ExposureOf(c).decision);
+  EXPECT_FALSE(ExposureOf(c).metrics);
+}
+
+TEST(Route, GatewayListenerServesOnlyTheGatewayAndHealthByDefault) {
+  const Exposure gw = Gateway();
+  for (const char* path : {"/v1/decide", "/v1/auth", "/metrics", "/v1/reload", "/v1/policy",
+                           "/v1/top", "/v1/explain", "/", "/api/x", "/v1/Decide", "/metrics/"}) {
+    for (const char* method : {"GET", "POST", "HEAD", "PUT"}) {
+      RouteResult r = Route(ListenerKind::kMain, method, path, gw);
+      EXPECT_EQ(r.endpoint, Endpoint::kGateway) << method << " " << path;
+      EXPECT_TRUE(r.allow.empty());
+    }
+  }
+  EXPECT_EQ(Route(ListenerKind::kMain, "GET", "/healthz", gw).endpoint, Endpoint::kHealth);
+  EXPECT_EQ(Route(ListenerKind::kMain, "HEAD", "/readyz", gw).endpoint, Endpoint::kHealth);
+}
+
+TEST(Route, DecisionServiceListener) {
+  const Exposure service = ExposureOf(ServerConfig{});
+  EXPECT_EQ(Route(ListenerKind::kMain, "POST", "/v1/decide", service).endpoint, Endpoint::kDecide);
+  RouteResult get_decide = Route(ListenerKind::kMain, "GET", "/v1/decide", service);
+  EXPECT_EQ(get_decide.endpoint, Endpoint::kDecide);
+  EXPECT_EQ(get_decide.allow, "POST");
+  EXPECT_EQ(Route(ListenerKind::kMain, "PATCH", "/v1/auth", service).endpoint, Endpoint::kAuth);
+  EXPECT_TRUE(Route(ListenerKind::kMain, "PATCH", "/v1/auth", service).allow.empty());
+  EXPECT_EQ(Route(ListenerKind::kMain, "GET", "/metrics", service).endpoint, Endpoint::kMetrics);
+  EXPECT_EQ(Route(ListenerKind::kMain, "POST", "/metrics", service).allow, "GET");
+  EXPECT_EQ(Route(ListenerKind::kMain, "POST", "/healthz", service).allow, "GET");
+  EXPECT_EQ(Route(ListenerKind::kMain, "GET", "/v1/reload", service).endpoint, Endpoint::kNotFound);
+  EXPECT_EQ(Route(ListenerKind::kMain, "GET", "/x", service).endpoint, Endpoint::kNotFound);
+}
+
+TEST(Route, AdminListenerNeverDecides) {
+  for (const Exposure& e : {Gateway(), ExposureOf(ServerConfig{})}) {
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/decide", e).endpoint, Endpoint::kAdmin);
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/v1/auth", e).endpoint, Endpoint::kAdmin);
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/metrics", e).endpoint, Endpoint::kMetrics);
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/reload", e).endpoint, Endpoint::kAdmin);
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/v1/reload", e).allow, "POST");
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/policy", e).allow, "GET");
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/healthz", e).endpoint, Endpoint::kHealth);
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/api/x", e).endpoint, Endpoint::kAdmin);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::server
