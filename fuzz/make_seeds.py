@@ -70,6 +70,9 @@ REQUESTS = {
     "dup-headers": "GET /api/v1/a HTTP/1.1\r\nHost: a\r\nX-Api-Key: k1\r\nX-Api-Key: k2\r\n"
                    "Connection: X-Api-Key, keep-alive\r\nContent-Length: 0\r\n\r\n",
     "expect-continue": "POST /v1/decide HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+    "metrics": "GET /metrics HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer x\r\n\r\n",
+    "admin-reload": "POST /v1/reload HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+    "auth-head": "HEAD /v1/auth HTTP/1.1\r\nHost: a\r\nX-Original-URI: /api/login\r\n\r\n",
 }
 for name, req in REQUESTS.items():
     write("http_request", name, req)

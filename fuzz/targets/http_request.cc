@@ -5,10 +5,12 @@
 // X-Original-URI), the /v1/explain query, the decision of the gateway and of
 // /v1/auth against fuzz/policies/request.json, and the serialized response.
 //
-// The routing itself (which endpoint a path picks) is inline in RunSession's
-// coroutine; it should be a pure function (kind, path, config) -> Endpoint so
-// this target can call it. Until then the target runs every endpoint's pure
-// part for every request.
+// The routing (server/route.h) runs for both listeners under every exposure:
+// /v1/decide and /v1/auth are reached only on a main listener that exposes
+// decisions, /metrics only on the admin listener or a main one that exposes
+// it, the admin endpoints only on the admin listener, the gateway only on a
+// gateway's main listener. Then every endpoint's pure part runs for every
+// request.
 //
 // Input: the bytes a client sends first (request line, fields, maybe body).
 // Properties: every response tollgated would write (the 400/431 for a bad
@@ -28,6 +30,7 @@
 #include "server/handlers.h"
 #include "server/http_util.h"
 #include "server/log.h"
+#include "server/route.h"
 
 namespace {
 
@@ -42,6 +45,52 @@ using tollgate::server::Response;
 constexpr size_t kMaxHeaderBytes = 16 * 1024;  // ServerConfig's default
 
 std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+// Route() under every listener and exposure: each endpoint only where exposed.
+void CheckRouting(std::string_view method, std::string_view path) {
+  using tollgate::server::Endpoint;
+  using tollgate::server::ListenerKind;
+  for (int bits = 0; bits < 8; ++bits) {
+    tollgate::server::Exposure e;
+    e.gateway = bits & 1;
+    e.decision = bits & 2;
+    e.metrics = bits & 4;
+    for (ListenerKind kind : {ListenerKind::kMain, ListenerKind::kAdmin}) {
+      const bool main = kind == ListenerKind::kMain;
+      const auto r = tollgate::server::Route(kind, method, path, e);
+      const std::string where = std::string(main ? "main" : "admin") + " listener, exposure " +
+                                std::to_string(bits) + ", " + Quote(method) + " " + Quote(path);
+      switch (r.endpoint) {
+        case Endpoint::kDecide:
+        case Endpoint::kAuth:
+          FUZZ_CHECK(main && e.decision, "decision endpoint reached on " + where);
+          FUZZ_CHECK(path == (r.endpoint == Endpoint::kDecide ? "/v1/decide" : "/v1/auth"),
+                     "decision endpoint for another path on " + where);
+          break;
+        case Endpoint::kMetrics:
+          FUZZ_CHECK(!main || e.metrics, "/metrics reached on " + where);
+          FUZZ_CHECK(path == "/metrics", "metrics for another path on " + where);
+          break;
+        case Endpoint::kAdmin:
+          FUZZ_CHECK(!main, "admin endpoint reached on " + where);
+          break;
+        case Endpoint::kGateway:
+          FUZZ_CHECK(main && e.gateway, "gateway reached on " + where);
+          break;
+        case Endpoint::kHealth:
+          FUZZ_CHECK(path == "/healthz" || path == "/readyz", "health for " + where);
+          break;
+        case Endpoint::kNotFound:
+          FUZZ_CHECK(main && !e.gateway, "404 on " + where);
+          break;
+        default:
+          FUZZ_CHECK(false, "unexpected endpoint on " + where);
+      }
+      FUZZ_CHECK(r.allow.empty() || r.allow == "GET" || r.allow == "POST",
+                 "Allow " + Quote(r.allow) + " on " + where);
+    }
+  }
+}
 
 void Decide(tollgate::Enforcer& enforcer, const RequestView& view, bool keep_alive, bool head) {
   const tollgate::CheckOutcome outcome = enforcer.Check(view);
@@ -83,6 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(trace.trace_id.empty() || trace.trace_id.size() == 32,
                "trace id of " + std::to_string(trace.trace_id.size()) + " characters");
   }
+  CheckRouting(View(req.method_string()), t.path);
   std::vector<HeaderPair> headers;
   for (const auto& f : req) headers.emplace_back(View(f.name_string()), View(f.value()));
 
