@@ -216,12 +216,18 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
   r.String("listen", &c->listen);
   r.Integer("threads", &c->threads, 0, 256);
+  // true, false, or null: the default of the mode (on without a gateway, off with one).
   for (auto [key, field] : {std::pair{"metrics_on_main", &c->metrics_on_main},
                             std::pair{"decision_on_main", &c->decision_on_main}}) {
-    if (r.Find(key) == nullptr) continue;
-    bool on = false;
-    r.Bool(key, &on);
-    *field = on;
+    if (const json* v = r.Find(key)) {
+      if (v->is_null()) {
+        field->reset();
+      } else if (v->is_boolean()) {
+        *field = v->get<bool>();
+      } else {
+        r.Error(key, "must be true, false or null (the default of the mode)");
+      }
+    }
   }
   r.String("grpc_listen", &c->grpc_listen);
   r.StringList("rls_config", &c->rls_config);

@@ -55,6 +55,35 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(ParseServerConfig("[]", &d).size(), 1u);
 }
 
+TEST(ServerConfig, ListenerLimitsAndExposure) {
+  ServerConfig c;
+  auto errors = ParseServerConfig(R"({"decision_on_main": true, "metrics_on_main": false,
+      "admin": {"max_connections": 5},
+      "http": {"max_chunk_extension_bytes": 10, "max_trailer_bytes": 100,
+               "max_connections_per_ip": 7, "body_timeout_ms": 1234, "lingering_close_ms": 0}})",
+                                  &c);
+  ASSERT_TRUE(errors.empty()) << errors[0].ToString();
+  EXPECT_EQ(c.decision_on_main, true);
+  EXPECT_EQ(c.metrics_on_main, false);
+  EXPECT_EQ(c.admin_max_connections, 5u);
+  EXPECT_EQ(c.max_chunk_extension_bytes, 10u);
+  EXPECT_EQ(c.max_trailer_bytes, 100u);
+  EXPECT_EQ(c.max_connections_per_ip, 7u);
+  EXPECT_EQ(c.body_timeout, Millis(1234));
+  EXPECT_EQ(c.lingering_close, Millis(0));
+  EXPECT_EQ(ReadBufferLimit(c), c.max_header_bytes + 4096);
+  ASSERT_TRUE(ParseServerConfig(R"({"decision_on_main": null})", &c).empty());
+  EXPECT_FALSE(c.decision_on_main.has_value());
+  errors = ParseServerConfig(R"({"metrics_on_main": "yes", "http": {"max_trailer_bytes": 1,
+      "max_connections_per_ip": 0}, "admin": {"max_connections": 0}})",
+                             &c);
+  std::vector<std::string> paths;
+  for (const auto& e : errors) paths.push_back(e.path);
+  EXPECT_EQ(paths,
+            (std::vector<std::string>{"metrics_on_main", "admin.max_connections",
+                                      "http.max_trailer_bytes", "http.max_connections_per_ip"}));
+}
+
 // examples/tollgated.json is the documented reference ("lists every field with
 // its default"): it must load, validate, and show the defaults.
 TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
@@ -88,6 +117,14 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.jwt_verified_upstream, d.jwt_verified_upstream);
   EXPECT_EQ(c.header_style, d.header_style);
   EXPECT_EQ(c.max_header_bytes, d.max_header_bytes);
+  EXPECT_EQ(c.decision_on_main, d.decision_on_main);
+  EXPECT_EQ(c.metrics_on_main, d.metrics_on_main);
+  EXPECT_EQ(c.admin_max_connections, d.admin_max_connections);
+  EXPECT_EQ(c.max_chunk_extension_bytes, d.max_chunk_extension_bytes);
+  EXPECT_EQ(c.max_trailer_bytes, d.max_trailer_bytes);
+  EXPECT_EQ(c.max_connections_per_ip, d.max_connections_per_ip);
+  EXPECT_EQ(c.body_timeout, d.body_timeout);
+  EXPECT_EQ(c.lingering_close, d.lingering_close);
   EXPECT_EQ(c.upstream_timeout, d.upstream_timeout);
   EXPECT_EQ(c.top_capacity, d.top_capacity);
 }
