@@ -5,10 +5,8 @@
 // its peak resident memory (VmHWM) under 200 MB, and serve another client
 // meanwhile. No timing is asserted: each stream sends at most kCap bytes,
 // so without the bounds the test ends too, with a large VmHWM.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -37,19 +35,6 @@ long StatusKb(pid_t pid, const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
   }
   return -1;
-}
-
-int ConnectTo(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // One hostile connection: `head` once, then `filler` repeated.
@@ -143,15 +128,15 @@ TEST(MemoryTest, EndlessChunkExtensionsTrailersAndHeadersStayBounded) {
     Stream s;
     switch (i % 3) {
       case 0:  // through the gateway, to the upstream
-        s.fd = ConnectTo(t.port());
+        s.fd = ConnectLoopback(t.port(), Scaled(std::chrono::seconds(10)));
         s.head = "POST /upload" + chunked + "1;x=";
         break;
       case 1:  // tollgated's own endpoint
-        s.fd = ConnectTo(t.port());
+        s.fd = ConnectLoopback(t.port(), Scaled(std::chrono::seconds(10)));
         s.head = "POST /v1/decide" + chunked + "1;x=";
         break;
       default:  // the admin listener, before the token check
-        s.fd = ConnectTo(t.admin_port());
+        s.fd = ConnectLoopback(t.admin_port(), Scaled(std::chrono::seconds(10)));
         s.head = "POST /v1/reload" + chunked + "1;x=";
         break;
     }
@@ -159,14 +144,14 @@ TEST(MemoryTest, EndlessChunkExtensionsTrailersAndHeadersStayBounded) {
     streams.push_back(std::move(s));
   }
   Stream trailers;
-  trailers.fd = ConnectTo(t.port());
+  trailers.fd = ConnectLoopback(t.port(), Scaled(std::chrono::seconds(10)));
   trailers.head = "POST /v1/decide" + chunked + "1\r\na\r\n0\r\n";
   for (int i = 0; trailers.filler.size() < 64 * 1024; ++i) {
     trailers.filler += "X-T" + std::to_string(i) + ": aaaaaaaaaaaaaaaaaaaa\r\n";
   }
   streams.push_back(std::move(trailers));
   Stream header;
-  header.fd = ConnectTo(t.port());
+  header.fd = ConnectLoopback(t.port(), Scaled(std::chrono::seconds(10)));
   header.head = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Long: ";
   header.filler = extension;
   streams.push_back(std::move(header));

@@ -27,21 +27,6 @@ void SetTimeouts(int fd, std::chrono::milliseconds t) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-int ConnectLoopback(int port, std::chrono::milliseconds timeout) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  SetTimeouts(fd, timeout);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 bool SendAll(int fd, const std::string& bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
@@ -161,6 +146,21 @@ bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no
 }
 
 }  // namespace
+
+int ConnectLoopback(int port, std::chrono::milliseconds timeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  SetTimeouts(fd, timeout);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 HttpConnection::HttpConnection(int port, std::chrono::milliseconds timeout)
     : fd_(ConnectLoopback(port, Scaled(timeout))) {}

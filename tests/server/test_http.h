@@ -64,6 +64,10 @@ class HttpConnection {
   std::string buffer_;
 };
 
+// A blocking TCP socket connected to 127.0.0.1:port with `timeout` on each
+// send and receive (not scaled), or -1.
+int ConnectLoopback(int port, std::chrono::milliseconds timeout);
+
 // One request on a fresh connection.
 HttpResponse Fetch(int port, const std::string& method, const std::string& target,
                    const Headers& headers = {}, const std::string& body = "");
