@@ -97,8 +97,8 @@ class Policy {
 // Returns false for anything else (the caller then uses default_cost).
 bool ParseCost(std::string_view text, int64_t* out);
 
-// Key value normalisation: trims spaces/tabs, escapes '\\', '|' and every byte
-// outside 0x21-0x7e as \xHH, and replaces results longer than
+// Key value normalisation: trims spaces/tabs, escapes '\\', '|', a leading '~'
+// and every byte outside 0x21-0x7e as \xHH, and replaces results longer than
 // kMaxKeyValueLength by "~" + 32 hex digits of SHA-256.
 std::string NormalizeKeyValue(std::string_view raw);
 // Joins normalised values with '|' (unambiguous thanks to the escaping).

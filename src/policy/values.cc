@@ -169,7 +169,9 @@ std::string NormalizeKeyValue(std::string_view raw) {
   std::string out;
   out.reserve(raw.size());
   for (unsigned char c : raw) {
-    if (c == '\\' || c == '|' || c < 0x21 || c > 0x7e) {
+    // A leading '~' is escaped too: only the hashed form of a long value
+    // starts with '~', so no literal value can name a long value's bucket.
+    if (c == '\\' || c == '|' || c < 0x21 || c > 0x7e || (c == '~' && out.empty())) {
       if (c == '\\' || c == '|') {
         out.push_back('\\');
         out.push_back(static_cast<char>(c));

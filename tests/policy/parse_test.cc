@@ -541,6 +541,20 @@ TEST(KeyValues, NormalisedAndBounded) {
             JoinIdentity({NormalizeKeyValue("a"), NormalizeKeyValue("b")}));
 }
 
+// The hashed form of a long value and literal values are disjoint: a client
+// sending a long value's "~<hash>" text as its key gets a bucket of its own.
+TEST(KeyValues, HashedFormCannotBeSentLiterally) {
+  const std::string hashed = NormalizeKeyValue(std::string(1000, 'a'));
+  ASSERT_EQ(hashed[0], '~');
+  EXPECT_NE(NormalizeKeyValue(hashed), hashed);
+  EXPECT_EQ(NormalizeKeyValue(hashed), "\\x7e" + hashed.substr(1));
+  EXPECT_EQ(NormalizeKeyValue("~"), "\\x7e");
+  EXPECT_EQ(NormalizeKeyValue(" ~x"), "\\x7ex");  // trimmed first
+  EXPECT_EQ(NormalizeKeyValue("a~b"), "a~b");     // only a leading '~' is escaped
+  // The escape is itself unambiguous: a literal "\x7e" escapes its backslash.
+  EXPECT_EQ(NormalizeKeyValue("\\x7e"), "\\\\x7e");
+}
+
 TEST(KeyValues, BucketKeyLayout) {
   EXPECT_EQ(BucketKey("free", Algorithm::kTokenBucket, "k1"), std::string("free\x1ftb\x1fk1"));
   EXPECT_EQ(BucketKey("q", Algorithm::kFixedWindow, "a|b"), std::string("q\x1f"
