@@ -120,7 +120,8 @@ class Limiter {
 };
 
 // A Store from a URL, for configuration files and command lines:
-//   "local" or "local://?max_keys=N&shards=N"      a LocalStore
+//   "local" or "local://?max_keys=N&shards=N&overflow=evict|allow|reject&max_keys_per_rule=N"
+//                                                   a LocalStore (ParseLocalStoreQuery)
 //   "redis://[[user]:password@]host[:port][/db][?prefix=P&timeout_ms=N&pool=N]"
 // Redis URLs need tollgate built with its Redis store (kInvalidArgument otherwise).
 Result<std::shared_ptr<Store>> MakeStore(std::string_view url,

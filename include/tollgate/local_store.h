@@ -13,9 +13,29 @@
 // Bounded memory: a new key that finds no free slot in its probe window (or a
 // shard that holds its share of max_keys) reclaims a slot inside the window:
 // first the one idle the longest (bucket full again / window over: such a
-// slot carries no information). Keys still in debt are never evicted, so a
-// throttled client is never silently handed a fresh bucket; when nothing can
-// be reclaimed the decision follows `overflow` and a counter records it.
+// slot carries no information, whatever its group). When nothing is at rest
+// the decision follows `overflow`:
+//  - kEvict (default): the bucket of the new key's own group closest to rest
+//    (the least debt left: for equal limits, the least recently charged) is
+//    dropped and the new key takes its slot; the evicted client gets a fresh
+//    bucket if it comes back. When its group has nothing in the window to
+//    evict, the decision is allowed and counted as overflow_allowed. Storage
+//    pressure never blocks traffic, and the clients deepest in debt (the
+//    throttled ones) are the last to be evicted.
+//  - kAllow: the decision is allowed without a slot (counted).
+//  - kReject: the decision is denied with Retry-After 1 s (counted).
+//
+// Groups: a key's group is its bytes before the first `group_separator`
+// (the policy layer's bucket keys start with the rule name and 0x1F, so a
+// group is a rule). With max_keys_per_group set, a group holding that many
+// keys reclaims and evicts only among its own keys, so one flooded group
+// cannot take the slots another group needs; eviction of a bucket in debt
+// never crosses groups. At most kMaxGroups groups are told apart; further
+// groups share the last one's count.
+//
+// Memory: 32 bytes a slot plus 2 (its group), slots = max_keys * ~1.4; a
+// sliding_log key lives in a map beside the slots (about 700 bytes with up to
+// 32 entries, 512 more per further 32); Stats().bytes counts both.
 //
 // Thread safety: all methods are safe to call concurrently.
 #ifndef TOLLGATE_LOCAL_STORE_H_
@@ -32,27 +52,34 @@
 
 namespace tollgate {
 
-enum class OverflowPolicy { kReject, kAllow };
+enum class OverflowPolicy { kReject, kAllow, kEvict };
 
 struct LocalStoreOptions {
   size_t max_keys = size_t{1} << 20;
   size_t shards = 64;  // rounded up to a power of two
-  OverflowPolicy overflow = OverflowPolicy::kReject;
+  OverflowPolicy overflow = OverflowPolicy::kEvict;
+  // 0: no per-group cap. Otherwise at most this many keys per group.
+  size_t max_keys_per_group = 0;
+  char group_separator = '\x1f';
   const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the store
 };
 
 struct LocalStoreStats {
   size_t keys = 0;            // live keys
   size_t capacity_slots = 0;  // slots allocated
-  size_t bytes = 0;           // bytes allocated for slots and shards
+  size_t bytes = 0;           // bytes for slots, shards and sliding logs
+  size_t log_keys = 0;        // sliding_log keys (beside `keys`)
+  size_t log_bytes = 0;       // estimated bytes of sliding_log state (in `bytes`)
   uint64_t reclaimed = 0;     // idle keys reclaimed to make room
   uint64_t overflow_rejected = 0;
   uint64_t overflow_allowed = 0;
+  uint64_t evicted = 0;  // buckets in debt evicted for a new key (kEvict)
 };
 
 class LocalStore final : public Store {
  public:
   static constexpr size_t kProbeWindow = 64;
+  static constexpr size_t kMaxGroups = 1024;
 
   static Result<std::unique_ptr<LocalStore>> Create(const LocalStoreOptions& options);
   ~LocalStore() override;
@@ -68,6 +95,7 @@ class LocalStore final : public Store {
   struct PreparedKey {
     uint64_t hi = 0;
     uint64_t lo = 0;
+    uint32_t group = 0;
   };
   PreparedKey Prepare(std::string_view key) const;
   Decision AcquireAt(const PreparedKey& key, const Limit& limit, int64_t cost, int64_t now_ns);
@@ -97,6 +125,14 @@ class LocalStore final : public Store {
   explicit LocalStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// "evict", "allow" or "reject"; false for anything else.
+bool ParseOverflowPolicy(std::string_view text, OverflowPolicy* out);
+
+// Applies the query of a "local://?..." URL to `options`: max_keys=N,
+// shards=N, overflow=evict|allow|reject, max_keys_per_rule=N (the per-group
+// cap, 0 = none). kInvalidArgument names the option that is wrong.
+Result<LocalStoreOptions> ParseLocalStoreQuery(std::string_view query, LocalStoreOptions options);
 
 }  // namespace tollgate
 

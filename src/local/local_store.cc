@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -93,6 +94,30 @@ class BatchBuffer {
   std::vector<T> heap_;
 };
 
+// Where a new key's group comes from: its bytes, or a PreparedKey's group.
+struct GroupRef {
+  std::string_view key;
+  int64_t id = -1;  // resolved already when >= 0
+};
+
+// A sliding_log key: its entries, its group and the bytes counted for it.
+struct LogKey {
+  SlidingLogState state;
+  uint16_t group = 0;
+  size_t bytes = 0;
+};
+
+// Estimated heap bytes of a sliding_log key in the shard's map (libstdc++): the
+// hash node with its value and bucket pointer, the deque's map of node
+// pointers (8 at first) and one 512-byte deque node per 32 entries (at least
+// one, allocated at construction).
+size_t LogBytes(const SlidingLogState& state) {
+  constexpr size_t kNode = sizeof(std::pair<const Hash128, LogKey>) + 2 * sizeof(void*);
+  constexpr size_t kPerDequeNode = 512 / sizeof(SlidingLogState::Entry);
+  return kNode + sizeof(void*) + 8 * sizeof(void*) +
+         512 * (state.entries.size() / kPerDequeNode + 1);
+}
+
 }  // namespace
 
 // Invariants:
@@ -110,8 +135,8 @@ struct Shard {
   size_t capacity = 0;
   size_t key_cap = 0;
   std::atomic<size_t> count{0};
-  uint64_t fresh_seq = 2;                                     // guarded by mu
-  std::unordered_map<Hash128, SlidingLogState, HashOf> logs;  // guarded by mu
+  uint64_t fresh_seq = 2;                            // guarded by mu
+  std::unordered_map<Hash128, LogKey, HashOf> logs;  // guarded by mu
 };
 
 class LocalStore::Impl {
@@ -127,6 +152,8 @@ class LocalStore::Impl {
     // Even, so that every shard's slots start on a cache line (see Home()).
     shard_capacity_ = (key_cap + key_cap / 4 + kProbeWindow + 1) & ~size_t{1};
     arena_ = AllocateSlots(shards * shard_capacity_, &arena_bytes_);
+    slot_group_ = std::make_unique<uint16_t[]>(shards * shard_capacity_);
+    group_counts_ = std::make_unique<std::atomic<size_t>[]>(kMaxGroups);
     shards_ = std::vector<Shard>(shards);
     for (size_t i = 0; i < shards; ++i) {
       shards_[i].key_cap = key_cap;
@@ -181,8 +208,39 @@ class LocalStore::Impl {
                                 : idle;
   }
 
-  // Under s.mu: frees the slot of the window idle the longest, or returns null.
-  Slot* ReclaimIdle(Shard& s, const Hash128& h, int64_t now) {
+  uint16_t& GroupOfSlot(const Slot& slot) { return slot_group_[&slot - arena_.get()]; }
+
+  // A key's group: its bytes before the first separator, told apart by a
+  // keyed hash; the table is bounded (kMaxGroups), later groups share the last.
+  uint16_t GroupOf(std::string_view key) {
+    // No separator: the key belongs to the one unnamed group.
+    const size_t end = key.find(options_.group_separator);
+    const std::string_view prefix = end == std::string_view::npos ? "" : key.substr(0, end);
+    const uint64_t id = internal::HashKey(prefix, seed_).lo;
+    {
+      std::shared_lock<std::shared_mutex> lock(groups_mu_);
+      if (auto it = group_ids_.find(id); it != group_ids_.end()) return it->second;
+    }
+    std::unique_lock<std::shared_mutex> lock(groups_mu_);
+    if (auto it = group_ids_.find(id); it != group_ids_.end()) return it->second;
+    if (group_ids_.size() >= kMaxGroups - 1) return kMaxGroups - 1;
+    const auto next = static_cast<uint16_t>(group_ids_.size());
+    group_ids_.emplace(id, next);
+    return next;
+  }
+  uint16_t Resolve(const GroupRef& g) {
+    return g.id >= 0 ? static_cast<uint16_t>(g.id) : GroupOf(g.key);
+  }
+  bool GroupFull(uint16_t group) const {
+    return options_.max_keys_per_group > 0 &&
+           group_counts_[group].load(std::memory_order_relaxed) >= options_.max_keys_per_group;
+  }
+
+  // Under s.mu: frees a slot of the key's probe window, or returns null. At
+  // rest only (`in_debt` false): the one idle the longest, of any group unless
+  // `own_group`. In debt too: the one of `group` closest to rest.
+  Slot* Reclaim(Shard& s, const Hash128& h, int64_t now, uint16_t group, bool own_group,
+                bool in_debt) {
     for (int attempt = 0; attempt < 4; ++attempt) {
       Slot* best = nullptr;
       int64_t best_idle = 0;
@@ -191,52 +249,70 @@ class LocalStore::Impl {
         if (i >= s.capacity) i -= s.capacity;
         Slot& slot = s.slots[i];
         if (slot.h1.load(std::memory_order_relaxed) <= kTombstone) continue;
+        if ((own_group || in_debt) && GroupOfSlot(slot) != group) continue;
         const int64_t idle = IdleAt(slot);
-        if (idle <= now && (best == nullptr || idle < best_idle)) {
+        if ((in_debt || idle <= now) && (best == nullptr || idle < best_idle)) {
           best = &slot;
           best_idle = idle;
         }
       }
       if (best == nullptr) return nullptr;
       uint64_t st = best->state.load(std::memory_order_acquire);
-      if (IdleAt(*best) > now) continue;  // charged meanwhile
+      if (!in_debt && IdleAt(*best) > now) continue;  // charged meanwhile
       if (!best->state.compare_exchange_strong(st, kEvicting, std::memory_order_acq_rel)) continue;
       best->h1.store(kTombstone, std::memory_order_release);
-      // The caller reuses the slot at once: the global count does not change.
+      // The caller takes a free slot at once: the global count does not change.
       s.count.fetch_sub(1, std::memory_order_relaxed);
-      reclaimed_.fetch_add(1, std::memory_order_relaxed);
+      group_counts_[GroupOfSlot(*best)].fetch_sub(1, std::memory_order_relaxed);
+      (best_idle > now ? evicted_ : reclaimed_).fetch_add(1, std::memory_order_relaxed);
       return best;
     }
     return nullptr;
   }
 
-  // Finds or inserts the key's slot; null when the shard is full of keys in debt.
-  Slot* FindOrInsert(Shard& s, const Hash128& h, const Limit& limit, int64_t now) {
+  // Under s.mu: the first empty or tombstone slot of the key's window, or null.
+  static Slot* FirstFree(Shard& s, const Hash128& h) {
+    size_t i = Home(s, h.hi);
+    for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
+      if (i >= s.capacity) i -= s.capacity;
+      if (s.slots[i].h1.load(std::memory_order_relaxed) <= kTombstone) return &s.slots[i];
+    }
+    return nullptr;
+  }
+
+  // Finds or inserts the key's slot; null when there is no room (see the
+  // overflow policy in local_store.h).
+  Slot* FindOrInsert(Shard& s, const Hash128& h, const GroupRef& gref, const Limit& limit,
+                     int64_t now) {
     if (Slot* slot = Find(s, h)) return slot;
     std::lock_guard<std::mutex> lock(s.mu);
     if (Slot* slot = Find(s, h)) return slot;
+    const uint16_t group = Resolve(gref);
+    const bool group_full = GroupFull(group);
     Slot* target = nullptr;
     // Reserve a place in the global count first: shards insert concurrently.
     bool reserved = false;
-    if (s.count.load(std::memory_order_relaxed) < s.key_cap) {
+    if (!group_full && s.count.load(std::memory_order_relaxed) < s.key_cap) {
       reserved = total_keys_.fetch_add(1, std::memory_order_relaxed) < options_.max_keys;
       if (!reserved) total_keys_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (reserved) {
-      size_t i = Home(s, h.hi);
-      for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
-        if (i >= s.capacity) i -= s.capacity;
-        if (s.slots[i].h1.load(std::memory_order_relaxed) <= kTombstone) {
-          target = &s.slots[i];
-          break;
-        }
-      }
+      target = FirstFree(s, h);
       if (target == nullptr) total_keys_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (target == nullptr) {
-      target = ReclaimIdle(s, h, now);
-      if (target == nullptr) return nullptr;
+      Slot* freed = Reclaim(s, h, now, group, group_full, false);
+      if (freed == nullptr && options_.overflow == OverflowPolicy::kEvict) {
+        freed = Reclaim(s, h, now, group, true, true);
+      }
+      if (freed == nullptr) return nullptr;
+      // The freed slot is a tombstone now; an empty slot may come before it
+      // in the window, and Find() stops at the first empty one: the key goes
+      // to the first free slot (the freed one at the latest).
+      target = FirstFree(s, h);
     }
+    GroupOfSlot(*target) = group;
+    group_counts_[group].fetch_add(1, std::memory_order_relaxed);
     // A unique fresh state per insert: a decision racing with the reclamation
     // of this slot can never CAS successfully against the new key's state.
     const bool bucket = IsBucket(limit.algorithm());
@@ -251,7 +327,9 @@ class LocalStore::Impl {
   Decision Overflow(const Limit& limit) {
     Decision d;
     d.limit = limit.burst();
-    if (options_.overflow == OverflowPolicy::kAllow) {
+    // kEvict lands here only when the key's group has nothing to evict in its
+    // probe window: storage pressure must not block traffic.
+    if (options_.overflow != OverflowPolicy::kReject) {
       overflow_allowed_.fetch_add(1, std::memory_order_relaxed);
       d.allowed = true;
       d.remaining = limit.burst();
@@ -273,11 +351,11 @@ class LocalStore::Impl {
   // One word-sized decision; `charge` false only evaluates.
   // `charged`, when not null, receives the state word a successful charge wrote
   // (Refund needs it to know which window the charge went into).
-  Decision Decide(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge,
-                  bool* overflowed, uint64_t* charged = nullptr) {
+  Decision Decide(const Hash128& h, const GroupRef& group, const Limit& limit, int64_t cost,
+                  int64_t now, bool charge, bool* overflowed, uint64_t* charged = nullptr) {
     Shard& s = ShardFor(h);
     for (;;) {
-      Slot* slot = FindOrInsert(s, h, limit, now);
+      Slot* slot = FindOrInsert(s, h, group, limit, now);
       if (slot == nullptr) {
         *overflowed = true;
         return Overflow(limit);
@@ -350,36 +428,76 @@ class LocalStore::Impl {
     }
   }
 
-  Decision DecideLog(const Hash128& h, const Limit& limit, int64_t cost, int64_t now, bool charge,
-                     bool* overflowed) {
+  // Under s.mu: erases a sliding_log key to make room, among the first
+  // kProbeWindow of the map (in hash order), with Reclaim()'s choice.
+  bool EraseLog(Shard& s, const Limit& limit, int64_t now, uint16_t group, bool own_group,
+                bool in_debt) {
+    auto best = s.logs.end();
+    int64_t best_idle = 0;
+    size_t n = 0;
+    for (auto j = s.logs.begin(); j != s.logs.end() && n < kProbeWindow; ++j, ++n) {
+      if ((own_group || in_debt) && j->second.group != group) continue;
+      int64_t idle = 0;
+      SlidingLogState copy = j->second.state;
+      StepLog(limit, copy, 0, now, &idle);
+      if ((in_debt || idle <= now) && (best == s.logs.end() || idle < best_idle)) {
+        best = j;
+        best_idle = idle;
+      }
+    }
+    if (best == s.logs.end()) return false;
+    group_counts_[best->second.group].fetch_sub(1, std::memory_order_relaxed);
+    log_bytes_.fetch_sub(best->second.bytes, std::memory_order_relaxed);
+    log_keys_.fetch_sub(1, std::memory_order_relaxed);
+    s.logs.erase(best);
+    (best_idle > now ? evicted_ : reclaimed_).fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Keeps the byte count of a sliding_log key current after its entries changed.
+  void Recount(LogKey& key) {
+    const size_t bytes = LogBytes(key.state);
+    if (bytes != key.bytes) {
+      log_bytes_.fetch_add(bytes - key.bytes, std::memory_order_relaxed);  // modulo 2^64
+      key.bytes = bytes;
+    }
+  }
+
+  Decision DecideLog(const Hash128& h, const GroupRef& gref, const Limit& limit, int64_t cost,
+                     int64_t now, bool charge, bool* overflowed) {
     Shard& s = ShardFor(h);
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.logs.find(h);
     if (it == s.logs.end()) {
-      if (s.logs.size() >= s.key_cap) {
-        for (auto j = s.logs.begin(); j != s.logs.end(); ++j) {
-          int64_t idle = 0;
-          SlidingLogState copy = j->second;
-          StepLog(limit, copy, 0, now, &idle);
-          if (idle <= now) {
-            s.logs.erase(j);
-            reclaimed_.fetch_add(1, std::memory_order_relaxed);
-            break;
-          }
+      const uint16_t group = Resolve(gref);
+      const bool group_full = GroupFull(group);
+      if (group_full || s.logs.size() >= s.key_cap) {
+        bool room = EraseLog(s, limit, now, group, group_full, false);
+        if (!room && options_.overflow == OverflowPolicy::kEvict) {
+          room = EraseLog(s, limit, now, group, true, true);
         }
-        if (s.logs.size() >= s.key_cap) {
+        if (!room) {
           *overflowed = true;
           return Overflow(limit);
         }
       }
-      it = s.logs.emplace(h, SlidingLogState{}).first;
+      it = s.logs.emplace(h, LogKey{}).first;
+      it->second.group = group;
+      group_counts_[group].fetch_add(1, std::memory_order_relaxed);
+      log_keys_.fetch_add(1, std::memory_order_relaxed);
+      Recount(it->second);
     }
-    if (charge) return StepLog(limit, it->second, cost, now);
-    SlidingLogState copy = it->second;
+    SlidingLogState& state = it->second.state;
+    if (charge) {
+      const Decision d = StepLog(limit, state, cost, now);
+      Recount(it->second);
+      return d;
+    }
+    SlidingLogState copy = state;
     Decision would = StepLog(limit, copy, cost, now);
     if (would.allowed && cost > 0) {
       // As in Decide(): it would fit, reported as the state without the charge.
-      copy = it->second;
+      copy = state;
       const Decision uncharged = StepLog(limit, copy, 0, now);
       would.remaining = uncharged.remaining;
       would.reset_after = uncharged.reset_after;
@@ -394,11 +512,12 @@ class LocalStore::Impl {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.logs.find(h);
     if (it == s.logs.end() || cost <= 0) return;
-    auto& entries = it->second.entries;
+    auto& entries = it->second.state.entries;
     for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
       if (e->at_ns == at && e->cost == cost) {
-        it->second.total -= e->cost;
+        it->second.state.total -= e->cost;
         entries.erase(std::next(e).base());
+        Recount(it->second);
         return;
       }
       if (e->at_ns < at) return;  // older than the charge: it has expired already
@@ -408,8 +527,8 @@ class LocalStore::Impl {
   // The common case, kept small enough to inline into the public calls: a
   // token bucket on a key that is already in its slot. Everything else
   // (new keys, other algorithms, a reclamation race) takes One().
-  [[gnu::always_inline]] Decision Hot(const Hash128& h, const Limit& limit, int64_t cost,
-                                      int64_t now) {
+  [[gnu::always_inline]] Decision Hot(const Hash128& h, const GroupRef& group, const Limit& limit,
+                                      int64_t cost, int64_t now) {
     if (internal::IsGcra(limit)) [[likely]] {
       if (Slot* slot = Find(ShardSlots(h), shard_capacity_, h)) [[likely]] {
         uint64_t st = slot->state.load(std::memory_order_acquire);
@@ -430,7 +549,7 @@ class LocalStore::Impl {
         }
       }
     }
-    return One(h, limit, cost, now, true);
+    return One(h, group, limit, cost, now, true);
   }
 
   // Starts loading the key's home slot (the first one its probe reads).
@@ -438,12 +557,13 @@ class LocalStore::Impl {
     __builtin_prefetch(ShardSlots(h) + Home(shard_capacity_, h.hi), 1);
   }
 
-  [[gnu::noinline]] Decision One(const Hash128& h, const Limit& limit, int64_t cost, int64_t now,
-                                 bool charge, uint64_t* charged = nullptr) {
+  [[gnu::noinline]] Decision One(const Hash128& h, const GroupRef& group, const Limit& limit,
+                                 int64_t cost, int64_t now, bool charge,
+                                 uint64_t* charged = nullptr) {
     bool overflowed = false;
     return limit.algorithm() == Algorithm::kSlidingLog
-               ? DecideLog(h, limit, cost, now, charge, &overflowed)
-               : Decide(h, limit, cost, now, charge, &overflowed, charged);
+               ? DecideLog(h, group, limit, cost, now, charge, &overflowed)
+               : Decide(h, group, limit, cost, now, charge, &overflowed, charged);
   }
 
   Result<BatchDecision> Batch(std::span<const AcquireItem> items, int64_t now) {
@@ -459,14 +579,16 @@ class LocalStore::Impl {
     }
     // Phase 1: would every item fit? Nothing is charged.
     for (size_t i = 0; i < items.size(); ++i) {
-      out.decisions[i] = One(hashes[i], *items[i].limit, items[i].cost, now, false);
+      out.decisions[i] =
+          One(hashes[i], GroupRef{items[i].key}, *items[i].limit, items[i].cost, now, false);
       if (!out.decisions[i].allowed && out.denied_index < 0) out.denied_index = static_cast<int>(i);
     }
     if (out.denied_index >= 0) return out;
     // Phase 2: charge in order; a race that makes an item no longer fit rolls back the others.
     BatchBuffer<uint64_t> charged(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      Decision d = One(hashes[i], *items[i].limit, items[i].cost, now, true, &charged[i]);
+      Decision d = One(hashes[i], GroupRef{items[i].key}, *items[i].limit, items[i].cost, now, true,
+                       &charged[i]);
       if (!d.allowed) {
         for (size_t j = 0; j < i; ++j) {
           if (items[j].limit->algorithm() == Algorithm::kSlidingLog) {
@@ -476,7 +598,8 @@ class LocalStore::Impl {
           }
         }
         for (size_t j = 0; j < items.size(); ++j) {
-          out.decisions[j] = One(hashes[j], *items[j].limit, items[j].cost, now, false);
+          out.decisions[j] =
+              One(hashes[j], GroupRef{items[j].key}, *items[j].limit, items[j].cost, now, false);
         }
         out.decisions[i].allowed = false;
         out.denied_index = static_cast<int>(i);
@@ -508,7 +631,7 @@ class LocalStore::Impl {
       }
       for (size_t i = 0; i < n; ++i) {
         const AcquireItem& item = items[base + i];
-        out[base + i] = Hot(hashes[i], *item.limit, item.cost, now);
+        out[base + i] = Hot(hashes[i], GroupRef{item.key}, *item.limit, item.cost, now);
       }
     }
     return Status::Ok();
@@ -525,8 +648,14 @@ class LocalStore::Impl {
       }
       total_keys_.fetch_sub(s.count.load(std::memory_order_relaxed), std::memory_order_relaxed);
       s.count.store(0, std::memory_order_relaxed);
+      for (const auto& [h, key] : s.logs) {
+        group_counts_[key.group].fetch_sub(1, std::memory_order_relaxed);
+        log_bytes_.fetch_sub(key.bytes, std::memory_order_relaxed);
+        log_keys_.fetch_sub(1, std::memory_order_relaxed);
+      }
       s.logs.clear();
     }
+    for (size_t g = 0; g < kMaxGroups; ++g) group_counts_[g].store(0, std::memory_order_relaxed);
   }
 
   LocalStoreStats Stats() const {
@@ -535,7 +664,12 @@ class LocalStore::Impl {
       st.capacity_slots += s.capacity;
     }
     st.keys = total_keys_.load(std::memory_order_relaxed);
-    st.bytes = arena_bytes_ + shards_.size() * sizeof(Shard);
+    st.log_keys = log_keys_.load(std::memory_order_relaxed);
+    st.log_bytes = log_bytes_.load(std::memory_order_relaxed);
+    st.bytes = arena_bytes_ + shards_.size() * shard_capacity_ * sizeof(uint16_t) +
+               kMaxGroups * sizeof(std::atomic<size_t>) + shards_.size() * sizeof(Shard) +
+               st.log_bytes;
+    st.evicted = evicted_.load(std::memory_order_relaxed);
     st.reclaimed = reclaimed_.load(std::memory_order_relaxed);
     st.overflow_rejected = overflow_rejected_.load(std::memory_order_relaxed);
     st.overflow_allowed = overflow_allowed_.load(std::memory_order_relaxed);
@@ -556,6 +690,13 @@ class LocalStore::Impl {
   std::atomic<uint64_t> reclaimed_{0};
   std::atomic<uint64_t> overflow_rejected_{0};
   std::atomic<uint64_t> overflow_allowed_{0};
+  std::atomic<uint64_t> evicted_{0};
+  std::unique_ptr<uint16_t[]> slot_group_;               // per slot; written under its shard's mu
+  std::unique_ptr<std::atomic<size_t>[]> group_counts_;  // keys per group (slots and logs)
+  std::shared_mutex groups_mu_;                          // guards group_ids_
+  std::unordered_map<uint64_t, uint16_t> group_ids_;     // hash of a group's bytes -> id
+  std::atomic<size_t> log_keys_{0};
+  std::atomic<size_t> log_bytes_{0};
 };
 
 Result<std::unique_ptr<LocalStore>> LocalStore::Create(const LocalStoreOptions& options) {
@@ -577,17 +718,21 @@ Decision LocalStore::Acquire(std::string_view key, const Limit& limit, int64_t c
 
 Decision LocalStore::AcquireAt(std::string_view key, const Limit& limit, int64_t cost,
                                int64_t now_ns) {
-  return impl_->Hot(impl_->HashOfKey(key), limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns));
+  return impl_->Hot(impl_->HashOfKey(key), GroupRef{key}, limit, cost < 0 ? 0 : cost,
+                    impl_->Relative(now_ns));
 }
 
 LocalStore::PreparedKey LocalStore::Prepare(std::string_view key) const {
   const Hash128 h = impl_->HashOfKey(key);
-  return {h.hi, h.lo};
+  return {h.hi, h.lo, impl_->GroupOf(key)};
 }
 
 Decision LocalStore::AcquireAt(const PreparedKey& key, const Limit& limit, int64_t cost,
                                int64_t now_ns) {
-  return impl_->Hot(Hash128{key.hi, key.lo}, limit, cost < 0 ? 0 : cost, impl_->Relative(now_ns));
+  return impl_->Hot(
+      Hash128{key.hi, key.lo},
+      GroupRef{{}, static_cast<int64_t>(std::min<uint32_t>(key.group, kMaxGroups - 1))}, limit,
+      cost < 0 ? 0 : cost, impl_->Relative(now_ns));
 }
 
 Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
