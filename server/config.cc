@@ -278,6 +278,8 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
       s.String("failure_mode", &c->failure_mode);
       s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
       s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
+      s.String("local_overflow", &c->local_overflow);
+      s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
       s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
       s.Bool("charge_back", &c->charge_back);
       s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
@@ -450,12 +452,26 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
 }
 
 StoreKind StoreKindOf(std::string_view store) {
-  if (store == "local") return StoreKind::kLocal;
+  if (store == "local" || store == "local://" || store.starts_with("local://?")) {
+    return StoreKind::kLocal;
+  }
   if (store.starts_with("redis://") || store.starts_with("rediss://")) return StoreKind::kRedis;
   if (store.starts_with("redis-cluster://") || store.starts_with("rediss-cluster://")) {
     return StoreKind::kRedisCluster;
   }
   return StoreKind::kUnknown;
+}
+
+Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c) {
+  LocalStoreOptions options;
+  options.max_keys = c.local_max_keys;
+  options.max_keys_per_group = c.local_max_keys_per_rule;
+  if (!ParseOverflowPolicy(c.local_overflow, &options.overflow)) {
+    return InvalidArgument("store.local_overflow: must be evict, allow or reject");
+  }
+  const size_t query = c.store.find("://?");
+  if (StoreKindOf(c.store) != StoreKind::kLocal || query == std::string::npos) return options;
+  return ParseLocalStoreQuery(std::string_view(c.store).substr(query + 4), options);
 }
 
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
@@ -510,8 +526,11 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
                           "sliding_log)"});
   }
   if (StoreKindOf(c.store) == StoreKind::kUnknown) {
-    errors.push_back(
-        {"store", "must be local, redis[s]://HOST:PORT or redis[s]-cluster://HOST:PORT[,...]"});
+    errors.push_back({"store",
+                      "must be local[://?OPTIONS], redis[s]://HOST:PORT or "
+                      "redis[s]-cluster://HOST:PORT[,...]"});
+  } else if (auto local = LocalStoreOptionsOf(c); !local.ok()) {
+    errors.push_back({"store", local.status().message()});
   }
   if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
     errors.push_back({"failure_mode", "must be open, closed or degrade"});

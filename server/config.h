@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 
 namespace tollgate::server {
@@ -76,9 +77,12 @@ struct ServerConfig {
   std::string failure_mode = "open";  // open | closed | degrade
   double degrade_fraction = 0.5;      // degrade: local buckets at this share of the limit
   size_t local_max_keys = size_t{1} << 20;
-  Millis store_timeout{100};  // per store call (Redis), enqueue to reply
-  bool charge_back = true;    // degrade: charge local grants back to Redis on recovery
-  Millis call_deadline{0};    // resilient store guard on synchronous calls; 0 = off
+  // Local store at its key cap: evict | allow | reject (docs/architecture.md).
+  std::string local_overflow = "evict";
+  size_t local_max_keys_per_rule = 0;  // 0: no per-rule cap
+  Millis store_timeout{100};           // per store call (Redis), enqueue to reply
+  bool charge_back = true;             // degrade: charge local grants back to Redis on recovery
+  Millis call_deadline{0};             // resilient store guard on synchronous calls; 0 = off
   // Circuit breaker in front of the remote store (CircuitBreakerOptions).
   int breaker_consecutive_failures = 5;
   double breaker_failure_ratio = 0.5;  // > 1 disables the ratio rule
@@ -155,6 +159,9 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 // Redis Cluster (redis-cluster:// or rediss-cluster://), or nothing known.
 enum class StoreKind { kLocal, kRedis, kRedisCluster, kUnknown };
 StoreKind StoreKindOf(std::string_view store);
+// The local store's options: the config's local_* fields, then the query of a
+// "local://?..." store URL (which wins). Also used for the degrade buckets.
+Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c);
 
 // Bytes the session's read buffer may hold: a request head, a chunk-size line
 // with its extensions or a trailer section that does not fit is refused.

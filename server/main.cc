@@ -45,10 +45,12 @@ int main(int argc, char** argv) {
   auto* admin_open =
       app.add_flag("--admin-allow-unauthenticated", flags.admin_allow_unauthenticated,
                    "Serve a non-loopback admin listener without a token (not recommended)");
-  auto* store = app.add_option("-s,--store", flags.store,
-                               "Where state lives: local | redis://HOST:PORT | "
-                               "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
-                               "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
+  auto* store =
+      app.add_option("-s,--store", flags.store,
+                     "Where state lives: local[://?max_keys=N&overflow=evict|allow|reject] | "
+                     "redis://HOST:PORT | "
+                     "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
+                     "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
   auto* failure = app.add_option("-f,--failure-mode", flags.failure_mode,
                                  "When a remote store fails: open (allow, unenforced), closed "
                                  "(503) or degrade (local buckets at a fraction of the limit)");

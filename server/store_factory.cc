@@ -18,14 +18,17 @@ namespace tollgate::server {
 namespace {
 
 Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) {
-  LocalStoreOptions options;
-  options.max_keys = config.local_max_keys;
-  options.clock = clock;
-  auto created = LocalStore::Create(options);
+  auto options = LocalStoreOptionsOf(config);
+  if (!options.ok()) return options.status();
+  options->clock = clock;
+  auto created = LocalStore::Create(*options);
   if (!created.ok()) return created.status();
   std::shared_ptr<LocalStore> local = std::move(created).value();
   StoreBundle bundle;
-  bundle.description = "local (max_keys " + std::to_string(config.local_max_keys) + ")";
+  static constexpr const char* kOverflow[] = {"reject", "allow", "evict"};
+  bundle.description = "local (max_keys " + std::to_string(options->max_keys) + ", overflow " +
+                       kOverflow[static_cast<int>(options->overflow)] + ", max_keys_per_rule " +
+                       std::to_string(options->max_keys_per_group) + ")";
   LocalStore* raw = local.get();
   bundle.export_metrics = [raw](PrometheusWriter& w) {
     LocalStoreStats s = raw->Stats();
@@ -33,7 +36,8 @@ Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) 
     w.Sample("tollgate_store_keys", {"store", "local"}, double(s.keys));
     w.Family("tollgate_store_capacity_keys", "gauge", "Key slots allocated by the local store.");
     w.Sample("tollgate_store_capacity_keys", {"store", "local"}, double(s.capacity_slots));
-    w.Family("tollgate_store_bytes", "gauge", "Bytes allocated for local store slots.");
+    w.Family("tollgate_store_bytes", "gauge",
+             "Bytes held by the local store (slots, shards, sliding_log state).");
     w.Sample("tollgate_store_bytes", {"store", "local"}, double(s.bytes));
     w.Family("tollgate_store_keys_evicted_total", "counter",
              "Idle keys reclaimed to make room for new ones.");
@@ -44,6 +48,11 @@ Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) 
              s.overflow_rejected);
     w.Sample("tollgate_store_overflow_total", {"store", "local", "result", "allowed"},
              s.overflow_allowed);
+    w.Family("tollgate_store_keys_evicted_in_debt_total", "counter",
+             "Buckets still in debt evicted for a new key (overflow evict).");
+    w.Sample("tollgate_store_keys_evicted_in_debt_total", {"store", "local"}, s.evicted);
+    w.Family("tollgate_store_log_keys", "gauge", "sliding_log keys held by the local store.");
+    w.Sample("tollgate_store_log_keys", {"store", "local"}, double(s.log_keys));
   };
   bundle.store = std::move(local);
   return bundle;
