@@ -244,12 +244,15 @@ Response HandleHealthz(Shared& s) {
 }
 
 Response HandleReadyz(Shared& s) {
-  bool store_ok = s.store.store->Healthy();
-  bool ready = !s.draining.load(std::memory_order_relaxed) && (store_ok || !s.store.fail_closed);
+  // Ready when the store can decide or the failure mode answers for it; the
+  // store behind the failure mode is reported on its own.
+  const bool can_decide = s.store.store->Healthy();
+  const bool backing_ok = s.store.backing_healthy ? s.store.backing_healthy() : can_decide;
+  bool ready = !s.draining.load(std::memory_order_relaxed) && (can_decide || !s.store.fail_closed);
   json j = {{"ready", ready},
             {"policy_generation", s.policies->generation()},
             {"store", s.store.description},
-            {"store_healthy", store_ok},
+            {"store_healthy", backing_ok && can_decide},
             {"failure_mode", s.config.failure_mode},
             {"draining", s.draining.load(std::memory_order_relaxed)}};
   return JsonResponse(ready ? 200 : 503, j);

@@ -211,6 +211,9 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
   bundle.description = description + ", failure mode " + config.failure_mode;
   bundle.fail_closed = config.failure_mode == "closed";
   ResilientStore* raw = resilient.get();
+  bundle.backing_healthy = [raw] {
+    return raw->breaker().state() != BreakerState::kOpen && raw->primary().Healthy();
+  };
   bundle.export_metrics = [raw, primary_metrics](PrometheusWriter& w) {
     ResilientStoreStats s = raw->Stats();
     w.Family("tollgate_breaker_state", "gauge",

@@ -32,6 +32,10 @@ struct StoreBundle {
   std::shared_ptr<Store> store;  // the store decisions go to
   std::string description;       // "local (max_keys 1048576)", "redis 127.0.0.1:6379, fail open"
   bool fail_closed = false;      // readiness needs a healthy store
+  // Whether the store behind the failure mode is healthy (its connections are
+  // up and its circuit breaker is not open); null: store->Healthy(). /readyz
+  // reports it as store_healthy even when the failure mode keeps us ready.
+  std::function<bool()> backing_healthy;
   // Appends store gauges/counters (keys, evictions, breaker state) to /metrics.
   std::function<void(PrometheusWriter&)> export_metrics;
   // Extra owned objects (the inner store of a wrapper) kept alive with the bundle.
