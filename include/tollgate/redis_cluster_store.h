@@ -69,6 +69,7 @@ struct RedisClusterStats {
   uint64_t ask = 0;
   uint64_t tryagain = 0;  // TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING retries
   uint64_t refreshes = 0;
+  uint64_t retired_nodes = 0;   // node clients closed because the topology dropped their node
   uint64_t retried_unsent = 0;  // calls re-routed after failing before being sent
   uint64_t cross_node_batches = 0;
   uint64_t cross_node_refunds = 0;  // refund calls after a cross-node batch lost a race

@@ -86,6 +86,13 @@ void NodeClient::Close(const Status& why) {
   FailQueued(why);
 }
 
+bool NodeClient::Released() const {
+  for (const auto& c : conns_) {
+    if (c.use_count() > 1) return false;
+  }
+  return true;
+}
+
 void NodeClient::Submit(NodeJobPtr job) {
   {
     std::unique_lock<std::mutex> lock(mu_);

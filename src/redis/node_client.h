@@ -105,6 +105,10 @@ class NodeClient : public Connection::Listener {
   void Start();
   void Tick(SteadyTime now);
   void Close(const Status& why);
+  // I/O thread, after Close(): true once no asynchronous operation of its
+  // connections is still queued (each holds its connection), so the client
+  // can be destroyed.
+  bool Released() const;
 
   bool Healthy() const { return ready_count_.load(std::memory_order_relaxed) > 0; }
 

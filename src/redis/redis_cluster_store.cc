@@ -204,6 +204,7 @@ class RedisClusterStore::Impl {
     s.ask = ask_.load();
     s.tryagain = tryagain_.load();
     s.refreshes = refreshes_.load();
+    s.retired_nodes = retired_nodes_.load();
     s.retried_unsent = retried_unsent_.load();
     s.cross_node_batches = cross_.load();
     s.cross_node_refunds = refunds_.load();
@@ -763,12 +764,35 @@ class RedisClusterStore::Impl {
     }
     masters_.store(map->masters.size());
     master_nodes_ = std::move(masters);
+    RetireStaleNodes();
     slots_covered_ = map->covered();
     have_map_ = true;
     auto waiting = std::move(predispatch_);
     predispatch_.clear();
     for (auto& p : waiting) Dispatch(std::move(p.first), std::move(p.second));
     RouteParked(std::chrono::steady_clock::now(), /*due_only=*/false);
+  }
+
+  // Closes the clients of nodes the topology no longer names (neither master,
+  // replica nor seed: a node removed from the cluster, or a redirection's
+  // target that is gone), after slot_node_ and master_nodes_ stopped pointing
+  // at them. Their calls fail (unsent ones are routed again); the clients are
+  // destroyed by Tick() once their connections' pending operations are gone.
+  void RetireStaleNodes() {
+    std::vector<std::unique_ptr<NodeClient>> stale;
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      if (std::find(candidates_.begin(), candidates_.end(), it->first) != candidates_.end()) {
+        ++it;
+        continue;
+      }
+      stale.push_back(std::move(it->second));
+      it = nodes_.erase(it);
+    }
+    for (auto& node : stale) {
+      node->Close(UnavailableError("redis " + node->endpoint() + ": left the cluster topology"));
+      retired_nodes_.fetch_add(1, std::memory_order_relaxed);
+      retired_.push_back(std::move(node));
+    }
   }
 
   void ExpirePredispatch(SteadyTime now) {
@@ -814,6 +838,7 @@ class RedisClusterStore::Impl {
     if (stopping_) return;
     const auto now = std::chrono::steady_clock::now();
     for (auto& [ep, node] : nodes_) node->Tick(now);
+    std::erase_if(retired_, [](const std::unique_ptr<NodeClient>& n) { return n->Released(); });
     RouteParked(now, /*due_only=*/true);
     ExpirePredispatch(now);
     if ((refresh_wanted_ && now - last_refresh_ >= options_.refresh_interval) ||
@@ -836,9 +861,10 @@ class RedisClusterStore::Impl {
   asio::steady_timer ticker_;
   std::thread thread_;
   redis::NodeStats node_stats_;
-  // I/O thread only. Node clients are never destroyed before shutdown (their
-  // connections may still have completions queued).
+  // I/O thread only. A node the topology drops moves to retired_, closed, and
+  // is destroyed once its connections have no completion queued (Tick()).
   std::map<std::string, std::unique_ptr<NodeClient>> nodes_;
+  std::vector<std::unique_ptr<NodeClient>> retired_;
   std::array<NodeClient*, redis::kClusterSlots> slot_node_;
   std::vector<NodeClient*> master_nodes_;
   int slots_covered_ = 0;
@@ -858,7 +884,7 @@ class RedisClusterStore::Impl {
   std::atomic<size_t> masters_{0};
   std::atomic<uint64_t> decisions_{0}, moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0},
       retried_unsent_{0}, cross_{0}, refunds_{0}, timeouts_{0}, errors_{0},
-      undeclared_fallbacks_{0};
+      undeclared_fallbacks_{0}, retired_nodes_{0};
 };
 
 Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {

@@ -119,14 +119,15 @@ std::string HostileRedis::TopologyReply(Reply reply, bool shards) const {
   long long start = 0, end = 16383;
   if (reply == Reply::kHugeSlotRange) end = 9223372036854775807LL;
   if (reply == Reply::kNegativeSlotRange) start = -5, end = 100;
-  const std::string id(40, 'a');
+  const int owner = topology_port_.load() != 0 ? topology_port_.load() : port_;
+  const std::string id(40, static_cast<char>('a' + owner % 6));
   const std::string s = ":" + std::to_string(start) + "\r\n:" + std::to_string(end) + "\r\n";
   if (!shards) {
-    return "*1\r\n*3\r\n" + s + "*3\r\n" + Bulk("127.0.0.1") + ":" + std::to_string(port_) +
+    return "*1\r\n*3\r\n" + s + "*3\r\n" + Bulk("127.0.0.1") + ":" + std::to_string(owner) +
            "\r\n" + Bulk(id);
   }
   return "*1\r\n*4\r\n" + Bulk("slots") + "*2\r\n" + s + Bulk("nodes") + "*1\r\n*12\r\n" +
-         Bulk("id") + Bulk(id) + Bulk("port") + ":" + std::to_string(port_) + "\r\n" + Bulk("ip") +
+         Bulk("id") + Bulk(id) + Bulk("port") + ":" + std::to_string(owner) + "\r\n" + Bulk("ip") +
          Bulk("127.0.0.1") + Bulk("endpoint") + Bulk("127.0.0.1") + Bulk("role") + Bulk("master") +
          Bulk("health") + Bulk("online");
 }

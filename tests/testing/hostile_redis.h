@@ -54,6 +54,9 @@ class HostileRedis {
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   void SetReply(Reply reply);
+  // The port the topology replies name as the owner of their slots (0: this
+  // server's own), to move slots between fake nodes.
+  void SetTopologyPort(int port) { topology_port_ = port; }
 
   size_t accepted() const { return accepted_.load(); }
   // Connections the client has not closed yet (or that were not reset).
@@ -75,6 +78,7 @@ class HostileRedis {
   std::atomic<bool> stop_{false};
   std::atomic<size_t> accepted_{0};
   std::atomic<size_t> open_{0};
+  std::atomic<int> topology_port_{0};
   mutable std::mutex mu_;  // guards options_.reply and commands_
   std::vector<std::string> commands_;
   std::thread thread_;
