@@ -776,7 +776,8 @@ class RedisClusterStore::Impl {
   // Closes the clients of nodes the topology no longer names (neither master,
   // replica nor seed: a node removed from the cluster, or a redirection's
   // target that is gone), after slot_node_ and master_nodes_ stopped pointing
-  // at them. Their calls fail (unsent ones are routed again); the clients are
+  // at them. Calls written to them fail with kConnection (they may have run);
+  // unsent ones fail unsent and are routed again (see Handle()); the clients are
   // destroyed by Tick() once their connections' pending operations are gone.
   void RetireStaleNodes() {
     std::vector<std::unique_ptr<NodeClient>> stale;
@@ -789,7 +790,7 @@ class RedisClusterStore::Impl {
       it = nodes_.erase(it);
     }
     for (auto& node : stale) {
-      node->Close(UnavailableError("redis " + node->endpoint() + ": left the cluster topology"));
+      node->Close(ConnectionError("redis " + node->endpoint() + ": left the cluster topology"));
       retired_nodes_.fetch_add(1, std::memory_order_relaxed);
       retired_.push_back(std::move(node));
     }
