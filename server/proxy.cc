@@ -10,9 +10,11 @@
 #include <boost/beast/http.hpp>
 
 #include "server/chunk_limits.h"
+#include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
 #include "server/write_now.h"
+#include "src/policy/client_ip.h"
 
 namespace tollgate::server {
 namespace {
@@ -25,8 +27,9 @@ using net::use_awaitable;
 constexpr size_t kRelayBuffer = RelayScratch::kBufferSize;
 using ResponseParser = http::response_parser<http::buffer_body>;
 
-// Removes hop-by-hop fields (RFC 9110 7.6.1), including those Connection names.
-// Transfer-Encoding stays: the serializer re-frames the body from it.
+// Removes hop-by-hop fields (RFC 9110 7.6.1), including those Connection names
+// except the ones it may not remove (KeptDespiteConnection), and the framing
+// fields, which the caller sets again from what the parser framed.
 template <class Fields>
 void RemoveHopByHop(Fields& f) {
   std::vector<std::string> named;
@@ -34,10 +37,12 @@ void RemoveHopByHop(Fields& f) {
        it != f.end() && it->name() == http::field::connection; ++it) {
     for (auto token : http::token_list(it->value())) {
       std::string name(token.data(), token.size());
-      if (!EqualsIgnoreCase(name, "transfer-encoding")) named.push_back(std::move(name));
+      if (!KeptDespiteConnection(name)) named.push_back(std::move(name));
     }
   }
   for (const auto& n : named) f.erase(n);
+  f.erase(http::field::content_length);
+  f.erase(http::field::transfer_encoding);
   f.erase(http::field::connection);
   f.erase(http::field::keep_alive);
   f.erase("Proxy-Connection");
@@ -46,6 +51,18 @@ void RemoveHopByHop(Fields& f) {
   f.erase(http::field::upgrade);
   f.erase(http::field::proxy_authorization);
   f.erase(http::field::proxy_authenticate);
+}
+
+// Whether `peer_ip` is one of the configured trusted proxies (whose forwarding
+// fields are kept). Most configurations list none: no parsing then.
+bool PeerTrusted(const ServerConfig& cfg, std::string_view peer_ip) {
+  if (cfg.trusted_proxies.empty()) return false;
+  std::optional<IpAddress> ip = IpAddress::Parse(peer_ip);
+  if (!ip) return false;
+  for (const std::string& text : cfg.trusted_proxies) {
+    if (std::optional<Cidr> cidr = Cidr::Parse(text); cidr && cidr->Contains(*ip)) return true;
+  }
+  return false;
 }
 
 // A pooled connection the upstream has closed (or sent unsolicited bytes on) is stale.
@@ -134,6 +151,7 @@ struct ProxyCall {
   unsigned client_version;
   bool head;  // a HEAD request: the response has no body
   std::string_view peer_ip;
+  bool peer_trusted;          // a trusted proxy: its forwarding fields are kept
   std::string_view trace_id;  // "" without a valid traceparent
   // The request header as it is now (the streamed path moves it into its own
   // parser and may rewrite the target): read only when logging a failure.
@@ -209,18 +227,41 @@ net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
   co_return ec;
 }
 
+// While tollgated waits for the upstream, the client connection's deadline
+// must not run out first: the upstream's timeout answers 504 (issue 14).
+void HoldClientFor(ProxyCall& call) {
+  call.client.SetDeadline(call.s.config.upstream_timeout + call.s.config.write_timeout);
+}
+
 // Reads the upstream's final response header into `rp` (1xx interim responses
-// are skipped), starting with what `ubuf` holds.
+// are skipped), starting with what `ubuf` holds. A header with ambiguous
+// framing (server/http_framing.h) is an HttpFramingError.
 net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& up,
                                                   beast::flat_buffer& ubuf,
                                                   std::optional<ResponseParser>& rp) {
   beast::error_code ec;
   up.SetDeadline(call.s.config.upstream_timeout);
+  HoldClientFor(call);
   for (;;) {
     rp.emplace();
     rp->body_limit(std::numeric_limits<std::uint64_t>::max());
     if (call.head) rp->skip(true);
-    co_await http::async_read_header(up.socket, ubuf, *rp, redirect_error(use_awaitable, ec));
+    for (;;) {
+      const size_t used = rp->put(ubuf.data(), ec);
+      if (!ec && rp->is_header_done()) {
+        ec = CheckFraming({static_cast<const char*>(ubuf.data().data()), used},
+                          MessageKind::kResponse);
+      }
+      ubuf.consume(used);
+      if (ec != http::error::need_more) break;
+      const size_t n = co_await up.socket.async_read_some(
+          ubuf.prepare(beast::read_size(ubuf, 65536)), redirect_error(use_awaitable, ec));
+      ubuf.commit(n);
+      if (ec == net::error::eof) {
+        ec = ubuf.size() == 0 ? http::error::end_of_stream : http::error::partial_message;
+      }
+      if (ec) break;
+    }
     if (ec) break;
     int code = rp->get().result_int();
     if (code < 100 || code >= 200 || code == 101) break;
@@ -239,16 +280,26 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   beast::error_code ec;
   auto& res = rp.get();
   const int status = res.result_int();
-  const bool upstream_keep_alive = rp.keep_alive();
+  // A 101's connection speaks another protocol now: never pooled.
+  const bool upstream_keep_alive = rp.keep_alive() && status != 101;
+  const boost::optional<std::uint64_t> length = rp.content_length();
   RemoveHopByHop(res);
-  for (const HeaderField& h : call.response_headers) res.set(h.name, h.value);
-  bool keep_alive = call.client_keep_alive && !call.s.draining.load(std::memory_order_relaxed);
-  if (rp.need_eof() && !call.head) {
-    if (call.client_version == 11 && keep_alive) {
-      res.chunked(true);
+  for (const HeaderField& h : call.response_headers) {
+    if (IsAppendableRateLimitField(h.name)) {
+      res.insert(h.name, h.value);  // after the upstream's own lines
     } else {
-      keep_alive = false;
+      res.set(h.name, h.value);
     }
+  }
+  bool keep_alive = call.client_keep_alive && !call.s.draining.load(std::memory_order_relaxed);
+  // The framing is re-derived from what the parser framed, never copied.
+  const bool bodyless = call.head || status < 200 || status == 204 || status == 304;
+  if (bodyless || length) {
+    if (length && status != 204) res.content_length(*length);
+  } else if (call.client_version == 11) {
+    res.chunked(true);  // chunked or close-delimited upstream: re-chunked
+  } else {
+    keep_alive = false;  // HTTP/1.0 never gets chunked: the body ends with the connection
   }
   res.version(11);
   res.keep_alive(keep_alive);
@@ -258,6 +309,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       res.body().data = buf;
       res.body().size = kRelayBuffer;
       up->SetDeadline(cfg.upstream_timeout);
+      HoldClientFor(call);
       // read_some: forward what has arrived, do not wait for a full buffer.
       co_await http::async_read_some(up->socket, ubuf, rp, redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
@@ -324,15 +376,28 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
     req.erase(http::field::expect);
   }
 
-  // Rewrite the request header for the upstream.
+  // Rewrite the request header for the upstream (as the fast path,
+  // proxy_wire.cc), the framing from what the parser framed.
   RemoveHopByHop(req);
-  // Every X-Forwarded-For field, in order, then the peer (as the fast path,
-  // proxy_wire.cc): set() below replaces them all with the one joined line.
+  if (p.chunked()) {
+    req.chunked(true);
+  } else if (auto length = p.content_length()) {
+    req.content_length(*length);
+  }
+  // From a trusted proxy every X-Forwarded-For field, in order, then the peer:
+  // set() below replaces them all with the one joined line.
   std::string forwarded_for;
-  auto [xff, xff_end] = req.equal_range("X-Forwarded-For");
-  for (auto it = xff; it != xff_end; ++it) {
-    forwarded_for.append(it->value().data(), it->value().size());
-    forwarded_for += ", ";
+  if (call.peer_trusted) {
+    auto [xff, xff_end] = req.equal_range("X-Forwarded-For");
+    for (auto it = xff; it != xff_end; ++it) {
+      forwarded_for.append(it->value().data(), it->value().size());
+      forwarded_for += ", ";
+    }
+  } else {
+    for (const char* name : {"X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP", "Forwarded"}) {
+      req.erase(name);
+    }
+    req.set("X-Real-IP", peer_ip);
   }
   forwarded_for += peer_ip;
   req.set("X-Forwarded-For", forwarded_for);
@@ -343,9 +408,10 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
   }
   if (req.find("X-Forwarded-Proto") == req.end()) req.set("X-Forwarded-Proto", "http");
   req.set(http::field::host, s.upstream.host_header);
-  if (!s.upstream.base_path.empty()) {
-    std::string target = s.upstream.base_path;
-    target.append(req.target().data(), req.target().size());
+  {
+    std::string target;
+    AppendUpstreamTarget(std::string_view(req.target().data(), req.target().size()), s.upstream,
+                         &target);
     req.target(target);
   }
   req.version(11);
@@ -461,6 +527,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
                  req.version(),
                  req.method() == http::verb::head,
                  peer_ip,
+                 PeerTrusted(cfg, peer_ip),
                  trace_id,
                  &req};
   ScratchLease scratch(w);
@@ -470,7 +537,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
   // written upstream as one hand-rewritten header.
   scratch->head.clear();
   if (!header_parser.is_done() ||
-      !AppendUpstreamRequestHead(req, peer_ip, s.upstream, &scratch->head)) {
+      !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted, s.upstream, &scratch->head)) {
     co_return co_await ProxyStreamed(call, client_buffer, header_parser, peer_ip, buf);
   }
 
@@ -493,6 +560,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       }
     }
     (*up)->SetDeadline(cfg.upstream_timeout);
+    HoldClientFor(call);
     const std::string& request_head = scratch->head;
     size_t sent = WriteNow((*up)->socket, net::buffer(request_head), ec);
     if (!ec && sent < request_head.size()) {
@@ -520,6 +588,11 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
       if (ec || call.head) break;  // HEAD: Beast's parser knows its framing rules
       if (state != UpstreamResponseHead::State::kComplete) {
         state = parsed->Parse(std::string_view(buf, have));
+        if (state == UpstreamResponseHead::State::kComplete &&
+            CheckFraming(std::string_view(buf, parsed->header_size()), MessageKind::kResponse) !=
+                HttpFramingError::kOk) {
+          state = UpstreamResponseHead::State::kInvalid;  // ambiguous framing: 502
+        }
         if (state == UpstreamResponseHead::State::kInvalid) break;
         if (state == UpstreamResponseHead::State::kNeedMore) {
           if (have == kRelayBuffer) break;  // a huge header: Beast's limits decide

@@ -19,13 +19,15 @@ void AppendField(std::string_view name, std::string_view value, std::string* out
   out->append("\r\n");
 }
 
+bool IsFramingField(std::string_view name) {
+  return EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "transfer-encoding");
+}
+
 // Connection may name the framing fields, but they are not the sender's to
 // drop: without its Content-Length a relayed response would end only when the
 // connection closes, and the next one would be read as its body (issue 14).
 bool DroppedByConnection(std::string_view name, std::span<const std::string_view> connection) {
-  if (EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "content-length")) {
-    return false;
-  }
+  if (KeptDespiteConnection(name)) return false;
   for (std::string_view value : connection) {
     if (NamedByConnection(name, value)) return true;
   }
@@ -61,6 +63,25 @@ bool IsHopByHop(std::string_view name) {
     default:
       return false;
   }
+}
+
+bool KeptDespiteConnection(std::string_view name) {
+  return IsFramingField(name) || EqualsIgnoreCase(name, "host") || IsForwardingField(name);
+}
+
+bool IsForwardingField(std::string_view name) {
+  return EqualsIgnoreCase(name, "x-forwarded-for") || EqualsIgnoreCase(name, "x-forwarded-host") ||
+         EqualsIgnoreCase(name, "x-forwarded-proto") || EqualsIgnoreCase(name, "x-real-ip") ||
+         EqualsIgnoreCase(name, "forwarded");
+}
+
+bool IsAppendableRateLimitField(std::string_view name) {
+  return EqualsIgnoreCase(name, "ratelimit") || EqualsIgnoreCase(name, "ratelimit-policy");
+}
+
+void AppendUpstreamTarget(std::string_view target, const UpstreamUrl& upstream, std::string* out) {
+  if (target != "*") out->append(upstream.base_path);
+  out->append(target);
 }
 
 bool NamedByConnection(std::string_view field_name, std::string_view connection_value) {
@@ -120,7 +141,7 @@ void UpstreamResponseHead::on_field_impl(http::field id, std::string_view name,
 }
 
 bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_view peer_ip,
-                               const UpstreamUrl& upstream, std::string* out) {
+                               bool peer_trusted, const UpstreamUrl& upstream, std::string* out) {
   std::array<std::string_view, 4> connection;
   size_t connection_count = 0;
   // equal_range spans, in arrival order, the first to the last match: filter.
@@ -133,17 +154,16 @@ bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_vi
   std::span<const std::string_view> named(connection.data(), connection_count);
 
   auto method = req.method_string();
-  auto target = req.target();
   out->append(method.data(), method.size());
   out->push_back(' ');
-  out->append(upstream.base_path);
-  out->append(target.data(), target.size());
+  AppendUpstreamTarget(std::string_view(req.target().data(), req.target().size()), upstream, out);
   out->append(" HTTP/1.1\r\n");
   AppendField("Host", upstream.host_header, out);
 
   std::string_view host;
   bool has_forwarded_host = false;
   bool has_forwarded_proto = false;
+  bool has_length = false;
   for (const auto& f : req) {
     std::string_view name(f.name_string().data(), f.name_string().size());
     std::string_view value(f.value().data(), f.value().size());
@@ -153,29 +173,41 @@ bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_vi
         continue;
       case http::field::expect:  // bodyless: nothing to continue
         continue;
+      case http::field::content_length:
+        has_length = true;
+        continue;
+      case http::field::transfer_encoding:  // cannot be: a chunked request has a body
+        continue;
       default:
         break;
     }
     if (IsHopByHop(name) || DroppedByConnection(name, named)) continue;
-    if (EqualsIgnoreCase(name, "x-forwarded-for")) continue;  // appended to below
-    has_forwarded_host = has_forwarded_host || EqualsIgnoreCase(name, "x-forwarded-host");
-    has_forwarded_proto = has_forwarded_proto || EqualsIgnoreCase(name, "x-forwarded-proto");
+    if (IsForwardingField(name)) {
+      if (!peer_trusted || EqualsIgnoreCase(name, "x-forwarded-for")) continue;  // set below
+      has_forwarded_host = has_forwarded_host || EqualsIgnoreCase(name, "x-forwarded-host");
+      has_forwarded_proto = has_forwarded_proto || EqualsIgnoreCase(name, "x-forwarded-proto");
+    }
     AppendField(name, value, out);
   }
+  // Bodyless (the parser is done after the header): a Content-Length was 0.
+  if (has_length) AppendField("Content-Length", "0", out);
 
-  // Every X-Forwarded-For field, in order, then the peer.
+  // From a trusted proxy, every X-Forwarded-For field, in order, then the peer.
   out->append("X-Forwarded-For: ");
-  auto [xff, xff_end] = req.equal_range("X-Forwarded-For");
-  for (auto it = xff; it != xff_end; ++it) {
-    std::string_view name(it->name_string().data(), it->name_string().size());
-    if (!EqualsIgnoreCase(name, "x-forwarded-for")) continue;
-    out->append(it->value().data(), it->value().size());
-    out->append(", ");
+  if (peer_trusted) {
+    auto [xff, xff_end] = req.equal_range("X-Forwarded-For");
+    for (auto it = xff; it != xff_end; ++it) {
+      std::string_view name(it->name_string().data(), it->name_string().size());
+      if (!EqualsIgnoreCase(name, "x-forwarded-for")) continue;
+      out->append(it->value().data(), it->value().size());
+      out->append(", ");
+    }
   }
   out->append(peer_ip);
   out->append("\r\n");
   if (!has_forwarded_host && !host.empty()) AppendField("X-Forwarded-Host", host, out);
   if (!has_forwarded_proto) AppendField("X-Forwarded-Proto", "http", out);
+  if (!peer_trusted) AppendField("X-Real-IP", peer_ip, out);
   out->append("\r\n");
   return true;
 }
@@ -193,10 +225,22 @@ void AppendClientResponseHead(const UpstreamResponseHead& head,
   out->append(reason);
   out->append("\r\n");
   for (const FieldView& f : head.fields()) {
-    if (IsHopByHop(f.name) || DroppedByConnection(f.name, head.connection_values())) continue;
+    if (IsHopByHop(f.name) || IsFramingField(f.name) ||
+        DroppedByConnection(f.name, head.connection_values())) {
+      continue;
+    }
     bool replaced = false;
-    for (const HeaderField& a : added) replaced = replaced || EqualsIgnoreCase(a.name, f.name);
+    if (!IsAppendableRateLimitField(f.name)) {
+      for (const HeaderField& a : added) replaced = replaced || EqualsIgnoreCase(a.name, f.name);
+    }
     if (!replaced) AppendField(f.name, f.value, out);
+  }
+  // Relayable: the body is framed by Content-Length or by the status (none).
+  if (auto length = head.content_length(); length && head.status() != 204) {
+    char length_digits[24];
+    auto [length_end, length_ec] =
+        std::to_chars(length_digits, length_digits + sizeof length_digits, *length);
+    AppendField("Content-Length", std::string_view(length_digits, length_end - length_digits), out);
   }
   for (const HeaderField& a : added) AppendField(a.name, a.value, out);
   if (!keep_alive) {

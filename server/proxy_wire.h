@@ -10,10 +10,19 @@
 // or large responses, 1xx, HEAD).
 //
 // The rewriting is the same as the streaming path's: hop-by-hop fields (RFC
-// 9110 7.6.1) and those named by Connection are dropped, X-Forwarded-For gets
-// the peer appended, X-Forwarded-Host/-Proto are set when absent, Host becomes
-// the upstream's; on the way back the rate-limit headers replace any upstream
-// fields of the same name.
+// 9110 7.6.1) and those named by Connection are dropped, except the framing,
+// routing and forwarding fields (KeptDespiteConnection), which Connection
+// cannot remove; Content-Length and Transfer-Encoding are never copied but
+// re-derived from what the parser framed; Host becomes the upstream's. From an
+// untrusted peer, X-Forwarded-For/-Host/-Proto, X-Real-IP and Forwarded are
+// dropped and tollgated's own set (X-Forwarded-For: peer, X-Forwarded-Host:
+// Host, X-Forwarded-Proto: http, X-Real-IP: peer); from a trusted proxy the peer
+// is appended to X-Forwarded-For and the others pass, X-Forwarded-Host/-Proto
+// set when absent. On the way back the rate-limit headers replace any upstream
+// fields of the same name, except RateLimit and RateLimit-Policy, whose
+// upstream lines are kept and tollgate's items appended as more lines
+// (draft-ietf-httpapi-ratelimit-headers: an intermediary must not remove the
+// origin's).
 //
 // Nothing here allocates once the caller's output strings and field vector
 // have grown; views point into the caller's buffers. Not thread-safe; one
@@ -46,6 +55,20 @@ bool IsHopByHop(std::string_view name);
 // True when the comma-separated tokens of one Connection field's value name
 // `field_name`, in any case.
 bool NamedByConnection(std::string_view field_name, std::string_view connection_value);
+
+// True for the fields a Connection option never removes: framing
+// (Content-Length, Transfer-Encoding), routing (Host) and forwarding
+// (X-Forwarded-*, X-Real-IP, Forwarded). Dropping Content-Length would send a
+// body unframed, to be read upstream as another request (issue 14).
+bool KeptDespiteConnection(std::string_view name);
+
+// True for the forwarding fields tollgated sets itself for an untrusted peer:
+// X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP, Forwarded.
+bool IsForwardingField(std::string_view name);
+
+// True for the fields whose upstream lines are kept beside tollgate's own
+// (RateLimit, RateLimit-Policy: lists that may span several lines).
+bool IsAppendableRateLimitField(std::string_view name);
 
 struct FieldView {
   std::string_view name;
@@ -125,15 +148,21 @@ class UpstreamResponseHead final : public boost::beast::http::basic_parser<false
 };
 
 // Appends the header to send upstream for the bodyless client request `req`
-// from `peer_ip`. False (and `out` partly written) when the request needs the
-// streaming path (more than 4 Connection fields).
+// from `peer_ip` (`peer_trusted`: a trusted proxy). False (and `out` partly
+// written) when the request needs the streaming path (more than 4 Connection
+// fields).
 [[nodiscard]] bool AppendUpstreamRequestHead(const boost::beast::http::request_header<>& req,
-                                             std::string_view peer_ip, const UpstreamUrl& upstream,
-                                             std::string* out);
+                                             std::string_view peer_ip, bool peer_trusted,
+                                             const UpstreamUrl& upstream, std::string* out);
+
+// The request-target to send upstream: the base path, then `target` (already
+// origin-form, server/http_framing.h); "*" stays "*".
+void AppendUpstreamTarget(std::string_view target, const UpstreamUrl& upstream, std::string* out);
 
 // Appends the response header to send to the client: the upstream's status and
-// fields without hop-by-hop ones and without those `added` replaces, then
-// `added`, then Connection as `keep_alive` and the client's version require.
+// fields without hop-by-hop and framing ones and without those `added`
+// replaces, then Content-Length as the parser framed the body, then `added`,
+// then Connection as `keep_alive` and the client's version require.
 void AppendClientResponseHead(const UpstreamResponseHead& head,
                               const std::vector<HeaderField>& added, bool keep_alive,
                               unsigned client_version, std::string* out);

@@ -13,6 +13,7 @@
 
 #include "server/chunk_limits.h"
 #include "server/handlers.h"
+#include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
 #include "server/secrets.h"
@@ -147,11 +148,19 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     // boost::none: Beast 1.74 compares a Content-Length against it as "over".
     hp.body_limit(std::numeric_limits<std::uint64_t>::max());
     // The whole header is nearly always buffered already: parse it here, not
-    // through async_read_header (a composed operation and a scheduler trip).
-    buffer.consume(hp.put(buffer.data(), ec));
-    if (ec == http::error::need_more) {
-      ec = {};
-      co_await http::async_read_header(conn.socket, buffer, hp, redirect_error(use_awaitable, ec));
+    // through async_read_header (a composed operation and a scheduler trip). Its
+    // raw bytes are checked for ambiguous framing before they are consumed.
+    for (;;) {
+      const size_t used = hp.put(buffer.data(), ec);
+      if (!ec && hp.is_header_done()) {
+        ec = AcceptRequestHead({static_cast<const char*>(buffer.data().data()), used}, hp.get());
+      }
+      buffer.consume(used);
+      if (ec != http::error::need_more) break;
+      const size_t n = co_await conn.socket.async_read_some(
+          buffer.prepare(beast::read_size(buffer, 65536)), redirect_error(use_awaitable, ec));
+      buffer.commit(n);
+      if (ec) break;
     }
 
     Response resp;
@@ -162,7 +171,8 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
     if (ec) {
       if (conn.timed_out || ec == http::error::end_of_stream || ec == net::error::eof ||
           ec == net::error::operation_aborted || ec == net::error::bad_descriptor ||
-          ec.category() != http::make_error_code(http::error::header_limit).category()) {
+          (ec.category() != http::make_error_code(http::error::header_limit).category() &&
+           ec.category() != HttpFramingCategory())) {
         if (conn.timed_out && buffer.size() > 0) {
           // A partial request timed out: say so if the socket still works.
         }
@@ -200,6 +210,16 @@ net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::so
       } else if (!route.allow.empty()) {
         resp = MethodNotAllowed(route.allow);
         if (!hp.is_done()) resp.close = true;  // the body is not read
+      }
+      // A header a rule keys on, sent twice: refused, never a copy picked (issue 14).
+      if (ep == Endpoint::kGateway) {
+        if (std::optional<std::string> repeated =
+                RepeatedKeyHeader(*s.enforcer->policies().Current(), headers)) {
+          resp =
+              Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
+          resp.close = true;
+          ep = Endpoint::kInvalid;
+        }
       }
       if (ep == Endpoint::kInvalid || !route.allow.empty()) {
         // Answered above.

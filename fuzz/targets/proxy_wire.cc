@@ -4,14 +4,20 @@
 // Input: the client's request head, a NUL byte, then the upstream's response
 // (head and body).
 // Properties (round trip through Beast's strict parser):
-//   - a bodyless client request that AppendUpstreamRequestHead rewrites is
+//   - a bodyless client request that the session accepts (AcceptRequestHead,
+//     server/http_framing.h: unambiguous framing, target brought to a
+//     normalised origin-form) and that AppendUpstreamRequestHead rewrites is
 //     exactly one bodyless request upstream, consuming every byte, with the
-//     same method, the base path + the client's target, one Host (the
-//     upstream's), and the peer last in X-Forwarded-For;
-//   - an upstream response that UpstreamResponseHead calls Relayable, rewritten
-//     by AppendClientResponseHead and followed by its body, is exactly one
+//     same method, the base path + the accepted target (a normalised path
+//     under the base path, or "*"), one Host (the upstream's), no
+//     Transfer-Encoding, at most "Content-Length: 0", and the peer last in
+//     X-Forwarded-For (the only entry when the peer is not trusted);
+//   - an upstream response with unambiguous framing (CheckFraming) that
+//     UpstreamResponseHead calls Relayable, rewritten by
+//     AppendClientResponseHead and followed by its body, is exactly one
 //     response to the client, with the same status and body, framed by the
-//     same Content-Length, and carrying tollgate's rate-limit fields once.
+//     same Content-Length, carrying tollgate's rate-limit fields once after
+//     the upstream's own RateLimit/RateLimit-Policy lines.
 #include <utility>  // before Asio: Boost 1.74 needs std::exchange declared
 
 #include <boost/beast/http.hpp>
@@ -23,7 +29,9 @@
 #include "fuzz_http.h"
 #include "fuzz_input.h"
 #include "server/config.h"
+#include "server/http_framing.h"
 #include "server/proxy_wire.h"
+#include "tollgate/request.h"
 
 namespace {
 
@@ -45,16 +53,23 @@ const tollgate::server::UpstreamUrl& Upstream(bool with_base) {
   return with_base ? based : plain;
 }
 
-void CheckRequest(std::string_view client, bool with_base) {
+void CheckRequest(std::string_view client, bool with_base, bool trusted) {
   http::request_parser<http::empty_body> parser;
   parser.header_limit(16 * 1024);
   boost::beast::error_code ec;
-  parser.put(boost::asio::buffer(client.data(), client.size()), ec);
+  const size_t head_size = parser.put(boost::asio::buffer(client.data(), client.size()), ec);
   if (ec || !parser.is_done()) return;  // malformed, incomplete, or with a body (streamed)
-  const auto& req = parser.get();
+  auto& req = parser.get();
+  if (tollgate::server::AcceptRequestHead(client.substr(0, head_size), req)) return;  // 400
+  const std::string_view accepted = View(req.target());
+  FUZZ_CHECK(accepted == "*" || tollgate::NormalizePath(accepted.substr(0, accepted.find('?'))) ==
+                                    accepted.substr(0, accepted.find('?')),
+             "accepted target is not normalised: " + Quote(accepted));
   const auto& upstream = Upstream(with_base);
   std::string out;
-  if (!tollgate::server::AppendUpstreamRequestHead(req, "203.0.113.9", upstream, &out)) return;
+  if (!tollgate::server::AppendUpstreamRequestHead(req, "203.0.113.9", trusted, upstream, &out)) {
+    return;
+  }
 
   http::request_parser<http::empty_body> again;
   again.header_limit(1 << 20);
@@ -64,8 +79,17 @@ void CheckRequest(std::string_view client, bool with_base) {
   FUZZ_CHECK(used == out.size(), "bytes after the upstream request: " + Quote(out.substr(used)));
   const auto& fwd = again.get();
   FUZZ_CHECK(fwd.method_string() == req.method_string(), "method changed");
-  FUZZ_CHECK(View(fwd.target()) == upstream.base_path + std::string(View(req.target())),
+  FUZZ_CHECK(View(fwd.target()) ==
+                 (accepted == "*" ? std::string("*") : upstream.base_path + std::string(accepted)),
              "target changed: " + Quote(View(fwd.target())));
+  FUZZ_CHECK(fwd.find(http::field::transfer_encoding) == fwd.end(), "Transfer-Encoding upstream");
+  size_t lengths = 0;
+  for (const auto& f : fwd) {
+    if (f.name() != http::field::content_length) continue;
+    ++lengths;
+    FUZZ_CHECK(View(f.value()) == "0", "Content-Length upstream is not 0");
+  }
+  FUZZ_CHECK(lengths <= 1, "Content-Length sent twice upstream");
   size_t hosts = 0;
   for (const auto& f : fwd) {
     if (f.name() == http::field::host) {
@@ -81,6 +105,7 @@ void CheckRequest(std::string_view client, bool with_base) {
     if (it->name_string() == xff->name_string()) last = View(it->value());
   }
   FUZZ_CHECK(last.ends_with("203.0.113.9"), "peer not last in X-Forwarded-For");
+  if (!trusted) FUZZ_CHECK(last == "203.0.113.9", "an untrusted peer's X-Forwarded-For kept");
 }
 
 void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version) {
@@ -90,6 +115,11 @@ void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version)
   tollgate::server::UpstreamResponseHead head(&fields);
   if (head.Parse(upstream) != tollgate::server::UpstreamResponseHead::State::kComplete) return;
   FUZZ_CHECK(head.header_size() <= upstream.size(), "header larger than the input");
+  if (tollgate::server::CheckFraming(upstream.substr(0, head.header_size()),
+                                     tollgate::server::MessageKind::kResponse) !=
+      tollgate::server::HttpFramingError::kOk) {
+    return;  // 502
+  }
   if (!head.Relayable()) return;
   const size_t whole = head.header_size() + head.body_size();
   if (whole > upstream.size()) return;  // the proxy would read on (or stream it)
@@ -102,15 +132,23 @@ void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version)
   tollgate::server::AppendClientResponseHead(head, added, keep_alive, version, &out);
   out.append(body);
   tollgate::fuzz::CheckOneResponse(out, head.status(), body, /*head=*/false);
-  // tollgate's fields once each, the upstream's own copies replaced.
+  // tollgate's fields once each, last, after the upstream's own lines (kept).
   http::response_parser<http::string_body> p;
   p.header_limit(1 << 20);
   boost::beast::error_code ec;
   p.put(boost::asio::buffer(out.data(), out.size()), ec);
   for (const auto& a : added) {
+    size_t theirs = 0;
+    for (const auto& f : head.fields()) theirs += boost::beast::iequals(f.name, a.name) ? 1 : 0;
     size_t n = 0;
-    for (const auto& f : p.get()) n += boost::beast::iequals(f.name_string(), a.name) ? 1 : 0;
-    FUZZ_CHECK(n == 1, a.name + " sent " + std::to_string(n) + " times");
+    std::string_view last;
+    for (const auto& f : p.get()) {
+      if (!boost::beast::iequals(f.name_string(), a.name)) continue;
+      ++n;
+      last = View(f.value());
+    }
+    FUZZ_CHECK(n == theirs + 1, a.name + " sent " + std::to_string(n) + " times");
+    FUZZ_CHECK(last == a.value, a.name + ": tollgate's item is not last");
   }
 }
 
@@ -121,7 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = in.Byte();
   const std::string_view client = in.Until('\0');
   const std::string_view upstream = in.Rest();
-  CheckRequest(client, mode & 1);
+  CheckRequest(client, mode & 1, mode & 8);
   CheckResponse(upstream, mode & 2, mode & 4 ? 10 : 11);
   return 0;
 }

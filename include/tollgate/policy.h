@@ -76,6 +76,14 @@ struct RuleSummary {
 };
 std::vector<RuleSummary> SummarizePolicy(const Policy& policy);
 
+// The name (lower case) of a header that a rule of `policy` keys on
+// (limit_keys "header:<name>") and that `headers` hold more than once, or
+// nullopt. A front end refuses such a request (tollgated's gateway: 400)
+// instead of deciding on one copy while the upstream may read another
+// (issue 14: rotating the first copy got a fresh bucket).
+std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
+                                             std::span<const HeaderPair> headers);
+
 // The current policy, swapped atomically on reload.
 class PolicyStore {
  public:

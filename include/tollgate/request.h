@@ -41,6 +41,17 @@ struct HeaderField {
   friend bool operator==(const HeaderField&, const HeaderField&) = default;
 };
 
+// The request path as rules see it (match and limit keys) and as tollgated's
+// gateway forwards it: the query (and any fragment) cut off; percent-encoded
+// unreserved characters (RFC 3986 2.3: ALPHA DIGIT - . _ ~) decoded, other
+// escapes kept with upper-case hex, a '%' that starts no escape encoded as
+// "%25" (so normalising twice changes nothing); repeated slashes collapsed;
+// "." and ".." segments resolved, never above the root. Case is kept. A path
+// not starting with '/' (e.g. "*") is only cut and decoded. Used so "//api/",
+// "/./api/", "/a/../api/" and "/%61pi/" all meet a prefix "/api/" and share
+// the bucket of "/api/". docs/configuration.md, "Path normalisation".
+std::string NormalizePath(std::string_view path);
+
 }  // namespace tollgate
 
 #endif  // TOLLGATE_REQUEST_H_

@@ -33,6 +33,17 @@ std::optional<std::string> IpPrefix(const std::string& ip_text, int bits) {
   return ip->ToString() + "/" + std::to_string(bits);
 }
 
+// `name` in any case equals `lower` (lower case already).
+bool EqualsLowerCase(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const std::string& RequestContext::Path() {
@@ -115,6 +126,20 @@ bool RequestContext::Matches(const Condition& c) {
     default:
       return false;
   }
+}
+
+std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
+                                             std::span<const HeaderPair> headers) {
+  for (const Rule& rule : policy.rules) {
+    for (const Source& key : rule.keys) {
+      if (key.kind != Source::Kind::kHeader) continue;
+      int copies = 0;
+      for (const auto& [name, value] : headers) {
+        if (EqualsLowerCase(name, key.arg) && ++copies > 1) return key.arg;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace tollgate

@@ -96,7 +96,7 @@ TEST(UpstreamResponseHead, RejectsMalformedResponses) {
   EXPECT_EQ(ParseWhole("HTTP/1.1 2000 OK\r\n\r\n", &fields, &head), State::kInvalid);
 }
 
-TEST(AppendClientResponseHead, DropsHopByHopReplacesRateLimitFieldsAndSaysConnection) {
+TEST(AppendClientResponseHead, DropsHopByHopAppendsRateLimitFieldsAndSaysConnection) {
   std::string bytes =
       "HTTP/1.1 200 \r\nConnection: X-Secret, keep-alive\r\nKeep-Alive: timeout=5\r\n"
       "X-Secret: s\r\nratelimit: \"theirs\"\r\nProxy-Authenticate: Basic\r\n"
@@ -108,13 +108,16 @@ TEST(AppendClientResponseHead, DropsHopByHopReplacesRateLimitFieldsAndSaysConnec
                                     {"RateLimit-Policy", "\"ours\";q=2;w=1"}};
   std::string out;
   AppendClientResponseHead(head, added, /*keep_alive=*/true, 11, &out);
+  // The upstream's RateLimit line is kept, tollgate's items follow as more lines
+  // (draft-ietf-httpapi-ratelimit-headers: an intermediary must not remove them);
+  // Content-Length is re-derived, after the upstream's fields.
   EXPECT_EQ(out,
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Kept: k\r\n"
+            "HTTP/1.1 200 OK\r\nratelimit: \"theirs\"\r\nX-Kept: k\r\nContent-Length: 2\r\n"
             "RateLimit: \"ours\";r=1;t=1\r\nRateLimit-Policy: \"ours\";q=2;w=1\r\n\r\n");
   out.clear();
   AppendClientResponseHead(head, {}, /*keep_alive=*/false, 11, &out);
   EXPECT_EQ(out,
-            "HTTP/1.1 200 OK\r\nratelimit: \"theirs\"\r\nContent-Length: 2\r\nX-Kept: k\r\n"
+            "HTTP/1.1 200 OK\r\nratelimit: \"theirs\"\r\nX-Kept: k\r\nContent-Length: 2\r\n"
             "Connection: close\r\n\r\n");
   out.clear();
   AppendClientResponseHead(head, {}, /*keep_alive=*/true, 10, &out);
@@ -155,7 +158,7 @@ TEST(AppendUpstreamRequestHead, RewritesForTheUpstream) {
   up.host_header = "127.0.0.1:3000";
   up.base_path = "/base";
   std::string out;
-  ASSERT_TRUE(AppendUpstreamRequestHead(req, "127.0.0.1", up, &out));
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "127.0.0.1", /*peer_trusted=*/true, up, &out));
   EXPECT_EQ(out,
             "GET /base/items?x=1 HTTP/1.1\r\nHost: 127.0.0.1:3000\r\n"
             "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
@@ -163,15 +166,62 @@ TEST(AppendUpstreamRequestHead, RewritesForTheUpstream) {
             "X-Forwarded-For: 198.51.100.1, 198.51.100.2, 127.0.0.1\r\n"
             "X-Forwarded-Host: api.example\r\nX-Forwarded-Proto: http\r\n\r\n");
 
-  // Existing X-Forwarded-Host/-Proto are kept; an HTTP/1.0 request goes out as 1.1.
+  // From a trusted proxy, X-Forwarded-Host/-Proto are kept; an HTTP/1.0 request goes out as 1.1.
   req = ParseRequest(
       "DELETE /x HTTP/1.0\r\nX-Forwarded-Host: front\r\nX-Forwarded-Proto: https\r\n\r\n");
   out.clear();
   up.base_path.clear();
-  ASSERT_TRUE(AppendUpstreamRequestHead(req, "::1", up, &out));
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "::1", /*peer_trusted=*/true, up, &out));
   EXPECT_EQ(out,
             "DELETE /x HTTP/1.1\r\nHost: 127.0.0.1:3000\r\nX-Forwarded-Host: front\r\n"
             "X-Forwarded-Proto: https\r\nX-Forwarded-For: ::1\r\n\r\n");
+}
+
+TEST(AppendUpstreamRequestHead, UntrustedPeersForwardingFieldsAreReplaced) {
+  auto req = ParseRequest(
+      "GET /x HTTP/1.1\r\nHost: api.example\r\nX-Forwarded-For: 10.9.9.9\r\n"
+      "X-Forwarded-Host: evil\r\nX-Forwarded-Proto: https\r\nX-Real-IP: 10.9.9.9\r\n"
+      "Forwarded: for=10.9.9.9\r\nAccept: */*\r\n\r\n");
+  UpstreamUrl up;
+  up.host_header = "u:1";
+  std::string out;
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "192.0.2.7", /*peer_trusted=*/false, up, &out));
+  EXPECT_EQ(out,
+            "GET /x HTTP/1.1\r\nHost: u:1\r\nAccept: */*\r\nX-Forwarded-For: 192.0.2.7\r\n"
+            "X-Forwarded-Host: api.example\r\nX-Forwarded-Proto: http\r\n"
+            "X-Real-IP: 192.0.2.7\r\n\r\n");
+}
+
+TEST(AppendUpstreamRequestHead, ConnectionCannotRemoveFramingRoutingOrForwardingFields) {
+  // Issue 14: `Connection: Content-Length` sent the body unframed, to be read
+  // upstream as a second, undecided request.
+  auto req = ParseRequest(
+      "POST /public HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n"
+      "Connection: Content-Length, Host, X-Forwarded-For, X-Real-IP, X-Drop\r\nX-Drop: 1\r\n\r\n");
+  UpstreamUrl up;
+  up.host_header = "u:1";
+  std::string out;
+  ASSERT_TRUE(AppendUpstreamRequestHead(req, "192.0.2.7", /*peer_trusted=*/false, up, &out));
+  EXPECT_EQ(out,
+            "POST /public HTTP/1.1\r\nHost: u:1\r\nContent-Length: 0\r\n"
+            "X-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Host: a\r\nX-Forwarded-Proto: http\r\n"
+            "X-Real-IP: 192.0.2.7\r\n\r\n");
+  for (const char* n : {"Content-Length", "transfer-encoding", "HOST", "X-Forwarded-For",
+                        "x-forwarded-host", "X-Forwarded-Proto", "X-Real-IP", "Forwarded"}) {
+    EXPECT_TRUE(KeptDespiteConnection(n)) << n;
+  }
+  EXPECT_FALSE(KeptDespiteConnection("X-Drop"));
+}
+
+TEST(AppendUpstreamTarget, BasePathThenTargetButAsteriskAlone) {
+  UpstreamUrl up;
+  up.base_path = "/app";
+  std::string out;
+  AppendUpstreamTarget("/x?y", up, &out);
+  EXPECT_EQ(out, "/app/x?y");
+  out.clear();
+  AppendUpstreamTarget("*", up, &out);
+  EXPECT_EQ(out, "*");
 }
 
 TEST(HopByHop, NamesAndConnectionTokens) {

@@ -1,0 +1,93 @@
+// Internal: what tollgated accepts as an HTTP/1.1 message header, beyond what
+// Beast's parser checks, so that no message means one thing to tollgated and
+// another to the peer behind or in front of it (request smuggling, issue 14).
+//
+// Beast 1.74 accepts a Transfer-Encoding whose last coding is not chunked
+// (then reads no body), `Content-Length: 5, 5`, a Content-Length repeated with
+// the same value, Transfer-Encoding beside a Content-Length that comes after
+// it, and it unfolds obs-fold lines silently. A lenient peer reads some of
+// those differently. CheckFraming looks at the raw header bytes as they
+// arrived and refuses, like nginx, any header whose framing is not one of:
+//   - no Content-Length and no Transfer-Encoding;
+//   - exactly one Content-Length field whose value is 1*19DIGIT;
+//   - exactly one Transfer-Encoding field whose value is exactly `chunked`
+//     (case-insensitive; other codings such as `gzip, chunked` are refused,
+//     because tollgated does not decode them and a peer might not either), in
+//     an HTTP/1.1 message, without Content-Length;
+// and any header with a bare CR or LF, an obs-fold line, or (requests) no Host
+// in HTTP/1.1 or more than one Host field.
+//
+// ToOriginForm turns an accepted request-target into the origin-form that is
+// both decided on and forwarded: an absolute-form target ("http://h/p") gives
+// its path and query when its authority equals Host (else refused); the
+// asterisk form only for OPTIONS; the authority form and anything else are
+// refused. The path is then refused when it holds a backslash, a ';' (path
+// parameters), an encoded '/' or '\' (%2F, %5C), an encoded NUL or a '#',
+// because upstreams disagree on what those mean; otherwise it is normalised by
+// NormalizePath (tollgate/request.h) and the query is kept as sent.
+//
+// All functions are pure and thread-safe; none allocates except ToOriginForm's
+// output. Errors are values of HttpFramingError (an error_code enum whose
+// messages say what was refused).
+#ifndef TOLLGATE_SERVER_HTTP_FRAMING_H_
+#define TOLLGATE_SERVER_HTTP_FRAMING_H_
+
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/message.hpp>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace tollgate::server {
+
+enum class HttpFramingError {
+  kOk = 0,
+  kIncompleteHeader,  // the bytes do not end with the empty line
+  kBareCrOrLf,
+  kObsFold,
+  kBadFieldLine,  // no ':', empty name, or whitespace before the ':'
+  kBadContentLength,
+  kDuplicateContentLength,
+  kDuplicateTransferEncoding,
+  kUnsupportedTransferEncoding,
+  kTransferEncodingWithContentLength,
+  kTransferEncodingInHttp10,
+  kMissingHost,
+  kDuplicateHost,
+  kAsteriskForm,
+  kAuthorityForm,
+  kAuthorityNotHost,
+  kFragment,
+  kBackslash,
+  kPathParameter,
+  kEncodedSlash,
+  kEncodedNul,
+};
+
+const boost::system::error_category& HttpFramingCategory();
+boost::system::error_code make_error_code(HttpFramingError e);
+
+enum class MessageKind { kRequest, kResponse };
+
+// `head`: the message's start line and fields, through the empty line that ends
+// them ("...\r\n\r\n"), exactly as received.
+HttpFramingError CheckFraming(std::string_view head, MessageKind kind);
+
+// `target` as received, `host` the Host field's value ("" when absent).
+// Writes the origin-form target (or "*") to `out` on kOk.
+HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
+                              std::string_view host, std::string* out);
+
+// The session's hook: CheckFraming(raw_head, kRequest), then the target of
+// `req` replaced by its ToOriginForm. A failed request gets 400 and is closed.
+[[nodiscard]] boost::system::error_code AcceptRequestHead(
+    std::string_view raw_head, boost::beast::http::request_header<>& req);
+
+}  // namespace tollgate::server
+
+namespace boost::system {
+template <>
+struct is_error_code_enum<tollgate::server::HttpFramingError> : std::true_type {};
+}  // namespace boost::system
+
+#endif  // TOLLGATE_SERVER_HTTP_FRAMING_H_
