@@ -1,0 +1,137 @@
+// CheckFraming and ToOriginForm (server/http_framing.h): what tollgated
+// refuses before a request is decided or a response relayed (issue 14).
+#include "server/http_framing.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tollgate::server {
+namespace {
+
+using E = HttpFramingError;
+
+E Request(const std::string& fields, const std::string& start = "POST / HTTP/1.1") {
+  return CheckFraming(start + "\r\n" + fields + "\r\n", MessageKind::kRequest);
+}
+
+E Response(const std::string& fields, const std::string& start = "HTTP/1.1 200 OK") {
+  return CheckFraming(start + "\r\n" + fields + "\r\n", MessageKind::kResponse);
+}
+
+TEST(CheckFraming, AcceptsTheUnambiguousForms) {
+  EXPECT_EQ(Request("Host: a\r\n"), E::kOk);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5\r\n"), E::kOk);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length:  0 \r\n"), E::kOk);
+  EXPECT_EQ(Request("Host: a\r\ntransfer-encoding: Chunked\r\n"), E::kOk);
+  EXPECT_EQ(Request("", "GET / HTTP/1.0"), E::kOk);  // HTTP/1.0 needs no Host
+  EXPECT_EQ(Response("Content-Length: 2\r\n"), E::kOk);
+  EXPECT_EQ(Response("Transfer-Encoding: chunked\r\n"), E::kOk);
+  EXPECT_EQ(Response(""), E::kOk);  // close-delimited
+}
+
+TEST(CheckFraming, RefusesAmbiguousContentLength) {
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5, 5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: +5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 0x5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length:\r\n"), E::kBadContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 99999999999999999999\r\n"), E::kBadContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n"),
+            E::kDuplicateContentLength);
+  EXPECT_EQ(Response("Content-Length: 5\r\nContent-Length: 6\r\n"), E::kDuplicateContentLength);
+}
+
+TEST(CheckFraming, RefusesEveryTransferEncodingButExactlyChunked) {
+  for (const char* te : {"gzip", "gzip, chunked", "chunked, gzip", "chunked, chunked",
+                         "\"chunked\"", "chunked;q=1", "xchunked", "chunked\x0b", "identity", ""}) {
+    EXPECT_EQ(Request(std::string("Host: a\r\nTransfer-Encoding: ") + te + "\r\n"),
+              E::kUnsupportedTransferEncoding)
+        << te;
+  }
+  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+            E::kDuplicateTransferEncoding);
+  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+            E::kTransferEncodingWithContentLength);
+  EXPECT_EQ(Request("Host: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n"),
+            E::kTransferEncodingWithContentLength);
+  EXPECT_EQ(Request("Transfer-Encoding: chunked\r\n", "POST / HTTP/1.0"),
+            E::kTransferEncodingInHttp10);
+  EXPECT_EQ(Response("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+            E::kTransferEncodingWithContentLength);
+  EXPECT_EQ(Response("Transfer-Encoding: gzip\r\n"), E::kUnsupportedTransferEncoding);
+}
+
+TEST(CheckFraming, RefusesBareLineEndsObsFoldAndBadFieldLines) {
+  EXPECT_EQ(Request("Host: a\nX: b\r\n"), E::kBareCrOrLf);
+  EXPECT_EQ(Request("Host: a\r\nX: b\rc\r\n"), E::kBareCrOrLf);
+  EXPECT_EQ(Request("Host: a\r\nX: b\r\n c\r\n"), E::kObsFold);
+  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: gzip,\r\n\tchunked\r\n"), E::kObsFold);
+  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding : chunked\r\n"), E::kBadFieldLine);
+  EXPECT_EQ(Request("Host: a\r\nno colon\r\n"), E::kBadFieldLine);
+  EXPECT_EQ(CheckFraming("GET / HTTP/1.1\r\nHost: a\r\n", MessageKind::kRequest),
+            E::kIncompleteHeader);
+}
+
+TEST(CheckFraming, HostExactlyOnceInHttp11Requests) {
+  EXPECT_EQ(Request("", "GET / HTTP/1.1"), E::kMissingHost);
+  EXPECT_EQ(Request("Host: a\r\nHost: b\r\n"), E::kDuplicateHost);
+  EXPECT_EQ(Request("Host: a\r\nHost: b\r\n", "GET / HTTP/1.0"), E::kDuplicateHost);
+}
+
+TEST(ToOriginForm, AbsoluteFormGivesItsPathWhenTheAuthorityIsTheHost) {
+  std::string out;
+  EXPECT_EQ(ToOriginForm("GET", "http://x/api/login", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/api/login");
+  EXPECT_EQ(ToOriginForm("GET", "HTTP://X:8080?q=1", "x:8080", &out), E::kOk);
+  EXPECT_EQ(out, "/?q=1");
+  EXPECT_EQ(ToOriginForm("GET", "https://x/a/../b", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/b");
+  EXPECT_EQ(ToOriginForm("GET", "http://y/api/login", "x", &out), E::kAuthorityNotHost);
+  EXPECT_EQ(ToOriginForm("GET", "http://u@x/api", "x", &out), E::kAuthorityNotHost);
+  EXPECT_EQ(ToOriginForm("GET", "http:///api", "", &out), E::kAuthorityNotHost);
+}
+
+TEST(ToOriginForm, OtherFormsOnlyWhereHttpAllowsThem) {
+  std::string out;
+  EXPECT_EQ(ToOriginForm("OPTIONS", "*", "x", &out), E::kOk);
+  EXPECT_EQ(out, "*");
+  EXPECT_EQ(ToOriginForm("GET", "*", "x", &out), E::kAsteriskForm);
+  EXPECT_EQ(ToOriginForm("CONNECT", "x:443", "x", &out), E::kAuthorityForm);
+  EXPECT_EQ(ToOriginForm("GET", "x:443", "x", &out), E::kAuthorityForm);
+  EXPECT_EQ(ToOriginForm("GET", "ftp://x/a", "x", &out), E::kAuthorityForm);
+}
+
+TEST(ToOriginForm, PathsUpstreamsReadDifferentlyAreRefusedTheRestNormalised) {
+  std::string out;
+  EXPECT_EQ(ToOriginForm("GET", "/api%2flogin", "x", &out), E::kEncodedSlash);
+  EXPECT_EQ(ToOriginForm("GET", "/api%5Clogin", "x", &out), E::kEncodedSlash);
+  EXPECT_EQ(ToOriginForm("GET", "/api\\login", "x", &out), E::kBackslash);
+  EXPECT_EQ(ToOriginForm("GET", "/api/login;x=1", "x", &out), E::kPathParameter);
+  EXPECT_EQ(ToOriginForm("GET", "/api/login%00", "x", &out), E::kEncodedNul);
+  EXPECT_EQ(ToOriginForm("GET", "/api/login#x", "x", &out), E::kFragment);
+  // The query is not the path: kept as sent.
+  EXPECT_EQ(ToOriginForm("GET", "/a/./b/../%61pi//login?x=%2F;y", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/a/api/login?x=%2F;y");
+  // The base path cannot be escaped: ".." never climbs above the root.
+  EXPECT_EQ(ToOriginForm("GET", "/../admin", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/admin");
+  EXPECT_EQ(ToOriginForm("GET", "/%2e%2e/admin", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/admin");
+}
+
+TEST(AcceptRequestHead, RewritesTheTargetAndSaysWhyItRefuses) {
+  boost::beast::http::request_header<> req;
+  req.method(boost::beast::http::verb::get);
+  req.target("http://x/a/../api/login");
+  req.set(boost::beast::http::field::host, "x");
+  const std::string raw = "GET http://x/a/../api/login HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_FALSE(AcceptRequestHead(raw, req));
+  EXPECT_EQ(req.target(), "/api/login");
+  boost::system::error_code ec =
+      AcceptRequestHead("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 1\r\n\r\n", req);
+  EXPECT_EQ(ec, HttpFramingError::kBadContentLength);
+  EXPECT_EQ(ec.message(), "Content-Length is not one decimal number");
+}
+
+}  // namespace
+}  // namespace tollgate::server
