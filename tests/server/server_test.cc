@@ -633,6 +633,43 @@ TEST_P(ServerE2E, GatewayStreamsBodiesBothWays) {
   EXPECT_TRUE(r.Has("ratelimit"));
 }
 
+// Issue 14, findings 2, 8 and 10: every spelling of a path meets the rule of
+// the path the upstream serves (absolute-form, dot segments, encoded
+// unreserved characters, the base path); a repeated key header is refused.
+TEST_P(ServerE2E, GatewayDecidesEverySpellingOfAPathOnThePathItForwards) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port()) + "/app";
+  auto s = Start(cfg, R"({"rules": [
+    {"name": "login", "match": {"path": {"prefix": "/api/login"}}, "limit_keys": ["header:x-api-key"],
+     "algorithm": "token_bucket", "algorithm_config": {"rps": 0.01, "burst": 3}}]})");
+  ASSERT_TRUE(s);
+  const std::string key = Key();
+  HttpConnection c(s->port);
+  std::vector<int> statuses;
+  for (const std::string target :
+       {"http://test/api/login", "/x/../%61pi/login", "//api/./login?y=1", "/../api/login"}) {
+    ASSERT_TRUE(
+        c.SendRaw("GET " + target + " HTTP/1.1\r\nHost: test\r\nX-Api-Key: " + key + "\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r.ok) << r.error;
+    statuses.push_back(r.status);
+    if (r.status == 200) {
+      const std::string forwarded = json::parse(r.body)["target"];
+      EXPECT_EQ(forwarded.substr(0, forwarded.find('?')), "/app/api/login") << target;
+    }
+  }
+  EXPECT_EQ(statuses, (std::vector<int>{200, 200, 200, 429}));
+  EXPECT_EQ(upstream.requests(), 3);
+  // The key header twice: 400 (never a bucket picked by one of the copies).
+  HttpConnection d(s->port);
+  auto r = d.Request("GET", "/api/login", {{"X-Api-Key", Key()}, {"x-api-key", Key()}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("x-api-key"), std::string::npos) << r.body;
+  EXPECT_EQ(upstream.requests(), 3);
+}
+
 // Issue 14: the client's read_timeout closed the connection while tollgated
 // waited for a slower upstream, so the client got an empty reply instead of
 // the 504. The upstream timeout is longer than the read timeout here; both
