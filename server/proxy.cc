@@ -295,7 +295,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   // The framing is re-derived from what the parser framed, never copied.
   const bool bodyless = call.head || status < 200 || status == 204 || status == 304;
   if (bodyless || length) {
-    if (length && status != 204) res.content_length(*length);
+    if (length && (!bodyless || call.head || status == 304)) res.content_length(*length);
   } else if (call.client_version == 11) {
     res.chunked(true);  // chunked or close-delimited upstream: re-chunked
   } else {
