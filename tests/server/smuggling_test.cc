@@ -160,9 +160,7 @@ std::vector<Vector> Vectors() {
       {"bare LF in the header", "GET /v HTTP/1.1\r\nHost: h\nX-A: 1\r\n\r\n", {}},
       {"bare CR in a value", "GET /v HTTP/1.1\r\nHost: h\r\nX-A: 1\r2\r\n\r\n", {}},
       {"NUL in a value",
-       std::string("GET /v HTTP/1.1\r\nHost: h\r\nX-A: 1\0"
-                   "2\r\n\r\n",
-                   40),
+       "GET /v HTTP/1.1\r\nHost: h\r\nX-A: 1" + std::string(1, '\0') + "2\r\n\r\n",
        {}},
       {"Content-Length in the trailer",
        Post("Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\nContent-Length: 99\r\n\r\n"),
