@@ -25,6 +25,16 @@ using net::redirect_error;
 using net::use_awaitable;
 
 constexpr size_t kRelayBuffer = RelayScratch::kBufferSize;
+
+// The buffer an upstream response is parsed from. Bounded like a client's
+// read buffer (ReadBufferLimit): an upstream that streams an endless chunk
+// extension or trailer section fills it and the exchange fails
+// (http::error::buffer_overflow) instead of growing tollgated's memory. At
+// least two relay buffers, so a response read into the relay buffer whole can
+// always be handed over to the parser.
+size_t UpstreamBufferLimit(const ServerConfig& cfg) {
+  return std::max(ReadBufferLimit(cfg), 2 * kRelayBuffer);
+}
 using ResponseParser = http::response_parser<http::buffer_body>;
 
 // Removes hop-by-hop fields (RFC 9110 7.6.1), including those Connection names
@@ -254,6 +264,10 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
       }
       ubuf.consume(used);
       if (ec != http::error::need_more) break;
+      if (ubuf.size() >= ubuf.max_size()) {
+        ec = http::error::buffer_overflow;  // a head that never ends
+        break;
+      }
       const size_t n = co_await up.socket.async_read_some(
           ubuf.prepare(beast::read_size(ubuf, 65536)), redirect_error(use_awaitable, ec));
       ubuf.commit(n);
@@ -427,7 +441,7 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
   std::optional<http::serializer<true, http::buffer_body>> sr;
   std::optional<UpstreamLease> up;
-  beast::flat_buffer ubuf;
+  beast::flat_buffer ubuf(UpstreamBufferLimit(cfg));
   std::optional<ResponseParser> rp;
   for (int attempt = 0;; ++attempt) {
     // 1. A connection: pooled if a fresh one is there, else a new one.
@@ -623,7 +637,7 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
 
   if (whole == 0) {
     // Not relayed whole: Beast's parser takes over from the bytes read so far.
-    beast::flat_buffer ubuf;
+    beast::flat_buffer ubuf(UpstreamBufferLimit(cfg));
     ubuf.commit(net::buffer_copy(ubuf.prepare(have), net::buffer(buf, have)));
     std::optional<ResponseParser> rp;
     ec = co_await ReadFinalHeader(call, **up, ubuf, rp);

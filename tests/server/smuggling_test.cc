@@ -305,5 +305,29 @@ TEST_F(GatewaySmuggling, UpstreamResponsesAreRelayedWithTheFramingTollgatedRead)
   EXPECT_EQ(raw.substr(raw.size() - 4), "\r\nok") << raw;
 }
 
+// An upstream that streams an endless chunk-extension line or trailer section
+// fills the bounded buffer the response is parsed from: tollgated closes the
+// upstream connection (and the client's) long before the 256 MiB the upstream
+// would send, instead of buffering it all.
+TEST_F(GatewaySmuggling, AnEndlessUpstreamChunkExtensionOrTrailerIsCutNotBuffered) {
+  for (const char* name : {"endless-ext", "endless-trailer"}) {
+    SCOPED_TRACE(name);
+    HttpConnection c(server_->port);
+    ASSERT_TRUE(c.SendRaw(std::string("GET /resp/") + name + " HTTP/1.1\r\nHost: a\r\n\r\n"));
+    EXPECT_TRUE(c.WaitClosed(Scaled(std::chrono::seconds(60))));
+    std::vector<H11Upstream::Event> ended;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          ended.clear();
+          for (const auto& e : upstream_->Events()) {
+            if (e.kind == "endless" && e.target == name) ended.push_back(e);
+          }
+          return !ended.empty();
+        },
+        Scaled(std::chrono::seconds(60))));
+    EXPECT_EQ(ended.back().detail, "cut");
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::testing

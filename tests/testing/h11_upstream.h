@@ -43,7 +43,7 @@ class H11Upstream {
   };
 
   struct Event {
-    std::string kind;  // "open", "message", "error", "close"
+    std::string kind;  // "open", "message", "error", "close", "endless"
     int conn = 0;
     std::string method, target, body, detail;
     std::vector<std::pair<std::string, std::string>> headers;  // names as sent

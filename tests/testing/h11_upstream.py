@@ -49,8 +49,39 @@ def text(b):
     return b.decode("latin-1")
 
 
-def respond(sock, c, target):
+# Responses that never end: the head, then ENDLESS_BYTES of one chunk-extension
+# line or of one trailer section, in 64 KiB writes. Logged as
+#   {"event": "endless", "conn": N, "target": NAME, "detail": "cut" | "all", "sent": BYTES}
+# "cut" when the gateway closed the connection before all was sent.
+ENDLESS_HEADS = {
+    "endless-ext": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=",
+    "endless-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
+                       b"0\r\nX-Trailer: ",
+}
+ENDLESS_BYTES = 256 << 20
+
+
+def send_endless(sock, conn_id, name):
+    sent = 0
+    cut = False
+    try:
+        sock.sendall(ENDLESS_HEADS[name])
+        piece = b"a" * 65536
+        while sent < ENDLESS_BYTES:
+            sock.sendall(piece)
+            sent += len(piece)
+    except OSError:
+        cut = True
+    log({"event": "endless", "conn": conn_id, "target": name, "detail": "cut" if cut else "all",
+         "sent": sent})
+
+
+def respond(sock, c, target, conn_id=0):
     """Answers one request; returns False when the connection must end."""
+    name = target.rsplit("/", 1)[-1]
+    if "/resp/" in target and name in ENDLESS_HEADS:
+        send_endless(sock, conn_id, name)
+        return False
     if "/resp/" in target:
         raw = RAW_RESPONSES.get(target.rsplit("/", 1)[-1])
         if raw is not None:
@@ -89,7 +120,7 @@ def serve(sock, conn_id):
                      "target": target,
                      "headers": [[text(n), text(v)] for n, v in request.headers],
                      "body": text(body)})
-                if not respond(sock, c, target):
+                if not respond(sock, c, target, conn_id):
                     return
             elif isinstance(event, h11.ConnectionClosed):
                 return
