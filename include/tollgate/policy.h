@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tollgate/clock.h"
+#include "tollgate/config_error.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/request.h"
@@ -41,13 +42,6 @@
 #include "tollgate/store.h"
 
 namespace tollgate {
-
-// One validation problem: "rules[1].algorithm_config.burst" + "must be >= tokens_per_second (100)".
-struct ConfigError {
-  std::string path;
-  std::string message;
-  std::string ToString() const { return path.empty() ? message : path + ": " + message; }
-};
 
 class Policy;  // defined in src/policy/policy_impl.h; see PolicySummary for a public view
 
