@@ -1,5 +1,6 @@
 #include "server/http_framing.h"
 
+#include "base/ascii.h"
 #include "server/http_util.h"
 #include "tollgate/request.h"
 
@@ -72,16 +73,8 @@ bool AllDigits(std::string_view s) {
   return true;
 }
 
-bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && EqualsIgnoreCase(s.substr(0, prefix.size()), prefix);
-}
-
-bool ContainsIgnoreCase(std::string_view s, std::string_view needle) {
-  for (size_t i = 0; i + needle.size() <= s.size(); ++i) {
-    if (EqualsIgnoreCase(s.substr(i, needle.size()), needle)) return true;
-  }
-  return false;
-}
+using base::ContainsIgnoreCase;
+using base::StartsWithIgnoreCase;
 
 }  // namespace
 

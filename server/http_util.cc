@@ -5,15 +5,6 @@
 
 namespace tollgate::server {
 
-namespace {
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
-
 std::string_view StatusPhrase(int status) {
   // RFC 9110 renamed two phrases Beast 1.74 still has from RFC 7231.
   if (status == 413) return "Content Too Large";
@@ -81,24 +72,6 @@ Target SplitTarget(std::string_view target) {
   return {target.substr(0, q), target.substr(q + 1)};
 }
 
-std::string PercentDecode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '%' && i + 2 < s.size()) {
-      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(plus_is_space && c == '+' ? ' ' : c);
-  }
-  return out;
-}
-
 void ForEachQueryParam(std::string_view query,
                        const std::function<void(std::string_view, std::string_view)>& fn) {
   while (!query.empty()) {
@@ -114,17 +87,6 @@ void ForEachQueryParam(std::string_view query,
     const std::string decoded_value = PercentDecode(value);
     fn(decoded_name, decoded_value);
   }
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 }  // namespace tollgate::server

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/ascii.h"
+#include "base/percent.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
 
@@ -48,13 +50,15 @@ struct Target {
 };
 Target SplitTarget(std::string_view target);
 
-std::string PercentDecode(std::string_view s, bool plus_is_space = true);
+// PercentDecode(s, plus_is_space = true): lenient, see base/percent.h.
+using base::PercentDecode;
 // Calls fn(name, value) for each query parameter, percent-decoded. The views are valid only
 // during the call.
 void ForEachQueryParam(std::string_view query,
                        const std::function<void(std::string_view, std::string_view)>& fn);
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+// ASCII case-insensitive equality (field names, tokens): see base/ascii.h.
+using base::EqualsIgnoreCase;
 
 }  // namespace tollgate::server
 

@@ -1,9 +1,9 @@
 // Reading RateLimit fields of every vintage into one RateLimitInfo.
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <string>
 
+#include "base/ascii.h"
 #include "client/structured_fields.h"
 #include "tollgate/client.h"
 
@@ -12,22 +12,12 @@ namespace {
 
 constexpr size_t kMaxFieldBytes = 8192;
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
-
 // Every line of field `name`, joined with ", " (RFC 9110 §5.3). nullopt when
 // absent or oversized.
 std::optional<std::string> Field(std::span<const HeaderPair> headers, std::string_view name) {
   std::optional<std::string> out;
   for (const auto& [n, v] : headers) {
-    if (!EqualsIgnoreCase(n, name)) continue;
+    if (!base::EqualsIgnoreCase(n, name)) continue;
     if (!out) {
       out.emplace(v);
     } else {

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "base/ascii.h"
+
 namespace tollgate {
 namespace {
 
@@ -188,13 +190,8 @@ bool JwtVerifier::can_verify() const {
 
 std::string_view JwtVerifier::BearerToken(std::string_view authorization) {
   while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
-  if (authorization.size() < 7) return {};
   static constexpr std::string_view kBearer = "bearer ";
-  for (size_t i = 0; i < kBearer.size(); ++i) {
-    char c = authorization[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != kBearer[i]) return {};
-  }
+  if (!base::StartsWithIgnoreCase(authorization, kBearer)) return {};
   std::string_view token = authorization.substr(kBearer.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);

@@ -3,50 +3,16 @@
 
 #include "tollgate/request.h"
 
+#include "base/ascii.h"
+#include "base/percent.h"
 #include "policy/request_context.h"
 
 namespace tollgate {
 namespace {
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i];
-    char y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool Unreserved(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_' || c == '~';
-}
-
-std::string Decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 &&
-               HexValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -67,9 +33,10 @@ std::string NormalizePath(std::string_view path) {
   std::string decoded;
   decoded.reserve(path.size());
   for (size_t i = 0; i < path.size(); ++i) {
-    if (path[i] == '%' && i + 2 < path.size() && HexValue(path[i + 1]) >= 0 &&
-        HexValue(path[i + 2]) >= 0) {
-      const char c = static_cast<char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2]));
+    if (path[i] == '%' && i + 2 < path.size() && base::HexDigitValue(path[i + 1]) >= 0 &&
+        base::HexDigitValue(path[i + 2]) >= 0) {
+      const char c = static_cast<char>(base::HexDigitValue(path[i + 1]) * 16 +
+                                       base::HexDigitValue(path[i + 2]));
       if (Unreserved(c)) {
         decoded.push_back(c);
       } else {
@@ -114,7 +81,7 @@ std::string NormalizePath(std::string_view path) {
 
 std::optional<std::string_view> RequestView::Header(std::string_view name) const {
   for (const auto& [n, v] : headers) {
-    if (EqualsIgnoreCase(n, name)) return v;
+    if (base::EqualsIgnoreCase(n, name)) return v;
   }
   return std::nullopt;
 }
@@ -122,7 +89,7 @@ std::optional<std::string_view> RequestView::Header(std::string_view name) const
 std::vector<std::string_view> RequestView::Headers(std::string_view name) const {
   std::vector<std::string_view> out;
   for (const auto& [n, v] : headers) {
-    if (EqualsIgnoreCase(n, name)) out.push_back(v);
+    if (base::EqualsIgnoreCase(n, name)) out.push_back(v);
   }
   return out;
 }
@@ -136,8 +103,8 @@ std::optional<std::string> RequestView::QueryParam(std::string_view name) const 
     if (part.empty()) continue;
     const size_t eq = part.find('=');
     const std::string_view raw_name = part.substr(0, eq);
-    if (Decode(raw_name) != name) continue;
-    return eq == std::string_view::npos ? std::string() : Decode(part.substr(eq + 1));
+    if (base::PercentDecode(raw_name) != name) continue;
+    return eq == std::string_view::npos ? std::string() : base::PercentDecode(part.substr(eq + 1));
   }
   return std::nullopt;
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/ascii.h"
+
 namespace tollgate {
 namespace {
 
@@ -31,17 +33,6 @@ std::optional<std::string> IpPrefix(const std::string& ip_text, int bits) {
     ip->bytes[static_cast<size_t>(i)] &= static_cast<uint8_t>(0xff00 >> keep);
   }
   return ip->ToString() + "/" + std::to_string(bits);
-}
-
-// `name` in any case equals `lower` (lower case already).
-bool EqualsLowerCase(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -135,7 +126,7 @@ std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
       if (key.kind != Source::Kind::kHeader) continue;
       int copies = 0;
       for (const auto& [name, value] : headers) {
-        if (EqualsLowerCase(name, key.arg) && ++copies > 1) return key.arg;
+        if (base::EqualsIgnoreCase(name, key.arg) && ++copies > 1) return key.arg;
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/ascii.h"
 #include "policy/policy_impl.h"
 #include "tollgate/policy.h"
 
@@ -25,14 +26,6 @@ bool IsTokenChar(char c) {
   // RFC 9110 tchar: the characters a header field name may hold.
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 }  // namespace
@@ -103,7 +96,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
       }
     }
     out->kind = Source::Kind::kHeader;
-    out->arg = Lower(arg);
+    out->arg = base::AsciiLowered(arg);
     return true;
   }
   if (kind == "query" || kind == "jwt") {

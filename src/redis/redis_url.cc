@@ -1,7 +1,9 @@
 // ParseRedisUrl: redis[s]://[[user]:password@]host[:port][/db][?options].
 #include <charconv>
+#include <optional>
 #include <string>
 
+#include "base/percent.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -15,23 +17,11 @@ bool ParseInt(std::string_view s, int64_t lo, int64_t hi, int64_t* out) {
   return true;
 }
 
-// %XX in user info (passwords may contain '@' or ':').
+// %XX in user info (passwords may contain '@' or ':') and option values; strict.
 bool PercentDecode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      *out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int64_t v = 0;
-    auto hex = in.substr(i + 1, 2);
-    auto [p, ec] = std::from_chars(hex.data(), hex.data() + 2, v, 16);
-    if (ec != std::errc() || p != hex.data() + 2) return false;
-    *out += static_cast<char>(v);
-    i += 2;
-  }
-  return true;
+  std::optional<std::string> decoded = base::PercentDecodeStrict(in);
+  if (decoded) *out = std::move(*decoded);
+  return decoded.has_value();
 }
 
 }  // namespace

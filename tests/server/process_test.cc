@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/ascii.h"
 #include "server/log.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
@@ -127,11 +128,7 @@ rlspb::RateLimitRequest RlsRequest(const std::string& key, const std::string& va
 
 std::string ResponseHeader(const rlspb::RateLimitResponse& resp, std::string_view name) {
   for (const auto& h : resp.response_headers_to_add()) {
-    if (h.key().size() == name.size() &&
-        std::equal(h.key().begin(), h.key().end(), name.begin(),
-                   [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
-      return h.value();
-    }
+    if (base::EqualsIgnoreCase(h.key(), name)) return h.value();
   }
   return "<none>";
 }

@@ -10,13 +10,12 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/ascii.h"
+
 namespace tollgate::testing {
 namespace {
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using base::AsciiLowered;
 
 void SetTimeouts(int fd, std::chrono::milliseconds t) {
   timeval tv{static_cast<time_t>(t.count() / 1000),
@@ -77,7 +76,7 @@ bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no
     if (!line.empty() && line.back() == '\r') line.pop_back();
     size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
-    std::string name = Lower(line.substr(0, colon));
+    std::string name = AsciiLowered(line.substr(0, colon));
     std::string value = line.substr(colon + 1);
     while (!value.empty() && value.front() == ' ') value.erase(0, 1);
     auto it = m->headers.find(name);
@@ -90,7 +89,7 @@ bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no
   if (no_body) return true;
   auto te = m->headers.find("transfer-encoding");
   auto cl = m->headers.find("content-length");
-  if (te != m->headers.end() && Lower(te->second).find("chunked") != std::string::npos) {
+  if (te != m->headers.end() && AsciiLowered(te->second).find("chunked") != std::string::npos) {
     for (;;) {
       size_t eol;
       while ((eol = buf.find("\r\n")) == std::string::npos) {
@@ -217,7 +216,7 @@ HttpResponse HttpConnection::ReadResponse(bool head) {
   }
   r.headers = std::move(m.headers);
   r.body = std::move(m.body);
-  std::string conn = Lower(r.Header("connection"));
+  std::string conn = AsciiLowered(r.Header("connection"));
   r.keep_alive = conn.find("close") == std::string::npos;
   r.ok = true;
   return r;
@@ -229,7 +228,8 @@ HttpResponse HttpConnection::Request(const std::string& method, const std::strin
   bool has_length = false;
   for (const auto& [n, v] : headers) {
     req += n + ": " + v + "\r\n";
-    has_length = has_length || Lower(n) == "content-length" || Lower(n) == "transfer-encoding";
+    has_length =
+        has_length || AsciiLowered(n) == "content-length" || AsciiLowered(n) == "transfer-encoding";
   }
   if (!has_length && (!body.empty() || method == "POST" || method == "PUT")) {
     req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -354,7 +354,7 @@ void TestUpstream::Serve(int fd, int id) {
     std::string query =
         target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1);
     int status = 200;
-    bool close = Lower(m.headers["connection"]) == "close";
+    bool close = AsciiLowered(m.headers["connection"]) == "close";
     if (path == "/slow") {
       int ms = std::atoi(query.substr(query.find('=') + 1).c_str());
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the behaviour under test
