@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/config_errors.h"
 #include "server/secrets.h"
 
 namespace tollgate::server {
@@ -24,12 +25,8 @@ class FieldReader {
   FieldReader(const json& object, std::string path, std::vector<ConfigError>* errors)
       : object_(object), path_(std::move(path)), errors_(errors) {}
 
-  std::string PathOf(std::string_view key) const {
-    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  }
-  void Error(std::string_view key, std::string message) {
-    errors_->push_back({PathOf(key), std::move(message)});
-  }
+  std::string PathOf(std::string_view key) const { return base::FieldPath(path_, key); }
+  void Error(std::string_view key, std::string_view message) { errors_.Add(PathOf(key), message); }
   const json* Find(std::string_view key) {
     seen_.emplace_back(key);
     auto it = object_.find(std::string(key));
@@ -90,7 +87,7 @@ class FieldReader {
       out->clear();
       for (size_t i = 0; i < v->size(); ++i) {
         if (!(*v)[i].is_string()) {
-          Error(std::string(key) + "[" + std::to_string(i) + "]", "must be a string");
+          Error(base::IndexPath(key, i), "must be a string");
           continue;
         }
         out->push_back((*v)[i].get<std::string>());
@@ -109,7 +106,7 @@ class FieldReader {
  private:
   const json& object_;
   std::string path_;
-  std::vector<ConfigError>* errors_;
+  base::ConfigErrors errors_;
   std::vector<std::string> seen_;
 };
 

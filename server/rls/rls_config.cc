@@ -1,11 +1,12 @@
 #include "rls/rls_config.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <unordered_map>
 #include <utility>
 
+#include "base/ascii.h"
+#include "base/config_errors.h"
 #include "rls/rls_counters.h"
 
 namespace tollgate::rls {
@@ -71,8 +72,7 @@ std::string_view UnitName(RlsUnit unit) {
 }
 
 bool ParseUnit(std::string_view name, RlsUnit* out) {
-  std::string lower(name);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = base::AsciiLowered(name);
   for (size_t i = 1; i < std::size(kUnitNames); ++i) {
     if (lower == kUnitNames[i]) {
       *out = static_cast<RlsUnit>(i);
@@ -192,7 +192,7 @@ struct RlsConfigBuilder {
   size_t rules = 0;
 
   void Error(const std::string& source, const std::string& path, std::string message) {
-    errors->push_back({source.empty() ? path : source + ": " + path, std::move(message)});
+    base::ConfigErrors(errors, source).Add(path, message);
   }
 
   std::unique_ptr<RlsRule> CompileRule(const RlsDomainSpec& d, const RlsDescriptorSpec& spec,

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/config_errors.h"
+
 namespace tollgate::rls {
 namespace {
 
@@ -29,14 +31,14 @@ const std::set<std::string, std::less<>> kUpstreamKeys = {"domain",
 class Walker {
  public:
   Walker(std::string source, std::vector<ConfigError>* errors)
-      : source_(std::move(source)), errors_(errors) {}
+      : source_(source), errors_(errors, std::move(source)) {}
 
   void Error(const YAML::Node& node, const std::string& path, const std::string& message) {
     std::string m = message;
     if (node.IsDefined() && node.Mark().line >= 0) {
       m += " (line " + std::to_string(node.Mark().line + 1) + ")";
     }
-    errors_->push_back({source_.empty() ? path : source_ + ": " + path, std::move(m)});
+    errors_.Add(path, m);
   }
 
   // Rejects keys that are neither `allowed` here nor accepted by upstream anywhere.
@@ -180,7 +182,7 @@ class Walker {
 
  private:
   std::string source_;
-  std::vector<ConfigError>* errors_;
+  base::ConfigErrors errors_;
 };
 
 // YAML aliases make a document a graph: a 2 KB file of anchors, each used ten

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/config_errors.h"
 #include "policy/policy_impl.h"
 #include "tollgate/policy.h"
 
@@ -20,41 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-class Errors {
- public:
-  explicit Errors(std::vector<ConfigError>* out) : out_(out) {}
-  void Add(const std::string& path, std::string message) {
-    out_->push_back({Printable(path), Printable(message)});
-  }
-
-  // Errors quote user text (field names, values): keep one error on one line.
-  static std::string Printable(std::string_view s) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(s.size());
-    for (unsigned char c : s) {
-      if (c < 0x20 || c == 0x7f) {
-        out += "\\x";
-        out.push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 15]);
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-    }
-    return out;
-  }
-  size_t count() const { return out_->size(); }
-
- private:
-  std::vector<ConfigError>* out_;
-};
-
-std::string Join(const std::string& path, std::string_view field) {
-  return path.empty() ? std::string(field) : path + "." + std::string(field);
-}
-std::string Index(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+using base::ConfigErrors;
+using base::FieldPath;
+using base::IndexPath;
 
 std::string Num(double v) {
   char buf[64];
@@ -120,14 +89,14 @@ bool ValidName(std::string_view name) {
 }
 
 void CheckUnknown(const json& obj, const std::string& path,
-                  std::initializer_list<const char*> known, Errors& e) {
+                  std::initializer_list<const char*> known, ConfigErrors& e) {
   for (const auto& [k, v] : obj.items()) {
     bool found = false;
     for (const char* name : known) found = found || k == name;
     if (!found) {
       std::string list;
       for (const char* name : known) list += (list.empty() ? "" : ", ") + std::string(name);
-      e.Add(Join(path, k.size() > 64 ? k.substr(0, 64) + "..." : k),
+      e.Add(FieldPath(path, k.size() > 64 ? k.substr(0, 64) + "..." : k),
             "unknown field (expected one of: " + list + ")");
     }
   }
@@ -135,27 +104,27 @@ void CheckUnknown(const json& obj, const std::string& path,
 
 // A number field; reports a type error. Booleans are not numbers.
 std::optional<double> Number(const json& obj, const char* field, const std::string& path,
-                             Errors& e) {
+                             ConfigErrors& e) {
   auto it = obj.find(field);
   if (it == obj.end()) return std::nullopt;
   if (!it->is_number()) {
-    e.Add(Join(path, field), "must be a number (got " + TypeName(*it) + ")");
+    e.Add(FieldPath(path, field), "must be a number (got " + TypeName(*it) + ")");
     return std::nullopt;
   }
   const double v = it->get<double>();
   if (!std::isfinite(v)) {
-    e.Add(Join(path, field), "must be a finite number");
+    e.Add(FieldPath(path, field), "must be a finite number");
     return std::nullopt;
   }
   return v;
 }
 
 std::optional<std::string> String(const json& obj, const char* field, const std::string& path,
-                                  Errors& e) {
+                                  ConfigErrors& e) {
   auto it = obj.find(field);
   if (it == obj.end()) return std::nullopt;
   if (!it->is_string()) {
-    e.Add(Join(path, field), "must be a string (got " + TypeName(*it) + ")");
+    e.Add(FieldPath(path, field), "must be a string (got " + TypeName(*it) + ")");
     return std::nullopt;
   }
   return it->get<std::string>();
@@ -164,27 +133,28 @@ std::optional<std::string> String(const json& obj, const char* field, const std:
 bool IsWhole(double v) { return std::floor(v) == v; }
 
 // A whole number >= 1 (costs, burst).
-std::optional<int64_t> Whole(const json& obj, const char* field, const std::string& path, Errors& e,
-                             int64_t max) {
+std::optional<int64_t> Whole(const json& obj, const char* field, const std::string& path,
+                             ConfigErrors& e, int64_t max) {
   auto v = Number(obj, field, path, e);
   if (!v) return std::nullopt;
   if (!(*v > 0)) {
-    e.Add(Join(path, field), "must be > 0 (got " + Num(*v) + ")");
+    e.Add(FieldPath(path, field), "must be > 0 (got " + Num(*v) + ")");
     return std::nullopt;
   }
   if (!IsWhole(*v)) {
-    e.Add(Join(path, field), "must be a whole number (got " + Num(*v) + ")");
+    e.Add(FieldPath(path, field), "must be a whole number (got " + Num(*v) + ")");
     return std::nullopt;
   }
   if (*v > static_cast<double>(max)) {
-    e.Add(Join(path, field), "must be at most " + std::to_string(max) + " (got " + Num(*v) + ")");
+    e.Add(FieldPath(path, field),
+          "must be at most " + std::to_string(max) + " (got " + Num(*v) + ")");
     return std::nullopt;
   }
   return static_cast<int64_t>(*v);
 }
 
 // "500ms", "10s", "1m", "1h", "1d" or a number of seconds.
-std::optional<int64_t> DurationNs(const json& v, const std::string& path, Errors& e) {
+std::optional<int64_t> DurationNs(const json& v, const std::string& path, ConfigErrors& e) {
   double seconds = 0;
   if (v.is_number()) {
     seconds = v.get<double>();
@@ -228,10 +198,10 @@ std::string ScalarText(const json& v) {
 bool IsScalar(const json& v) { return v.is_string() || v.is_number() || v.is_boolean(); }
 
 void ParseConditionObject(const json& ops, const Source& source, const std::string& path,
-                          std::vector<Condition>& out, Errors& e) {
+                          std::vector<Condition>& out, ConfigErrors& e) {
   if (ops.empty()) e.Add(path, "needs at least one operator");
   for (const auto& [op, v] : ops.items()) {
-    const std::string p = Join(path, op);
+    const std::string p = FieldPath(path, op);
     Condition c;
     c.source = source;
     if (op == "equals" || op == "prefix" || op == "suffix") {
@@ -252,7 +222,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       bool bad = false;
       for (size_t i = 0; i < v.size(); ++i) {
         if (!IsScalar(v[i])) {
-          e.Add(Index(p, i), "must be a string (got " + TypeName(v[i]) + ")");
+          e.Add(IndexPath(p, i), "must be a string (got " + TypeName(v[i]) + ")");
           bad = true;
         } else {
           c.values.push_back(ScalarText(v[i]));
@@ -300,7 +270,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
   }
 }
 
-std::vector<Condition> ParseMatch(const json& m, const std::string& path, Errors& e) {
+std::vector<Condition> ParseMatch(const json& m, const std::string& path, ConfigErrors& e) {
   std::vector<Condition> out;
   if (!m.is_object()) {
     e.Add(path, "must be an object of {\"<source>\": condition} (got " + TypeName(m) + ")");
@@ -311,7 +281,7 @@ std::vector<Condition> ParseMatch(const json& m, const std::string& path, Errors
     return out;
   }
   for (const auto& [spec, v] : m.items()) {
-    const std::string p = Join(path, spec.size() > 64 ? spec.substr(0, 64) + "..." : spec);
+    const std::string p = FieldPath(path, spec.size() > 64 ? spec.substr(0, 64) + "..." : spec);
     Source source;
     std::string why;
     if (!ParseSource(spec, &source, &why)) {
@@ -352,7 +322,7 @@ struct CostConfig {
 
 // algorithm_config -> LimitSpec + cost settings. Returns false if any error was added.
 bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string& path,
-                          LimitSpec* spec, CostConfig* cost, Errors& e) {
+                          LimitSpec* spec, CostConfig* cost, ConfigErrors& e) {
   const size_t before = e.count();
   if (!c.is_object()) {
     e.Add(path, "must be an object (got " + TypeName(c) + ")");
@@ -372,45 +342,46 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   bool has_rate = tps.has_value() || rps.has_value();
   double rate = tps ? *tps : (rps ? *rps : 0.0);
   if (tps && rps) {
-    e.Add(Join(path, "rps"), "is an alias of tokens_per_second: set only one");
+    e.Add(FieldPath(path, "rps"), "is an alias of tokens_per_second: set only one");
   }
   if (has_rate && !(rate > 0)) {
-    e.Add(Join(path, rate_field), "must be > 0 (got " + Num(rate) + ")");
+    e.Add(FieldPath(path, rate_field), "must be > 0 (got " + Num(rate) + ")");
     has_rate = false;
   }
   if (window) {
     if (tps || rps) {
-      e.Add(Join(path, rate_field), std::string("is not used by ") +
-                                        std::string(AlgorithmName(algorithm)) +
-                                        ": set burst (the quota per window) and window_seconds");
+      e.Add(FieldPath(path, rate_field),
+            std::string("is not used by ") + std::string(AlgorithmName(algorithm)) +
+                ": set burst (the quota per window) and window_seconds");
     }
   } else if (!tps && !rps && !c.contains("tokens_per_second") && !c.contains("rps")) {
-    e.Add(Join(path, "tokens_per_second"), "is required (or its alias rps)");
+    e.Add(FieldPath(path, "tokens_per_second"), "is required (or its alias rps)");
   }
 
   const auto burst_it = c.find("burst");
   std::optional<int64_t> burst;
   if (burst_it == c.end()) {
-    e.Add(Join(path, "burst"), window ? "is required (the quota per window)" : "is required");
+    e.Add(FieldPath(path, "burst"), window ? "is required (the quota per window)" : "is required");
   } else {
     burst = Whole(c, "burst", path, e, Limit::kMaxBurst);
     if (!window && burst && has_rate && static_cast<double>(*burst) < rate) {
-      e.Add(Join(path, "burst"), "must be >= " + std::string(rate_field) + " (" + Num(rate) + ")");
+      e.Add(FieldPath(path, "burst"),
+            "must be >= " + std::string(rate_field) + " (" + Num(rate) + ")");
     }
   }
 
   std::optional<int64_t> window_ns;
   const bool has_ws = c.contains("window_seconds");
   const bool has_w = c.contains("window");
-  if (has_ws && has_w) e.Add(Join(path, "window"), "set window or window_seconds, not both");
-  if (has_ws) window_ns = DurationNs(c["window_seconds"], Join(path, "window_seconds"), e);
-  if (has_w) window_ns = DurationNs(c["window"], Join(path, "window"), e);
+  if (has_ws && has_w) e.Add(FieldPath(path, "window"), "set window or window_seconds, not both");
+  if (has_ws) window_ns = DurationNs(c["window_seconds"], FieldPath(path, "window_seconds"), e);
+  if (has_w) window_ns = DurationNs(c["window"], FieldPath(path, "window"), e);
   if (window && !has_ws && !has_w) {
-    e.Add(Join(path, "window_seconds"),
+    e.Add(FieldPath(path, "window_seconds"),
           std::string("is required by ") + std::string(AlgorithmName(algorithm)));
   }
   if (!window && (has_ws || has_w)) {
-    e.Add(Join(path, has_ws ? "window_seconds" : "window"),
+    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
           std::string("is only used by the window algorithms, not ") +
               std::string(AlgorithmName(algorithm)));
   }
@@ -418,12 +389,12 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (c.contains("max_delay_ms")) {
     auto md = Number(c, "max_delay_ms", path, e);
     if (algorithm != Algorithm::kLeakyBucket) {
-      e.Add(Join(path, "max_delay_ms"), "is only used by leaky_bucket");
+      e.Add(FieldPath(path, "max_delay_ms"), "is only used by leaky_bucket");
     } else if (md) {
       if (*md == -1) {
         spec->max_delay = Nanos(-1);
       } else if (*md < 0 || *md > 366.0 * 86400 * 1000) {
-        e.Add(Join(path, "max_delay_ms"),
+        e.Add(FieldPath(path, "max_delay_ms"),
               "must be between 0 and 366 days, or -1 for burst * interval (got " + Num(*md) + ")");
       } else {
         spec->max_delay = Nanos(static_cast<int64_t>(std::llround(*md * 1e6)));
@@ -439,7 +410,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
       std::string why;
       if (!ParseSource(*src, &s, &why) ||
           (s.kind != Source::Kind::kHeader && s.kind != Source::Kind::kQuery)) {
-        e.Add(Join(path, "cost_source"),
+        e.Add(FieldPath(path, "cost_source"),
               "must be \"fixed\", \"header:<name>\" or \"query:<name>\" (got \"" +
                   src->substr(0, 64) + "\")");
       } else {
@@ -462,12 +433,13 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     if (field == "rate") field = rate_field;
     if (field == "window") field = has_w ? "window" : "window_seconds";
     if (field == "max_delay") field = "max_delay_ms";
-    e.Add(Join(path, field), le.message);
+    e.Add(FieldPath(path, field), le.message);
   }
   return e.count() == before;
 }
 
-std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& path, Errors& e) {
+std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& path,
+                                            ConfigErrors& e) {
   if (!r.is_object()) {
     e.Add(path, "must be an object (got " + TypeName(r) + ")");
     return std::nullopt;
@@ -477,14 +449,14 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   RollbackConfig cfg;
   if (auto v = Number(r, "max_reject_ratio", path, e)) {
     if (!(*v > 0 && *v < 1)) {
-      e.Add(Join(path, "max_reject_ratio"), "must be > 0 and < 1 (got " + Num(*v) + ")");
+      e.Add(FieldPath(path, "max_reject_ratio"), "must be > 0 and < 1 (got " + Num(*v) + ")");
     }
     cfg.max_reject_ratio = *v;
   } else if (!r.contains("max_reject_ratio")) {
-    e.Add(Join(path, "max_reject_ratio"), "is required");
+    e.Add(FieldPath(path, "max_reject_ratio"), "is required");
   }
   if (r.contains("window_seconds")) {
-    if (auto ns = DurationNs(r["window_seconds"], Join(path, "window_seconds"), e)) {
+    if (auto ns = DurationNs(r["window_seconds"], FieldPath(path, "window_seconds"), e)) {
       cfg.window_ns = *ns;
     }
   }
@@ -493,7 +465,7 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   return cfg;
 }
 
-std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e) {
+std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErrors& e) {
   if (!j.is_object()) {
     e.Add(path, "a rule must be an object (got " + TypeName(j) + ")");
     return std::nullopt;
@@ -506,26 +478,26 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   std::string name;
   if (auto n = String(j, "name", path, e)) {
     if (!ValidName(*n)) {
-      e.Add(Join(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+      e.Add(FieldPath(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
     } else {
       name = *n;
     }
   } else if (!j.contains("name")) {
-    e.Add(Join(path, "name"), "is required");
+    e.Add(FieldPath(path, "name"), "is required");
   }
   (void)String(j, "description", path, e);
 
   std::vector<Source> keys;
   auto lk = j.find("limit_keys");
   if (lk == j.end()) {
-    e.Add(Join(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
+    e.Add(FieldPath(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
   } else if (!lk->is_array() || lk->empty() || lk->size() > kMaxLimitKeys) {
-    e.Add(Join(path, "limit_keys"),
+    e.Add(FieldPath(path, "limit_keys"),
           "must be an array of 1 to " + std::to_string(kMaxLimitKeys) + " sources");
   } else {
     for (size_t i = 0; i < lk->size(); ++i) {
       const json& s = (*lk)[i];
-      const std::string p = Index(Join(path, "limit_keys"), i);
+      const std::string p = IndexPath(FieldPath(path, "limit_keys"), i);
       if (!s.is_string()) {
         e.Add(p, "must be a string (got " + TypeName(s) + ")");
         continue;
@@ -541,12 +513,12 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   }
 
   std::vector<Condition> match;
-  if (auto m = j.find("match"); m != j.end()) match = ParseMatch(*m, Join(path, "match"), e);
+  if (auto m = j.find("match"); m != j.end()) match = ParseMatch(*m, FieldPath(path, "match"), e);
 
   Algorithm algorithm = Algorithm::kTokenBucket;
   if (auto a = String(j, "algorithm", path, e)) {
     if (!ParseAlgorithm(*a, &algorithm)) {
-      e.Add(Join(path, "algorithm"),
+      e.Add(FieldPath(path, "algorithm"),
             "unknown algorithm \"" + a->substr(0, 64) +
                 "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window or "
                 "sliding_log)");
@@ -557,10 +529,10 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   CostConfig cost;
   bool limit_ok = false;
   if (auto ac = j.find("algorithm_config"); ac == j.end()) {
-    e.Add(Join(path, "algorithm_config"), "is required");
+    e.Add(FieldPath(path, "algorithm_config"), "is required");
   } else {
     limit_ok =
-        ParseAlgorithmConfig(*ac, algorithm, Join(path, "algorithm_config"), &spec, &cost, e);
+        ParseAlgorithmConfig(*ac, algorithm, FieldPath(path, "algorithm_config"), &spec, &cost, e);
   }
 
   bool shadow = false;
@@ -568,13 +540,13 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
     if (*mode == "shadow") {
       shadow = true;
     } else if (*mode != "enforce") {
-      e.Add(Join(path, "mode"), "must be \"enforce\" or \"shadow\"");
+      e.Add(FieldPath(path, "mode"), "must be \"enforce\" or \"shadow\"");
     }
   }
   double percent = 100;
   if (auto p = Number(j, "enforce_percent", path, e)) {
     if (*p < 0 || *p > 100) {
-      e.Add(Join(path, "enforce_percent"), "must be between 0 and 100 (got " + Num(*p) + ")");
+      e.Add(FieldPath(path, "enforce_percent"), "must be between 0 and 100 (got " + Num(*p) + ")");
     }
     percent = *p;
   }
@@ -583,7 +555,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
     if (*mk == "shared") {
       missing = MissingKey::kShared;
     } else if (*mk != "skip") {
-      e.Add(Join(path, "missing_key"), "must be \"skip\" or \"shared\"");
+      e.Add(FieldPath(path, "missing_key"), "must be \"skip\" or \"shared\"");
     }
   }
   std::string failure_mode;
@@ -591,17 +563,17 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
     if (*fm == "open" || *fm == "closed" || *fm == "degrade") {
       failure_mode = *fm;
     } else {
-      e.Add(Join(path, "failure_mode"), "must be one of open, closed, degrade");
+      e.Add(FieldPath(path, "failure_mode"), "must be one of open, closed, degrade");
     }
   }
   std::optional<RollbackConfig> rollback;
   if (auto r = j.find("rollback"); r != j.end()) {
-    rollback = ParseRollback(*r, Join(path, "rollback"), e);
+    rollback = ParseRollback(*r, FieldPath(path, "rollback"), e);
   }
   std::string group;
   if (auto g = String(j, "group", path, e)) {
     if (!ValidName(*g)) {
-      e.Add(Join(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+      e.Add(FieldPath(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
     }
     group = "group:" + *g;
   }
@@ -609,7 +581,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
   if (e.count() != before || !limit_ok) return std::nullopt;
   auto limit = Limit::Create(spec);
   if (!limit.ok()) {
-    e.Add(Join(path, "algorithm_config"), limit.status().message());
+    e.Add(FieldPath(path, "algorithm_config"), limit.status().message());
     return std::nullopt;
   }
   Rule rule(*limit);
@@ -638,7 +610,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, Errors& e)
 
 ParsedPolicy ParsePolicy(std::string_view text) {
   ParsedPolicy out;
-  Errors e(&out.errors);
+  ConfigErrors e(&out.errors);
   if (text.size() > kMaxPolicyBytes) {
     e.Add("", "policy is larger than " + std::to_string(kMaxPolicyBytes >> 20) + " MiB");
     return out;
@@ -694,13 +666,13 @@ ParsedPolicy ParsePolicy(std::string_view text) {
   auto policy = std::make_shared<Policy>();
   std::map<std::string, size_t> names;
   for (size_t i = 0; i < rules->size(); ++i) {
-    const std::string path = base.empty() ? std::string() : Index(base, i);
+    const std::string path = base.empty() ? std::string() : IndexPath(base, i);
     auto rule = ParseRule((*rules)[i], path, e);
     if (!rule) continue;
     auto [it, inserted] = names.emplace(rule->name, i);
     if (!inserted) {
-      e.Add(Join(path, "name"),
-            "duplicate rule name \"" + rule->name + "\" (also " + Index(base, it->second) + ")");
+      e.Add(FieldPath(path, "name"), "duplicate rule name \"" + rule->name + "\" (also " +
+                                         IndexPath(base, it->second) + ")");
       continue;
     }
     policy->rules.push_back(std::move(*rule));
