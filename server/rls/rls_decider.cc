@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <limits>
 #include <mutex>
 #include <set>
 
+#include "base/one_shot.h"
 #include "rls/rls_key.h"
 #include "tollgate/policy_headers.h"
 
@@ -403,19 +403,10 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
 
 Status RlsDecider::DecideSync(const rlspb::RateLimitRequest& request,
                               rlspb::RateLimitResponse* response) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  Status result;
-  Decide(request, response, [&](Status st) {
-    std::lock_guard<std::mutex> lock(mu);
-    result = std::move(st);
-    finished = true;
-    cv.notify_all();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished; });
-  return result;
+  // On the stack: Wait() returns only once the callback has run.
+  base::OneShot<Status> result;
+  Decide(request, response, [&](Status st) { result.Set(std::move(st)); });
+  return result.Wait();
 }
 
 }  // namespace tollgate::rls

@@ -7,10 +7,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/one_shot.h"
 #include "redis/cluster_slots.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
-#include "redis/waiter.h"
 
 namespace tollgate {
 
@@ -969,7 +969,7 @@ void RedisClusterStore::AcquireAsync(std::span<const AcquireItem> items, Callbac
 }
 
 Result<BatchDecision> RedisClusterStore::Acquire(std::span<const AcquireItem> items) {
-  auto w = std::make_shared<redis::Waiter<Result<BatchDecision>>>();
+  auto w = std::make_shared<base::OneShot<Result<BatchDecision>>>();
   impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
   return w->Wait();
 }

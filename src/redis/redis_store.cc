@@ -10,12 +10,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/one_shot.h"
 #include "redis/connection.h"
 #include "redis/deny_cache.h"
 #include "redis/gcra_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
-#include "redis/waiter.h"
 
 namespace tollgate {
 
@@ -220,7 +220,7 @@ void RedisStore::AcquireAsync(std::span<const AcquireItem> items, Callback done)
 }
 
 Result<BatchDecision> RedisStore::Acquire(std::span<const AcquireItem> items) {
-  auto w = std::make_shared<redis::Waiter<Result<BatchDecision>>>();
+  auto w = std::make_shared<base::OneShot<Result<BatchDecision>>>();
   impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
   return w->Wait();
 }
@@ -231,7 +231,7 @@ void RedisStore::CommandAsync(std::vector<std::string> argv,
 }
 
 Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
-  auto w = std::make_shared<redis::Waiter<Result<RedisReply>>>();
+  auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
   impl_->CommandAsync(std::move(argv), [w](Result<RedisReply> r) { w->Set(std::move(r)); });
   return w->Wait();
 }

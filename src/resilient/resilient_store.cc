@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/one_shot.h"
 #include "resilient/charge_back_ledger.h"
 #include "resilient/degraded_limit.h"
 #include "tollgate/local_store.h"
@@ -118,25 +119,15 @@ class ResilientStore::Impl {
   // The primary's AcquireAsync, waited for at most call_deadline; a late answer
   // is dropped (its callback only fills the shared slot nobody reads any more).
   Result<BatchDecision> GuardedAcquire(std::span<const AcquireItem> items) {
-    struct Slot {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::optional<Result<BatchDecision>> result;  // guarded by mu
-    };
-    auto slot = std::make_shared<Slot>();
-    primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) {
-      std::lock_guard<std::mutex> lock(slot->mu);
-      slot->result.emplace(std::move(r));
-      slot->cv.notify_one();
-    });
-    std::unique_lock<std::mutex> lock(slot->mu);
-    if (!slot->cv.wait_for(lock, options_.call_deadline,
-                           [&] { return slot->result.has_value(); })) {
+    auto slot = std::make_shared<base::OneShot<Result<BatchDecision>>>();
+    primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) { slot->Set(std::move(r)); });
+    std::optional<Result<BatchDecision>> result = slot->WaitFor(options_.call_deadline);
+    if (!result) {
       Bump(deadline_expired_);
       return TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
                           std::to_string(options_.call_deadline.count() / 1'000'000) + "ms");
     }
-    return std::move(*slot->result);
+    return std::move(*result);
   }
 
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) {
