@@ -95,17 +95,19 @@ class TollgatedClientTest : public ::testing::Test {
     ASSERT_EQ(posix_spawn(&pid_, tollgated.c_str(), nullptr, nullptr, argv.data(), environ), 0);
 
     // Ready when /healthz answers; bounded.
-    const auto deadline =
-        std::chrono::steady_clock::now() + testing::Scaled(std::chrono::seconds(20));
-    while (std::chrono::steady_clock::now() < deadline) {
-      httplib::Client c("127.0.0.1", port_);
-      c.set_connection_timeout(1);
-      if (auto r = c.Get("/healthz"); r && r->status == 200) return;
-      int status = 0;
-      ASSERT_EQ(waitpid(pid_, &status, WNOHANG), 0) << "tollgated exited early";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval, not a sync
-    }
-    FAIL() << "tollgated did not become ready on " << listen;
+    bool exited = false;
+    const bool ready = testing::WaitFor(
+        [&] {
+          httplib::Client c("127.0.0.1", port_);
+          c.set_connection_timeout(1);
+          if (auto r = c.Get("/healthz"); r && r->status == 200) return true;
+          int status = 0;
+          exited = waitpid(pid_, &status, WNOHANG) != 0;
+          return exited;
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(20));
+    ASSERT_FALSE(exited) << "tollgated exited early";
+    ASSERT_TRUE(ready) << "tollgated did not become ready on " << listen;
   }
 
   void TearDown() override {

@@ -11,8 +11,6 @@
 namespace tollgate::testing {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 std::string RedisCli() {
   for (const char* p : {"/usr/bin/redis-cli", "/usr/local/bin/redis-cli"}) {
     if (access(p, X_OK) == 0) return p;
@@ -37,16 +35,12 @@ int RunBounded(std::vector<std::string> args, const std::string& log,
     execv(argv[0], argv.data());
     _exit(127);
   }
-  const auto end = SteadyClock::now() + deadline;
-  while (SteadyClock::now() < end) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
+  int status = 0;
+  if (PollUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, deadline,
+                std::chrono::milliseconds(20))) {
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   kill(pid, SIGKILL);
-  int status = 0;
   waitpid(pid, &status, 0);
   return -1;
 }
@@ -157,22 +151,19 @@ int RedisCluster::MasterOfSlot(int slot) {
 }
 
 bool RedisCluster::WaitHealthy(std::chrono::milliseconds deadline) {
-  const auto end = SteadyClock::now() + deadline;
-  while (SteadyClock::now() < end) {
-    bool all = true;
-    for (auto& n : nodes_) {
-      if (!n->running()) continue;
-      const std::string info = n->Command({"CLUSTER", "INFO"});
-      if (info.find("cluster_state:ok") == std::string::npos ||
-          info.find("cluster_slots_ok:16384") == std::string::npos) {
-        all = false;
-        break;
-      }
-    }
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval
-  }
-  return false;
+  return PollUntil(
+      [&] {
+        for (auto& n : nodes_) {
+          if (!n->running()) continue;
+          const std::string info = n->Command({"CLUSTER", "INFO"});
+          if (info.find("cluster_state:ok") == std::string::npos ||
+              info.find("cluster_slots_ok:16384") == std::string::npos) {
+            return false;
+          }
+        }
+        return true;
+      },
+      deadline, std::chrono::milliseconds(50));
 }
 
 }  // namespace tollgate::testing

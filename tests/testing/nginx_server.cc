@@ -31,14 +31,13 @@ bool CanConnect(int port) {
 }
 
 bool Exited(pid_t pid, std::chrono::milliseconds within) {
-  auto end = std::chrono::steady_clock::now() + within;
-  for (;;) {
-    int status;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid || r < 0) return true;
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit
-  }
+  return PollUntil(
+      [pid] {
+        int status;
+        const pid_t r = ::waitpid(pid, &status, WNOHANG);
+        return r == pid || r < 0;
+      },
+      within, std::chrono::milliseconds(5));
 }
 
 }  // namespace
@@ -111,20 +110,23 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
     return result;
   }
   server->pid_ = pid;
-  auto end = std::chrono::steady_clock::now() + Scaled(deadline);
-  while (!CanConnect(port)) {
-    int status;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      server->pid_ = -1;
-      result.error = "nginx exited at startup: " + server->ErrorLog();
-      return result;
-    }
-    if (std::chrono::steady_clock::now() > end) {
-      result.error =
-          "nginx did not listen on port " + std::to_string(port) + ": " + server->ErrorLog();
-      return result;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling readiness
+  bool exited = false;
+  const bool listening = WaitFor(
+      [&] {
+        int status;
+        exited = ::waitpid(pid, &status, WNOHANG) == pid;
+        return exited || CanConnect(port);
+      },
+      deadline, std::chrono::milliseconds(5));
+  if (exited) {
+    server->pid_ = -1;
+    result.error = "nginx exited at startup: " + server->ErrorLog();
+    return result;
+  }
+  if (!listening) {
+    result.error =
+        "nginx did not listen on port " + std::to_string(port) + ": " + server->ErrorLog();
+    return result;
   }
   result.server = std::move(server);
   return result;

@@ -23,8 +23,6 @@
 namespace tollgate::testing {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string RenderReply(const redisReply* r) {
   if (r == nullptr) return "";
   switch (r->type) {
@@ -58,12 +56,7 @@ bool Reaped(pid_t pid) {
 
 // Waits (bounded) for the child to exit, polling waitpid.
 bool WaitExit(pid_t pid, std::chrono::milliseconds deadline) {
-  auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (Reaped(pid)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
-  }
-  return false;
+  return PollUntil([pid] { return Reaped(pid); }, deadline);
 }
 
 // The test PKI for Options::tls, written into `dir` by the openssl CLI: EC
@@ -254,16 +247,19 @@ std::string RedisServer::Launch() {
   }
   pid_ = pid;
   paused_ = false;
-  auto end = Clock::now() + Scaled(options_.start_deadline);
-  while (Clock::now() < end) {
-    if (Reaped(pid_)) {
-      pid_ = -1;
-      return "redis-server exited during start-up (port " + std::to_string(port_) +
-             " taken?), see " + dir_.path();
-    }
-    if (Ping()) return "";
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval
+  bool exited = false;
+  const bool answered = WaitFor(
+      [&] {
+        exited = Reaped(pid_);
+        return exited || Ping();
+      },
+      options_.start_deadline, std::chrono::milliseconds(5));
+  if (exited) {
+    pid_ = -1;
+    return "redis-server exited during start-up (port " + std::to_string(port_) + " taken?), see " +
+           dir_.path();
   }
+  if (answered) return "";
   Kill();
   return "redis-server did not answer PING on port " + std::to_string(port_) + " in time";
 }

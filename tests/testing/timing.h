@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 namespace tollgate::testing {
 
@@ -82,18 +83,27 @@ std::chrono::milliseconds Scaled(std::chrono::duration<Rep, Period> d) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(ms)));
 }
 
-// Polls pred() every `poll` until it holds or Scaled(timeout) has passed;
-// returns pred(). The poll interval paces the wait: the condition is what
-// synchronises.
+// Polls pred() every `poll` until it holds or `deadline` (as given, not
+// scaled: for callers whose deadline is scaled already or is not a wait for a
+// condition) has passed; returns pred(). The poll interval paces the wait:
+// the condition is what synchronises. The one polling loop of the tests and
+// their fixtures.
 template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(5),
-             std::chrono::milliseconds poll = std::chrono::milliseconds(2)) {
-  const auto end = std::chrono::steady_clock::now() + Scaled(timeout);
+bool PollUntil(Pred pred, std::chrono::milliseconds deadline,
+               std::chrono::milliseconds poll = std::chrono::milliseconds(2)) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > end) return pred();
     std::this_thread::sleep_for(poll);
   }
   return true;
+}
+
+// PollUntil with the timeout Scaled(): waiting for a condition.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(5),
+             std::chrono::milliseconds poll = std::chrono::milliseconds(2)) {
+  return PollUntil(std::move(pred), Scaled(timeout), poll);
 }
 
 }  // namespace tollgate::testing
