@@ -91,6 +91,20 @@ TEST(RedisUrl, RejectsBadUrlsWithAReason) {
   }
 }
 
+TEST(RedisUrl, RejectsEveryMalformedEscape) {
+  // Truncated, non-hex and signed escapes in user info and option values. "%-1" once decoded
+  // to 0xff (a sign taken for a hex digit).
+  for (const char* bad : {"redis://%-1@h", "redis://:p%-1@h", "redis://:p%+1@h", "redis://:p%@h",
+                          "redis://:p%4@h", "redis://u%g0:p@h", "redis://h?prefix=%-1",
+                          "redis://h?prefix=a%", "rediss://h?tls_server_name=%4"}) {
+    auto r = ParseRedisUrl(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  auto nul = ParseRedisUrl("redis://:a%00b@h");  // a NUL is a byte like any other in AUTH
+  ASSERT_TRUE(nul.ok()) << nul.status().ToString();
+  EXPECT_EQ(nul->password, std::string("a\0b", 3));
+}
+
 TEST(RedisUrl, ParsesRedissWithTlsOptions) {
   auto plain = ParseRedisUrl("redis://h:1");
   ASSERT_TRUE(plain.ok());
