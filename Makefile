@@ -19,7 +19,7 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install clean
+.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install package package-install-test clean
 
 deps:
 	@bash tools/deps.sh
@@ -91,6 +91,18 @@ run: deps configure
 
 install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+
+# Debian packages (cmake/Packaging.cmake) in $(BUILD)/packages: tollgate (tollgated, the CLI,
+# the systemd unit, /etc/tollgate) and libtollgate-dev. Builds only what they hold.
+package: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tollgated tollgate_cli
+	cd $(BUILD) && cpack
+	@ls -1 $(BUILD)/packages/*.deb
+
+# Installs the package into a fresh debootstrap'd Debian 12 root and runs tollgated there as
+# its unit says (tools/package_install_test.sh; needs root and a Debian mirror; minutes).
+package-install-test: package
+	bash tools/package_install_test.sh $(BUILD)/packages
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)

@@ -23,6 +23,9 @@ PACKAGES=(
   # peers and tools the tests start or call
   redis-server redis-tools nginx-light wrk etcd-server etcd-client prometheus lintian
   python3 python3-h11 curl procps tzdata
+  # the Debian package: cpack's dependency list, systemd-analyze in make test; debootstrap
+  # and ip for make package-install-test
+  dpkg-dev systemd debootstrap iproute2
 )
 
 # One dpkg-query for all of them: the common case (nothing missing) stays fast.
