@@ -19,7 +19,7 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install package package-install-test clean
+.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install package package-install-test dashboard-screenshot clean
 
 deps:
 	@bash tools/deps.sh
@@ -103,6 +103,11 @@ package: deps configure
 # its unit says (tools/package_install_test.sh; needs root and a Debian mirror; minutes).
 package-install-test: package
 	bash tools/package_install_test.sh $(BUILD)/packages
+
+# docs/img/dashboard.svg from a live tollgated and Prometheus (deploy/grafana/screenshot.sh).
+dashboard-screenshot: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tollgated
+	bash deploy/grafana/screenshot.sh $(BUILD) docs/img/dashboard.svg
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)
