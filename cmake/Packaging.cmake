@@ -84,6 +84,9 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_SERVER_PACKAGE_NAME tollgate)
 set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION net)
+# procps: /bin/kill, the unit's ExecReload (not in a minimal Debian); the shared libraries
+# are added by dpkg-shlibdeps.
+set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "procps")
 # Each package's description: the first line is its synopsis; one string (a list would be
 # joined with ';'). CPack 3.25 would put the project's DESCRIPTION in front as a shared
 # synopsis unless the summary equals CPack's default, which it therefore does.

@@ -4,14 +4,14 @@
 #   2. apt-get install the .deb there (its dependencies come from the Debian mirror);
 #   3. check what the maintainer scripts did: the system user, the conffiles, the unit
 #      enabled (deb-systemd-helper's symlink);
-#   4. run tollgated the way its unit does, in a network namespace of its own: ExecStartPre,
-#      then ExecStart as User=tollgate with no capabilities and no_new_privs, then answer
-#      requests, then ExecReload (check + SIGHUP) while a client keeps sending requests (none
-#      may fail), then SIGTERM (exit 0);
+#   4. install systemd there and boot it as PID 1 in namespaces of its own (pid, mount, net,
+#      uts, ipc: what systemd-nspawn does, which this machine lacks); tollgated.service must be
+#      active after boot, as the user tollgate, without capabilities, under its seccomp
+#      filter; answer a request; `systemctl reload` while a client keeps sending requests
+#      (none may fail); `systemctl reload` with an invalid policy must fail and leave the
+#      same process running; `systemctl stop` must succeed with exit status 0;
 #   5. apt-get purge: the conffiles go.
-# The container this was written in has no systemd as PID 1, so step 4 runs the unit's command
-# lines and user, not systemd's sandbox (systemd-analyze checks that part: tests/package).
-# Needs root (debootstrap, chroot, unshare) and a Debian mirror (MIRROR).
+# Needs root (debootstrap, chroot, unshare, nsenter) and a Debian mirror (MIRROR).
 # usage: tools/package_install_test.sh PACKAGE_DIR
 set -euo pipefail
 pkgdir=$(cd "$1" && pwd)
@@ -20,6 +20,7 @@ deb=$(ls "$pkgdir"/tollgate_*.deb | tail -n 1)
 [ "$(id -u)" = 0 ] || { echo "package-install-test: needs root (debootstrap, chroot)" >&2; exit 2; }
 
 root=$(mktemp -d /var/tmp/tollgate-deb12.XXXXXX)
+chmod 755 "$root"  # mktemp made it 0700: the root of the new system must be 0755
 cleanup() {
   for m in "$root/proc" "$root/dev"; do mountpoint -q "$m" && umount -l "$m"; done
   rm -rf --one-file-system "$root"
@@ -59,76 +60,91 @@ echo "conffiles: $conffiles"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/tollgated.service" ] || fail "unit not enabled"
 echo "enabled: $(readlink "$root/etc/systemd/system/multi-user.target.wants/tollgated.service")"
 
-# The unit's command lines, as systemd would run them (the first word is the binary).
-unit=$root/lib/systemd/system/tollgated.service
-unit_value() { sed -n "s/^$1=//p" "$unit"; }
-[ "$(unit_value User)" = tollgate ] || fail "the unit's User is not tollgate"
-mapfile -t pre < <(unit_value ExecStartPre)
-start=$(unit_value ExecStart)
-mapfile -t reload < <(unit_value ExecReload)
-# As User=tollgate, without capabilities (CapabilityBoundingSet=), with NoNewPrivileges=.
-as_unit_user=(setpriv --reuid=tollgate --regid=tollgate --init-groups --no-new-privs
-              --bounding-set=-all --inh-caps=-all)
-
-step "run tollgated as the unit does, in a private network namespace"
-export root start uid
-export pre_cmd="${pre[0]}" reload_check="${reload[0]}" reload_signal="${reload[1]}"
-export as_unit_user_cmd="${as_unit_user[*]}"
-unshare --net bash -euo pipefail <<'NETNS'
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ip link set lo up
-run() { chroot "$root" env -i PATH=/usr/bin:/bin $as_unit_user_cmd "$@"; }
-run $pre_cmd || fail "ExecStartPre ($pre_cmd) refused the packaged config"
-echo "ExecStartPre: $pre_cmd: exit 0"
-chroot "$root" env -i PATH=/usr/bin:/bin $as_unit_user_cmd $start 2>"$root/tmp/tollgated.log" &
-MAINPID=$!  # chroot, env and setpriv exec: this is tollgated's pid
-trap 'kill -KILL $MAINPID 2>/dev/null || true' EXIT
-ok=
-for _ in $(seq 300); do
-  if curl -sf -o /dev/null http://127.0.0.1:8080/healthz; then ok=1; break; fi
-  kill -0 $MAINPID 2>/dev/null || break
+step "apt-get install systemd, boot it in namespaces of its own (pid, mount, net, uts, ipc)"
+in_root apt-get install -y -q --no-install-recommends systemd systemd-sysv curl >"$root/tmp/systemd.log" 2>&1 \
+  || { tail -n 30 "$root/tmp/systemd.log"; fail "apt-get install systemd"; }
+umount -l "$root/proc" "$root/dev"
+# What systemd-nspawn would do: a root that is a mount point, /proc, a read-only /sys with the
+# named systemd cgroup hierarchy, /run and /tmp as tmpfs, /dev; then systemd as PID 1.
+unshare --pid --fork --mount --uts --net --ipc bash -euc '
+  mount --make-rprivate /
+  mount --bind "$0" "$0"
+  mount -t proc proc "$0/proc"
+  mount -t sysfs -o ro sysfs "$0/sys"
+  if grep -q "^[^ ]* /sys/fs/cgroup cgroup2 " /proc/mounts; then
+    mount -t cgroup2 cgroup2 "$0/sys/fs/cgroup"  # a unified host (not tried: this one is v1)
+  else
+    mount -t tmpfs tmpfs "$0/sys/fs/cgroup"
+    mkdir -p "$0/sys/fs/cgroup/systemd"
+    mount -t cgroup -o none,name=systemd cgroup "$0/sys/fs/cgroup/systemd"
+  fi
+  mount -t tmpfs tmpfs "$0/run"
+  mount -t tmpfs tmpfs "$0/tmp"
+  mount --bind /dev "$0/dev"
+  exec chroot "$0" /lib/systemd/systemd --system' "$root" >"$root.boot.log" 2>&1 &
+booter=$!
+stop_systemd() { [ -n "${sd:-}" ] && kill -KILL "$sd" 2>/dev/null; wait "$booter" 2>/dev/null || true; rm -f "$root.boot.log"; }
+trap 'stop_systemd; cleanup' EXIT
+sd=
+for _ in $(seq 300); do sd=$(pgrep -P "$booter" -x systemd || true); [ -n "$sd" ] && break; sleep 0.1; done
+[ -n "$sd" ] || { cat "$root.boot.log"; fail "systemd did not start"; }
+ns() { nsenter -t "$sd" -m -p -n -u -i -r -w "$@"; }
+state=
+for _ in $(seq 600); do
+  state=$(ns systemctl is-system-running 2>/dev/null || true)
+  case $state in running|degraded) break;; esac
   sleep 0.1
 done
-[ -n "$ok" ] || { cat "$root/tmp/tollgated.log"; fail "tollgated did not answer /healthz"; }
-pid=$MAINPID
-[ "$(cat /proc/$pid/comm)" = tollgated ] || fail "pid $pid is $(cat /proc/$pid/comm), not tollgated"
-grep -q "^Uid:\s*$uid\s" /proc/$pid/status || fail "tollgated does not run as tollgate (uid $uid)"
-echo "ExecStart: $start: pid $pid, $(grep -E '^(Uid|CapEff|NoNewPrivs)' /proc/$pid/status | tr -s '\t' ' ' | tr '\n' ' ')"
-grep -q '^CapEff:\s*0000000000000000$' /proc/$pid/status || fail "tollgated has capabilities"
-code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k1')
+echo "systemd (pid $sd here) is $state"
+[ "$(ns systemctl is-active tollgated)" = active ] || { ns systemctl status tollgated --no-pager || true; fail "tollgated.service is not active after boot"; }
+mainpid=$(ns systemctl show -p MainPID --value tollgated)
+echo "tollgated.service: active since boot, main pid $mainpid: $(ns grep -E '^(Uid|CapEff|NoNewPrivs|Seccomp):' /proc/$mainpid/status | tr -s '\t' ' ' | tr '\n' ' ')"
+ns grep -q "^Uid:\s*$uid\s" /proc/$mainpid/status || fail "tollgated does not run as tollgate (uid $uid)"
+ns grep -q '^CapEff:\s*0000000000000000$' /proc/$mainpid/status || fail "tollgated has capabilities"
+ns grep -q '^Seccomp:\s*2$' /proc/$mainpid/status || fail "tollgated runs without its system call filter"
+ns journalctl -u tollgated --no-pager -o cat | grep -q 'config and policy are valid' || fail "ExecStartPre did not run"
+code=$(ns curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k1')
 [ "$code" = 204 ] || fail "/v1/auth answered $code"
 echo "GET /v1/auth: $code"
 
-# A client sending requests one after another across the reload; every answer must be a
-# decision (204, or 403 with the marker), none a failure. It reports after each request.
-( n=0; bad=0
-  while [ ! -e "$root/tmp/stop" ]; do
-    c=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k2')
-    n=$((n + 1)); case $c in 204|403) ;; *) bad=$((bad + 1)); echo "reload: answer $c" >&2;; esac
-    echo "$n $bad" >"$root/tmp/client.new"; mv "$root/tmp/client.new" "$root/tmp/client"
-  done ) &
+step "systemctl reload while a client sends requests"
+# The client runs in the root's namespaces and reports after each request; every answer must
+# be a decision (204, or 403 with the marker), none a failure.
+ns sh -c 'n=0; bad=0; while [ ! -e /tmp/stop ]; do
+    c=$(curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:8080/v1/auth -H "X-Original-URI: /x" -H "X-Api-Key: k2")
+    n=$((n + 1)); case $c in 204|403) ;; *) bad=$((bad + 1)); echo "answer $c" >&2;; esac
+    echo "$n $bad" >/tmp/client.new; mv /tmp/client.new /tmp/client
+  done' &
 client=$!
-sent() { [ -s "$root/tmp/client" ] && cut -d' ' -f1 "$root/tmp/client" || echo 0; }
+sent() { ns cat /tmp/client 2>/dev/null | cut -d' ' -f1 | grep . || echo 0; }
 wait_sent() { for _ in $(seq 600); do [ "$(sent)" -ge "$1" ] && return 0; sleep 0.05; done; fail "the client stalled at $(sent) requests"; }
 wait_sent 50
 before=$(sent)
-run $reload_check >/dev/null || fail "ExecReload's check refused the config"
-eval "${reload_signal//\$MAINPID/$pid}"
-reloaded() { grep '"msg":"policy_reloaded"' "$root/tmp/tollgated.log" | grep -q '"trigger":"sighup"'; }
-for _ in $(seq 300); do reloaded && break; sleep 0.1; done
-reloaded || { cat "$root/tmp/tollgated.log"; fail "no policy_reloaded (sighup) in the log"; }
-echo "ExecReload: $reload_check; $reload_signal: $(grep '"msg":"policy_reloaded"' "$root/tmp/tollgated.log" | head -n 1)"
-wait_sent $(( $(sent) + 50 ))  # 50 more after the reload is logged
-touch "$root/tmp/stop"; wait $client
-read -r n bad <"$root/tmp/client"
+ns systemctl reload tollgated || fail "systemctl reload tollgated failed"
+ns journalctl -u tollgated --no-pager -o cat | grep '"msg":"policy_reloaded"' | grep -q '"trigger":"sighup"' \
+  || fail "no policy_reloaded (sighup) after systemctl reload"
+wait_sent $(( $(sent) + 50 ))
+ns touch /tmp/stop; wait $client
+read -r n bad < <(ns cat /tmp/client)
 [ "$bad" = 0 ] || fail "$bad of $n requests failed across the reload"
-echo "requests: $n ($before before the reload began, the rest during and after it), failed: $bad"
+echo "systemctl reload: policy_reloaded (sighup); requests: $n ($before before the reload), failed: $bad"
+cp "$root/etc/tollgate/policy.json" "$root/tmp/policy.good"
+echo '{"rules": [{"name": "broken"}]}' >"$root/etc/tollgate/policy.json"
+if ns systemctl reload tollgated 2>/dev/null; then fail "systemctl reload accepted an invalid policy"; fi
+[ "$(ns systemctl is-active tollgated)" = active ] || fail "an invalid policy stopped tollgated"
+[ "$(ns systemctl show -p MainPID --value tollgated)" = "$mainpid" ] || fail "an invalid policy restarted tollgated"
+cp "$root/tmp/policy.good" "$root/etc/tollgate/policy.json"
+echo "systemctl reload with an invalid policy: fails, tollgated keeps running (pid $mainpid)"
 
-kill -TERM $pid
-rc=0; wait $MAINPID || rc=$?
-[ "$rc" = 0 ] || { cat "$root/tmp/tollgated.log"; fail "tollgated exited $rc after SIGTERM"; }
-echo "SIGTERM: exit 0"
-NETNS
+step "systemctl stop"
+ns systemctl stop tollgated
+result=$(ns systemctl show -p Result --value tollgated)/$(ns systemctl show -p ExecMainStatus --value tollgated)
+[ "$result" = success/0 ] || fail "stop: $result"
+echo "systemctl stop: $result ($(ns journalctl -u tollgated --no-pager -o cat | grep -o '"msg":"stopped"[^}]*' | tail -n 1))"
+stop_systemd
+sd=
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
 
 step "apt-get purge tollgate"
 in_root apt-get purge -y -q tollgate >/dev/null 2>&1 || fail "apt-get purge"
