@@ -67,6 +67,9 @@ scraped_after_end() {
 }
 wait_for "a scrape after the run" scraped_after_end
 $py "$here/render_panels.py" "http://127.0.0.1:$prom_port" "$start" "$end" "$out"
-echo "alerts firing at the end of the run:"
-curl -s "http://127.0.0.1:$prom_port/api/v1/alerts" | $py -c \
-  'import json,sys; [print("  ", a["labels"]["alertname"], a["state"], a["labels"].get("rule","")) for a in json.load(sys.stdin)["data"]["alerts"]]'
+# Prometheus keeps every alert's state as the series ALERTS: which fired during the run.
+echo "alerts that fired during the run:"
+curl -sG "http://127.0.0.1:$prom_port/api/v1/query" \
+  --data-urlencode "query=max_over_time(ALERTS{alertstate=\"firing\"}[$((end - start + 5))s])" \
+  --data-urlencode "time=$end" | $py -c \
+  'import json,sys; [print("  ", a["metric"]["alertname"], a["metric"].get("rule", "")) for a in json.load(sys.stdin)["data"]["result"]]'
