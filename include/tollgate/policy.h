@@ -186,6 +186,27 @@ struct ExplicitItem {
   // makes an ad-hoc policy named `override_name` (default "override").
   std::optional<LimitSpec> limit_override = {};
   std::string_view override_name = {};
+
+  // For front ends that keep their own rule table (the Envoy adapter,
+  // server/rls): with an empty rule, these make the item a complete ad-hoc
+  // rule named `override_name`, whose counters (Counters()) are kept by that
+  // name like a policy rule's.
+  // A validated limit to apply (borrowed for the call); takes precedence over
+  // limit_override and is not validated again.
+  const Limit* limit = nullptr;
+  // Decided in shadow mode (ShadowReason::kConfigured): counted, never rejects.
+  bool shadow = false;
+  // The store key to use verbatim (a front end's own key layout); empty:
+  // BucketKey(name, algorithm, normalised key).
+  std::string_view bucket_key = {};
+  // Decided without the store. kUnlimited always fits (remaining is INT64_MAX);
+  // kDenyAll fits only a cost of 0, and when an enforced kDenyAll item has a
+  // cost the call is rejected and its store items are only peeked (cost 0).
+  // Neither needs a limit; their RuleOutcome::limit is a placeholder.
+  enum class Storeless : uint8_t { kNo, kUnlimited, kDenyAll };
+  Storeless storeless = Storeless::kNo;
+  // The name in RateLimit headers and the problem body; empty: the rule name.
+  std::string_view report_name = {};
 };
 
 // The outcome of one rule for one request.
@@ -263,6 +284,11 @@ class Enforcer {
   // empty rule without limit_override (when the policy has more than one rule)
   // are kInvalidArgument. Mode, rollout and rollback of named rules apply.
   Result<CheckOutcome> CheckItems(std::span<const ExplicitItem> items);
+  // Same through Store::AcquireAsync; `done` runs exactly once, inline (always
+  // for an invalid item) or on a store thread. `items` (and what they point
+  // to) are only read before CheckItemsAsync returns.
+  void CheckItemsAsync(std::span<const ExplicitItem> items,
+                       std::function<void(Result<CheckOutcome>)> done);
 
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;

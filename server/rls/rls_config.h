@@ -36,7 +36,7 @@
 namespace tollgate::rls {
 
 class RlsCounters;
-struct RuleCounters;
+struct RuleHits;
 
 // The numbers match envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit.
 enum class RlsUnit : int { kUnknown = 0, kSecond, kMinute, kHour, kDay, kMonth, kYear, kWeek };
@@ -103,7 +103,7 @@ struct RlsRule {
   // A short stable tag of the limit's shape ("fw60", "tb"), part of bucket keys
   // so a reload that changes the algorithm or window never reinterprets state.
   std::string shape;
-  RuleCounters* counters = nullptr;  // never null after compilation
+  RuleHits* counters = nullptr;  // hit counters; never null after compilation
 };
 
 // One request descriptor entry, borrowed.

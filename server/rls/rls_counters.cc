@@ -22,22 +22,47 @@ void Sample(std::string* out, std::string_view name, std::string_view rule, uint
 
 }  // namespace
 
-RuleCounters* RlsCounters::ForRule(std::string_view rule) {
+RuleHits* RlsCounters::ForRule(std::string_view rule) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rules_.find(rule);
   if (it != rules_.end()) return it->second.get();
-  auto [ins, _] = rules_.emplace(std::string(rule), std::make_unique<RuleCounters>());
+  auto [ins, _] = rules_.emplace(std::string(rule), std::make_unique<RuleHits>());
   return ins->second.get();
 }
 
+void RlsCounters::SetDecisionSource(DecisionSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  decisions_ = std::move(source);
+}
+
 std::vector<RuleCountersSnapshot> RlsCounters::RuleSnapshot() const {
+  DecisionSource source;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    source = decisions_;
+  }
+  std::map<std::string, tollgate::RuleCounters, std::less<>> decided;
+  if (source) {
+    for (tollgate::RuleCounters& c : source()) decided.emplace(c.rule, std::move(c));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RuleCountersSnapshot> out;
   out.reserve(rules_.size());
   for (const auto& [name, c] : rules_) {
-    out.push_back({name, Load(c->total_hits), Load(c->over_limit), Load(c->near_limit),
-                   Load(c->within_limit), Load(c->shadow_mode), Load(c->allowed), Load(c->rejected),
-                   Load(c->shadow_rejected), Load(c->unenforced), Load(c->unavailable)});
+    RuleCountersSnapshot r{name,
+                           Load(c->total_hits),
+                           Load(c->over_limit),
+                           Load(c->near_limit),
+                           Load(c->within_limit),
+                           Load(c->shadow_mode)};
+    if (auto d = decided.find(name); d != decided.end()) {
+      r.allowed = d->second.allowed;
+      r.rejected = d->second.rejected;
+      r.shadow_rejected = d->second.shadow_rejected;
+      r.unenforced = d->second.unenforced;
+      r.unavailable = d->second.unavailable;
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

@@ -8,21 +8,24 @@
 // Label values are configured names only, never request values, so the number
 // of series is bounded by the configuration.
 //
-// Decisions are also counted the way tollgated's tollgate_decisions_total does
-// (one per call and rule: allowed, rejected, shadow_rejected, unenforced,
-// unavailable) with a decision latency histogram, so tollgated can render the
-// gRPC front end into its main decision metrics (label frontend="grpc").
+// Decisions (one per call and rule: allowed, rejected, shadow_rejected,
+// unenforced, unavailable) are counted by the Enforcer that decides them
+// (tollgate::RuleCounters, by the rule's stats key); RuleSnapshot() joins them
+// to the hits through the decision source the RlsDecider installs. The
+// decision latency histogram is kept here, so tollgated can render the gRPC
+// front end into its main decision metrics (label frontend="grpc").
 //
 // Thread safety: everything here is safe to use from any thread. Counters are
-// relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load
-// only). Pointers returned by ForRule stay valid as long as the registry lives,
-// across configuration reloads.
+// relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load and
+// descriptor limit overrides). Pointers returned by ForRule stay valid as long
+// as the registry lives, across configuration reloads.
 #ifndef TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
 #define TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,20 +33,17 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/policy.h"
+
 namespace tollgate::rls {
 
-struct RuleCounters {
+// Hits (costs) of one rule, as envoyproxy/ratelimit counts them.
+struct RuleHits {
   std::atomic<uint64_t> total_hits{0};
   std::atomic<uint64_t> over_limit{0};
   std::atomic<uint64_t> near_limit{0};
   std::atomic<uint64_t> within_limit{0};
   std::atomic<uint64_t> shadow_mode{0};
-  // Decisions (calls, not hits), as tollgate_decisions_total counts them.
-  std::atomic<uint64_t> allowed{0};          // enforced, the call was answered OK
-  std::atomic<uint64_t> rejected{0};         // enforced, this rule made the call OVER_LIMIT
-  std::atomic<uint64_t> shadow_rejected{0};  // shadow mode, would have been over
-  std::atomic<uint64_t> unenforced{0};       // the store's failure mode answered
-  std::atomic<uint64_t> unavailable{0};      // the store failed: UNAVAILABLE
 };
 
 struct ServiceCounters {
@@ -61,6 +61,7 @@ struct ServiceCounters {
 struct RuleCountersSnapshot {
   std::string rule;  // "domain.key_value.key2"
   uint64_t total_hits = 0, over_limit = 0, near_limit = 0, within_limit = 0, shadow_mode = 0;
+  // Decisions (calls, not hits), from the Enforcer's tollgate::RuleCounters.
   uint64_t allowed = 0, rejected = 0, shadow_rejected = 0, unenforced = 0, unavailable = 0;
 };
 
@@ -84,8 +85,12 @@ struct ServiceCountersSnapshot {
 
 class RlsCounters {
  public:
-  // The counters of `rule`, created on first use.
-  RuleCounters* ForRule(std::string_view rule);
+  // The hit counters of `rule`, created on first use.
+  RuleHits* ForRule(std::string_view rule);
+  // Where RuleSnapshot() reads decisions from (the deciding Enforcer's
+  // Counters()); none by default (decisions read as 0).
+  using DecisionSource = std::function<std::vector<tollgate::RuleCounters>()>;
+  void SetDecisionSource(DecisionSource source);
   ServiceCounters& service() { return service_; }
 
   std::vector<RuleCountersSnapshot> RuleSnapshot() const;  // sorted by rule
@@ -100,8 +105,9 @@ class RlsCounters {
   void AppendPrometheus(std::string* out) const;
 
  private:
-  mutable std::mutex mu_;  // guards rules_ (the map, not the counters)
-  std::map<std::string, std::unique_ptr<RuleCounters>, std::less<>> rules_;
+  mutable std::mutex mu_;  // guards rules_ (the map, not the counters) and decisions_
+  std::map<std::string, std::unique_ptr<RuleHits>, std::less<>> rules_;
+  DecisionSource decisions_;
   ServiceCounters service_;
   std::array<std::atomic<uint64_t>, LatencySnapshot::kBoundsNs.size() + 1> latency_{};
   std::atomic<uint64_t> latency_sum_ns_{0};

@@ -1,7 +1,16 @@
+// The Envoy adapter: descriptors -> explicit items -> Enforcer -> statuses.
+//
+// Planning (PlanDescriptors) is the one place where unknown domains, rule
+// matching, `replaces`, `unlimited`, deny-all rules and descriptor limit
+// overrides are handled. Deciding is the Enforcer's. Answering (Answer) turns
+// the CheckOutcome into per-descriptor statuses, counts hits the way
+// envoyproxy/ratelimit does and copies the Enforcer's rate-limit headers.
 #include "rls/rls_decider.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -18,45 +27,36 @@ constexpr uint64_t kMaxCost = uint64_t{1} << 62;
 
 enum class Kind { kNone, kUnlimited, kDenyAll, kStore };
 
+// One request descriptor.
 struct Slot {
   Kind kind = Kind::kNone;
   bool shadow = false;
   int64_t cost = 1;
-  const RlsRule* rule = nullptr;   // null for overrides
-  std::optional<Limit> own_limit;  // override
-  const Limit* limit = nullptr;
   uint32_t requests_per_unit = 0;
   RlsUnit unit = RlsUnit::kUnknown;
-  std::string name;
-  RuleCounters* counters = nullptr;
+  std::string name;  // rate_limit.name, reported in current_limit
+  RuleHits* hits = nullptr;
+  size_t item = 0;  // index into Call::items (and CheckOutcome::rules), unless kNone
+  // Backing storage of the item's string views and limit.
+  std::string rule;  // the Enforcer's rule name: the stats key
+  std::string report_name;
   std::string key;
-  // Outcome.
-  bool decided = false;  // a store decision is in `decision`
-  bool over = false;
-  Decision decision;
+  std::optional<Limit> own_limit;  // a descriptor's limit override
 };
 
 struct Call {
   std::shared_ptr<const RlsConfig> config;
-  const rlspb::RateLimitRequest* request = nullptr;
   rlspb::RateLimitResponse* response = nullptr;
   RlsDecider::Done done;
   std::vector<Slot> slots;
-  std::vector<size_t> enforced, shadow;  // slot indexes with kind kStore
-  bool deny_all_enforced = false;        // an enforced deny-all rule with a cost
-  bool enforced_denied = false;
-  bool unenforced = false;
-  bool shadow_failed = false;  // the shadow rules' store call failed
-  int64_t start_ns = 0;        // steady clock, for the decision latency histogram
+  std::vector<ExplicitItem> items;
+  size_t store_items = 0;
+  bool deny_all_enforced = false;  // an enforced deny-all rule with a cost rejects the call
+  int64_t start_ns = 0;            // steady clock, for the decision latency histogram
 };
 
 rlspb::RateLimitResponse::RateLimit::Unit ToProtoUnit(RlsUnit u) {
   return static_cast<rlspb::RateLimitResponse::RateLimit::Unit>(static_cast<int>(u));
-}
-
-void SetDuration(int64_t seconds, google::protobuf::Duration* d) {
-  d->set_seconds(seconds);
-  d->set_nanos(0);
 }
 
 uint32_t ClampU32(int64_t v) {
@@ -75,41 +75,246 @@ int64_t SteadyNs() {
       .count();
 }
 
-// tollgate_decisions_total semantics, per call and rule (slot): an enforced rule
-// counts allowed when the call is answered OK and rejected when it made the call
-// OVER_LIMIT (a rule that fit in a rejected call counts nothing, as on HTTP); a
-// shadow rule counts shadow_rejected when it would have been over; an answer by
-// the store's failure mode counts unenforced.
-void CountDecisions(const Call& call, bool over_limit) {
-  bool applied = false;
+// Seconds until the next `unit` boundary of wall time (envoyproxy/ratelimit's
+// CalculateReset), for deny-all rules, which no bucket backs.
+int64_t UnitReset(RlsUnit unit, const Clock& clock) {
+  const int64_t s = UnitSeconds(unit);
+  if (s <= 0) return 0;
+  const int64_t now_s = clock.WallNow() / 1'000'000'000;
+  return s - now_s % s;
+}
+
+std::string Where(int i) { return "descriptors[" + std::to_string(i) + "]"; }
+
+// A descriptor's own limit (Envoy's `limit` override): it applies whatever the
+// configuration says, never in shadow mode, in a bucket of its own.
+std::optional<std::string> PlanOverride(
+    const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& desc, int i,
+    const std::string& domain, const std::vector<RlsEntry>& entries,
+    const RlsDecideOptions& options, const RlsConfig& config, Slot& s) {
+  const auto unit = static_cast<RlsUnit>(static_cast<int>(desc.limit().unit()));
+  if (UnitSeconds(unit) == 0) return Where(i) + ".limit.unit: unknown unit";
+  s.unit = unit;
+  s.requests_per_unit = desc.limit().requests_per_unit();
+  s.rule = domain + ".override";
+  s.report_name = "override";
+  s.hits = config.counters().ForRule(s.rule);
+  if (s.requests_per_unit == 0) {
+    s.kind = Kind::kDenyAll;
+    return std::nullopt;
+  }
+  auto limit = LimitForUnit(unit, s.requests_per_unit, options.override_algorithm, 0);
+  if (!limit.ok()) return Where(i) + ".limit: " + limit.status().message();
+  s.own_limit = *limit;
+  s.kind = Kind::kStore;
+  s.key = BucketKey("o" + LimitShape(*s.own_limit), domain, entries);
+  return std::nullopt;
+}
+
+// The configured rule `r` for a descriptor.
+void PlanRule(const RlsRule& r, const std::string& domain, const std::vector<RlsEntry>& entries,
+              Slot& s) {
+  s.hits = r.counters;
+  s.name = r.name;
+  s.rule = r.full_key;
+  s.report_name = r.name.empty() ? r.full_key : r.name;
+  s.unit = r.unit;
+  s.requests_per_unit = r.requests_per_unit;
+  s.shadow = r.shadow_mode;
+  if (r.unlimited) {
+    s.kind = Kind::kUnlimited;
+  } else if (!r.limit) {
+    s.kind = Kind::kDenyAll;
+  } else {
+    s.kind = Kind::kStore;
+    s.own_limit = *r.limit;
+    s.key = BucketKey(r.shape, domain, entries);
+  }
+}
+
+// One explicit item per slot that a rule still applies to: a rule named in
+// another matched rule's `replaces` drops out (an unlimited one stays: nothing
+// replaces it; overrides have no name).
+void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
+  for (Slot& s : call.slots) {
+    if (s.kind != Kind::kNone && s.kind != Kind::kUnlimited && !s.name.empty() &&
+        replaced.count(s.name) != 0) {
+      s.kind = Kind::kNone;
+    }
+    if (s.kind == Kind::kNone) continue;
+    ExplicitItem item{.key = s.key, .cost = s.cost, .override_name = s.rule};
+    item.shadow = s.shadow;
+    item.report_name = s.report_name;
+    if (s.kind == Kind::kStore) {
+      item.limit = &*s.own_limit;
+      item.bucket_key = s.key;
+      ++call.store_items;
+    } else {
+      item.storeless = s.kind == Kind::kUnlimited ? ExplicitItem::Storeless::kUnlimited
+                                                  : ExplicitItem::Storeless::kDenyAll;
+      if (s.kind == Kind::kDenyAll && !s.shadow && s.cost > 0) call.deny_all_enforced = true;
+    }
+    s.item = call.items.size();
+    call.items.push_back(item);
+  }
+}
+
+// Fills `call` from the request: one slot per descriptor, one explicit item
+// per slot that a rule applies to. The one place unknown rules, overrides,
+// `replaces`, `unlimited` and deny-all rules are handled. Returns a message
+// for INVALID_ARGUMENT.
+std::optional<std::string> PlanDescriptors(const rlspb::RateLimitRequest& request,
+                                           const RlsDecideOptions& options, Call& call) {
+  const std::string& domain = request.domain();
+  const RlsConfig& config = *call.config;
+  const int64_t request_cost = std::max<int64_t>(1, request.hits_addend());
+  call.slots.resize(static_cast<size_t>(request.descriptors_size()));
+  std::set<std::string_view> replaced;
+  std::vector<RlsEntry> entries;
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const auto& desc = request.descriptors(i);
+    Slot& s = call.slots[static_cast<size_t>(i)];
+    if (static_cast<size_t>(desc.entries_size()) > options.max_entries) {
+      return Where(i) + ": more than " + std::to_string(options.max_entries) + " entries";
+    }
+    s.cost = desc.has_hits_addend()
+                 ? static_cast<int64_t>(std::min<uint64_t>(desc.hits_addend().value(), kMaxCost))
+                 : request_cost;
+    entries.clear();
+    for (const auto& e : desc.entries()) entries.push_back({e.key(), e.value()});
+    if (desc.has_limit()) {
+      if (auto error = PlanOverride(desc, i, domain, entries, options, config, s)) return error;
+      continue;
+    }
+    const RlsRule* r = config.Match(domain, entries);
+    if (r == nullptr) {
+      Count(config.counters().service().no_rule, 1);
+      continue;
+    }
+    for (const std::string& name : r->replaces) replaced.insert(name);
+    PlanRule(*r, domain, entries, s);
+  }
+  MakeItems(replaced, call);
+  return std::nullopt;
+}
+
+// Hits, as envoyproxy/ratelimit counts them: the cost, by what the rule said.
+void CountHits(const Slot& s, bool over, const Decision* d, const Limit* limit) {
+  Count(s.hits->total_hits, s.cost);
+  if (over) {
+    Count(s.hits->over_limit, s.cost);
+    if (s.shadow) Count(s.hits->shadow_mode, s.cost);
+    return;
+  }
+  Count(s.hits->within_limit, s.cost);
+  if (d != nullptr && limit != nullptr && d->remaining * 5 < limit->burst()) {
+    Count(s.hits->near_limit, s.cost);
+  }
+}
+
+// The status of one descriptor with a rule; returns whether it is over.
+bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome, bool peeked,
+                const Clock& clock, rlspb::RateLimitResponse::DescriptorStatus* st) {
+  if (s.kind == Kind::kUnlimited) {
+    st->set_limit_remaining(std::numeric_limits<uint32_t>::max());
+    CountHits(s, false, nullptr, nullptr);
+    return false;
+  }
+  auto* cl = st->mutable_current_limit();
+  cl->set_requests_per_unit(s.requests_per_unit);
+  cl->set_unit(ToProtoUnit(s.unit));
+  cl->set_name(s.name);
+  bool over = false;
+  int64_t reset = 0;
+  if (s.kind == Kind::kDenyAll) {
+    over = s.cost > 0;
+    reset = UnitReset(s.unit, clock);
+  } else {
+    const Decision& d = r.decision;
+    const bool denied = outcome.denied_rule == static_cast<int>(s.item);
+    // Peeked (a deny-all rule rejected the call): a shadow rule is over when
+    // its cost would not fit now.
+    if (s.cost > 0 && outcome.enforced) {
+      over = s.shadow && peeked ? s.cost > d.remaining : (!d.allowed || denied);
+    }
+    st->set_limit_remaining(ClampU32(d.remaining));
+    reset =
+        CeilSeconds((over && d.retry_after != Decision::kNever) ? d.retry_after : d.reset_after);
+  }
+  st->mutable_duration_until_reset()->set_seconds(reset);
+  st->mutable_duration_until_reset()->set_nanos(0);
+  CountHits(s, over, s.kind == Kind::kStore ? &r.decision : nullptr,
+            s.own_limit ? &*s.own_limit : nullptr);
+  if (over && !s.shadow) st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
+  return over && !s.shadow;
+}
+
+// The Enforcer's outcome -> the response (or UNAVAILABLE), and the counters.
+void Answer(Call& call, const Clock& clock, bool headers, Result<CheckOutcome> r) {
+  RlsCounters& counters = call.config->counters();
+  ServiceCounters& service = counters.service();
+  const bool failed = !r.ok() || r->verdict == CheckOutcome::Verdict::kUnavailable;
+  if (!call.items.empty()) counters.ObserveDecision(SteadyNs() - call.start_ns);
+  // A call with store rules is one decision sent to the store (as an HTTP request is).
+  if (call.store_items > 0) counters.ObserveStoreCall(failed || !r->enforced);
+  if (failed) {
+    Count(service.store_errors, 1);
+    call.response->Clear();
+    const Status st = r.ok() ? r->status : r.status();
+    return call.done(UnavailableError("rate limit store: " + st.ToString()));
+  }
+  const CheckOutcome& outcome = *r;
+  if (!outcome.enforced) Count(service.unenforced, 1);
+  rlspb::RateLimitResponse& resp = *call.response;
+  bool over_limit = false;
   for (const Slot& s : call.slots) {
-    if (s.kind == Kind::kNone || s.counters == nullptr) continue;
-    applied = true;
-    RuleCounters& c = *s.counters;
-    if (s.kind == Kind::kStore && call.unenforced && !s.shadow) {
-      Count(c.unenforced, 1);
-    } else if (s.shadow) {
-      if (s.over) Count(c.shadow_rejected, 1);
-    } else if (!over_limit) {
-      Count(c.allowed, 1);
-    } else if (s.over) {
-      Count(c.rejected, 1);
+    auto* st = resp.add_statuses();
+    st->set_code(rlspb::RateLimitResponse::OK);
+    if (s.kind == Kind::kNone) continue;
+    over_limit |= AnswerSlot(s, outcome.rules[s.item], outcome, call.deny_all_enforced, clock, st);
+  }
+  resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
+                                   : rlspb::RateLimitResponse::OK);
+  Count(over_limit ? service.over_limit : service.ok, 1);
+  if (headers) {
+    for (const HeaderField& f : outcome.headers) {
+      // The problem body's own headers belong to an HTTP 429/503 body Envoy does not send.
+      if (f.name == "Content-Type" || f.name == "Cache-Control") continue;
+      auto* h = resp.add_response_headers_to_add();
+      h->set_key(f.name);
+      h->set_value(f.value);
     }
   }
-  if (applied) call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
-  // A call with store rules is one decision sent to the store (as an HTTP request is).
-  if (!call.enforced.empty() || !call.shadow.empty()) {
-    call.config->counters().ObserveStoreCall(call.unenforced || call.shadow_failed);
-  }
+  call.done(Status::Ok());
 }
 
 }  // namespace
 
 RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
                        RlsDecideOptions options)
-    : store_(store), clock_(clock), options_(options), config_(std::move(config)) {}
+    : clock_(clock), options_(options), config_(std::move(config)) {
+  // An Enforcer without policy rules: every item names its own (ExplicitItem).
+  auto policies = PolicyStore::FromText(R"({"rules": []})");
+  EnforcerOptions eo;
+  eo.header_style = options_.header_style;
+  eo.retry_after_jitter = 0;  // Retry-After equals the descriptor's duration_until_reset
+  eo.reason_header.clear();
+  eo.unenforced_header.clear();
+  auto enforcer = policies.ok() ? Enforcer::Create(*policies, store, clock, std::move(eo))
+                                : Result<std::unique_ptr<Enforcer>>(policies.status());
+  if (!enforcer.ok()) {
+    // Only a null store or clock gets here: a programming error.
+    std::fprintf(stderr, "tollgate: rls decider: %s\n", enforcer.status().ToString().c_str());
+    std::abort();
+  }
+  enforcer_ = std::move(*enforcer);
+  config_->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
+}
+
+RlsDecider::~RlsDecider() = default;
 
 void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
+  config->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
   {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_.swap(config);
@@ -117,186 +322,15 @@ void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
   Count(counters().service().config_reloads, 1);
 }
 
-namespace {
-
-class Runner {
- public:
-  Runner(Store* store, const Clock* clock, const RlsDecideOptions& options)
-      : store_(store), clock_(clock), options_(options) {}
-
-  // Seconds until the next `unit` boundary of wall time (envoyproxy/ratelimit's
-  // CalculateReset), for rules decided without the store.
-  int64_t UnitReset(RlsUnit unit) const {
-    const int64_t s = UnitSeconds(unit);
-    if (s <= 0) return 0;
-    const int64_t now_s = clock_->WallNow() / 1'000'000'000;
-    return s - now_s % s;
-  }
-
-  void Enforced(std::shared_ptr<Call> call) {
-    if (call->enforced.empty()) return Shadow(std::move(call));
-    std::vector<AcquireItem> items;
-    items.reserve(call->enforced.size());
-    for (size_t i : call->enforced) {
-      const Slot& s = call->slots[i];
-      // A request rejected by a deny-all rule charges nothing.
-      items.push_back({s.key, s.limit, call->deny_all_enforced ? 0 : s.cost});
-    }
-    Runner self = *this;
-    store_->AcquireAsync(items, [self, call](Result<BatchDecision> r) mutable {
-      if (!r.ok()) return self.Fail(*call, r.status());
-      const BatchDecision& b = *r;
-      if (!b.enforced) call->unenforced = true;
-      call->enforced_denied = !b.allowed;
-      for (size_t j = 0; j < call->enforced.size() && j < b.decisions.size(); ++j) {
-        Slot& s = call->slots[call->enforced[j]];
-        s.decided = true;
-        s.decision = b.decisions[j];
-        s.over = s.cost > 0 && (!s.decision.allowed || static_cast<int>(j) == b.denied_index);
-      }
-      if (!b.allowed && b.denied_index < 0) call->enforced_denied = true;
-      self.Shadow(std::move(call));
-    });
-  }
-
-  void Shadow(std::shared_ptr<Call> call) {
-    if (call->shadow.empty()) return Finish(*call);
-    const bool charge = !call->enforced_denied && !call->deny_all_enforced;
-    std::vector<AcquireItem> items;
-    items.reserve(call->shadow.size());
-    for (size_t i : call->shadow) {
-      const Slot& s = call->slots[i];
-      items.push_back({s.key, s.limit, charge ? s.cost : 0});
-    }
-    Runner self = *this;
-    store_->AcquireAsync(items, [self, call, charge](Result<BatchDecision> r) mutable {
-      if (r.ok()) {
-        for (size_t j = 0; j < call->shadow.size() && j < r->decisions.size(); ++j) {
-          Slot& s = call->slots[call->shadow[j]];
-          s.decided = true;
-          s.decision = r->decisions[j];
-          // Peeked (cost 0): over means "this cost would not fit now".
-          s.over = s.cost > 0 && (charge ? (!r->allowed && (!s.decision.allowed ||
-                                                            static_cast<int>(j) == r->denied_index))
-                                         : s.cost > s.decision.remaining);
-        }
-      } else {
-        // Shadow rules never change the answer: report them without state.
-        Count(call->config->counters().service().store_errors, 1);
-        call->shadow_failed = true;
-      }
-      self.Finish(*call);
-    });
-  }
-
-  void Fail(Call& call, const Status& st) {
-    Count(call.config->counters().service().store_errors, 1);
-    for (const Slot& s : call.slots) {
-      if (s.kind != Kind::kNone && s.counters != nullptr) Count(s.counters->unavailable, 1);
-    }
-    call.config->counters().ObserveDecision(SteadyNs() - call.start_ns);
-    call.config->counters().ObserveStoreCall(true);
-    call.response->Clear();
-    call.done(UnavailableError("rate limit store: " + st.ToString()));
-  }
-
-  void Finish(Call& call) {
-    ServiceCounters& service = call.config->counters().service();
-    if (call.unenforced) Count(service.unenforced, 1);
-    rlspb::RateLimitResponse& resp = *call.response;
-    bool over_limit = false;
-    const bool headers = options_.header_style != HeaderStyle::kNone;
-    std::vector<QuotaReport> reports, denied_reports;
-    int64_t retry_after = -1;
-    for (Slot& s : call.slots) {
-      auto* st = resp.add_statuses();
-      st->set_code(rlspb::RateLimitResponse::OK);
-      switch (s.kind) {
-        case Kind::kNone:
-          break;
-        case Kind::kUnlimited:
-          st->set_limit_remaining(std::numeric_limits<uint32_t>::max());
-          Count(s.counters->total_hits, s.cost);
-          Count(s.counters->within_limit, s.cost);
-          break;
-        case Kind::kDenyAll:
-        case Kind::kStore: {
-          auto* cl = st->mutable_current_limit();
-          cl->set_requests_per_unit(s.requests_per_unit);
-          cl->set_unit(ToProtoUnit(s.unit));
-          cl->set_name(s.name);
-          int64_t reset = 0;
-          if (s.kind == Kind::kDenyAll) {
-            s.over = s.cost > 0;
-            reset = UnitReset(s.unit);
-          } else if (s.decided) {
-            const Decision& d = s.decision;
-            st->set_limit_remaining(ClampU32(d.remaining));
-            const Nanos wait =
-                (s.over && d.retry_after != Decision::kNever) ? d.retry_after : d.reset_after;
-            reset = CeilSeconds(wait);
-          }
-          SetDuration(reset, st->mutable_duration_until_reset());
-          Count(s.counters->total_hits, s.cost);
-          if (s.over) {
-            Count(s.counters->over_limit, s.cost);
-            if (s.shadow) Count(s.counters->shadow_mode, s.cost);
-          } else {
-            Count(s.counters->within_limit, s.cost);
-            if (s.decided && s.limit && s.decision.remaining * 5 < s.limit->burst()) {
-              Count(s.counters->near_limit, s.cost);
-            }
-          }
-          if (s.over && !s.shadow) {
-            st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
-            over_limit = true;
-            retry_after = std::max(retry_after, reset);
-          }
-          if (headers && !s.shadow && s.decided && s.limit) {
-            QuotaReport r = MakeQuotaReport(
-                s.name.empty() ? (s.rule ? s.rule->full_key : std::string("override")) : s.name,
-                *s.limit, s.decision);
-            r.reset_seconds = reset;
-            (s.over ? denied_reports : reports).push_back(r);
-          }
-          break;
-        }
-      }
-    }
-    resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
-                                     : rlspb::RateLimitResponse::OK);
-    Count(over_limit ? service.over_limit : service.ok, 1);
-    CountDecisions(call, over_limit);
-    if (headers) {
-      std::vector<HeaderField> fields = RenderRateLimitHeaders(
-          options_.header_style, over_limit ? denied_reports : reports, clock_->WallNow());
-      if (over_limit) fields.push_back({"Retry-After", std::to_string(retry_after)});
-      for (const HeaderField& f : fields) {
-        auto* h = resp.add_response_headers_to_add();
-        h->set_key(f.name);
-        h->set_value(f.value);
-      }
-    }
-    call.done(Status::Ok());
-  }
-
- private:
-  Store* store_;
-  const Clock* clock_;
-  RlsDecideOptions options_;
-};
-
-}  // namespace
-
 void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
                         Done done) {
   auto call = std::make_shared<Call>();
   call->start_ns = SteadyNs();
   call->config = this->config();
-  call->request = &request;
   call->response = response;
   call->done = std::move(done);
-  ServiceCounters& service = call->config->counters().service();
+  RlsCounters& counters = call->config->counters();
+  ServiceCounters& service = counters.service();
   Count(service.requests, 1);
   response->Clear();
 
@@ -311,9 +345,7 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
   if (static_cast<size_t>(request.descriptors_size()) > options_.max_descriptors) {
     return invalid("more than " + std::to_string(options_.max_descriptors) + " descriptors");
   }
-  const std::string& domain = request.domain();
-  const RlsConfig& config = *call->config;
-  if (!config.HasDomain(domain)) {
+  if (!call->config->HasDomain(request.domain())) {
     // Like envoyproxy/ratelimit: no limits apply, the answer is OK.
     Count(service.unknown_domain, 1);
     for (int i = 0; i < request.descriptors_size(); ++i) {
@@ -323,82 +355,13 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
     Count(service.ok, 1);
     return call->done(Status::Ok());
   }
+  if (auto error = PlanDescriptors(request, options_, *call)) return invalid(std::move(*error));
 
-  const int64_t request_cost = std::max<int64_t>(1, request.hits_addend());
-  call->slots.resize(static_cast<size_t>(request.descriptors_size()));
-  std::set<std::string_view> replaced;
-  std::vector<RlsEntry> entries;
-  for (int i = 0; i < request.descriptors_size(); ++i) {
-    const auto& desc = request.descriptors(i);
-    Slot& s = call->slots[static_cast<size_t>(i)];
-    if (static_cast<size_t>(desc.entries_size()) > options_.max_entries) {
-      return invalid("descriptors[" + std::to_string(i) + "]: more than " +
-                     std::to_string(options_.max_entries) + " entries");
-    }
-    s.cost = desc.has_hits_addend()
-                 ? static_cast<int64_t>(std::min<uint64_t>(desc.hits_addend().value(), kMaxCost))
-                 : request_cost;
-    entries.clear();
-    for (const auto& e : desc.entries()) entries.push_back({e.key(), e.value()});
-    if (desc.has_limit()) {
-      // The descriptor carries its own limit (Envoy's `limit` override): it
-      // applies whatever the configuration says, never in shadow mode.
-      const auto unit = static_cast<RlsUnit>(static_cast<int>(desc.limit().unit()));
-      if (UnitSeconds(unit) == 0) {
-        return invalid("descriptors[" + std::to_string(i) + "].limit.unit: unknown unit");
-      }
-      s.unit = unit;
-      s.requests_per_unit = desc.limit().requests_per_unit();
-      s.counters = config.counters().ForRule(domain + ".override");
-      if (s.requests_per_unit == 0) {
-        s.kind = Kind::kDenyAll;
-      } else {
-        auto limit =
-            LimitForUnit(unit, s.requests_per_unit, options_.override_algorithm, /*burst=*/0);
-        if (!limit.ok()) {
-          return invalid("descriptors[" + std::to_string(i) +
-                         "].limit: " + limit.status().message());
-        }
-        s.own_limit = *limit;
-        s.kind = Kind::kStore;
-        s.key = BucketKey("o" + LimitShape(*s.own_limit), domain, entries);
-      }
-      continue;
-    }
-    s.rule = config.Match(domain, entries);
-    if (s.rule == nullptr) {
-      Count(service.no_rule, 1);
-      continue;
-    }
-    const RlsRule& r = *s.rule;
-    for (const std::string& name : r.replaces) replaced.insert(name);
-    s.counters = r.counters;
-    s.name = r.name;
-    s.unit = r.unit;
-    s.requests_per_unit = r.requests_per_unit;
-    s.shadow = r.shadow_mode;
-    if (r.unlimited) {
-      s.kind = Kind::kUnlimited;
-    } else if (!r.limit) {
-      s.kind = Kind::kDenyAll;
-    } else {
-      s.kind = Kind::kStore;
-      s.limit = &*r.limit;
-      s.key = BucketKey(r.shape, domain, entries);
-    }
-  }
-  for (size_t i = 0; i < call->slots.size(); ++i) {
-    Slot& s = call->slots[i];
-    if (s.own_limit) s.limit = &*s.own_limit;  // slots no longer move
-    if (s.rule && !s.rule->name.empty() && replaced.count(s.rule->name) != 0 &&
-        s.kind != Kind::kUnlimited) {
-      s.kind = Kind::kNone;  // replaced by another matched rule
-      continue;
-    }
-    if (s.kind == Kind::kStore) (s.shadow ? call->shadow : call->enforced).push_back(i);
-    if (s.kind == Kind::kDenyAll && !s.shadow && s.cost > 0) call->deny_all_enforced = true;
-  }
-  Runner(store_, clock_, options_).Enforced(std::move(call));
+  const Clock* clock = clock_;
+  const bool headers = options_.header_style != HeaderStyle::kNone;
+  enforcer_->CheckItemsAsync(call->items, [call, clock, headers](Result<CheckOutcome> r) {
+    Answer(*call, *clock, headers, std::move(r));
+  });
 }
 
 Status RlsDecider::DecideSync(const rlspb::RateLimitRequest& request,

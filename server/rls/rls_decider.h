@@ -1,6 +1,10 @@
 // RlsDecider: answers envoy.service.ratelimit.v3 ShouldRateLimit requests
-// from an RlsConfig and a Store, without any networking (the gRPC server in
-// rls_server.h is a thin adapter around it).
+// from an RlsConfig, without any networking (the gRPC server in rls_server.h
+// is a thin adapter around it). It is an adapter onto tollgate's Enforcer:
+// each request's descriptors become explicit items (ExplicitItem) decided by
+// Enforcer::CheckItemsAsync, the decision path HTTP uses (all-or-nothing
+// batch, shadow mode, failure modes, per-rule decision counters, rate-limit
+// headers). It never calls the store itself.
 //
 // Per request (docs/envoy.md has the full semantics and where they follow
 // envoyproxy/ratelimit):
@@ -10,16 +14,19 @@
 //    override); rules named in another matched rule's `replaces` drop out;
 //  - cost = the descriptor's hits_addend when set (0 = check only), else
 //    max(1, the request's hits_addend);
-//  - all enforced descriptors are decided together by one Store::AcquireAsync
-//    batch (all-or-nothing: a rejected request charges no bucket); shadow-mode
-//    descriptors are decided in a second batch, charged only when the enforced
-//    part passed, and never make the answer OVER_LIMIT;
-//  - a store error answers UNAVAILABLE, so Envoy's failure_mode_deny decides.
+//  - all descriptors are decided together as one Enforcer call (all-or-nothing:
+//    a rejected request charges no bucket); shadow-mode descriptors never make
+//    the answer OVER_LIMIT; `unlimited` and requests_per_unit 0 are decided
+//    without the store (ExplicitItem::Storeless);
+//  - a store error, or a fail-closed failure mode, answers UNAVAILABLE, so
+//    Envoy's failure_mode_deny decides; a fail-open answer is OK.
 //
 // Thread safety: Decide() may run on any number of threads at once; SetConfig()
 // swaps the configuration atomically and in-flight requests keep the one they
 // started with.
-// Ownership: the store and clock are borrowed and must outlive the decider.
+// Ownership: the store and clock are borrowed and must outlive the decider;
+// the decider owns its Enforcer (one per decider: its rule names are the
+// configuration's stats keys, apart from the HTTP policy's).
 #ifndef TOLLGATE_SERVER_RLS_RLS_DECIDER_H_
 #define TOLLGATE_SERVER_RLS_RLS_DECIDER_H_
 
@@ -60,8 +67,10 @@ class RlsDecider {
   // on a store thread.
   using Done = std::function<void(Status)>;
 
+  // `store` and `clock` must not be null.
   RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
              RlsDecideOptions options = {});
+  ~RlsDecider();
 
   // `request` and `response` must stay valid until `done` has run.
   void Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
@@ -79,9 +88,9 @@ class RlsDecider {
   const RlsDecideOptions& options() const { return options_; }
 
  private:
-  Store* store_;
   const Clock* clock_;
   RlsDecideOptions options_;
+  std::shared_ptr<Enforcer> enforcer_;  // shared with the counters' decision source
   // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's lock-bit
   // implementation of the latter is invisible to TSan. Held for a pointer copy.
   mutable std::mutex config_mu_;

@@ -16,7 +16,7 @@ bool Enforcer::Impl::Absorb(Plan& plan, Result<BatchDecision> r, bool second) {
     plan.error = r.status();
     return false;
   }
-  const size_t expected = second ? plan.enforced_count : plan.items.size();
+  const size_t expected = second ? plan.enforced_count : plan.StoreCount();
   if (!r->enforced) {
     plan.unenforced = true;
     plan.allowed = r->allowed;
@@ -49,36 +49,61 @@ bool Enforcer::Impl::Absorb(Plan& plan, Result<BatchDecision> r, bool second) {
   return true;
 }
 
+void Enforcer::Impl::DecideStoreless(Plan& plan) {
+  for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+    const PlannedItem& item = plan.items[i];
+    Decision& d = plan.decisions[i];
+    if (item.storeless == ExplicitItem::Storeless::kUnlimited) {
+      d.allowed = true;
+      d.limit = d.remaining = INT64_MAX;
+      continue;
+    }
+    d.allowed = item.cost == 0;
+    d.retry_after = d.allowed ? Nanos(0) : Decision::kNever;
+    // A deny-all rule rejects without the store, whatever the store answered.
+    if (!d.allowed && plan.Enforced(i) && plan.error.ok()) {
+      plan.allowed = false;
+      plan.unenforced = false;
+      if (plan.denied_item < 0) plan.denied_item = static_cast<int>(i);
+    }
+  }
+}
+
 CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   plan.decisions.assign(plan.items.size(), Decision{});
-  if (plan.items.empty()) {
+  if (plan.StoreCount() == 0) {
     plan.allowed = true;
+    DecideStoreless(plan);
     return Finish(plan);
   }
-  auto batch = plan.Batch(plan.items.size());
+  auto batch = plan.Batch(plan.StoreCount());
   if (Absorb(plan, store_->Acquire(batch), false)) {
     auto again = plan.Batch(plan.enforced_count);
     Absorb(plan, store_->Acquire(again), true);
   }
+  DecideStoreless(plan);
   return Finish(plan);
 }
 
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
-  if (plan->items.empty()) {
+  if (plan->StoreCount() == 0) {
     plan->allowed = true;
+    DecideStoreless(*plan);
     done(Finish(*plan));
     return;
   }
-  auto batch = plan->Batch(plan->items.size());
+  auto batch = plan->Batch(plan->StoreCount());
   store_->AcquireAsync(batch, [this, plan, done = std::move(done)](Result<BatchDecision> r) {
     if (!Absorb(*plan, std::move(r), false)) {
+      DecideStoreless(*plan);
       done(Finish(*plan));
       return;
     }
     auto again = plan->Batch(plan->enforced_count);
     store_->AcquireAsync(again, [this, plan, done](Result<BatchDecision> r2) {
       Absorb(*plan, std::move(r2), true);
+      DecideStoreless(*plan);
       done(Finish(*plan));
     });
   });
@@ -89,7 +114,7 @@ void Enforcer::Impl::Count(Plan& plan) {
   for (size_t i = 0; i < plan.items.size(); ++i) {
     PlannedItem& item = plan.items[i];
     RuleState& s = *item.state;
-    const bool enforced = i < plan.enforced_count;
+    const bool enforced = plan.Enforced(i);
     if (!plan.error.ok()) {
       s.unavailable.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -98,7 +123,10 @@ void Enforcer::Impl::Count(Plan& plan) {
       s.unenforced.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    const bool fits = plan.decisions[i].allowed;
+    // A peeked shadow item (the call was rejected by a deny-all item) would
+    // have been over when its cost does not fit what is left.
+    const bool fits = plan.peek && !enforced ? item.cost <= plan.decisions[i].remaining
+                                             : plan.decisions[i].allowed;
     if (!enforced) {
       if (!fits) s.shadow_rejected.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -192,7 +220,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
     for (size_t i : by_order) {
       if (i >= plan.enforced_count) continue;
       const PlannedItem& item = plan.items[i];
-      reports.push_back(MakeQuotaReport(item.name, item.limit, plan.decisions[i]));
+      reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
       out.delay = std::max(out.delay, plan.decisions[i].delay);
     }
     out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
@@ -203,28 +231,33 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   const Decision& d = plan.decisions[static_cast<size_t>(plan.denied_item)];
   out.verdict = CheckOutcome::Verdict::kReject;
   out.http_status = 429;
-  reports.push_back(MakeQuotaReport(denied.name, denied.limit, d));
+  const std::string& denied_name = denied.ReportName();
+  // A deny-all item has no quota to report (its limit is a placeholder).
+  const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
+  if (!deny_all) reports.push_back(MakeQuotaReport(denied_name, denied.limit, d));
   out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
   std::string detail;
-  if (d.retry_after == Decision::kNever) {
+  if (deny_all) {
+    detail = "policy '" + denied_name + "' allows no requests";
+  } else if (d.retry_after == Decision::kNever) {
     detail = "the cost of this request (" + std::to_string(denied.cost) +
-             ") exceeds the capacity of policy '" + denied.name + "' (" +
+             ") exceeds the capacity of policy '" + denied_name + "' (" +
              std::to_string(denied.limit.burst()) + "); it can never be allowed";
   } else {
     out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
                                                 options_.retry_after_jitter, options_.jitter_seed);
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
-    detail = "rate limit of policy '" + denied.name + "' exceeded; retry after " +
+    detail = "rate limit of policy '" + denied_name + "' exceeded; retry after " +
              std::to_string(out.retry_after_seconds) + " s";
   }
   if (!options_.reason_header.empty()) {
     out.headers.push_back(
         {options_.reason_header, std::string(AlgorithmName(denied.limit.algorithm())) +
-                                     "_exceeded; policy=" + SfString(denied.name)});
+                                     "_exceeded; policy=" + SfString(denied_name)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});
-  const std::string violated[] = {denied.name};
+  const std::string violated[] = {denied_name};
   out.body = ProblemJson(ProblemKind::kQuotaExceeded, options_.problem_type_base, violated, detail,
                          out.retry_after_seconds);
   return out;
@@ -317,6 +350,17 @@ Result<CheckOutcome> Enforcer::CheckItems(std::span<const ExplicitItem> items) {
   auto plan = impl_->PlanItems(items);
   if (!plan.ok()) return plan.status();
   return impl_->Run(**plan);
+}
+
+void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
+                               std::function<void(Result<CheckOutcome>)> done) {
+  auto plan = impl_->PlanItems(items);
+  if (!plan.ok()) {
+    done(plan.status());
+    return;
+  }
+  impl_->RunAsync(std::move(*plan),
+                  [done = std::move(done)](CheckOutcome outcome) { done(std::move(outcome)); });
 }
 
 std::string Enforcer::ClientIp(const RequestView& request) const {

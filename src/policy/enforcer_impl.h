@@ -40,6 +40,12 @@ struct PlannedItem {
   std::string key;
   Limit limit;
   int64_t cost = 0;
+  // Explicit items only (ExplicitItem): decided without the store, and the
+  // name for headers and the problem body when it differs from `name`.
+  ExplicitItem::Storeless storeless = ExplicitItem::Storeless::kNo;
+  std::string report_name;
+  const std::string& ReportName() const { return report_name.empty() ? name : report_name; }
+
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
   RuleState* state = nullptr;
   std::optional<RollbackConfig> rollback;
@@ -50,8 +56,10 @@ struct Plan {
   std::shared_ptr<const Binding> binding;
   uint64_t generation = 0;
   bool explain = false;
-  std::vector<PlannedItem> items;  // enforced first, then shadow
+  std::vector<PlannedItem> items;  // enforced first, then shadow, then storeless
   size_t enforced_count = 0;
+  size_t storeless_count = 0;  // items decided without the store (at the end)
+  bool peek = false;           // an enforced deny-all item rejects: store items cost 0
   std::vector<std::string> trace;
   // Results.
   std::vector<Decision> decisions;
@@ -66,7 +74,15 @@ struct Plan {
     for (size_t i = 0; i < count; ++i) {
       batch.push_back({items[i].key, &items[i].limit, explain ? 0 : items[i].cost});
     }
+    if (peek) {
+      for (AcquireItem& item : batch) item.cost = 0;
+    }
     return batch;
+  }
+  size_t StoreCount() const { return items.size() - storeless_count; }
+  bool Enforced(size_t i) const {
+    return i < enforced_count ||
+           (i >= StoreCount() && items[i].shadow == RuleOutcome::ShadowReason::kNone);
   }
 };
 
@@ -84,6 +100,8 @@ class Enforcer::Impl {
   std::shared_ptr<Plan> PlanRequest(const RequestView& request, bool explain);
   Result<std::shared_ptr<Plan>> PlanItems(std::span<const ExplicitItem> items);
   CheckOutcome Run(Plan& plan);
+  // Decisions of the storeless items, after the store's answer.
+  void DecideStoreless(Plan& plan);
   void RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);

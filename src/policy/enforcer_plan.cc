@@ -181,11 +181,21 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   return plan;
 }
 
+namespace {
+
+// The limit of storeless items (ExplicitItem::Storeless), never sent to a store.
+const Limit& PlaceholderLimit() {
+  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
+  return limit;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
   auto plan = std::make_shared<Plan>();
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
-  std::vector<PlannedItem> shadow;
+  std::vector<PlannedItem> shadow, storeless;
   size_t order = 0;
   for (size_t n = 0; n < items.size(); ++n) {
     const ExplicitItem& it = items[n];
@@ -195,7 +205,7 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
     if (!it.rule.empty()) {
       index = policy->Find(it.rule);
       if (index < 0) return InvalidArgument(where + "unknown rule '" + std::string(it.rule) + "'");
-    } else if (!it.limit_override) {
+    } else if (!it.limit_override && !it.limit && it.storeless == ExplicitItem::Storeless::kNo) {
       if (policy->rules.size() != 1) {
         return InvalidArgument(where + "needs a rule name (the policy has " +
                                std::to_string(policy->rules.size()) + " rules) or a limit");
@@ -204,7 +214,11 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
     }
     const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
     std::optional<Limit> limit;
-    if (it.limit_override) {
+    if (it.storeless != ExplicitItem::Storeless::kNo) {
+      limit = PlaceholderLimit();
+    } else if (it.limit) {
+      limit = *it.limit;
+    } else if (it.limit_override) {
       auto l = Limit::Create(*it.limit_override);
       if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
       limit = *l;
@@ -223,10 +237,13 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
     }
     item.identity = NormalizeKeyValue(it.key);
     if (item.identity.empty()) item.identity = std::string(kMissingValue);
-    item.key = BucketKey(item.name, limit->algorithm(), item.identity);
+    item.key = it.bucket_key.empty() ? BucketKey(item.name, limit->algorithm(), item.identity)
+                                     : std::string(it.bucket_key);
     item.cost = std::min<int64_t>(it.cost, kMaxCost);
     item.order = order++;
-    if (rule && rule->shadow) {
+    item.storeless = it.storeless;
+    item.report_name = std::string(it.report_name);
+    if ((rule && rule->shadow) || it.shadow) {
       item.shadow = RuleOutcome::ShadowReason::kConfigured;
     } else if (item.state->tripped.load(std::memory_order_acquire)) {
       item.shadow = RuleOutcome::ShadowReason::kRollback;
@@ -236,10 +253,20 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
         item.shadow = RuleOutcome::ShadowReason::kRollout;
       }
     }
+    if (item.storeless != ExplicitItem::Storeless::kNo) {
+      const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
+      if (enforced && item.cost > 0 && item.storeless == ExplicitItem::Storeless::kDenyAll) {
+        plan->peek = true;
+      }
+      storeless.push_back(std::move(item));
+      continue;
+    }
     AddItem(*plan, shadow, std::move(item));
   }
   plan->enforced_count = plan->items.size();
   for (auto& s : shadow) plan->items.push_back(std::move(s));
+  plan->storeless_count = storeless.size();
+  for (auto& s : storeless) plan->items.push_back(std::move(s));
   return plan;
 }
 

@@ -4,6 +4,8 @@
 // reload semantics.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <set>
 
 #include "policy/policy_impl.h"
@@ -625,6 +627,72 @@ TEST(ExplicitItems, ErrorsAndOverrides) {
   auto s = single.enforcer->CheckItems(std::span(&implicit, 1));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->rules[0].rule, "global-rps");
+}
+
+// The fields a front end with its own rule table uses (the Envoy adapter):
+// a compiled limit, shadow, a verbatim bucket key, storeless items, the name
+// in headers, and the async entry point.
+TEST(ExplicitItems, AdHocRulesOfAFrontEnd) {
+  Harness h(R"({"rules": []})");
+  const Limit two = *Limit::Create({.rate = 1, .burst = 2});
+  ExplicitItem store_item{.key = "k", .cost = 1, .override_name = "d.fw"};
+  store_item.limit = &two;
+  store_item.bucket_key = "rls|tb|d|fw=k";
+  store_item.report_name = "two_a_second";
+  auto check = [&](std::vector<ExplicitItem> items) {
+    std::optional<Result<CheckOutcome>> got;
+    h.enforcer->CheckItemsAsync(items, [&](Result<CheckOutcome> r) { got = std::move(r); });
+    EXPECT_TRUE(got.has_value());  // the local store answers inline
+    EXPECT_TRUE(got->ok()) << got->status().ToString();
+    return std::move(**got);
+  };
+  CheckOutcome o = check({store_item});
+  EXPECT_TRUE(o.allowed());
+  EXPECT_EQ(o.rules[0].rule, "d.fw");
+  EXPECT_EQ(o.rules[0].decision.remaining, 1);
+  EXPECT_EQ(FindHeader(o, "RateLimit-Policy"), "\"two_a_second\";q=2;w=2");
+  // The bucket is the verbatim key: a peek at it through the store sees the charge.
+  const AcquireItem peek{"rls|tb|d|fw=k", &two, 0};
+  EXPECT_EQ(h.store->Acquire(std::span(&peek, 1))->decisions[0].remaining, 1);
+
+  // Deny-all: rejects without the store and only peeks the other items.
+  ExplicitItem deny{.key = "k", .cost = 1, .override_name = "d.never"};
+  deny.storeless = ExplicitItem::Storeless::kDenyAll;
+  o = check({store_item, deny});
+  EXPECT_EQ(o.verdict, CheckOutcome::Verdict::kReject);
+  EXPECT_EQ(o.rules[o.denied_rule].rule, "d.never");
+  EXPECT_EQ(o.rules[0].decision.remaining, 1);  // peeked, not charged
+  EXPECT_EQ(h.store->Acquire(std::span(&peek, 1))->decisions[0].remaining, 1);
+  deny.cost = 0;  // a check-only call fits
+  EXPECT_TRUE(check({deny}).allowed());
+
+  // Unlimited always fits; shadow never rejects.
+  ExplicitItem unlimited{.key = "k", .cost = 5, .override_name = "d.free"};
+  unlimited.storeless = ExplicitItem::Storeless::kUnlimited;
+  ExplicitItem shadow = store_item;
+  shadow.shadow = true;
+  shadow.cost = 2;  // one token is left
+  o = check({unlimited, shadow});
+  EXPECT_TRUE(o.allowed());
+  EXPECT_TRUE(o.rules[1].shadow);
+  EXPECT_EQ(o.rules[0].decision.remaining, INT64_MAX);
+
+  std::map<std::string, RuleCounters> counters;
+  for (const RuleCounters& c : h.enforcer->Counters()) counters[c.rule] = c;
+  EXPECT_EQ(counters["d.fw"].allowed, 1u);
+  EXPECT_EQ(counters["d.fw"].shadow_rejected, 1u);
+  EXPECT_EQ(counters["d.fw"].rejected, 0u);  // peeked in the rejected call: not the denier
+  EXPECT_EQ(counters["d.never"].rejected, 1u);
+  EXPECT_EQ(counters["d.never"].allowed, 1u);
+  EXPECT_EQ(counters["d.free"].allowed, 1u);
+
+  // Invalid items fail inline.
+  ExplicitItem negative = store_item;
+  negative.cost = -1;
+  bool failed = false;
+  h.enforcer->CheckItemsAsync(std::span(&negative, 1),
+                              [&](Result<CheckOutcome> r) { failed = !r.ok(); });
+  EXPECT_TRUE(failed);
 }
 
 TEST(Async, SameOutcomeAsCheck) {
