@@ -34,14 +34,7 @@ class RlsFrontend final : public GrpcFrontend {
     return out;
   }
   ServerMetrics::LatencyCounts DecisionLatency() const override {
-    static_assert(rls::LatencySnapshot::kBoundsNs == ServerMetrics::kLatencyBoundsNs);
-    const rls::LatencySnapshot l = server_->counters().Latency();
-    ServerMetrics::LatencyCounts out;
-    for (size_t b = 0; b < out.buckets.size(); ++b) out.buckets[b] = l.buckets[b];
-    out.sum_ns = l.sum_ns;
-    out.store_calls = l.store_calls;
-    out.store_errors = l.store_errors;
-    return out;
+    return server_->counters().Latency();
   }
   void Shutdown() override { server_->Shutdown(); }
 

@@ -1,90 +1,8 @@
 #include "server/metrics.h"
 
-#include "server/prometheus_text.h"
-
-#include <charconv>
-#include <cmath>
-#include <cstdio>
+#include <string>
 
 namespace tollgate::server {
-namespace {
-
-void AppendNumber(std::string& out, double v) {
-  if (std::isnan(v)) {
-    out += "NaN";
-  } else if (std::isinf(v)) {
-    out += v > 0 ? "+Inf" : "-Inf";
-  } else if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    out += std::to_string(static_cast<int64_t>(v));
-  } else {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    out += buf;
-  }
-}
-
-std::string EscapeHelp(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string PrometheusWriter::EscapeLabel(std::string_view v) { return PrometheusEscapeLabel(v); }
-
-void PrometheusWriter::Family(std::string_view name, std::string_view type, std::string_view help) {
-  out_ += "# HELP ";
-  out_ += name;
-  out_ += ' ';
-  out_ += EscapeHelp(help);
-  out_ += "\n# TYPE ";
-  out_ += name;
-  out_ += ' ';
-  out_ += type;
-  out_ += '\n';
-}
-
-void PrometheusWriter::Labels(std::initializer_list<std::string_view> labels) {
-  if (labels.size() == 0) return;
-  out_ += '{';
-  bool first = true;
-  for (auto it = labels.begin(); it != labels.end(); it += 2) {
-    if (!first) out_ += ',';
-    first = false;
-    out_ += *it;
-    out_ += "=\"";
-    out_ += EscapeLabel(*(it + 1));
-    out_ += '"';
-  }
-  out_ += '}';
-}
-
-void PrometheusWriter::Sample(std::string_view name, std::initializer_list<std::string_view> labels,
-                              double value) {
-  out_ += name;
-  Labels(labels);
-  out_ += ' ';
-  AppendNumber(out_, value);
-  out_ += '\n';
-}
-
-void PrometheusWriter::Sample(std::string_view name, std::initializer_list<std::string_view> labels,
-                              uint64_t value) {
-  out_ += name;
-  Labels(labels);
-  out_ += ' ';
-  out_ += std::to_string(value);
-  out_ += '\n';
-}
 
 std::string_view EndpointName(Endpoint e) {
   switch (e) {
@@ -138,51 +56,18 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
            "Time to decide one request (policy match + store call), seconds.");
   // One histogram per front end: HTTP without a label (the series existing
   // dashboards use), gRPC with frontend="grpc".
-  auto histogram = [&w](const LatencyCounts& c, bool grpc) {
-    auto sample = [&](std::string_view name, std::string_view le, auto value) {
-      if (grpc && le.empty()) {
-        w.Sample(name, {"frontend", "grpc"}, value);
-      } else if (grpc) {
-        w.Sample(name, {"frontend", "grpc", "le", le}, value);
-      } else if (le.empty()) {
-        w.Sample(name, {}, value);
-      } else {
-        w.Sample(name, {"le", le}, value);
-      }
-    };
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < c.buckets.size(); ++b) {
-      cumulative += c.buckets[b];
-      std::string le = "+Inf";
-      if (b < kLatencyBoundsNs.size()) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", double(kLatencyBoundsNs[b]) / 1e9);
-        le = buf;
-      }
-      sample("tollgate_decision_duration_seconds_bucket", le, cumulative);
-    }
-    sample("tollgate_decision_duration_seconds_sum", "", double(c.sum_ns) / 1e9);
-    sample("tollgate_decision_duration_seconds_count", "", cumulative);
-  };
   LatencyCounts http;
-  for (size_t b = 0; b < http.buckets.size(); ++b) {
-    http.buckets[b] =
-        sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency[b]; });
-  }
-  http.sum_ns =
-      sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.latency_sum_ns; });
-  histogram(http, false);
-  if (grpc != nullptr) histogram(*grpc, true);
+  for (const Shard& s : shards_) s.decisions.AddTo(http);
+  RenderDecisionLatency(w, http, "");
+  if (grpc != nullptr) RenderDecisionLatency(w, *grpc, "grpc");
 
   w.Family("tollgate_store_calls_total", "counter", "Decisions sent to the store.");
-  w.Sample("tollgate_store_calls_total", {},
-           sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.store_calls; }));
+  w.Sample("tollgate_store_calls_total", {}, http.store_calls);
   if (grpc != nullptr)
     w.Sample("tollgate_store_calls_total", {"frontend", "grpc"}, grpc->store_calls);
   w.Family("tollgate_store_errors_total", "counter",
            "Decisions the store could not make (answered by the failure mode or 503).");
-  w.Sample("tollgate_store_errors_total", {},
-           sum([](const Shard& s) -> const std::atomic<uint64_t>& { return s.store_errors; }));
+  w.Sample("tollgate_store_errors_total", {}, http.store_errors);
   if (grpc != nullptr) {
     w.Sample("tollgate_store_errors_total", {"frontend", "grpc"}, grpc->store_errors);
   }

@@ -1,24 +1,9 @@
 #include "rls/rls_counters.h"
 
-#include "prometheus_text.h"
-
 namespace tollgate::rls {
 namespace {
 
 uint64_t Load(const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); }
-
-using server::PrometheusEscapeLabel;
-
-void Family(std::string* out, std::string_view name, std::string_view help) {
-  out->append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out->append("# TYPE ").append(name).append(" counter\n");
-}
-
-void Sample(std::string* out, std::string_view name, std::string_view rule, uint64_t v) {
-  out->append(name);
-  if (!rule.empty()) out->append("{rule=\"").append(PrometheusEscapeLabel(rule)).append("\"}");
-  out->append(" ").append(std::to_string(v)).append("\n");
-}
 
 }  // namespace
 
@@ -74,27 +59,6 @@ ServiceCountersSnapshot RlsCounters::ServiceSnapshot() const {
           Load(s.no_rule),         Load(s.unenforced),   Load(s.config_reloads)};
 }
 
-void RlsCounters::ObserveDecision(int64_t ns) {
-  size_t b = 0;
-  while (b < LatencySnapshot::kBoundsNs.size() && ns > LatencySnapshot::kBoundsNs[b]) ++b;
-  latency_[b].fetch_add(1, std::memory_order_relaxed);
-  latency_sum_ns_.fetch_add(static_cast<uint64_t>(ns < 0 ? 0 : ns), std::memory_order_relaxed);
-}
-
-void RlsCounters::ObserveStoreCall(bool store_error) {
-  store_calls_.fetch_add(1, std::memory_order_relaxed);
-  if (store_error) store_call_errors_.fetch_add(1, std::memory_order_relaxed);
-}
-
-LatencySnapshot RlsCounters::Latency() const {
-  LatencySnapshot out;
-  for (size_t b = 0; b < latency_.size(); ++b) out.buckets[b] = Load(latency_[b]);
-  out.sum_ns = Load(latency_sum_ns_);
-  out.store_calls = Load(store_calls_);
-  out.store_errors = Load(store_call_errors_);
-  return out;
-}
-
 void RlsCounters::AppendPrometheus(std::string* out) const {
   const ServiceCountersSnapshot s = ServiceSnapshot();
   const struct {
@@ -114,9 +78,10 @@ void RlsCounters::AppendPrometheus(std::string* out) const {
       {"tollgate_rls_unenforced_total", "Calls the store's failure mode answered.", s.unenforced},
       {"tollgate_rls_config_reloads_total", "Successful configuration reloads.", s.config_reloads},
   };
+  PrometheusWriter w;
   for (const auto& f : service) {
-    Family(out, f.name, f.help);
-    Sample(out, f.name, "", f.value);
+    w.Family(f.name, "counter", f.help);
+    w.Sample(f.name, {}, f.value);
   }
   const std::vector<RuleCountersSnapshot> rules = RuleSnapshot();
   const struct {
@@ -135,11 +100,12 @@ void RlsCounters::AppendPrometheus(std::string* out) const {
       {"tollgate_rls_rule_shadow_mode_total", "Hits over a shadow-mode limit (not enforced).",
        &RuleCountersSnapshot::shadow_mode},
   };
-  if (rules.empty()) return;
   for (const auto& f : per_rule) {
-    Family(out, f.name, f.help);
-    for (const auto& r : rules) Sample(out, f.name, r.rule, r.*(f.field));
+    if (rules.empty()) break;
+    w.Family(f.name, "counter", f.help);
+    for (const auto& r : rules) w.Sample(f.name, {"rule", r.rule}, r.*(f.field));
   }
+  out->append(w.Take());
 }
 
 }  // namespace tollgate::rls

@@ -12,8 +12,9 @@
 // unenforced, unavailable) are counted by the Enforcer that decides them
 // (tollgate::RuleCounters, by the rule's stats key); RuleSnapshot() joins them
 // to the hits through the decision source the RlsDecider installs. The
-// decision latency histogram is kept here, so tollgated can render the gRPC
-// front end into its main decision metrics (label frontend="grpc").
+// decision latency histogram is the runtime's tollgate::DecisionLatency (the
+// one HTTP uses), so tollgated renders the gRPC front end into its main
+// decision metrics (label frontend="grpc") without a copy of the buckets.
 //
 // Thread safety: everything here is safe to use from any thread. Counters are
 // relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load and
@@ -33,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/metrics.h"
 #include "tollgate/policy.h"
 
 namespace tollgate::rls {
@@ -66,17 +68,10 @@ struct RuleCountersSnapshot {
 };
 
 // Decision latency (a call's start to its answer, for calls that applied a
-// rule), with the bucket bounds of tollgated's tollgate_decision_duration_seconds.
-struct LatencySnapshot {
-  static constexpr std::array<int64_t, 14> kBoundsNs = {
-      25'000,    50'000,     100'000,    250'000,    500'000,     1'000'000,   2'500'000,
-      5'000'000, 10'000'000, 25'000'000, 50'000'000, 100'000'000, 250'000'000, 1'000'000'000};
-  std::array<uint64_t, kBoundsNs.size() + 1> buckets{};  // not cumulative; last = +Inf
-  uint64_t sum_ns = 0;
-  // Calls sent to the store, and those it could not decide (UNAVAILABLE or the
-  // failure mode answered), as tollgate_store_calls_total / _errors_total count.
-  uint64_t store_calls = 0, store_errors = 0;
-};
+// rule) and store calls (those it could not decide: UNAVAILABLE or the failure
+// mode answered), as tollgate_decision_duration_seconds and
+// tollgate_store_calls_total / _errors_total count them.
+using LatencySnapshot = LatencyCounts;
 
 struct ServiceCountersSnapshot {
   uint64_t requests = 0, over_limit = 0, ok = 0, invalid_request = 0, store_errors = 0,
@@ -96,9 +91,9 @@ class RlsCounters {
   std::vector<RuleCountersSnapshot> RuleSnapshot() const;  // sorted by rule
   ServiceCountersSnapshot ServiceSnapshot() const;
 
-  void ObserveDecision(int64_t ns);
-  void ObserveStoreCall(bool store_error);
-  LatencySnapshot Latency() const;
+  void ObserveDecision(int64_t ns) { latency_.Observe(ns); }
+  void ObserveStoreCall(bool store_error) { latency_.ObserveStoreCall(store_error); }
+  LatencySnapshot Latency() const { return latency_.Snapshot(); }
 
   // Prometheus text exposition (protocols.md section 6): tollgate_rls_* families,
   // label rule="..." escaped. Appends to `out`.
@@ -109,10 +104,7 @@ class RlsCounters {
   std::map<std::string, std::unique_ptr<RuleHits>, std::less<>> rules_;
   DecisionSource decisions_;
   ServiceCounters service_;
-  std::array<std::atomic<uint64_t>, LatencySnapshot::kBoundsNs.size() + 1> latency_{};
-  std::atomic<uint64_t> latency_sum_ns_{0};
-  std::atomic<uint64_t> store_calls_{0};
-  std::atomic<uint64_t> store_call_errors_{0};
+  DecisionLatency latency_;
 };
 
 }  // namespace tollgate::rls
