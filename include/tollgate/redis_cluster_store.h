@@ -87,6 +87,7 @@ class RedisClusterStore final : public Store {
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
   std::string Name() const override { return "redis-cluster"; }
+  bool AsyncNative() const override { return true; }
   // The slot map covers every slot and every master has a connection up.
   bool Healthy() const override;
 

@@ -131,6 +131,7 @@ class RedisStore final : public Store {
   // deny-cache hits and a full queue).
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
   std::string Name() const override { return "redis"; }
+  bool AsyncNative() const override { return true; }
   // At least one connection is up.
   bool Healthy() const override;
 

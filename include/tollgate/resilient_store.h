@@ -220,6 +220,7 @@ class ResilientStore final : public Store {
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
 
   std::string Name() const override;  // "resilient(<primary>)"
+  bool AsyncNative() const override;  // the primary's
   // True unless the breaker is open and the default mode is kClosed.
   bool Healthy() const override;
 

@@ -57,7 +57,15 @@ class Store {
   }
 
   // "local", "redis", "redis-cluster", "resilient(redis)"...
+  // For display only: callers choose behaviour by capability (AsyncNative), never by name.
   virtual std::string Name() const = 0;
+
+  // Whether AcquireAsync is natively asynchronous: it hands the batch to the
+  // store's own I/O and returns without waiting (a remote store). Front ends on
+  // an event loop call AcquireAsync when true, so the loop never waits on the
+  // network, and Acquire inline when false (an in-memory store answers in
+  // nanoseconds; going through AcquireAsync would only add a hop).
+  virtual bool AsyncNative() const { return false; }
 
   // Whether the store can currently decide (for /readyz). Cheap, non-blocking.
   virtual bool Healthy() const { return true; }

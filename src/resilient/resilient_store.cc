@@ -509,6 +509,8 @@ void ResilientStore::AcquireAsync(std::span<const AcquireItem> items, Callback d
 
 std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_name_ + ")"; }
 
+bool ResilientStore::AsyncNative() const { return impl_->primary_->AsyncNative(); }
+
 bool ResilientStore::Healthy() const {
   return impl_->breaker_.state() != BreakerState::kOpen ||
          impl_->options_.mode != FailureMode::kClosed;

@@ -28,11 +28,13 @@ class FakeStore final : public Store {
     return local_->Acquire(items);
   }
   std::string Name() const override { return "fake"; }
+  bool AsyncNative() const override { return async_native; }
 
   // State as seen without a charge, bypassing the scripted failure.
   Decision Peek(std::string_view key, const Limit& limit) { return local_->Acquire(key, limit, 0); }
 
   std::atomic<StatusCode> fail{StatusCode::kOk};
+  bool async_native = false;  // what the fake claims (a remote store says true)
   std::atomic<int> calls{0};
 
  private:

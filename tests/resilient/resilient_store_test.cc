@@ -91,6 +91,21 @@ TEST_F(ResilientStoreTest, CreateValidatesOptions) {
   EXPECT_FALSE(ResilientStore::Create(nullptr, Options(FailureMode::kOpen)).ok());
 }
 
+// Front ends choose CheckAsync by this capability (never by Name()): the
+// wrapper answers what its primary is.
+TEST_F(ResilientStoreTest, IsAsyncNativeExactlyWhenItsPrimaryIs) {
+  for (bool native : {false, true}) {
+    auto fake = std::make_unique<FakeStore>(&clock_);
+    fake->async_native = native;
+    auto r = ResilientStore::Create(std::move(fake), Options(FailureMode::kOpen));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)->AsyncNative(), native);
+  }
+  LocalStoreOptions o;
+  o.max_keys = 16;
+  EXPECT_FALSE((*LocalStore::Create(o))->AsyncNative());
+}
+
 TEST_F(ResilientStoreTest, PassesThroughWhileHealthy) {
   Make(Options(FailureMode::kOpen));
   const Limit l = Bucket(2);
