@@ -82,8 +82,12 @@ std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
 class PolicyStore {
  public:
   // Loads `path`; fails (kInvalidArgument, every error one a line) if it is invalid.
-  static Result<std::shared_ptr<PolicyStore>> Open(const std::string& path);
-  static Result<std::shared_ptr<PolicyStore>> FromText(std::string_view json_text);
+  // `clock` stamps each reload attempt (ReloadResult::wall_time_ns, its
+  // WallNow()); it is borrowed and must outlive the store.
+  static Result<std::shared_ptr<PolicyStore>> Open(const std::string& path,
+                                                   const Clock* clock = &SystemClock::Instance());
+  static Result<std::shared_ptr<PolicyStore>> FromText(
+      std::string_view json_text, const Clock* clock = &SystemClock::Instance());
   static std::shared_ptr<PolicyStore> FromPolicy(std::shared_ptr<const Policy> policy);
 
   // Re-reads the file given to Open(). On any error the old policy stays and
@@ -100,19 +104,21 @@ class PolicyStore {
 
   struct ReloadResult {
     bool ok = true;
-    int64_t wall_time_ns = 0;  // when it was attempted (system clock)
+    int64_t wall_time_ns = 0;  // when it was attempted (the store's Clock::WallNow)
     std::vector<ConfigError> errors;
   };
   ReloadResult last_reload() const;
   uint64_t reload_failures() const { return reload_failures_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
 
-  explicit PolicyStore(std::shared_ptr<const Policy> policy, std::string path = "");
+  explicit PolicyStore(std::shared_ptr<const Policy> policy, std::string path = "",
+                       const Clock* clock = &SystemClock::Instance());
 
  private:
   std::vector<ConfigError> Install(ParsedPolicy parsed);
 
   const std::string path_;
+  const Clock* const clock_;
   // The pointer swap is guarded by a mutex rather than std::atomic<shared_ptr>:
   // libstdc++'s lock-bit implementation is invisible to ThreadSanitizer, and a
   // copy under an uncontended mutex costs about the same.

@@ -15,28 +15,25 @@ std::string JoinErrors(const std::vector<ConfigError>& errors) {
   return out;
 }
 
-int64_t WallNowNs() {
-  return std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
-PolicyStore::PolicyStore(std::shared_ptr<const Policy> policy, std::string path)
-    : path_(std::move(path)), current_(std::move(policy)) {
-  last_reload_.wall_time_ns = WallNowNs();
+PolicyStore::PolicyStore(std::shared_ptr<const Policy> policy, std::string path, const Clock* clock)
+    : path_(std::move(path)), clock_(clock), current_(std::move(policy)) {
+  last_reload_.wall_time_ns = clock_->WallNow();
 }
 
-Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path) {
+Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path,
+                                                       const Clock* clock) {
   ParsedPolicy parsed = ParsePolicyFile(path);
   if (!parsed.policy) return InvalidArgument(path + ":\n" + JoinErrors(parsed.errors));
-  return std::make_shared<PolicyStore>(std::move(parsed.policy), path);
+  return std::make_shared<PolicyStore>(std::move(parsed.policy), path, clock);
 }
 
-Result<std::shared_ptr<PolicyStore>> PolicyStore::FromText(std::string_view json_text) {
+Result<std::shared_ptr<PolicyStore>> PolicyStore::FromText(std::string_view json_text,
+                                                           const Clock* clock) {
   ParsedPolicy parsed = ParsePolicy(json_text);
   if (!parsed.policy) return InvalidArgument(JoinErrors(parsed.errors));
-  return std::make_shared<PolicyStore>(std::move(parsed.policy));
+  return std::make_shared<PolicyStore>(std::move(parsed.policy), "", clock);
 }
 
 std::shared_ptr<PolicyStore> PolicyStore::FromPolicy(std::shared_ptr<const Policy> policy) {
@@ -57,7 +54,7 @@ std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text)
 std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {
   std::lock_guard<std::mutex> lock(reload_mu_);
   ReloadResult result;
-  result.wall_time_ns = WallNowNs();
+  result.wall_time_ns = clock_->WallNow();
   if (!parsed.policy) {
     result.ok = false;
     result.errors = parsed.errors;
