@@ -236,29 +236,29 @@ Response RejectionResponse(const CheckOutcome& outcome) {
   return r;
 }
 
-Response HandleHealthz(Shared& s) {
+Response HandleHealthz(const Runtime& s) {
   Response r;
   r.content_type = kText;
   r.body = "ok\n";
   return r;
 }
 
-Response HandleReadyz(Shared& s) {
+Response HandleReadyz(const Runtime& s) {
   // Ready when the store can decide or the failure mode answers for it; the
   // store behind the failure mode is reported on its own.
-  const bool can_decide = s.store.store->Healthy();
-  const bool backing_ok = s.store.backing_healthy ? s.store.backing_healthy() : can_decide;
-  bool ready = !s.draining.load(std::memory_order_relaxed) && (can_decide || !s.store.fail_closed);
+  const bool can_decide = s.store->store->Healthy();
+  const bool backing_ok = s.store->backing_healthy ? s.store->backing_healthy() : can_decide;
+  bool ready = !s.state->Draining() && (can_decide || !s.store->fail_closed);
   json j = {{"ready", ready},
             {"policy_generation", s.policies->generation()},
-            {"store", s.store.description},
+            {"store", s.store->description},
             {"store_healthy", backing_ok && can_decide},
-            {"failure_mode", s.config.failure_mode},
-            {"draining", s.draining.load(std::memory_order_relaxed)}};
+            {"failure_mode", s.config->failure_mode},
+            {"draining", s.state->Draining()}};
   return JsonResponse(ready ? 200 : 503, j);
 }
 
-Response HandleMetrics(Shared& s) {
+Response HandleMetrics(const Runtime& s) {
   PrometheusWriter w;
   w.Family("tollgate_decisions_total", "counter",
            "Rule decisions by rule and outcome (allowed, rejected, shadow_rejected, unenforced, "
@@ -300,9 +300,9 @@ Response HandleMetrics(Shared& s) {
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
   w.Sample("tollgate_policy_reloads_total", {"result", "success"},
-           s.reloads_ok.load(std::memory_order_relaxed));
+           s.state->reloads_ok.load(std::memory_order_relaxed));
   w.Sample("tollgate_policy_reloads_total", {"result", "failure"},
-           s.reloads_failed.load(std::memory_order_relaxed));
+           s.state->reloads_failed.load(std::memory_order_relaxed));
   w.Family("tollgate_policy_generation", "gauge",
            "Generation of the live policy (1 = as started).");
   w.Sample("tollgate_policy_generation", double(s.policies->generation()));
@@ -311,8 +311,8 @@ Response HandleMetrics(Shared& s) {
            "1 if the last reload attempt succeeded (or none was made).");
   w.Sample("tollgate_policy_last_reload_success", last.ok ? 1.0 : 0.0);
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
-  w.Sample("tollgate_store_healthy", s.store.store->Healthy() ? 1.0 : 0.0);
-  if (s.store.export_metrics) s.store.export_metrics(w);
+  w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
+  if (s.store->export_metrics) s.store->export_metrics(w);
   w.Family("tollgate_rejection_logs_suppressed_total", "counter",
            "Rejections not logged because of sampling or the per-second cap.");
   w.Sample("tollgate_rejection_logs_suppressed_total", {}, s.reject_gate->suppressed());
@@ -322,7 +322,7 @@ Response HandleMetrics(Shared& s) {
   w.Family("tollgate_start_time_seconds", "gauge", "Process start, Unix seconds.");
   w.Sample("tollgate_start_time_seconds", double(s.start_wall_ns / 1'000'000'000));
   w.Family("tollgate_draining", "gauge", "1 while shutting down.");
-  w.Sample("tollgate_draining", s.draining.load(std::memory_order_relaxed) ? 1.0 : 0.0);
+  w.Sample("tollgate_draining", s.state->Draining() ? 1.0 : 0.0);
   Response r;
   r.content_type = kPrometheus;
   r.body = w.Take();
@@ -330,15 +330,15 @@ Response HandleMetrics(Shared& s) {
   return r;
 }
 
-Response HandleReload(Shared& s) {
-  std::vector<ConfigError> errors = s.Reload("admin");
+Response HandleReload(const Runtime& s) {
+  std::vector<ConfigError> errors = s.state->reload("admin");
   if (!errors.empty()) {
     return Problem(400, "Policy reload failed", "the previous policy stays in effect", errors);
   }
   return JsonResponse(200, {{"ok", true}, {"generation", s.policies->generation()}});
 }
 
-Response HandlePolicy(Shared& s) {
+Response HandlePolicy(const Runtime& s) {
   std::shared_ptr<const Policy> policy = s.policies->Current();
   json rules = json::array();
   for (const RuleSummary& r : SummarizePolicy(*policy)) {
@@ -362,7 +362,7 @@ Response HandlePolicy(Shared& s) {
             {"reload_failures", s.policies->reload_failures()}});
 }
 
-Response HandleTop(Shared& s, std::string_view query) {
+Response HandleTop(const Runtime& s, std::string_view query) {
   size_t n = 10;
   std::string rule_filter;
   std::vector<ConfigError> errors;
@@ -395,7 +395,7 @@ Response HandleTop(Shared& s, std::string_view query) {
     }
     rules.push_back({{"rule", rt.rule}, {"top", std::move(top)}});
   }
-  return JsonResponse(200, {{"window_seconds", s.config.top_window.count() / 1000},
+  return JsonResponse(200, {{"window_seconds", s.config->top_window.count() / 1000},
                             {"note",
                              "counts cover the current and the previous window; a count "
                              "overestimates the truth by at most its error"},
@@ -490,7 +490,7 @@ Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& requ
   return JsonResponse(200, j);
 }
 
-void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
+void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
                    int64_t elapsed_ns, const RequestView* request, std::string_view trace_id) {
   if (outcome.rules.empty() && outcome.status.ok()) return;  // nothing applied: no store call
   shard.ObserveDecision(elapsed_ns, !outcome.enforced || !outcome.status.ok());

@@ -1,7 +1,9 @@
 // Internal: tollgated's endpoint logic that does not touch the network.
 //
 // Front ends hold no rate-limit logic: these functions translate between
-// HTTP/JSON and the Enforcer (policy layer) and render its CheckOutcome.
+// HTTP/JSON and the Enforcer (policy layer) and render its CheckOutcome. They
+// read a Runtime snapshot (server/runtime.h); server/endpoints.h adapts them
+// to the session's handler table.
 #ifndef TOLLGATE_SERVER_HANDLERS_H_
 #define TOLLGATE_SERVER_HANDLERS_H_
 
@@ -10,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/context.h"
 #include "server/http_util.h"
+#include "server/runtime.h"
 #include "tollgate/policy.h"
 
 namespace tollgate::server {
@@ -43,14 +45,14 @@ Response RenderDecision(const CheckOutcome& outcome);
 // The response a gateway or any direct caller gets for a not-allowed outcome.
 Response RejectionResponse(const CheckOutcome& outcome);
 
-Response HandleHealthz(Shared& s);
-Response HandleReadyz(Shared& s);
-Response HandleMetrics(Shared& s);
+Response HandleHealthz(const Runtime& s);
+Response HandleReadyz(const Runtime& s);
+Response HandleMetrics(const Runtime& s);
 
 // Admin.
-Response HandleReload(Shared& s);
-Response HandlePolicy(Shared& s);
-Response HandleTop(Shared& s, std::string_view query);
+Response HandleReload(const Runtime& s);
+Response HandlePolicy(const Runtime& s);
+Response HandleTop(const Runtime& s, std::string_view query);
 // Parses ?method=&path=&query=&header=name:value&ip= into a request.
 std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out);
 // Identities (rule keys, addresses, header values, the trace's keys) are shown
@@ -63,7 +65,7 @@ bool RawRequested(std::string_view query);
 Response RawNeedsToken();
 
 // Counts the outcome, feeds /v1/top and emits a (gated) rejection log line.
-void RecordOutcome(Shared& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
+void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
                    int64_t elapsed_ns, const RequestView* request, std::string_view trace_id);
 
 }  // namespace tollgate::server

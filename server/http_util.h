@@ -6,6 +6,7 @@
 #ifndef TOLLGATE_SERVER_HTTP_UTIL_H_
 #define TOLLGATE_SERVER_HTTP_UTIL_H_
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,8 @@ struct Response {
   std::string body;
   std::vector<HeaderField> headers;
   bool close = false;  // force Connection: close
+  // Wait this long before sending (a leaky-bucket shaper's delay on /v1/auth).
+  std::chrono::nanoseconds delay{0};
 };
 
 // The reason phrase RFC 9110 recommends for `status` ("Content Too Large").

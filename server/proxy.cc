@@ -92,7 +92,7 @@ std::unique_ptr<Connection> TakeConnection(Worker& w, bool* reused) {
   }
   *reused = c != nullptr;
   if (!c) {
-    c = std::make_unique<Connection>(tcp::socket(w.ioc));
+    c = std::make_unique<Connection>(tcp::socket(w.ioc), w.clock);
     c->upstream = true;
   }
   return c;
@@ -152,7 +152,7 @@ class ScratchLease {
 
 // What every step of one proxied request needs.
 struct ProxyCall {
-  Shared& s;
+  const Runtime& s;
   Worker& w;
   Connection& client;
   ServerMetrics::Shard& shard;
@@ -173,13 +173,13 @@ struct ProxyCall {
 void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamError kind,
                         std::string_view detail) {
   static constexpr const char* kKinds[] = {"connect", "timeout", "broken"};
-  Shared& s = call.s;
+  const Runtime& s = call.s;
   if (!s.upstream_error_gate->Admit(s.clock->Now() / 1'000'000'000)) return;
   nlohmann::json f = nlohmann::json::object();
   f["status"] = status;
   f["kind"] = kKinds[kind];
   if (!detail.empty()) f["error"] = std::string(detail);
-  f["upstream"] = s.upstream.host_header;
+  f["upstream"] = s.gateway->upstream.host_header;
   if (call.request) {
     f["method"] = Logger::Client(std::string_view(call.request->method_string().data(),
                                                   call.request->method_string().size()));
@@ -197,7 +197,7 @@ net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   r.close = true;
   std::string out;
   SerializeResponse(r, false, call.w.Date(), call.head, &out);
-  call.client.SetDeadline(call.s.config.write_timeout);
+  call.client.SetDeadline(call.s.config->write_timeout);
   beast::error_code ec;
   co_await net::async_write(call.client.socket, net::buffer(out),
                             redirect_error(use_awaitable, ec));
@@ -217,7 +217,7 @@ net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
 }
 
 net::awaitable<ProxyResult> SendTooLarge(ProxyCall& call) {
-  uint64_t max = call.s.config.gateway_max_body_bytes;
+  uint64_t max = call.s.config->gateway_max_body_bytes;
   co_return co_await SendProblem(
       call, Problem(413, "Content too large",
                     "request bodies must fit " + std::to_string(max) + " bytes"));
@@ -226,8 +226,8 @@ net::awaitable<ProxyResult> SendTooLarge(ProxyCall& call) {
 // Connects a new upstream connection (no_delay set).
 net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
   beast::error_code ec;
-  up.SetDeadline(call.s.config.upstream_connect_timeout);
-  co_await net::async_connect(up.socket, call.s.upstream_endpoints,
+  up.SetDeadline(call.s.config->upstream_connect_timeout);
+  co_await net::async_connect(up.socket, call.s.gateway->endpoints,
                               redirect_error(use_awaitable, ec));
   if (!ec) {
     beast::error_code ignored;
@@ -240,7 +240,7 @@ net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
 // While tollgated waits for the upstream, the client connection's deadline
 // must not run out first: the upstream's timeout answers 504 (issue 14).
 void HoldClientFor(ProxyCall& call) {
-  call.client.SetDeadline(call.s.config.upstream_timeout + call.s.config.write_timeout);
+  call.client.SetDeadline(call.s.config->upstream_timeout + call.s.config->write_timeout);
 }
 
 // Reads the upstream's final response header into `rp` (1xx interim responses
@@ -250,7 +250,7 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
                                                   beast::flat_buffer& ubuf,
                                                   std::optional<ResponseParser>& rp) {
   beast::error_code ec;
-  up.SetDeadline(call.s.config.upstream_timeout);
+  up.SetDeadline(call.s.config->upstream_timeout);
   HoldClientFor(call);
   for (;;) {
     rp.emplace();
@@ -290,7 +290,7 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
 net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease& up,
                                                   beast::flat_buffer& ubuf, ResponseParser& rp,
                                                   char* buf) {
-  const ServerConfig& cfg = call.s.config;
+  const ServerConfig& cfg = *call.s.config;
   beast::error_code ec;
   auto& res = rp.get();
   const int status = res.result_int();
@@ -305,7 +305,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       res.set(h.name, h.value);
     }
   }
-  bool keep_alive = call.client_keep_alive && !call.s.draining.load(std::memory_order_relaxed);
+  bool keep_alive = call.client_keep_alive && !call.s.state->Draining();
   // The framing is re-derived from what the parser framed, never copied.
   const bool bodyless = call.head || status < 200 || status == 204 || status == 304;
   if (bodyless || length) {
@@ -352,8 +352,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
     if (ec) co_return ProxyResult{status, false};
   } while (!rp.is_done() && !rs.is_done());
 
-  if (upstream_keep_alive && rp.is_done() && ubuf.size() == 0 &&
-      !call.s.draining.load(std::memory_order_relaxed)) {
+  if (upstream_keep_alive && rp.is_done() && ubuf.size() == 0 && !call.s.state->Draining()) {
     up.Release(cfg.upstream_max_idle);
   }
   co_return ProxyResult{status, keep_alive};
@@ -366,10 +365,10 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
 net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& client_buffer,
                                           http::request_parser<http::empty_body>& header_parser,
                                           std::string_view peer_ip, char* buf) {
-  Shared& s = call.s;
+  const Runtime& s = call.s;
   Worker& w = call.w;
   Connection& client = call.client;
-  const ServerConfig& cfg = s.config;
+  const ServerConfig& cfg = *s.config;
   beast::error_code ec;
 
   http::request_parser<http::buffer_body> p(std::move(header_parser));
@@ -377,7 +376,7 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
   ChunkLimits chunk_limits(cfg, client_buffer);
   p.on_chunk_header(chunk_limits);
   // read_timeout bounds each read of the body, body_timeout the whole body.
-  const int64_t body_deadline_ns = SteadyNowNs() + Nanos(cfg.body_timeout).count();
+  const int64_t body_deadline_ns = w.clock.Now() + Nanos(cfg.body_timeout).count();
   auto& req = p.get();
   call.request = &req;
   if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
@@ -421,11 +420,11 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
     }
   }
   if (req.find("X-Forwarded-Proto") == req.end()) req.set("X-Forwarded-Proto", "http");
-  req.set(http::field::host, s.upstream.host_header);
+  req.set(http::field::host, s.gateway->upstream.host_header);
   {
     std::string target;
-    AppendUpstreamTarget(std::string_view(req.target().data(), req.target().size()), s.upstream,
-                         &target);
+    AppendUpstreamTarget(std::string_view(req.target().data(), req.target().size()),
+                         s.gateway->upstream, &target);
     req.target(target);
   }
   req.version(11);
@@ -524,13 +523,13 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
 }  // namespace
 
-net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& client,
+net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection& client,
                                          beast::flat_buffer& client_buffer,
                                          http::request_parser<http::empty_body>& header_parser,
                                          std::string_view peer_ip,
                                          const std::vector<HeaderField>& response_headers,
                                          std::string_view trace_id) {
-  const ServerConfig& cfg = s.config;
+  const ServerConfig& cfg = *s.config;
   const auto& req = header_parser.get();
   ProxyCall call{s,
                  w,
@@ -550,8 +549,8 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
   // Requests with a body take the streaming path; bodyless ones (most) are
   // written upstream as one hand-rewritten header.
   scratch->head.clear();
-  if (!header_parser.is_done() ||
-      !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted, s.upstream, &scratch->head)) {
+  if (!header_parser.is_done() || !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted,
+                                                             s.gateway->upstream, &scratch->head)) {
     co_return co_await ProxyStreamed(call, client_buffer, header_parser, peer_ip, buf);
   }
 
@@ -651,14 +650,14 @@ net::awaitable<ProxyResult> ProxyRequest(Shared& s, Worker& w, Connection& clien
 
   // Relayed whole: one rewritten header and the body, one write.
   const int status = parsed->status();
-  const bool keep_alive = call.client_keep_alive && !s.draining.load(std::memory_order_relaxed);
+  const bool keep_alive = call.client_keep_alive && !s.state->Draining();
   scratch->head.clear();
   AppendClientResponseHead(*parsed, response_headers, keep_alive, call.client_version,
                            &scratch->head);
   const std::array<net::const_buffer, 2> out{
       net::buffer(scratch->head), net::buffer(buf + parsed->header_size(), parsed->body_size())};
   // The upstream is done with: pool it first (unless it sent more than one response).
-  if (parsed->keep_alive() && have == whole && !s.draining.load(std::memory_order_relaxed)) {
+  if (parsed->keep_alive() && have == whole && !s.state->Draining()) {
     up->Release(cfg.upstream_max_idle);
   }
   client.SetDeadline(cfg.write_timeout);

@@ -38,7 +38,8 @@ struct ProxyResult {
 };
 
 net::awaitable<ProxyResult> ProxyRequest(
-    Shared& shared, Worker& worker, Connection& client, boost::beast::flat_buffer& client_buffer,
+    const Runtime& runtime, Worker& worker, Connection& client,
+    boost::beast::flat_buffer& client_buffer,
     boost::beast::http::request_parser<boost::beast::http::empty_body>& header_parser,
     std::string_view peer_ip, const std::vector<HeaderField>& response_headers,
     std::string_view trace_id = {});  // carried into upstream failure log lines

@@ -3,10 +3,60 @@
 namespace tollgate::server {
 namespace {
 
-bool IsGet(std::string_view method) { return method == "GET" || method == "HEAD"; }
+// Where a route is served: bits of a mask.
+enum Where : uint8_t {
+  kAdminListener = 1,
+  kMainAlways = 2,
+  kMainIfDecision = 4,  // Exposure::decision
+  kMainIfMetrics = 8,   // Exposure::metrics
+};
 
-RouteResult Allow(Endpoint e, bool allowed, std::string_view allow) {
-  return {e, allowed ? std::string_view() : allow};
+// The methods a route takes; GET also takes HEAD.
+enum class Methods : uint8_t { kGet, kPost, kAny };
+
+struct RouteEntry {
+  std::string_view path;
+  uint8_t where;
+  Methods methods;
+  Endpoint endpoint;
+  Op op;
+  bool needs_token;
+};
+
+// Every endpoint tollgated serves itself (docs/operations.md, "Security model").
+constexpr RouteEntry kRoutes[] = {
+    {"/healthz", kAdminListener | kMainAlways, Methods::kGet, Endpoint::kHealth, Op::kHealthz,
+     false},
+    {"/readyz", kAdminListener | kMainAlways, Methods::kGet, Endpoint::kHealth, Op::kReadyz, false},
+    // With an admin token, /metrics needs it on either listener (Prometheus sends it).
+    {"/metrics", kAdminListener | kMainIfMetrics, Methods::kGet, Endpoint::kMetrics, Op::kMetrics,
+     true},
+    {"/v1/reload", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kReload, true},
+    {"/v1/policy", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kPolicy, true},
+    {"/v1/top", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kTop, true},
+    {"/v1/explain", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kExplain, true},
+    // /v1/auth takes any method: nginx's auth_request sends the client's.
+    {"/v1/auth", kMainIfDecision, Methods::kAny, Endpoint::kAuth, Op::kAuth, false},
+    {"/v1/decide", kMainIfDecision, Methods::kPost, Endpoint::kDecide, Op::kDecide, false},
+};
+
+bool Serves(const RouteEntry& r, ListenerKind kind, const Exposure& exposure) {
+  if (kind == ListenerKind::kAdmin) return r.where & kAdminListener;
+  return (r.where & kMainAlways) || ((r.where & kMainIfDecision) && exposure.decision) ||
+         ((r.where & kMainIfMetrics) && exposure.metrics);
+}
+
+// The value of Allow when `method` is not one of `methods`, else "".
+std::string_view Disallowed(Methods methods, std::string_view method) {
+  switch (methods) {
+    case Methods::kGet:
+      return method == "GET" || method == "HEAD" ? "" : "GET";
+    case Methods::kPost:
+      return method == "POST" ? "" : "POST";
+    case Methods::kAny:
+      return "";
+  }
+  return "";
 }
 
 }  // namespace
@@ -21,25 +71,17 @@ Exposure ExposureOf(const ServerConfig& c) {
 
 RouteResult Route(ListenerKind kind, std::string_view method, std::string_view path,
                   const Exposure& exposure) {
-  if (path == "/healthz" || path == "/readyz")
-    return Allow(Endpoint::kHealth, IsGet(method), "GET");
-  if (kind == ListenerKind::kAdmin) {
-    if (path == "/metrics") return Allow(Endpoint::kMetrics, IsGet(method), "GET");
-    if (path == "/v1/reload") return Allow(Endpoint::kAdmin, method == "POST", "POST");
-    if (path == "/v1/policy" || path == "/v1/top" || path == "/v1/explain") {
-      return Allow(Endpoint::kAdmin, IsGet(method), "GET");
+  for (const RouteEntry& r : kRoutes) {
+    if (r.path == path && Serves(r, kind, exposure)) {
+      return {r.endpoint, Disallowed(r.methods, method), r.op, r.needs_token};
     }
-    return {Endpoint::kAdmin, {}};  // 404 after the token check: no probing without it
   }
-  if (exposure.decision) {
-    // /v1/auth takes any method: nginx's auth_request sends the client's.
-    if (path == "/v1/auth") return {Endpoint::kAuth, {}};
-    if (path == "/v1/decide") return Allow(Endpoint::kDecide, method == "POST", "POST");
+  if (kind == ListenerKind::kAdmin) {
+    // 404 after the token check: no probing without it.
+    return {Endpoint::kAdmin, {}, Op::kAdminNotFound, true};
   }
-  if (exposure.metrics && path == "/metrics") {
-    return Allow(Endpoint::kMetrics, IsGet(method), "GET");
-  }
-  return {exposure.gateway ? Endpoint::kGateway : Endpoint::kNotFound, {}};
+  if (exposure.gateway) return {Endpoint::kGateway, {}, Op::kGateway, false};
+  return {Endpoint::kNotFound, {}, Op::kNotFound, false};
 }
 
 }  // namespace tollgate::server

@@ -12,11 +12,15 @@
 //   anything else                the gateway (gateway mode), else   404 (admin token)
 //                                404
 //
-// A path is compared byte for byte (no decoding, no case folding): "/v1/Decide"
-// or "/v1/decide/" on the main listener of a gateway is proxied like any path.
-// Route also answers which methods the endpoint takes, so the session can
-// answer 405 with Allow before reading any body. The admin token is not part
-// of routing: the session checks it for every admin endpoint.
+// The routes are one table (route.cc, kRoutes): path, the listeners that
+// serve it, the methods it takes, its endpoint (for metrics and logs), its
+// operation (the handler the session dispatches to, server/endpoints.h) and
+// whether it needs the admin token. A path is compared byte for byte (no
+// decoding, no case folding): "/v1/Decide" or "/v1/decide/" on the main
+// listener of a gateway is proxied like any path. Route also answers which
+// methods the endpoint takes, so the session can answer 405 with Allow before
+// reading any body, and whether the admin token is needed, which the session
+// checks in one place for every route that says so.
 //
 // Thread safety: pure functions of their arguments.
 #ifndef TOLLGATE_SERVER_ROUTE_H_
@@ -39,10 +43,30 @@ struct Exposure {
 };
 Exposure ExposureOf(const ServerConfig& config);
 
+// What the session does with a routed request: a handler of its own
+// (server/endpoints.h), or the gateway (decide, then proxy).
+enum class Op : uint8_t {
+  kHealthz,
+  kReadyz,
+  kMetrics,
+  kReload,
+  kPolicy,
+  kTop,
+  kExplain,
+  kAuth,
+  kDecide,
+  kAdminNotFound,  // any other path on the admin listener (after the token check)
+  kNotFound,       // any other path on a main listener without a gateway
+  kGateway,        // any other path on a gateway's main listener
+  kCount
+};
+
 struct RouteResult {
   Endpoint endpoint = Endpoint::kNotFound;
   // Non-empty: the method is not allowed here; the value of the Allow field.
   std::string_view allow;
+  Op op = Op::kNotFound;
+  bool needs_token = false;  // the admin token, when one is configured
 };
 
 // `method` is the request's method token as sent ("GET", "HEAD", "POST"...),

@@ -11,9 +11,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "server/context.h"
+#include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
 
@@ -23,7 +25,7 @@ using net::redirect_error;
 using net::use_awaitable;
 
 const char* Worker::Date() {
-  std::time_t now = std::time(nullptr);
+  const std::time_t now = std::time_t(clock.WallNow() / 1'000'000'000);
   if (now != date_second) {
     date_second = now;
     std::tm tm;
@@ -31,31 +33,6 @@ const char* Worker::Date() {
     std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
   }
   return date;
-}
-
-std::vector<ConfigError> Shared::Reload(std::string_view trigger) {
-  std::vector<ConfigError> errors = policies->Reload();
-  if (grpc) {
-    for (auto& e : grpc->Reload()) {
-      e.path = "rls_config: " + e.path;
-      errors.push_back(std::move(e));
-    }
-  }
-  if (errors.empty()) {
-    reloads_ok.fetch_add(1, std::memory_order_relaxed);
-    log->Info("policy_reloaded", {{"trigger", std::string(trigger)},
-                                  {"path", policies->path()},
-                                  {"generation", policies->generation()}});
-  } else {
-    reloads_failed.fetch_add(1, std::memory_order_relaxed);
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& e : errors) list.push_back(e.ToString());
-    log->Error("policy_reload_failed", {{"trigger", std::string(trigger)},
-                                        {"path", policies->path()},
-                                        {"errors", std::move(list)},
-                                        {"generation", policies->generation()}});
-  }
-  return errors;
 }
 
 namespace {
@@ -137,7 +114,24 @@ Result<tcp::acceptor> Bind(net::io_context& ioc, const std::string& address,
 
 class Server::Impl {
  public:
-  Shared shared;
+  // What the config asks for, owned here for the server's life; each Runtime
+  // snapshot points to these (server/runtime.h).
+  std::shared_ptr<const ServerConfig> config;
+  std::shared_ptr<Logger> log;
+  const Clock* clock = nullptr;
+  std::shared_ptr<PolicyStore> policies;
+  StoreBundle store;
+  std::unique_ptr<Enforcer> enforcer;
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<TopRejected> top;
+  std::unique_ptr<RejectionGate> reject_gate;
+  std::unique_ptr<RejectionGate> upstream_error_gate;
+  std::unique_ptr<ConnectionLimits> connection_limits;
+  std::unique_ptr<GrpcFrontend> grpc;  // Envoy RLS, when grpc_listen is set
+  ServerState state;
+  std::optional<RuntimeHolder> runtimes;
+  std::mutex reload_mu;  // one reload (and snapshot swap) at a time
+
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
   std::optional<tcp::acceptor> admin_acceptor;
@@ -152,6 +146,7 @@ class Server::Impl {
   uint16_t port = 0;
   uint16_t admin_port = 0;
   std::chrono::milliseconds sweep_interval{250};
+  int64_t start_wall_ns = 0;
 
   net::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, ListenerKind kind) {
     size_t next = 0;
@@ -163,30 +158,30 @@ class Server::Impl {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
         // Out of descriptors or memory: back off instead of spinning.
-        shared.log->Warn("accept_failed", {{"error", ec.message()}});
+        log->Warn("accept_failed", {{"error", ec.message()}});
         backoff.expires_after(std::chrono::milliseconds(50));
         co_await backoff.async_wait(redirect_error(use_awaitable, ec));
         continue;
       }
-      shared.metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
+      metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
       tcp::endpoint remote = socket.remote_endpoint(ec);
       std::optional<ConnectionLimits::Slot> slot =
-          ec ? std::nullopt : shared.connection_limits->TryAcquire(kind, remote.address());
+          ec ? std::nullopt : connection_limits->TryAcquire(kind, remote.address());
       if (!slot) {
-        shared.metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
+        metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
         socket.close(ec);
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      net::co_spawn(w.ioc, RunSession(shared, w, kind, std::move(socket), std::move(*slot)),
+      net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot)),
                     net::detached);
     }
   }
 
   void Sweep(Worker& w) {
-    int64_t now = SteadyNowNs();
-    bool draining = shared.draining.load(std::memory_order_acquire);
-    bool force = draining && now > shared.drain_deadline_ns.load(std::memory_order_relaxed);
+    int64_t now = clock->Now();
+    bool draining = state.draining.load(std::memory_order_acquire);
+    bool force = draining && now > state.drain_deadline_ns.load(std::memory_order_relaxed);
     for (Connection* c = w.connections; c != nullptr; c = c->next) {
       bool expired = c->deadline_ns != 0 && now > c->deadline_ns;
       if (expired || (draining && c->idle) || force) {
@@ -206,14 +201,14 @@ class Server::Impl {
   }
 
   void ScheduleSweep(Worker& w) {
-    auto interval = shared.draining.load(std::memory_order_relaxed)
+    auto interval = state.draining.load(std::memory_order_relaxed)
                         ? std::min(sweep_interval, std::chrono::milliseconds(10))
                         : sweep_interval;
     w.sweep_timer.expires_after(interval);
     w.sweep_timer.async_wait([this, &w](boost::system::error_code ec) {
       if (ec) return;
       Sweep(w);
-      if (shared.draining.load(std::memory_order_acquire) && w.connection_count == 0) {
+      if (state.draining.load(std::memory_order_acquire) && w.connection_count == 0) {
         Drained(w);
         return;
       }
@@ -222,21 +217,21 @@ class Server::Impl {
   }
 
   void ScheduleReloadPoll() {
-    if (shared.config.policy_poll_interval.count() == 0) return;
-    reload_timer->expires_after(shared.config.policy_poll_interval);
+    if (config->policy_poll_interval.count() == 0) return;
+    reload_timer->expires_after(config->policy_poll_interval);
     reload_timer->async_wait([this](boost::system::error_code ec) {
-      if (ec || shared.draining.load(std::memory_order_relaxed)) return;
-      FileStamp now = Stamp(shared.config.policy_path);
+      if (ec || state.draining.load(std::memory_order_relaxed)) return;
+      FileStamp now = Stamp(config->policy_path);
       bool changed = now.size >= 0 && !(now == policy_stamp);
       if (changed) policy_stamp = now;  // a broken file is reported once, not on every poll
-      if (shared.grpc) {
-        RlsStamps rls_now = StampRls(shared.config.rls_config);
+      if (grpc) {
+        RlsStamps rls_now = StampRls(config->rls_config);
         if (rls_now != rls_stamps) {
           rls_stamps = std::move(rls_now);
           changed = true;
         }
       }
-      if (changed) shared.Reload("file_changed");
+      if (changed) Reload("file_changed");
       ScheduleReloadPoll();
     });
   }
@@ -245,27 +240,153 @@ class Server::Impl {
     signals->async_wait([this](boost::system::error_code ec, int signo) {
       if (ec) return;
       if (signo == SIGHUP) {
-        policy_stamp = Stamp(shared.config.policy_path);
-        if (shared.grpc) rls_stamps = StampRls(shared.config.rls_config);
-        shared.Reload("sighup");
+        policy_stamp = Stamp(config->policy_path);
+        if (grpc) rls_stamps = StampRls(config->rls_config);
+        Reload("sighup");
       } else if (shutdown_started.load()) {
-        shared.log->Warn("shutdown_forced", {{"signal", signo}});
-        shared.drain_deadline_ns.store(0);
-        shared.draining.store(true, std::memory_order_release);
+        log->Warn("shutdown_forced", {{"signal", signo}});
+        state.drain_deadline_ns.store(0);
+        state.draining.store(true, std::memory_order_release);
       } else {
-        shared.log->Info("signal", {{"signal", signo == SIGTERM ? "SIGTERM" : "SIGINT"}});
+        log->Info("signal", {{"signal", signo == SIGTERM ? "SIGTERM" : "SIGINT"}});
         Shutdown();
       }
       WaitSignal();
     });
   }
 
+  // Runs a reload (admin, SIGHUP, file change, the API), logs and counts it;
+  // on success the next snapshot is swapped in whole before it returns.
+  std::vector<ConfigError> Reload(std::string_view trigger) {
+    std::lock_guard<std::mutex> lock(reload_mu);
+    std::vector<ConfigError> errors = policies->Reload();
+    if (grpc) {
+      for (auto& e : grpc->Reload()) {
+        e.path = "rls_config: " + e.path;
+        errors.push_back(std::move(e));
+      }
+    }
+    if (!errors.empty()) {
+      state.reloads_failed.fetch_add(1, std::memory_order_relaxed);
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& e : errors) list.push_back(e.ToString());
+      log->Error("policy_reload_failed", {{"trigger", std::string(trigger)},
+                                          {"path", policies->path()},
+                                          {"errors", std::move(list)},
+                                          {"generation", policies->generation()}});
+      return errors;
+    }
+    auto next = std::make_shared<Runtime>(*runtimes->Load());
+    next->policy = policies->Current(&next->policy_generation);
+    runtimes->Swap(std::move(next));
+    state.reloads_ok.fetch_add(1, std::memory_order_relaxed);
+    log->Info("policy_reloaded", {{"trigger", std::string(trigger)},
+                                  {"path", policies->path()},
+                                  {"generation", policies->generation()}});
+    return errors;
+  }
+
+  // The first snapshot, from the config and what Create built for it.
+  std::shared_ptr<const Runtime> BuildRuntime(std::shared_ptr<const Gateway> gateway) {
+    auto rt = std::make_shared<Runtime>();
+    rt->config = config;
+    rt->exposure = ExposureOf(*config);
+    if (!config->admin_token.empty()) rt->bearer = "Bearer " + config->admin_token;
+    rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
+    rt->gateway = std::move(gateway);
+    rt->policy = policies->Current(&rt->policy_generation);
+    rt->enforcer = enforcer.get();
+    rt->policies = policies.get();
+    rt->store = &store;
+    rt->async_decisions = store.store->AsyncNative();
+    rt->grpc = grpc.get();
+    rt->clock = clock;
+    rt->log = log.get();
+    rt->metrics = metrics.get();
+    rt->top = top.get();
+    rt->reject_gate = reject_gate.get();
+    rt->upstream_error_gate = upstream_error_gate.get();
+    rt->state = &state;
+    rt->start_wall_ns = start_wall_ns;
+    return rt;
+  }
+
+  // The policy, the store and the Enforcer deciding with them.
+  Status OpenEngine() {
+    auto opened = PolicyStore::Open(config->policy_path, clock);
+    if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
+    policies = std::move(opened).value();
+    policy_stamp = Stamp(config->policy_path);
+    auto created = CreateStore(*config, clock, log, policies);
+    if (!created.ok()) return created.status();
+    store = std::move(created).value();
+    EnforcerOptions options = MakeEnforcerOptions(*config);
+    std::weak_ptr<Logger> weak_log = log;
+    options.log = [weak_log](std::string_view message) {
+      if (auto l = weak_log.lock()) l->Warn("policy_event", {{"message", std::string(message)}});
+    };
+    auto made = Enforcer::Create(policies, store.store.get(), clock, std::move(options));
+    if (!made.ok()) return made.status();
+    enforcer = std::move(made).value();
+    return Status::Ok();
+  }
+
+  // Workers, metrics and the other observers, sized by the config.
+  void CreateWorkers() {
+    const ServerConfig& c = *config;
+    size_t threads =
+        c.threads > 0 ? size_t(c.threads) : std::max(1u, std::thread::hardware_concurrency());
+    for (size_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(i, *clock));
+    metrics = std::make_unique<ServerMetrics>(threads);
+    top = std::make_unique<TopRejected>(c.top_capacity, Nanos(c.top_window).count());
+    reject_gate = std::make_unique<RejectionGate>(c.reject_log_sample, c.reject_logs_per_second);
+    upstream_error_gate = std::make_unique<RejectionGate>(1, c.reject_logs_per_second);
+    connection_limits = std::make_unique<ConnectionLimits>(
+        c.max_connections, c.admin_max_connections, c.max_connections_per_ip);
+    auto shortest = std::min({c.read_timeout, c.idle_timeout, c.write_timeout, c.upstream_timeout,
+                              c.upstream_connect_timeout});
+    sweep_interval = std::clamp(shortest / 4, Millis(5), Millis(250));
+  }
+
+  // Gateway mode's upstream, resolved now; null without a gateway.
+  Result<std::shared_ptr<const Gateway>> ResolveGateway() {
+    if (config->upstream.empty()) return std::shared_ptr<const Gateway>();
+    auto gw = std::make_shared<Gateway>();
+    std::string why;
+    ParseUpstreamUrl(config->upstream, &gw->upstream, &why);
+    boost::system::error_code ec;
+    tcp::resolver resolver(workers[0]->ioc);
+    const HostPort& at = gw->upstream.address;
+    auto results = resolver.resolve(at.host, std::to_string(at.port), ec);
+    if (ec || results.empty()) {
+      return InvalidArgument("gateway.upstream: cannot resolve " + at.host + ": " + ec.message());
+    }
+    for (const auto& r : results) gw->endpoints.push_back(r.endpoint());
+    return std::shared_ptr<const Gateway>(std::move(gw));
+  }
+
+  Status BindListeners() {
+    auto& ioc0 = workers[0]->ioc;
+    auto main = Bind(ioc0, config->listen, "listen");
+    if (!main.ok()) return main.status();
+    main_acceptor.emplace(std::move(main).value());
+    if (!config->admin_listen.empty()) {
+      auto admin = Bind(ioc0, config->admin_listen, "admin");
+      if (!admin.ok()) return admin.status();
+      admin_acceptor.emplace(std::move(admin).value());
+    }
+    reload_timer.emplace(ioc0);
+    port = main_acceptor->local_endpoint().port();
+    if (admin_acceptor) admin_port = admin_acceptor->local_endpoint().port();
+    return Status::Ok();
+  }
+
   void Shutdown() {
     bool expected = false;
     if (!shutdown_started.compare_exchange_strong(expected, true)) return;
-    shared.drain_deadline_ns.store(SteadyNowNs() + Nanos(shared.config.drain_timeout).count());
-    shared.draining.store(true, std::memory_order_release);
-    shared.log->Info("draining", {{"drain_timeout_ms", shared.config.drain_timeout.count()}});
+    state.drain_deadline_ns.store(clock->Now() + Nanos(config->drain_timeout).count());
+    state.draining.store(true, std::memory_order_release);
+    log->Info("draining", {{"drain_timeout_ms", config->drain_timeout.count()}});
     net::post(workers[0]->ioc, [this] {
       boost::system::error_code ec;
       if (main_acceptor) main_acceptor->close(ec);
@@ -293,7 +414,8 @@ Server::~Server() {
   Wait();
 }
 
-Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_ptr<Logger> log) {
+Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_ptr<Logger> log,
+                                               const Clock* clock) {
   // The same checks as `tollgated --check` (server/startup_check.h).
   std::vector<ConfigError> errors = CheckServerConfig(config);
   if (!errors.empty()) {
@@ -301,6 +423,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     for (const auto& e : errors) text += "\n  " + e.ToString();
     return InvalidArgument(text);
   }
+  if (clock == nullptr) return InvalidArgument("Server::Create: clock must not be null");
   if (!log) {
     LogLevel level = LogLevel::kInfo;
     ParseLogLevel(config.log_level, &level);
@@ -309,84 +432,24 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     log = std::move(created).value();
   }
   auto impl = std::make_unique<Impl>();
-  Shared& s = impl->shared;
-  s.config = config;
-  s.log = log;
-  s.start_wall_ns = SystemClock::Instance().WallNow();
-
-  auto policies = PolicyStore::Open(config.policy_path);
-  if (!policies.ok()) {
-    return InvalidArgument("invalid policy " + policies.status().message());
-  }
-  s.policies = std::move(policies).value();
-  impl->policy_stamp = Stamp(config.policy_path);
-
-  auto store = CreateStore(config, s.clock, log, s.policies);
-  if (!store.ok()) return store.status();
-  s.store = std::move(store).value();
-  s.async_store = s.store.store->Name() != "local";
-
-  EnforcerOptions options = MakeEnforcerOptions(config);
-  std::weak_ptr<Logger> weak_log = log;
-  options.log = [weak_log](std::string_view message) {
-    if (auto l = weak_log.lock()) l->Warn("policy_event", {{"message", std::string(message)}});
-  };
-  auto enforcer = Enforcer::Create(s.policies, s.store.store.get(), s.clock, std::move(options));
-  if (!enforcer.ok()) return enforcer.status();
-  s.enforcer = std::move(enforcer).value();
-
-  size_t threads = config.threads > 0 ? size_t(config.threads)
-                                      : std::max(1u, std::thread::hardware_concurrency());
-  for (size_t i = 0; i < threads; ++i) impl->workers.push_back(std::make_unique<Worker>(i));
-  s.metrics = std::make_unique<ServerMetrics>(threads);
-  s.top = std::make_unique<TopRejected>(config.top_capacity, Nanos(config.top_window).count());
-  s.reject_gate =
-      std::make_unique<RejectionGate>(config.reject_log_sample, config.reject_logs_per_second);
-  s.upstream_error_gate = std::make_unique<RejectionGate>(1, config.reject_logs_per_second);
-  s.exposure = ExposureOf(config);
-  s.connection_limits = std::make_unique<ConnectionLimits>(
-      config.max_connections, config.admin_max_connections, config.max_connections_per_ip);
-  if (!config.admin_token.empty()) s.bearer = "Bearer " + config.admin_token;
-  s.identities = IdentityRedactor(config.identity_hash_key, config.raw_identities);
-
-  if (!config.upstream.empty()) {
-    std::string why;
-    ParseUpstreamUrl(config.upstream, &s.upstream, &why);
-    boost::system::error_code ec;
-    tcp::resolver resolver(impl->workers[0]->ioc);
-    auto results =
-        resolver.resolve(s.upstream.address.host, std::to_string(s.upstream.address.port), ec);
-    if (ec || results.empty()) {
-      return InvalidArgument("gateway.upstream: cannot resolve " + s.upstream.address.host + ": " +
-                             ec.message());
-    }
-    for (const auto& r : results) s.upstream_endpoints.push_back(r.endpoint());
-    s.gateway = true;
-  }
-
-  if (!config.grpc_listen.empty()) {
-    auto grpc = GrpcFrontend::Start(config, s.store.store.get(), s.clock);
+  Impl& m = *impl;
+  m.config = std::make_shared<const ServerConfig>(std::move(config));
+  m.log = std::move(log);
+  m.clock = clock;
+  m.start_wall_ns = clock->WallNow();
+  if (Status st = m.OpenEngine(); !st.ok()) return st;
+  m.CreateWorkers();
+  auto gateway = m.ResolveGateway();
+  if (!gateway.ok()) return gateway.status();
+  if (!m.config->grpc_listen.empty()) {
+    auto grpc = GrpcFrontend::Start(*m.config, m.store.store.get(), clock);
     if (!grpc.ok()) return grpc.status();
-    s.grpc = std::move(grpc).value();
-    impl->rls_stamps = StampRls(config.rls_config);
+    m.grpc = std::move(grpc).value();
+    m.rls_stamps = StampRls(m.config->rls_config);
   }
-
-  auto& ioc0 = impl->workers[0]->ioc;
-  auto main = Bind(ioc0, config.listen, "listen");
-  if (!main.ok()) return main.status();
-  impl->main_acceptor.emplace(std::move(main).value());
-  if (!config.admin_listen.empty()) {
-    auto admin = Bind(ioc0, config.admin_listen, "admin");
-    if (!admin.ok()) return admin.status();
-    impl->admin_acceptor.emplace(std::move(admin).value());
-  }
-  impl->reload_timer.emplace(ioc0);
-  impl->port = impl->main_acceptor->local_endpoint().port();
-  if (impl->admin_acceptor) impl->admin_port = impl->admin_acceptor->local_endpoint().port();
-
-  auto shortest = std::min({config.read_timeout, config.idle_timeout, config.write_timeout,
-                            config.upstream_timeout, config.upstream_connect_timeout});
-  impl->sweep_interval = std::clamp(shortest / 4, Millis(5), Millis(250));
+  if (Status st = m.BindListeners(); !st.ok()) return st;
+  m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
+  m.runtimes.emplace(m.BuildRuntime(std::move(gateway).value()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -399,7 +462,6 @@ void Server::Start() {
   Impl& m = *impl_;
   if (m.started) return;
   m.started = true;
-  Shared& s = m.shared;
   net::co_spawn(m.workers[0]->ioc, m.AcceptLoop(*m.main_acceptor, ListenerKind::kMain),
                 net::detached);
   if (m.admin_acceptor) {
@@ -411,18 +473,18 @@ void Server::Start() {
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
                          {"threads", m.workers.size()},
-                         {"store", s.store.description},
-                         {"failure_mode", s.config.failure_mode},
-                         {"policy", s.config.policy_path},
-                         {"policy_generation", s.policies->generation()},
-                         {"headers", s.config.header_style}};
+                         {"store", m.store.description},
+                         {"failure_mode", m.config->failure_mode},
+                         {"policy", m.config->policy_path},
+                         {"policy_generation", m.policies->generation()},
+                         {"headers", m.config->header_style}};
   if (m.admin_acceptor) {
     info["admin"] = m.admin_acceptor->local_endpoint().address().to_string() + ":" +
                     std::to_string(admin_port());
   }
-  if (s.gateway) info["upstream"] = s.config.upstream;
-  if (s.grpc) info["grpc"] = s.grpc->address();
-  s.log->Info("started", std::move(info));
+  if (!m.config->upstream.empty()) info["upstream"] = m.config->upstream;
+  if (m.grpc) info["grpc"] = m.grpc->address();
+  m.log->Info("started", std::move(info));
   for (auto& w : m.workers) {
     Worker* wp = w.get();
     m.threads.emplace_back([wp] { wp->ioc.run(); });
@@ -441,17 +503,16 @@ void Server::Wait() {
   for (auto& t : m.threads) {
     if (t.joinable()) t.join();
   }
-  if (m.shared.grpc) m.shared.grpc->Shutdown();
-  m.shared.log->Info("stopped",
-                     {{"connections_total", m.shared.metrics->connections_total.load()}});
-  m.shared.log->Flush();
+  if (m.grpc) m.grpc->Shutdown();
+  m.log->Info("stopped", {{"connections_total", m.metrics->connections_total.load()}});
+  m.log->Flush();
 }
 
-std::vector<ConfigError> Server::Reload() { return impl_->shared.Reload("api"); }
+std::vector<ConfigError> Server::Reload() { return impl_->Reload("api"); }
 
 uint16_t Server::port() const { return impl_->port; }
 uint16_t Server::admin_port() const { return impl_->admin_port; }
-Enforcer& Server::enforcer() { return *impl_->shared.enforcer; }
-const ServerConfig& Server::config() const { return impl_->shared.config; }
+Enforcer& Server::enforcer() { return *impl_->enforcer; }
+const ServerConfig& Server::config() const { return *impl_->config; }
 
 }  // namespace tollgate::server

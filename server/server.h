@@ -29,6 +29,7 @@
 
 #include "server/config.h"
 #include "server/log.h"
+#include "tollgate/clock.h"
 #include "tollgate/policy.h"
 #include "tollgate/status.h"
 
@@ -36,9 +37,13 @@ namespace tollgate::server {
 
 class Server {
  public:
-  // `log` null: one is created from config.log_level / log_file.
+  // `log` null: one is created from config.log_level / log_file. `clock`
+  // (borrowed, must outlive the server) is the only time source of the server
+  // and what it builds: decisions, the policy reload stamp, connection
+  // deadlines, the Date header, /v1/top's window, the start time.
   static Result<std::unique_ptr<Server>> Create(ServerConfig config,
-                                                std::shared_ptr<Logger> log = nullptr);
+                                                std::shared_ptr<Logger> log = nullptr,
+                                                const Clock* clock = &SystemClock::Instance());
   ~Server();  // Shutdown() + Wait()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -1,7 +1,6 @@
 #include "server/session.h"
 
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/post.hpp>
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -12,34 +11,33 @@
 #include <optional>
 
 #include "server/chunk_limits.h"
+#include "server/endpoints.h"
 #include "server/handlers.h"
 #include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
-#include "server/secrets.h"
 #include "server/write_now.h"
 
 namespace tollgate::server {
+
+net::awaitable<boost::system::error_code> WriteContinue(Connection& conn) {
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  boost::system::error_code ec;
+  co_await net::async_write(conn.socket, net::buffer(kContinue.data(), kContinue.size()),
+                            net::redirect_error(net::use_awaitable, ec));
+  co_return ec;
+}
+
 namespace {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
 using net::redirect_error;
 using net::use_awaitable;
+using HeadParser = http::request_parser<http::empty_body>;
+using BodyParser = http::request_parser<http::string_body>;
 
-// Awaits Enforcer::CheckAsync; the completion is posted back to `ex`.
-template <typename Token>
-auto AsyncCheck(Enforcer& enforcer, const RequestView& view, net::any_io_executor ex,
-                Token&& token) {
-  return net::async_initiate<Token, void(CheckOutcome)>(
-      [&enforcer, &view, ex](auto handler) {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        enforcer.CheckAsync(view, [h, ex](CheckOutcome outcome) {
-          net::post(ex, [h, o = std::move(outcome)]() mutable { (*h)(std::move(o)); });
-        });
-      },
-      token);
-}
+std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
 
 // Counts the connection as active for its lifetime.
 struct ActiveConnection {
@@ -50,7 +48,49 @@ struct ActiveConnection {
   ServerMetrics& m_;
 };
 
-std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
+// The peer's address as rules and logs see it (a v4-mapped v6 address unmapped).
+std::string PeerAddress(const tcp::endpoint& remote) {
+  net::ip::address addr = remote.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
+  }
+  return addr.to_string();
+}
+
+// A trace id copied out of the parser's message (32 hex digits), so that it
+// outlives the parser it came from.
+class TraceId {
+ public:
+  void From(const http::request_header<>& req) {
+    size_ = 0;
+    auto it = req.find("traceparent");
+    if (it == req.end()) return;
+    std::string_view id = ParseTraceparent(View(it->value())).trace_id;
+    size_ = std::min(id.size(), sizeof hex_);
+    std::copy_n(id.data(), size_, hex_);
+  }
+  std::string_view view() const { return {hex_, size_}; }
+
+ private:
+  char hex_[32];
+  size_t size_ = 0;
+};
+
+// One request and what is sent back for it.
+struct Exchange {
+  Response resp;
+  Endpoint endpoint = Endpoint::kInvalid;
+  bool keep_alive = false;
+  bool head = false;  // a HEAD request: the response has no body
+  TraceId trace;
+};
+
+// What the session does after a request was handled.
+enum class Next {
+  kRespond,   // write Exchange::resp
+  kContinue,  // answered already (proxied): the next request
+  kClose,     // end the connection (Session::linger_ says how)
+};
 
 Response MethodNotAllowed(std::string_view allow) {
   Response r = Problem(405, "", "use " + std::string(allow));
@@ -74,6 +114,48 @@ std::string_view HostProblem(const http::request_header<>& req) {
   return "";
 }
 
+// Whether a failed read is a client error to answer, rather than the
+// connection ending (closed, reset, timed out).
+bool Answerable(beast::error_code ec, const Connection& conn) {
+  return !conn.timed_out && ec != http::error::end_of_stream && ec != net::error::eof &&
+         ec != net::error::operation_aborted && ec != net::error::bad_descriptor &&
+         (ec.category() == http::make_error_code(http::error::header_limit).category() ||
+          ec.category() == HttpFramingCategory());
+}
+
+// The answer to a request head that could not be read, or nullopt to just close.
+std::optional<Response> HeadFailure(beast::error_code ec, const Connection& conn,
+                                    const ServerConfig& cfg) {
+  if (!Answerable(ec, conn)) return std::nullopt;
+  Response r = ec == http::error::header_limit || ec == http::error::buffer_overflow
+                   ? Problem(431, "",
+                             "request line and headers must fit " +
+                                 std::to_string(cfg.max_header_bytes) + " bytes")
+                   : Problem(400, "", "malformed HTTP request: " + ec.message());
+  r.close = true;
+  return r;
+}
+
+// The answer to a body of our own endpoints that could not be read, or nullopt to just close.
+std::optional<Response> BodyFailure(beast::error_code ec, const Connection& conn,
+                                    const ServerConfig& cfg) {
+  if (conn.timed_out ||
+      ec.category() != http::make_error_code(http::error::body_limit).category()) {
+    return std::nullopt;
+  }
+  Response r =
+      ec == http::error::body_limit
+          ? Problem(413, "",
+                    "request bodies must fit " + std::to_string(cfg.max_body_bytes) + " bytes")
+      : ec == http::error::header_limit
+          ? Problem(
+                431, "",
+                "the trailer section must fit " + std::to_string(cfg.max_trailer_bytes) + " bytes")
+          : Problem(400, "", "malformed HTTP request body: " + ec.message());
+  r.close = true;
+  return r;
+}
+
 // RFC 9112 9.6: after an answer sent with Connection: close the client may
 // still be sending its request (a body we refused). Closing with unread data
 // makes the kernel send a reset, which can destroy the answer before the
@@ -90,369 +172,289 @@ net::awaitable<void> LingeringClose(Connection& conn, Millis linger) {
   }
 }
 
-}  // namespace
-
-net::awaitable<CheckOutcome> Decide(Shared& s, const RequestView& request) {
-  if (!s.async_store) co_return s.enforcer->Check(request);
-  auto ex = co_await net::this_coro::executor;
-  co_return co_await AsyncCheck(*s.enforcer, request, ex, use_awaitable);
-}
-
-net::awaitable<void> RunSession(Shared& s, Worker& w, ListenerKind kind, tcp::socket socket,
-                                ConnectionLimits::Slot slot) {
-  Connection conn(std::move(socket));
-  ConnectionGuard guard(w, conn);
-  ActiveConnection active(*s.metrics);
-  ServerMetrics::Shard& shard = s.metrics->shard(w.index);
-  const ServerConfig& cfg = s.config;
-
-  beast::error_code ec;
-  conn.socket.non_blocking(true, ec);  // for WriteNow
-  std::string peer;
-  {
-    tcp::endpoint remote = conn.socket.remote_endpoint(ec);
-    if (ec) co_return;
-    net::ip::address addr = remote.address();
-    if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
-      addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
-    }
-    peer = addr.to_string();
+class Session {
+ public:
+  Session(const RuntimeHolder& runtimes, Worker& w, ListenerKind kind, tcp::socket socket)
+      : runtimes_(runtimes),
+        w_(w),
+        kind_(kind),
+        conn_(std::move(socket), w.clock),
+        guard_(w, conn_),
+        rt_(runtimes.Load()),
+        active_(*rt_->metrics),
+        shard_(rt_->metrics->shard(w.index)),
+        // Bounded: a request head, chunk line or trailer section that does not
+        // fit fails the read (431 or 400) instead of growing the buffer.
+        buffer_(ReadBufferLimit(rt_->cfg())) {
+    out_.reserve(1024);
+    headers_.reserve(32);
   }
-  // Bounded: a request head, chunk line or trailer section that does not fit
-  // fails the read (431 or 400) instead of growing the buffer.
-  beast::flat_buffer buffer(ReadBufferLimit(cfg));
-  bool linger = false;  // closing after our answer: drain the client first
-  std::string out;
-  out.reserve(1024);
-  std::vector<HeaderPair> headers;
-  headers.reserve(32);
 
-  for (;;) {
-    if (buffer.size() == 0) {
-      if (s.draining.load(std::memory_order_relaxed)) break;
-      // A read rather than async_wait: asio re-arms epoll (an epoll_ctl) for
-      // every async_wait, while a read op just queues on the registered socket.
-      conn.idle = true;
-      conn.SetDeadline(cfg.idle_timeout);
-      size_t n = co_await conn.socket.async_read_some(
-          buffer.prepare(beast::read_size(buffer, 65536)), redirect_error(use_awaitable, ec));
-      buffer.commit(n);
-      conn.idle = false;
-      if (ec) break;
-    }
-    conn.SetDeadline(cfg.read_timeout);
-    http::request_parser<http::empty_body> hp;
-    hp.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+  net::awaitable<void> Run();
+
+ private:
+  const ServerConfig& cfg() const { return rt_->cfg(); }
+  net::awaitable<bool> AwaitRequest();
+  net::awaitable<beast::error_code> ReadHead(HeadParser& hp);
+  net::awaitable<Next> Serve(HeadParser& hp, Exchange& ex);
+  bool Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex);
+  net::awaitable<Next> Proxy(HeadParser& hp, const RequestView& view, Exchange& ex);
+  net::awaitable<Next> ServeOwn(HeadParser& hp, const RouteResult& route, RequestView view,
+                                Exchange& ex);
+  net::awaitable<beast::error_code> ReadBody(BodyParser& p, ChunkLimits& chunk_limits);
+  net::awaitable<void> Pause(Nanos delay);
+  net::awaitable<bool> Respond(Exchange& ex);
+  RequestView ViewOf(const http::request_header<>& req);
+
+  const RuntimeHolder& runtimes_;
+  Worker& w_;
+  const ListenerKind kind_;
+  Connection conn_;
+  ConnectionGuard guard_;
+  std::shared_ptr<const Runtime> rt_;  // refreshed before each request
+  uint64_t rt_version_ = 0;
+  ActiveConnection active_;
+  ServerMetrics::Shard& shard_;
+  std::string peer_;
+  beast::flat_buffer buffer_;
+  std::vector<HeaderPair> headers_;  // views into the current parser's message
+  std::string out_;
+  bool linger_ = false;  // closing after our answer: drain the client first
+};
+
+net::awaitable<void> Session::Run() {
+  beast::error_code ec;
+  conn_.socket.non_blocking(true, ec);  // for WriteNow
+  tcp::endpoint remote = conn_.socket.remote_endpoint(ec);
+  if (ec) co_return;
+  peer_ = PeerAddress(remote);
+  while (co_await AwaitRequest()) {
+    runtimes_.Refresh(&rt_, &rt_version_);
+    conn_.SetDeadline(cfg().read_timeout);
+    HeadParser hp;
+    hp.header_limit(static_cast<std::uint32_t>(cfg().max_header_bytes));
     // The body's limit depends on the endpoint (max_body_bytes or the gateway's):
     // checked once routed, not with Beast's default of 1 MB here (a 400). Not
     // boost::none: Beast 1.74 compares a Content-Length against it as "over".
     hp.body_limit(std::numeric_limits<std::uint64_t>::max());
-    // The whole header is nearly always buffered already: parse it here, not
-    // through async_read_header (a composed operation and a scheduler trip). Its
-    // raw bytes are checked for ambiguous framing before they are consumed.
-    for (;;) {
-      const size_t used = hp.put(buffer.data(), ec);
-      if (!ec && hp.is_header_done()) {
-        ec = AcceptRequestHead({static_cast<const char*>(buffer.data().data()), used}, hp.get());
-      }
-      buffer.consume(used);
-      if (ec != http::error::need_more) break;
-      const size_t n = co_await conn.socket.async_read_some(
-          buffer.prepare(beast::read_size(buffer, 65536)), redirect_error(use_awaitable, ec));
-      buffer.commit(n);
-      if (ec) break;
-    }
-
-    Response resp;
-    Endpoint ep = Endpoint::kInvalid;
-    bool keep_alive = false;
-    bool head = false;
-    std::string_view trace_id;
-    if (ec) {
-      if (conn.timed_out || ec == http::error::end_of_stream || ec == net::error::eof ||
-          ec == net::error::operation_aborted || ec == net::error::bad_descriptor ||
-          (ec.category() != http::make_error_code(http::error::header_limit).category() &&
-           ec.category() != HttpFramingCategory())) {
-        if (conn.timed_out && buffer.size() > 0) {
-          // A partial request timed out: say so if the socket still works.
-        }
-        break;
-      }
-      resp = ec == http::error::header_limit || ec == http::error::buffer_overflow
-                 ? Problem(431, "",
-                           "request line and headers must fit " +
-                               std::to_string(cfg.max_header_bytes) + " bytes")
-                 : Problem(400, "", "malformed HTTP request: " + ec.message());
-      resp.close = true;
+    Exchange ex;
+    Next next = Next::kRespond;
+    if (beast::error_code head_ec = co_await ReadHead(hp)) {
+      std::optional<Response> failure = HeadFailure(head_ec, conn_, cfg());
+      if (!failure) break;
+      ex.resp = std::move(*failure);
     } else {
-      auto& req = hp.get();
-      keep_alive = req.keep_alive();
-      head = req.method() == http::verb::head;
-      std::string_view target(req.target().data(), req.target().size());
-      Target t = SplitTarget(target);
-      TraceContext trace;
-      if (auto it = req.find("traceparent"); it != req.end()) {
-        trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
-        trace_id = trace.trace_id;
-      }
-      headers.clear();
-      for (const auto& f : req) {
-        headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
-                             std::string_view(f.value().data(), f.value().size()));
-      }
-
-      RouteResult route = Route(kind, View(req.method_string()), t.path, s.exposure);
-      ep = route.endpoint;
-      if (std::string_view why = HostProblem(req); !why.empty()) {
-        resp = Problem(400, "Bad request", why);
-        resp.close = true;
-        ep = Endpoint::kInvalid;
-      } else if (!route.allow.empty()) {
-        resp = MethodNotAllowed(route.allow);
-        if (!hp.is_done()) resp.close = true;  // the body is not read
-      }
-      // A header a rule keys on, sent twice: refused, never a copy picked (issue 14).
-      if (ep == Endpoint::kGateway) {
-        if (std::optional<std::string> repeated =
-                RepeatedKeyHeader(*s.enforcer->policies().Current(), headers)) {
-          resp =
-              Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
-          resp.close = true;
-          ep = Endpoint::kInvalid;
-        }
-      }
-      if (ep == Endpoint::kInvalid || !route.allow.empty()) {
-        // Answered above.
-      } else if (ep == Endpoint::kGateway) {
-        RequestView view;
-        view.method = std::string_view(req.method_string().data(), req.method_string().size());
-        view.path = t.path;
-        view.query = t.query;
-        view.peer_address = peer;
-        view.headers = std::span<const HeaderPair>(headers.data(), headers.size());
-        int64_t t0 = SteadyNowNs();
-        CheckOutcome outcome;
-        if (s.async_store) {
-          outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
-        } else {
-          outcome = s.enforcer->Check(view);
-        }
-        RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
-        if (outcome.allowed()) {
-          if (outcome.delay.count() > 0) {
-            net::steady_timer timer(w.ioc, outcome.delay);
-            conn.SetDeadline(outcome.delay + cfg.read_timeout);
-            co_await timer.async_wait(redirect_error(use_awaitable, ec));
-          }
-          ProxyResult pr =
-              co_await ProxyRequest(s, w, conn, buffer, hp, peer, outcome.headers, trace_id);
-          if (pr.status) shard.CountRequest(ep, pr.status);
-          if (!pr.keep_alive || s.draining.load(std::memory_order_relaxed)) {
-            linger = pr.status != 0;
-            break;
-          }
-          continue;
-        }
-        resp = RejectionResponse(outcome);
-        // The request body (if any) was not read: the connection cannot be reused.
-        if (hp.content_length().value_or(0) > 0 || hp.chunked()) resp.close = true;
-      } else {
-        // Our own endpoints read the whole (bounded) body first. Bodyless requests
-        // (the common case: GET /v1/auth) keep the header parser's message.
-        std::optional<http::request_parser<http::string_body>> bp;
-        ChunkLimits chunk_limits(cfg, buffer);
-        if (!hp.is_done()) {
-          bp.emplace(std::move(hp));
-          auto& p = *bp;
-          p.body_limit(cfg.max_body_bytes);
-          p.on_chunk_header(chunk_limits);
-          // The header was parsed under the first parser's limit: check the length here.
-          if (p.content_length().value_or(0) > cfg.max_body_bytes) ec = http::error::body_limit;
-          auto expect = p.get().find(http::field::expect);
-          if (!ec && expect != p.get().end() &&
-              EqualsIgnoreCase(std::string_view(expect->value().data(), expect->value().size()),
-                               "100-continue")) {
-            static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-            co_await net::async_write(conn.socket, net::buffer(kContinue.data(), kContinue.size()),
-                                      redirect_error(use_awaitable, ec));
-            if (ec) break;
-          }
-          if (!ec) {
-            co_await http::async_read(conn.socket, buffer, p, redirect_error(use_awaitable, ec));
-          }
-          // Headers point into the parser's message: rebuild after the move.
-          headers.clear();
-          for (const auto& f : p.get()) {
-            headers.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
-                                 std::string_view(f.value().data(), f.value().size()));
-          }
-          target = std::string_view(p.get().target().data(), p.get().target().size());
-          t = SplitTarget(target);
-          if (auto it = p.get().find("traceparent"); it != p.get().end()) {
-            trace = ParseTraceparent(std::string_view(it->value().data(), it->value().size()));
-            trace_id = trace.trace_id;
-          }
-        }
-        const http::request_header<>& rq =
-            bp ? static_cast<const http::request_header<>&>(bp->get())
-               : static_cast<const http::request_header<>&>(hp.get());
-        std::string_view body = bp ? std::string_view(bp->get().body()) : std::string_view();
-        if (ec) {
-          if (conn.timed_out ||
-              ec.category() != http::make_error_code(http::error::body_limit).category()) {
-            break;
-          }
-          resp = ec == http::error::body_limit
-                     ? Problem(413, "",
-                               "request bodies must fit " + std::to_string(cfg.max_body_bytes) +
-                                   " bytes")
-                 : ec == http::error::header_limit
-                     ? Problem(431, "",
-                               "the trailer section must fit " +
-                                   std::to_string(cfg.max_trailer_bytes) + " bytes")
-                     : Problem(400, "", "malformed HTTP request body: " + ec.message());
-          resp.close = true;
-          ep = Endpoint::kInvalid;
-        } else if (ep == Endpoint::kAuth) {
-          RequestView view;
-          view.method = std::string_view(rq.method_string().data(), rq.method_string().size());
-          view.path = "/";
-          view.peer_address = peer;
-          view.headers = std::span<const HeaderPair>(headers.data(), headers.size());
-          RequestView probe = view;
-          if (auto m = probe.Header("x-original-method")) view.method = *m;
-          if (auto u = probe.Header("x-original-uri")) {
-            Target ot = SplitTarget(*u);
-            view.path = ot.path;
-            view.query = ot.query;
-          }
-          int64_t t0 = SteadyNowNs();
-          CheckOutcome outcome;
-          if (s.async_store) {
-            outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
-          } else {
-            outcome = s.enforcer->Check(view);
-          }
-          RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
-          resp.headers.reserve(outcome.headers.size() + 1);
-          for (HeaderField& h : outcome.headers) {
-            // A 403/204 carries no body: the problem body's type would mislead.
-            if (!EqualsIgnoreCase(h.name, "content-type")) resp.headers.push_back(std::move(h));
-          }
-          if (outcome.allowed()) {
-            resp.status = 204;
-            if (outcome.delay.count() > 0) {
-              net::steady_timer timer(w.ioc, outcome.delay);
-              conn.SetDeadline(outcome.delay + cfg.read_timeout);
-              co_await timer.async_wait(redirect_error(use_awaitable, ec));
-            }
-          } else {
-            resp.status = 403;
-            resp.headers.push_back(
-                {"X-RateLimit-Decision",
-                 outcome.verdict == CheckOutcome::Verdict::kReject ? "reject" : "unavailable"});
-          }
-        } else if (ep == Endpoint::kDecide) {
-          {
-            DecideInput input;
-            std::vector<ConfigError> errors = ParseDecideBody(body, &input);
-            if (!errors.empty()) {
-              resp = Problem(400, "Invalid decision request", "see errors", errors);
-            } else if (input.request) {
-              RequestView view = input.request->View();
-              int64_t t0 = SteadyNowNs();
-              CheckOutcome outcome;
-              if (s.async_store) {
-                outcome = co_await Decide(s, view);  // not in ?: (GCC 12 coroutine bug)
-              } else {
-                outcome = s.enforcer->Check(view);
-              }
-              RecordOutcome(s, shard, outcome, SteadyNowNs() - t0, &view, trace_id);
-              resp = RenderDecision(outcome);
-            } else {
-              int64_t t0 = SteadyNowNs();
-              Result<CheckOutcome> outcome = s.enforcer->CheckItems(input.items);
-              if (!outcome.ok()) {
-                resp = Problem(400, "Invalid decision request", outcome.status().message());
-              } else {
-                RecordOutcome(s, shard, *outcome, SteadyNowNs() - t0, nullptr, trace_id);
-                resp = RenderDecision(*outcome);
-              }
-            }
-          }
-        } else if (ep == Endpoint::kHealth) {
-          resp = t.path == "/healthz" ? HandleHealthz(s) : HandleReadyz(s);
-        } else if (ep == Endpoint::kMetrics || ep == Endpoint::kAdmin) {
-          // With an admin token, /metrics needs it too (on either listener; Prometheus
-          // sends it via `authorization: {credentials: ...}`): only the probes are exempt.
-          RequestView probe;
-          probe.headers = std::span<const HeaderPair>(headers.data(), headers.size());
-          auto authz = probe.Header("authorization");
-          if (!s.bearer.empty() && (!authz || !SecretEquals(*authz, s.bearer))) {
-            resp = Problem(401, "", "admin endpoints need the bearer token");
-            resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
-          } else if (ep == Endpoint::kMetrics) {
-            resp = HandleMetrics(s);
-          } else if (t.path == "/v1/reload") {
-            resp = HandleReload(s);
-          } else if (t.path == "/v1/policy") {
-            resp = HandlePolicy(s);
-          } else if (t.path == "/v1/top") {
-            resp = HandleTop(s, t.query);
-          } else if (t.path == "/v1/explain" && RawRequested(t.query) && s.bearer.empty() &&
-                     !s.identities.raw()) {
-            resp = RawNeedsToken();
-          } else if (t.path == "/v1/explain") {
-            {
-              DescribedRequest d;
-              std::vector<ConfigError> errors = ParseExplainQuery(t.query, &d);
-              if (!errors.empty()) {
-                resp = Problem(400, "Invalid explain query", "see errors", errors);
-              } else {
-                RequestView view = d.View();
-                CheckOutcome outcome = s.enforcer->Explain(view);
-                resp = RenderExplain(outcome, d, s.enforcer->ClientIp(view), s.identities,
-                                     RawRequested(t.query));
-              }
-            }
-          } else {
-            resp = Problem(404, "",
-                           "admin endpoints: /v1/reload /v1/policy /v1/top "
-                           "/v1/explain /metrics /healthz /readyz");
-          }
-        } else {
-          resp = Problem(404, "", "no such endpoint");
-        }
-      }
+      next = co_await Serve(hp, ex);
     }
-
-    bool draining = s.draining.load(std::memory_order_relaxed);
-    bool reuse = keep_alive && !resp.close && !draining;
-    out.clear();
-    SerializeResponse(resp, reuse, w.Date(), head, &out);
-    conn.SetDeadline(cfg.write_timeout);
-    size_t sent = WriteNow(conn.socket, net::buffer(out), ec);
-    if (!ec && sent < out.size()) {
-      co_await net::async_write(conn.socket, net::buffer(out.data() + sent, out.size() - sent),
-                                redirect_error(use_awaitable, ec));
-    }
-    shard.CountRequest(ep, resp.status);
-    if (cfg.access_log) {
-      s.log->Info("request", {{"status", resp.status},
-                              {"endpoint", EndpointName(ep)},
-                              {"peer", s.identities.ShowInLog(peer)},
-                              {"trace_id", std::string(trace_id)}});
-    }
-    if (ec || !reuse) {
-      linger = !ec;
-      break;
-    }
+    if (next == Next::kContinue) continue;
+    if (next == Next::kClose || !co_await Respond(ex)) break;
   }
-  if (conn.timed_out) s.metrics->timeouts.fetch_add(1, std::memory_order_relaxed);
-  if (linger && !conn.timed_out) co_await LingeringClose(conn, cfg.lingering_close);
+  if (conn_.timed_out) rt_->metrics->timeouts.fetch_add(1, std::memory_order_relaxed);
+  if (linger_ && !conn_.timed_out) co_await LingeringClose(conn_, cfg().lingering_close);
   beast::error_code ignored;
-  conn.socket.shutdown(tcp::socket::shutdown_send, ignored);
-  conn.socket.close(ignored);
+  conn_.socket.shutdown(tcp::socket::shutdown_send, ignored);
+  conn_.socket.close(ignored);
+}
+
+// Waits for the first byte of the next request (unless one is buffered).
+// False: the connection ends (draining, closed by the client, timed out).
+net::awaitable<bool> Session::AwaitRequest() {
+  if (buffer_.size() > 0) co_return true;
+  if (rt_->state->Draining()) co_return false;
+  // A read rather than async_wait: asio re-arms epoll (an epoll_ctl) for
+  // every async_wait, while a read op just queues on the registered socket.
+  conn_.idle = true;
+  conn_.SetDeadline(cfg().idle_timeout);
+  beast::error_code ec;
+  size_t n = co_await conn_.socket.async_read_some(
+      buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
+  buffer_.commit(n);
+  conn_.idle = false;
+  co_return !ec;
+}
+
+// The whole header is nearly always buffered already: parse it here, not
+// through async_read_header (a composed operation and a scheduler trip). Its
+// raw bytes are checked for ambiguous framing before they are consumed.
+net::awaitable<beast::error_code> Session::ReadHead(HeadParser& hp) {
+  beast::error_code ec;
+  for (;;) {
+    const size_t used = hp.put(buffer_.data(), ec);
+    if (!ec && hp.is_header_done()) {
+      ec = AcceptRequestHead({static_cast<const char*>(buffer_.data().data()), used}, hp.get());
+    }
+    buffer_.consume(used);
+    if (ec != http::error::need_more) co_return ec;
+    const size_t n = co_await conn_.socket.async_read_some(
+        buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
+    buffer_.commit(n);
+    if (ec) co_return ec;
+  }
+}
+
+RequestView Session::ViewOf(const http::request_header<>& req) {
+  headers_.clear();
+  for (const auto& f : req) headers_.emplace_back(View(f.name_string()), View(f.value()));
+  const Target t = SplitTarget(View(req.target()));
+  RequestView view;
+  view.method = View(req.method_string());
+  view.path = t.path;
+  view.query = t.query;
+  view.peer_address = peer_;
+  view.headers = std::span<const HeaderPair>(headers_.data(), headers_.size());
+  return view;
+}
+
+net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
+  const auto& req = hp.get();
+  ex.keep_alive = req.keep_alive();
+  ex.head = req.method() == http::verb::head;
+  ex.trace.From(req);
+  const RequestView view = ViewOf(req);
+  const RouteResult route = Route(kind_, view.method, view.path, rt_->exposure);
+  ex.endpoint = route.endpoint;
+  if (Screen(hp, route, ex)) co_return Next::kRespond;
+  if (route.op == Op::kGateway) co_return co_await Proxy(hp, view, ex);
+  co_return co_await ServeOwn(hp, route, view, ex);
+}
+
+// Refuses what no endpoint may see: a bad Host, a method the route does not
+// take, on the gateway a limit key header sent twice. True when `ex` holds the answer.
+bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex) {
+  if (std::string_view why = HostProblem(hp.get()); !why.empty()) {
+    ex.resp = Problem(400, "Bad request", why);
+    ex.resp.close = true;
+    ex.endpoint = Endpoint::kInvalid;
+    return true;
+  }
+  if (!route.allow.empty()) {
+    ex.resp = MethodNotAllowed(route.allow);
+    if (!hp.is_done()) ex.resp.close = true;  // the body is not read
+    return true;
+  }
+  if (route.op != Op::kGateway) return false;
+  // A header a rule keys on, sent twice: refused, never a copy picked (issue 14).
+  std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policy, headers_);
+  if (!repeated) return false;
+  ex.resp = Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
+  ex.resp.close = true;
+  ex.endpoint = Endpoint::kInvalid;
+  return true;
+}
+
+// Gateway mode: decide, then forward (server/proxy.h) or answer the rejection.
+net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
+  CheckOutcome outcome = co_await DecideAndRecord(*rt_, shard_, view, ex.trace.view());
+  if (!outcome.allowed()) {
+    ex.resp = RejectionResponse(outcome);
+    // The request body (if any) was not read: the connection cannot be reused.
+    if (hp.content_length().value_or(0) > 0 || hp.chunked()) ex.resp.close = true;
+    co_return Next::kRespond;
+  }
+  co_await Pause(outcome.delay);
+  ProxyResult pr =
+      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.view());
+  if (pr.status) shard_.CountRequest(Endpoint::kGateway, pr.status);
+  if (!pr.keep_alive || rt_->state->Draining()) {
+    linger_ = pr.status != 0;
+    co_return Next::kClose;
+  }
+  co_return Next::kContinue;
+}
+
+// Our own endpoints: the whole (bounded) body first, then the admin token
+// where the route needs it, then the route's handler. Bodyless requests (the
+// common case: GET /v1/auth) keep the header parser's message.
+net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route, RequestView view,
+                                       Exchange& ex) {
+  std::optional<BodyParser> bp;
+  ChunkLimits chunk_limits(cfg(), buffer_);  // outlives the body parser's use of it
+  if (!hp.is_done()) {
+    bp.emplace(std::move(hp));
+    if (beast::error_code ec = co_await ReadBody(*bp, chunk_limits)) {
+      std::optional<Response> failure = BodyFailure(ec, conn_, cfg());
+      if (!failure) co_return Next::kClose;
+      ex.resp = std::move(*failure);
+      ex.endpoint = Endpoint::kInvalid;
+      co_return Next::kRespond;
+    }
+    // Headers point into the parser's message: rebuilt after the move.
+    view = ViewOf(bp->get());
+    ex.trace.From(bp->get());
+  }
+  Request request;
+  request.listener = kind_;
+  request.view = view;
+  request.body = bp ? std::string_view(bp->get().body()) : std::string_view();
+  request.trace_id = ex.trace.view();
+  request.shard = &shard_;
+  std::optional<Response> denied =
+      route.needs_token ? CheckAdminToken(request, *rt_) : std::nullopt;
+  if (denied) {
+    ex.resp = std::move(*denied);
+  } else {
+    ex.resp = co_await HandlerFor(route.op)(request, *rt_);
+  }
+  co_return Next::kRespond;
+}
+
+net::awaitable<beast::error_code> Session::ReadBody(BodyParser& p, ChunkLimits& chunk_limits) {
+  p.body_limit(cfg().max_body_bytes);
+  p.on_chunk_header(chunk_limits);
+  // The header was parsed under the first parser's limit: check the length here.
+  if (p.content_length().value_or(0) > cfg().max_body_bytes) co_return http::error::body_limit;
+  auto expect = p.get().find(http::field::expect);
+  if (expect != p.get().end() && EqualsIgnoreCase(View(expect->value()), "100-continue")) {
+    if (beast::error_code ec = co_await WriteContinue(conn_)) co_return ec;
+  }
+  beast::error_code ec;
+  co_await http::async_read(conn_.socket, buffer_, p, redirect_error(use_awaitable, ec));
+  co_return ec;
+}
+
+// Waits out a leaky-bucket shaper's delay; the connection's deadline is held
+// beyond it.
+net::awaitable<void> Session::Pause(Nanos delay) {
+  if (delay.count() <= 0) co_return;
+  net::steady_timer timer(w_.ioc, delay);
+  conn_.SetDeadline(delay + cfg().read_timeout);
+  beast::error_code ec;
+  co_await timer.async_wait(redirect_error(use_awaitable, ec));
+}
+
+// Writes `ex.resp`, counts it and logs it. False: the connection ends.
+net::awaitable<bool> Session::Respond(Exchange& ex) {
+  co_await Pause(ex.resp.delay);
+  const bool reuse = ex.keep_alive && !ex.resp.close && !rt_->state->Draining();
+  out_.clear();
+  SerializeResponse(ex.resp, reuse, w_.Date(), ex.head, &out_);
+  conn_.SetDeadline(cfg().write_timeout);
+  beast::error_code ec;
+  size_t sent = WriteNow(conn_.socket, net::buffer(out_), ec);
+  if (!ec && sent < out_.size()) {
+    co_await net::async_write(conn_.socket, net::buffer(out_.data() + sent, out_.size() - sent),
+                              redirect_error(use_awaitable, ec));
+  }
+  shard_.CountRequest(ex.endpoint, ex.resp.status);
+  if (cfg().access_log) {
+    rt_->log->Info("request", {{"status", ex.resp.status},
+                               {"endpoint", EndpointName(ex.endpoint)},
+                               {"peer", rt_->identities.ShowInLog(peer_)},
+                               {"trace_id", std::string(ex.trace.view())}});
+  }
+  if (ec || !reuse) {
+    linger_ = !ec;
+    co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace
+
+net::awaitable<void> RunSession(const RuntimeHolder& runtimes, Worker& worker, ListenerKind kind,
+                                tcp::socket socket, ConnectionLimits::Slot slot) {
+  Session session(runtimes, worker, kind, std::move(socket));
+  co_await session.Run();
 }
 
 }  // namespace tollgate::server

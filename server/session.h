@@ -1,11 +1,17 @@
 // Internal: one client connection of tollgated (HTTP/1.1, keep-alive).
 //
-// RunSession reads requests one at a time (no pipelining in parallel: a
-// request is answered before the next is parsed), routes them to the
-// endpoints of its listener, and writes the responses. Limits: the request
-// line + headers must fit max_header_bytes (else 431), a body for our own
-// endpoints max_body_bytes (else 413), a malformed request gets 400; all three
-// close the connection and leave the server untouched.
+// The session is the I/O loop only. It reads requests one at a time (no
+// pipelining in parallel: a request is answered before the next is parsed),
+// screens each head (Host, 405, a repeated key header on the gateway), routes
+// it through the route table (server/route.h), and then either proxies it
+// (gateway mode: decide, then server/proxy.h) or reads its bounded body,
+// checks the admin token where the route needs it and calls the route's
+// handler (server/endpoints.h) with the current Runtime snapshot. It writes the
+// response, counts it and writes the access log line, each in one place.
+//
+// Limits: the request line + headers must fit max_header_bytes (else 431), a
+// body for our own endpoints max_body_bytes (else 413), a malformed request
+// gets 400; all three close the connection and leave the server untouched.
 //
 // Timeouts, through the worker's sweeper (Connection::deadline_ns): idle_timeout
 // while waiting for the next request, read_timeout from its first byte until
@@ -19,18 +25,17 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "server/connection_limits.h"
 #include "server/context.h"
+#include "server/route.h"
+#include "server/runtime.h"
 
 namespace tollgate::server {
 
 // `slot` is the connection's place under the listener's caps, given back
 // when the session ends.
-net::awaitable<void> RunSession(Shared& shared, Worker& worker, ListenerKind kind,
+net::awaitable<void> RunSession(const RuntimeHolder& runtimes, Worker& worker, ListenerKind kind,
                                 tcp::socket socket, ConnectionLimits::Slot slot);
-
-// Decides `request` with the Enforcer: inline for the local store, through
-// CheckAsync (resumed on this worker) for remote stores.
-net::awaitable<CheckOutcome> Decide(Shared& shared, const RequestView& request);
 
 }  // namespace tollgate::server
 

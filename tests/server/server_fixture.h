@@ -62,15 +62,17 @@ struct TestServer {
     return c;
   }
 
-  // Starts a server; on failure returns null and sets *error.
+  // Starts a server; on failure returns null and sets *error. `clock`, when
+  // given, is the server's (it must outlive the server).
   static std::unique_ptr<TestServer> Start(server::ServerConfig config, const std::string& policy,
                                            std::string* error,
-                                           std::shared_ptr<server::Logger> log = nullptr) {
+                                           std::shared_ptr<server::Logger> log = nullptr,
+                                           const Clock* clock = &SystemClock::Instance()) {
     auto t = std::make_unique<TestServer>();
     t->policy_path = t->dir.File("policy.json");
     WriteFile(t->policy_path, policy);
     config.policy_path = t->policy_path;
-    auto created = server::Server::Create(config, log);
+    auto created = server::Server::Create(config, log, clock);
     if (!created.ok()) {
       *error = created.status().ToString();
       return nullptr;

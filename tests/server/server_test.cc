@@ -372,6 +372,36 @@ TEST_P(ServerE2E, ReloadUnderLoadFailsNoRequest) {
   EXPECT_EQ(policy["generation"], 21);
 }
 
+// Server::Create's clock is the server's only time source: the Date header,
+// the policy reload stamp and the decisions all follow a ManualClock.
+TEST_P(ServerE2E, TheInjectedClockDrivesDatesReloadStampsAndDecisions) {
+  ManualClock clock;  // wall time 1'700'001'000 s: 2023-11-14T22:30:00Z
+  std::string error;
+  auto s = TestServer::Start(Config(), TightPolicy(), &error, nullptr, &clock);
+  ASSERT_TRUE(s) << error;
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").Header("date"), "Tue, 14 Nov 2023 22:30:00 GMT");
+  auto policy = Fetch(s->admin_port, "GET", "/v1/policy");
+  ASSERT_EQ(policy.status, 200) << policy.body;
+  EXPECT_EQ(json::parse(policy.body)["last_reload"]["wall_time_ns"], clock.WallNow());
+
+  clock.Advance(std::chrono::hours(1));
+  EXPECT_EQ(Fetch(s->admin_port, "POST", "/v1/reload").status, 200);
+  policy = Fetch(s->admin_port, "GET", "/v1/policy");
+  EXPECT_EQ(json::parse(policy.body)["last_reload"]["wall_time_ns"], clock.WallNow());
+  EXPECT_EQ(Fetch(s->port, "GET", "/healthz").Header("date"), "Tue, 14 Nov 2023 23:30:00 GMT");
+
+  // Decisions: the burst of 3 is spent, then refilled only by moving the clock
+  // (one token per 100 s; the real clock would take that long). A Redis store
+  // keeps its own time (server-clock mode), so this part is the local store's.
+  if (GetParam() != "local") return;
+  const Headers h = AuthHeaders(Key());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", h).status, 204) << i;
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", h).status, 403);
+  clock.Advance(std::chrono::seconds(100));
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", h).status, 204);
+  EXPECT_EQ(Fetch(s->port, "GET", "/v1/auth", h).status, 403);
+}
+
 TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   server::ServerConfig cfg = Config();
   cfg.admin_token = "s3cret-0123456789";

@@ -1,0 +1,162 @@
+#include "server/endpoints.h"
+
+#include <array>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <memory>
+
+#include "server/handlers.h"
+#include "server/secrets.h"
+
+namespace tollgate::server {
+namespace {
+
+namespace net = boost::asio;
+
+// Awaits Enforcer::CheckAsync; the completion is posted back to `ex`.
+template <typename Token>
+auto AsyncCheck(Enforcer& enforcer, const RequestView& view, net::any_io_executor ex,
+                Token&& token) {
+  return net::async_initiate<Token, void(CheckOutcome)>(
+      [&enforcer, &view, ex](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        enforcer.CheckAsync(view, [h, ex](CheckOutcome outcome) {
+          net::post(ex, [h, o = std::move(outcome)]() mutable { (*h)(std::move(o)); });
+        });
+      },
+      token);
+}
+
+net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request) {
+  if (!rt.async_decisions) co_return rt.enforcer->Check(request);
+  auto ex = co_await net::this_coro::executor;
+  co_return co_await AsyncCheck(*rt.enforcer, request, ex, net::use_awaitable);
+}
+
+// Handlers that need neither the request nor a suspension point.
+template <Response (*F)(const Runtime&)>
+net::awaitable<Response> Plain(const Request&, const Runtime& rt) {
+  co_return F(rt);
+}
+
+net::awaitable<Response> Top(const Request& request, const Runtime& rt) {
+  co_return HandleTop(rt, request.view.query);
+}
+
+net::awaitable<Response> Explain(const Request& request, const Runtime& rt) {
+  const std::string_view query = request.view.query;
+  const bool raw = RawRequested(query);
+  if (raw && rt.bearer.empty() && !rt.identities.raw()) co_return RawNeedsToken();
+  DescribedRequest d;
+  std::vector<ConfigError> errors = ParseExplainQuery(query, &d);
+  if (!errors.empty()) co_return Problem(400, "Invalid explain query", "see errors", errors);
+  RequestView view = d.View();
+  CheckOutcome outcome = rt.enforcer->Explain(view);
+  co_return RenderExplain(outcome, d, rt.enforcer->ClientIp(view), rt.identities, raw);
+}
+
+net::awaitable<Response> Auth(const Request& request, const Runtime& rt) {
+  const RequestView view = AuthSubject(request.view);
+  CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace_id);
+  Response resp;
+  resp.headers.reserve(outcome.headers.size() + 1);
+  for (HeaderField& h : outcome.headers) {
+    // A 403/204 carries no body: the problem body's type would mislead.
+    if (!EqualsIgnoreCase(h.name, "content-type")) resp.headers.push_back(std::move(h));
+  }
+  if (outcome.allowed()) {
+    resp.status = 204;
+    resp.delay = outcome.delay;  // the shaper's: waited out before the answer
+  } else {
+    resp.status = 403;
+    resp.headers.push_back(
+        {"X-RateLimit-Decision",
+         outcome.verdict == CheckOutcome::Verdict::kReject ? "reject" : "unavailable"});
+  }
+  co_return resp;
+}
+
+net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
+  DecideInput input;
+  std::vector<ConfigError> errors = ParseDecideBody(request.body, &input);
+  if (!errors.empty()) co_return Problem(400, "Invalid decision request", "see errors", errors);
+  if (input.request) {
+    RequestView view = input.request->View();
+    CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace_id);
+    co_return RenderDecision(outcome);
+  }
+  const int64_t t0 = rt.clock->Now();
+  Result<CheckOutcome> outcome = rt.enforcer->CheckItems(input.items);
+  if (!outcome.ok()) co_return Problem(400, "Invalid decision request", outcome.status().message());
+  RecordOutcome(rt, *request.shard, *outcome, rt.clock->Now() - t0, nullptr, request.trace_id);
+  co_return RenderDecision(*outcome);
+}
+
+net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
+  co_return Problem(404, "",
+                    "admin endpoints: /v1/reload /v1/policy /v1/top "
+                    "/v1/explain /metrics /healthz /readyz");
+}
+
+net::awaitable<Response> NotFound(const Request&, const Runtime&) {
+  co_return Problem(404, "", "no such endpoint");
+}
+
+// Indexed by Op.
+constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
+  std::array<Handler, size_t(Op::kCount)> h{};
+  h[size_t(Op::kHealthz)] = &Plain<HandleHealthz>;
+  h[size_t(Op::kReadyz)] = &Plain<HandleReadyz>;
+  h[size_t(Op::kMetrics)] = &Plain<HandleMetrics>;
+  h[size_t(Op::kReload)] = &Plain<HandleReload>;
+  h[size_t(Op::kPolicy)] = &Plain<HandlePolicy>;
+  h[size_t(Op::kTop)] = &Top;
+  h[size_t(Op::kExplain)] = &Explain;
+  h[size_t(Op::kAuth)] = &Auth;
+  h[size_t(Op::kDecide)] = &DecideBody;
+  h[size_t(Op::kAdminNotFound)] = &AdminNotFound;
+  h[size_t(Op::kNotFound)] = &NotFound;
+  h[size_t(Op::kGateway)] = nullptr;
+  return h;
+}();
+
+}  // namespace
+
+Handler HandlerFor(Op op) { return op < Op::kCount ? kHandlers[size_t(op)] : nullptr; }
+
+std::optional<Response> CheckAdminToken(const Request& request, const Runtime& rt) {
+  if (rt.bearer.empty()) return std::nullopt;
+  std::optional<std::string_view> authz = request.view.Header("authorization");
+  if (authz && SecretEquals(*authz, rt.bearer)) return std::nullopt;
+  Response r = Problem(401, "", "admin endpoints need the bearer token");
+  r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
+  return r;
+}
+
+net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
+                                             const RequestView& request,
+                                             std::string_view trace_id) {
+  const int64_t t0 = rt.clock->Now();
+  CheckOutcome outcome = co_await Check(rt, request);
+  RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace_id);
+  co_return outcome;
+}
+
+RequestView AuthSubject(const RequestView& request) {
+  RequestView view;
+  view.method = request.method;
+  view.path = "/";
+  view.peer_address = request.peer_address;
+  view.headers = request.headers;
+  if (auto m = request.Header("x-original-method")) view.method = *m;
+  if (auto u = request.Header("x-original-uri")) {
+    Target ot = SplitTarget(*u);
+    view.path = ot.path;
+    view.query = ot.query;
+  }
+  return view;
+}
+
+}  // namespace tollgate::server

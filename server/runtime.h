@@ -1,0 +1,136 @@
+// Internal: what tollgated handles a request with, as one immutable snapshot.
+//
+// A Runtime is built by Server::Create from the ServerConfig and the objects
+// the config asks for (policy store, store, Enforcer, the Envoy RLS front
+// end), and is rebuilt and swapped whole on every successful reload
+// (RuntimeHolder::Swap). A session refreshes its snapshot before each request
+// and keeps it for that request, so one request never sees half of a reload.
+// Handlers (server/endpoints.h) take a request and a `const Runtime&` and
+// return a response; they never see sockets or the server's own bookkeeping.
+//
+// What is immutable: every field of a Runtime once it is published. What is
+// shared: the objects it points to (Enforcer, store bundle, metrics, the
+// /v1/top sketch, the log gates, ServerState) are thread-safe and owned by the
+// server, which outlives every session and so every snapshot in use.
+//
+// Thread safety: RuntimeHolder::Refresh/Load/Swap may be called from any thread.
+#ifndef TOLLGATE_SERVER_RUNTIME_H_
+#define TOLLGATE_SERVER_RUNTIME_H_
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/config.h"
+#include "server/grpc_frontend.h"
+#include "server/identities.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/proxy_wire.h"
+#include "server/route.h"
+#include "server/store_factory.h"
+#include "server/top_rejected.h"
+#include "tollgate/clock.h"
+#include "tollgate/policy.h"
+
+namespace tollgate::server {
+
+// Gateway mode's upstream, resolved once at startup.
+struct Gateway {
+  UpstreamUrl upstream;
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints;
+};
+
+// What changes while the server runs and handlers read: drain state, reload
+// counters, and the reload action itself (the server's, which rebuilds the
+// snapshot). Owned by the server.
+struct ServerState {
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> drain_deadline_ns{0};  // set when draining starts; 0 forces
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
+  // Runs a reload (admin, SIGHUP, file change), logs and counts it; on success
+  // the next snapshot is live when it returns.
+  std::function<std::vector<ConfigError>(std::string_view trigger)> reload;
+
+  bool Draining() const { return draining.load(std::memory_order_relaxed); }
+};
+
+struct Runtime {
+  // Settings, derived from the config once.
+  std::shared_ptr<const ServerConfig> config;  // never null
+  Exposure exposure;                           // what the main listener serves
+  std::string bearer;                          // "Bearer <token>", or "" without a token
+  IdentityRedactor identities;                 // how keys and addresses are shown
+  std::shared_ptr<const Gateway> gateway;      // null unless gateway mode
+
+  // The decision engine. `policy` is the one this snapshot was built with (the
+  // Enforcer reads the PolicyStore's current one, which it equals between reloads).
+  std::shared_ptr<const Policy> policy;  // never null
+  uint64_t policy_generation = 0;
+  Enforcer* enforcer = nullptr;
+  PolicyStore* policies = nullptr;
+  const StoreBundle* store = nullptr;
+  // Enforcer::CheckAsync rather than Check: the store is natively asynchronous
+  // (Store::AsyncNative), so an I/O thread never waits on the network.
+  bool async_decisions = false;
+  GrpcFrontend* grpc = nullptr;  // null without grpc_listen
+
+  // Observers: where decisions are counted and logged.
+  const Clock* clock = nullptr;
+  Logger* log = nullptr;
+  ServerMetrics* metrics = nullptr;
+  TopRejected* top = nullptr;
+  RejectionGate* reject_gate = nullptr;
+  RejectionGate* upstream_error_gate = nullptr;  // gateway failures: every one, N a second
+
+  ServerState* state = nullptr;
+  int64_t start_wall_ns = 0;  // when the server was created (its clock's WallNow)
+
+  const ServerConfig& cfg() const { return *config; }
+};
+
+// The live snapshot. A reader keeps a pointer and a version and refreshes
+// both before each request: one atomic load when nothing changed.
+class RuntimeHolder {
+ public:
+  explicit RuntimeHolder(std::shared_ptr<const Runtime> first) : current_(std::move(first)) {}
+
+  std::shared_ptr<const Runtime> Load() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  // Brings (`*rt`, `*version`) up to date; cheap when they already are.
+  void Refresh(std::shared_ptr<const Runtime>* rt, uint64_t* version) const {
+    const uint64_t now = version_.load(std::memory_order_acquire);
+    if (*rt && *version == now) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    *rt = current_;
+    *version = version_.load(std::memory_order_relaxed);
+  }
+  void Swap(std::shared_ptr<const Runtime> next) {
+    std::shared_ptr<const Runtime> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      old = std::exchange(current_, std::move(next));
+      version_.fetch_add(1, std::memory_order_release);
+    }
+  }  // `old` is released outside the lock
+
+ private:
+  // A mutex rather than std::atomic<shared_ptr>, as in PolicyStore: visible to
+  // ThreadSanitizer, and uncontended (taken only after a reload).
+  mutable std::mutex mu_;
+  std::shared_ptr<const Runtime> current_;  // guarded by mu_
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_RUNTIME_H_
