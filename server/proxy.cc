@@ -358,39 +358,12 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   co_return ProxyResult{status, keep_alive};
 }
 
-// The streaming path for a request (used for requests with a body): the
-// header is rewritten in Beast's message and goes out with the first piece of
-// the body, the rest of the body is streamed piece by piece, then the response
-// is streamed back.
-net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& client_buffer,
-                                          http::request_parser<http::empty_body>& header_parser,
-                                          std::string_view peer_ip, char* buf) {
+// Rewrites a streamed request's header for the upstream (as the fast path,
+// proxy_wire.cc does), the framing from what the parser framed.
+void RewriteStreamedHead(const ProxyCall& call, http::request_parser<http::buffer_body>& p,
+                         std::string_view peer_ip) {
   const Runtime& s = call.s;
-  Worker& w = call.w;
-  Connection& client = call.client;
-  const ServerConfig& cfg = *s.config;
-  beast::error_code ec;
-
-  http::request_parser<http::buffer_body> p(std::move(header_parser));
-  p.body_limit(cfg.gateway_max_body_bytes);
-  ChunkLimits chunk_limits(cfg, client_buffer);
-  p.on_chunk_header(chunk_limits);
-  // read_timeout bounds each read of the body, body_timeout the whole body.
-  const int64_t body_deadline_ns = w.clock.Now() + Nanos(cfg.body_timeout).count();
   auto& req = p.get();
-  call.request = &req;
-  if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
-    co_return co_await SendTooLarge(call);
-  }
-  bool expect_continue = false;
-  if (auto e = req.find(http::field::expect); e != req.end()) {
-    expect_continue =
-        EqualsIgnoreCase(std::string_view(e->value().data(), e->value().size()), "100-continue");
-    req.erase(http::field::expect);
-  }
-
-  // Rewrite the request header for the upstream (as the fast path,
-  // proxy_wire.cc), the framing from what the parser framed.
   RemoveHopByHop(req);
   if (p.chunked()) {
     req.chunked(true);
@@ -428,20 +401,126 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
     req.target(target);
   }
   req.version(11);
+}
+
+// A streamed request on its way: the client's body parser and the upstream serializer.
+struct StreamedRequest {
+  http::request_parser<http::buffer_body>& p;
+  std::optional<http::serializer<true, http::buffer_body>>& sr;
+  beast::flat_buffer& client_buffer;
+  char* buf;
+  int64_t body_deadline_ns;  // body_timeout bounds the whole body
+};
+
+// What sending a streamed request came to.
+struct Sent {
+  std::optional<ProxyResult>
+      ended;           // the exchange is over (an error was answered, or the client left)
+  bool retry = false;  // a stale pooled connection: try a fresh one
+};
+
+// Sends the request: the header goes out with the first piece of the body (one
+// write), then the rest of the body streamed piece by piece. `may_retry`: the
+// connection was pooled and nothing of a body would be lost by a retry.
+net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connection& up,
+                                  bool may_retry) {
+  const ServerConfig& cfg = *call.s.config;
+  Connection& client = call.client;
+  auto& req = r.p.get();
+  beast::error_code ec;
+  up.SetDeadline(cfg.upstream_timeout);
+  do {
+    if (!r.p.is_done()) {
+      req.body().data = r.buf;
+      req.body().size = kRelayBuffer;
+      client.SetDeadline(cfg.read_timeout);
+      client.deadline_ns = std::min(client.deadline_ns, r.body_deadline_ns);
+      co_await http::async_read(client.socket, r.client_buffer, r.p,
+                                redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec == http::error::body_limit) {
+        ProxyResult too_large = co_await SendTooLarge(call);
+        co_return Sent{too_large};
+      }
+      if (ec && !client.timed_out && ec != http::error::end_of_stream &&
+          ec != http::error::partial_message &&
+          ec.category() == http::make_error_code(http::error::header_limit).category()) {
+        // Bad or unbounded chunk framing (server/chunk_limits.h, the read buffer).
+        // Built before co_await: no ?: temporaries in a co_await (GCC 12 coroutine bug).
+        Response bad = Problem(400, "", "malformed request body: " + ec.message());
+        if (ec == http::error::header_limit) {
+          bad = Problem(431, "", "the trailer section is too large");
+        }
+        ProxyResult refused = co_await SendProblem(call, std::move(bad));
+        co_return Sent{refused};
+      }
+      if (ec) co_return Sent{ProxyResult{0, false}};  // the client went away or timed out
+      req.body().size = kRelayBuffer - req.body().size;
+      req.body().data = r.buf;
+      req.body().more = !r.p.is_done();
+    } else {
+      req.body().data = nullptr;
+      req.body().size = 0;
+      req.body().more = false;
+    }
+    up.SetDeadline(cfg.upstream_timeout);
+    co_await http::async_write(up.socket, *r.sr, redirect_error(use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec && may_retry) co_return Sent{std::nullopt, true};  // stale pooled connection
+    if (ec) {
+      ProxyResult failed =
+          co_await SendUpstreamError(call, up.timed_out, "upstream timed out reading the request",
+                                     "upstream connection broke", ServerMetrics::kBroken);
+      co_return Sent{failed};
+    }
+  } while (!r.p.is_done() && !r.sr->is_done());
+  co_return Sent{};
+}
+
+// The streaming path for a request (used for requests with a body): the
+// header is rewritten in Beast's message and goes out with the first piece of
+// the body, the rest of the body is streamed piece by piece, then the response
+// is streamed back.
+net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& client_buffer,
+                                          http::request_parser<http::empty_body>& header_parser,
+                                          std::string_view peer_ip, char* buf) {
+  const Runtime& s = call.s;
+  Worker& w = call.w;
+  Connection& client = call.client;
+  const ServerConfig& cfg = *s.config;
+  beast::error_code ec;
+
+  http::request_parser<http::buffer_body> p(std::move(header_parser));
+  p.body_limit(cfg.gateway_max_body_bytes);
+  ChunkLimits chunk_limits(cfg, client_buffer);
+  p.on_chunk_header(chunk_limits);
+  // read_timeout bounds each read of the body, body_timeout the whole body.
+  const int64_t body_deadline_ns = w.clock.Now() + Nanos(cfg.body_timeout).count();
+  auto& req = p.get();
+  call.request = &req;
+  if (p.content_length().value_or(0) > cfg.gateway_max_body_bytes) {
+    co_return co_await SendTooLarge(call);
+  }
+  bool expect_continue = false;
+  if (auto e = req.find(http::field::expect); e != req.end()) {
+    expect_continue =
+        EqualsIgnoreCase(std::string_view(e->value().data(), e->value().size()), "100-continue");
+    req.erase(http::field::expect);
+  }
+
+  RewriteStreamedHead(call, p, peer_ip);
   const bool has_body = !p.is_done();
 
   if (expect_continue && has_body) {
-    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     client.SetDeadline(cfg.write_timeout);
-    co_await net::async_write(client.socket, net::buffer(kContinue.data(), kContinue.size()),
-                              redirect_error(use_awaitable, ec));
-    if (ec) co_return ProxyResult{0, false};
+    if (co_await WriteContinue(client)) co_return ProxyResult{0, false};
   }
 
   std::optional<http::serializer<true, http::buffer_body>> sr;
   std::optional<UpstreamLease> up;
   beast::flat_buffer ubuf(UpstreamBufferLimit(cfg));
   std::optional<ResponseParser> rp;
+  StreamedRequest r{p, sr, client_buffer, buf, body_deadline_ns};
   for (int attempt = 0;; ++attempt) {
     // 1. A connection: pooled if a fresh one is there, else a new one.
     bool reused = false;
@@ -457,50 +536,10 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
       }
     }
 
-    // 2. The request: the header goes out with the first piece of the body (one
-    //    write), then the rest of the body streamed piece by piece.
-    (*up)->SetDeadline(cfg.upstream_timeout);
-    do {
-      if (!p.is_done()) {
-        req.body().data = buf;
-        req.body().size = kRelayBuffer;
-        client.SetDeadline(cfg.read_timeout);
-        client.deadline_ns = std::min(client.deadline_ns, body_deadline_ns);
-        co_await http::async_read(client.socket, client_buffer, p,
-                                  redirect_error(use_awaitable, ec));
-        if (ec == http::error::need_buffer) ec = {};
-        if (ec == http::error::body_limit) co_return co_await SendTooLarge(call);
-        if (ec && !client.timed_out && ec != http::error::end_of_stream &&
-            ec != http::error::partial_message &&
-            ec.category() == http::make_error_code(http::error::header_limit).category()) {
-          // Bad or unbounded chunk framing (server/chunk_limits.h, the read buffer).
-          // Built before co_await: no ?: temporaries in a co_await (GCC 12 coroutine bug).
-          Response bad = Problem(400, "", "malformed request body: " + ec.message());
-          if (ec == http::error::header_limit) {
-            bad = Problem(431, "", "the trailer section is too large");
-          }
-          co_return co_await SendProblem(call, std::move(bad));
-        }
-        if (ec) co_return ProxyResult{0, false};  // the client went away or timed out
-        req.body().size = kRelayBuffer - req.body().size;
-        req.body().data = buf;
-        req.body().more = !p.is_done();
-      } else {
-        req.body().data = nullptr;
-        req.body().size = 0;
-        req.body().more = false;
-      }
-      (*up)->SetDeadline(cfg.upstream_timeout);
-      co_await http::async_write((*up)->socket, *sr, redirect_error(use_awaitable, ec));
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec && reused && attempt == 0 && !has_body) break;  // stale pooled connection: retry
-      if (ec) {
-        co_return co_await SendUpstreamError(call, (*up)->timed_out,
-                                             "upstream timed out reading the request",
-                                             "upstream connection broke", ServerMetrics::kBroken);
-      }
-    } while (!p.is_done() && !sr->is_done());
-    if (ec) continue;
+    // 2. The request, its body streamed.
+    Sent sent = co_await SendStreamed(call, r, **up, reused && attempt == 0 && !has_body);
+    if (sent.ended) co_return *sent.ended;
+    if (sent.retry) continue;
 
     // 3. The response header (1xx interim responses are skipped).
     ubuf.clear();
@@ -519,6 +558,106 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
   // 4. The response, streamed.
   co_return co_await RelayStreamedResponse(call, *up, ubuf, *rp, buf);
+}
+
+// A response read by the fast path into the relay buffer.
+struct FastResponse {
+  size_t have = 0;   // response bytes in the buffer
+  size_t whole = 0;  // header + body size, when the response is relayed whole; else 0
+  UpstreamResponseHead::State state = UpstreamResponseHead::State::kNeedMore;
+};
+
+// Reads the response until its header is complete and, when its header and
+// Content-Length body fit the buffer `buf`, until the whole body is there.
+net::awaitable<beast::error_code> ReadFastResponse(ProxyCall& call, Connection& up, char* buf,
+                                                   UpstreamResponseHead& parsed, FastResponse& r) {
+  beast::error_code ec;
+  r = FastResponse{};
+  for (;;) {
+    size_t n = co_await up.socket.async_read_some(net::buffer(buf + r.have, kRelayBuffer - r.have),
+                                                  redirect_error(use_awaitable, ec));
+    r.have += n;
+    if (ec || call.head) break;  // HEAD: Beast's parser knows its framing rules
+    if (r.state != UpstreamResponseHead::State::kComplete) {
+      r.state = parsed.Parse(std::string_view(buf, r.have));
+      if (r.state == UpstreamResponseHead::State::kComplete &&
+          CheckFraming(std::string_view(buf, parsed.header_size()), MessageKind::kResponse) !=
+              HttpFramingError::kOk) {
+        r.state = UpstreamResponseHead::State::kInvalid;  // ambiguous framing: 502
+      }
+      if (r.state == UpstreamResponseHead::State::kInvalid) break;
+      if (r.state == UpstreamResponseHead::State::kNeedMore) {
+        if (r.have == kRelayBuffer) break;  // a huge header: Beast's limits decide
+        continue;
+      }
+      if (!parsed.Relayable() || parsed.header_size() + parsed.body_size() > kRelayBuffer) {
+        break;  // streamed
+      }
+      r.whole = parsed.header_size() + parsed.body_size();
+    }
+    if (r.have >= r.whole) break;
+  }
+  co_return ec;
+}
+
+// Relays a response read whole (FastResponse::whole): one rewritten header and
+// the body, one write.
+net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, RelayScratch& scratch,
+                                       const UpstreamResponseHead& parsed, const FastResponse& fr,
+                                       char* buf) {
+  const Runtime& s = call.s;
+  const ServerConfig& cfg = *s.config;
+  Connection& client = call.client;
+  beast::error_code ec;
+  const int status = parsed.status();
+  const bool keep_alive = call.client_keep_alive && !s.state->Draining();
+  scratch.head.clear();
+  AppendClientResponseHead(parsed, call.response_headers, keep_alive, call.client_version,
+                           &scratch.head);
+  const std::array<net::const_buffer, 2> out{
+      net::buffer(scratch.head), net::buffer(buf + parsed.header_size(), parsed.body_size())};
+  // The upstream is done with: pool it first (unless it sent more than one response).
+  if (parsed.keep_alive() && fr.have == fr.whole && !s.state->Draining()) {
+    up.Release(cfg.upstream_max_idle);
+  }
+  client.SetDeadline(cfg.write_timeout);
+  size_t sent = WriteNow(client.socket, out, ec);
+  if (!ec && sent < net::buffer_size(out)) {
+    beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(out);
+    rest.consume(sent);
+    co_await net::async_write(client.socket, rest, redirect_error(use_awaitable, ec));
+  }
+  if (ec) co_return ProxyResult{status, false};
+  co_return ProxyResult{status, keep_alive};
+}
+
+// Writes all of `data`: at once when the socket takes it (the common case),
+// the rest asynchronously.
+net::awaitable<beast::error_code> WriteAll(tcp::socket& socket, const std::string& data) {
+  beast::error_code ec;
+  size_t sent = WriteNow(socket, net::buffer(data), ec);
+  if (!ec && sent < data.size()) {
+    co_await net::async_write(socket, net::buffer(data.data() + sent, data.size() - sent),
+                              redirect_error(use_awaitable, ec));
+  }
+  co_return ec;
+}
+
+// A response the fast path did not read whole: Beast's parser takes over from
+// the `have` bytes read into `buf` so far, and the response is streamed.
+net::awaitable<ProxyResult> RelayFromPartial(ProxyCall& call, UpstreamLease& up, char* buf,
+                                             size_t have) {
+  const ServerConfig& cfg = *call.s.config;
+  beast::error_code ec;
+  beast::flat_buffer ubuf(UpstreamBufferLimit(cfg));
+  ubuf.commit(net::buffer_copy(ubuf.prepare(have), net::buffer(buf, have)));
+  std::optional<ResponseParser> rp;
+  ec = co_await ReadFinalHeader(call, *up, ubuf, rp);
+  if (ec) {
+    co_return co_await SendUpstreamError(call, up->timed_out, "upstream did not answer in time",
+                                         "upstream sent no valid response", ServerMetrics::kBroken);
+  }
+  co_return co_await RelayStreamedResponse(call, up, ubuf, *rp, buf);
 }
 
 }  // namespace
@@ -557,9 +696,7 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
   beast::error_code ec;
   std::optional<UpstreamLease> up;
   std::optional<UpstreamResponseHead> parsed;
-  UpstreamResponseHead::State state = UpstreamResponseHead::State::kNeedMore;
-  size_t have = 0;   // response bytes in buf
-  size_t whole = 0;  // header + body size, when the response is relayed whole
+  FastResponse fr;
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     up.emplace(w, TakeConnection(w, &reused));
@@ -574,13 +711,7 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
     }
     (*up)->SetDeadline(cfg.upstream_timeout);
     HoldClientFor(call);
-    const std::string& request_head = scratch->head;
-    size_t sent = WriteNow((*up)->socket, net::buffer(request_head), ec);
-    if (!ec && sent < request_head.size()) {
-      co_await net::async_write((*up)->socket,
-                                net::buffer(request_head.data() + sent, request_head.size() - sent),
-                                redirect_error(use_awaitable, ec));
-    }
+    ec = co_await WriteAll((*up)->socket, scratch->head);
     if (ec && reused && attempt == 0 && !(*up)->timed_out) continue;  // stale pooled connection
     if (ec) {
       co_return co_await SendUpstreamError(call, (*up)->timed_out,
@@ -588,37 +719,10 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
                                            "upstream connection broke", ServerMetrics::kBroken);
     }
 
-    // The response: read until its header is complete and, when its header and
-    // Content-Length body fit the buffer, until the whole body is there.
-    have = 0;
-    whole = 0;
+    // The response: its header, and its body when it fits.
     parsed.emplace(&scratch->fields);
-    state = UpstreamResponseHead::State::kNeedMore;
-    for (;;) {
-      size_t n = co_await (*up)->socket.async_read_some(
-          net::buffer(buf + have, kRelayBuffer - have), redirect_error(use_awaitable, ec));
-      have += n;
-      if (ec || call.head) break;  // HEAD: Beast's parser knows its framing rules
-      if (state != UpstreamResponseHead::State::kComplete) {
-        state = parsed->Parse(std::string_view(buf, have));
-        if (state == UpstreamResponseHead::State::kComplete &&
-            CheckFraming(std::string_view(buf, parsed->header_size()), MessageKind::kResponse) !=
-                HttpFramingError::kOk) {
-          state = UpstreamResponseHead::State::kInvalid;  // ambiguous framing: 502
-        }
-        if (state == UpstreamResponseHead::State::kInvalid) break;
-        if (state == UpstreamResponseHead::State::kNeedMore) {
-          if (have == kRelayBuffer) break;  // a huge header: Beast's limits decide
-          continue;
-        }
-        if (!parsed->Relayable() || parsed->header_size() + parsed->body_size() > kRelayBuffer) {
-          break;  // streamed
-        }
-        whole = parsed->header_size() + parsed->body_size();
-      }
-      if (have >= whole) break;
-    }
-    bool retryable = have == 0 && reused && attempt == 0 && !(*up)->timed_out &&
+    ec = co_await ReadFastResponse(call, **up, buf, *parsed, fr);
+    bool retryable = fr.have == 0 && reused && attempt == 0 && !(*up)->timed_out &&
                      (ec == net::error::eof || ec == net::error::connection_reset);
     if (retryable) continue;  // the pooled connection was closed under us
     break;
@@ -626,49 +730,16 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
   if (ec) {
     co_return co_await SendUpstreamError(
         call, (*up)->timed_out, "upstream did not answer in time",
-        have == 0 ? "upstream sent no valid response" : "upstream closed the response early",
+        fr.have == 0 ? "upstream sent no valid response" : "upstream closed the response early",
         ServerMetrics::kBroken);
   }
-  if (state == UpstreamResponseHead::State::kInvalid) {
+  if (fr.state == UpstreamResponseHead::State::kInvalid) {
     co_return co_await SendUpstreamError(call, false, "", "upstream sent no valid response",
                                          ServerMetrics::kBroken);
   }
 
-  if (whole == 0) {
-    // Not relayed whole: Beast's parser takes over from the bytes read so far.
-    beast::flat_buffer ubuf(UpstreamBufferLimit(cfg));
-    ubuf.commit(net::buffer_copy(ubuf.prepare(have), net::buffer(buf, have)));
-    std::optional<ResponseParser> rp;
-    ec = co_await ReadFinalHeader(call, **up, ubuf, rp);
-    if (ec) {
-      co_return co_await SendUpstreamError(
-          call, (*up)->timed_out, "upstream did not answer in time",
-          "upstream sent no valid response", ServerMetrics::kBroken);
-    }
-    co_return co_await RelayStreamedResponse(call, *up, ubuf, *rp, buf);
-  }
-
-  // Relayed whole: one rewritten header and the body, one write.
-  const int status = parsed->status();
-  const bool keep_alive = call.client_keep_alive && !s.state->Draining();
-  scratch->head.clear();
-  AppendClientResponseHead(*parsed, response_headers, keep_alive, call.client_version,
-                           &scratch->head);
-  const std::array<net::const_buffer, 2> out{
-      net::buffer(scratch->head), net::buffer(buf + parsed->header_size(), parsed->body_size())};
-  // The upstream is done with: pool it first (unless it sent more than one response).
-  if (parsed->keep_alive() && have == whole && !s.state->Draining()) {
-    up->Release(cfg.upstream_max_idle);
-  }
-  client.SetDeadline(cfg.write_timeout);
-  size_t sent = WriteNow(client.socket, out, ec);
-  if (!ec && sent < net::buffer_size(out)) {
-    beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(out);
-    rest.consume(sent);
-    co_await net::async_write(client.socket, rest, redirect_error(use_awaitable, ec));
-  }
-  if (ec) co_return ProxyResult{status, false};
-  co_return ProxyResult{status, keep_alive};
+  if (fr.whole == 0) co_return co_await RelayFromPartial(call, *up, buf, fr.have);
+  co_return co_await RelayWhole(call, *up, *scratch, *parsed, fr, buf);
 }
 
 }  // namespace tollgate::server
