@@ -83,6 +83,110 @@ bool ReadString(const json& obj, const char* field, const std::string& path, std
   return true;
 }
 
+// The "request" member of a decide body (an object).
+void ParseDescribedRequest(const json& r, DecideInput* out, std::vector<ConfigError>* errors) {
+  DescribedRequest d;
+  ReadString(r, "method", "request", &d.method, errors);
+  if (ReadString(r, "path", "request", &d.path, errors)) {
+    if (d.path.empty() || d.path[0] != '/')
+      errors->push_back({"request.path", "must start with /"});
+  }
+  ReadString(r, "query", "request", &d.query, errors);
+  if (!r.contains("query")) {
+    size_t q = d.path.find('?');
+    if (q != std::string::npos) {
+      d.query = d.path.substr(q + 1);
+      d.path.resize(q);
+    }
+  }
+  if (!ReadString(r, "client_ip", "request", &d.client_ip, errors)) {
+    ReadString(r, "ip", "request", &d.client_ip, errors);
+  }
+  if (auto h = r.find("headers"); h != r.end()) {
+    if (h->is_object()) {
+      for (auto f = h->begin(); f != h->end(); ++f) {
+        if (!f.value().is_string()) {
+          errors->push_back({"request.headers." + f.key(), "must be a string"});
+          continue;
+        }
+        d.header_storage.emplace_back(f.key(), f.value().get<std::string>());
+      }
+    } else if (h->is_array()) {
+      for (size_t i = 0; i < h->size(); ++i) {
+        const json& p = (*h)[i];
+        if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string()) {
+          errors->push_back(
+              {"request.headers[" + std::to_string(i) + "]", "must be [\"name\", \"value\"]"});
+          continue;
+        }
+        d.header_storage.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
+      }
+    } else {
+      errors->push_back({"request.headers", "must be an object or an array of [name, value]"});
+    }
+    if (d.header_storage.size() > kMaxHeaders) {
+      errors->push_back({"request.headers", "at most " + std::to_string(kMaxHeaders) + " headers"});
+    }
+  }
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    static const char* kKnown[] = {"method", "path", "query", "client_ip", "ip", "headers"};
+    bool known = false;
+    for (const char* k : kKnown) known = known || it.key() == k;
+    if (!known) errors->push_back({"request." + it.key(), "unknown field"});
+  }
+  out->request = std::move(d);
+}
+
+// The "items" member of a decide body.
+void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* errors) {
+  // These two replace any error found so far: the body is answered with them alone.
+  if (!items.is_array() || items.empty()) {
+    *errors = {{"items", "must be a non-empty array"}};
+    return;
+  }
+  if (items.size() > kMaxItems) {
+    *errors = {{"items", "at most " + std::to_string(kMaxItems) + " items"}};
+    return;
+  }
+  out->item_storage.reserve(items.size() * 2);  // pointers into it must stay valid
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string path = "items[" + std::to_string(i) + "]";
+    const json& it = items[i];
+    if (!it.is_object()) {
+      errors->push_back({path, "must be an object {rule?, key, cost?}"});
+      continue;
+    }
+    std::string rule, key;
+    ReadString(it, "rule", path, &rule, errors);
+    if (!ReadString(it, "key", path, &key, errors) && !it.contains("key")) {
+      errors->push_back({path + ".key", "is required"});
+    }
+    int64_t cost = 1;
+    if (auto c = it.find("cost"); c != it.end()) {
+      if (!c->is_number_integer() || c->get<int64_t>() < 0 ||
+          (c->is_number_unsigned() && c->get<uint64_t>() > uint64_t(Limit::kMaxBurst))) {
+        errors->push_back({path + ".cost", "must be an integer >= 0"});
+      } else {
+        cost = c->get<int64_t>();
+      }
+    }
+    for (auto f = it.begin(); f != it.end(); ++f) {
+      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost") {
+        errors->push_back({path + "." + f.key(), "unknown field"});
+      }
+    }
+    out->item_storage.push_back(std::move(rule));
+    const std::string& rule_ref = out->item_storage.back();
+    out->item_storage.push_back(std::move(key));
+    const std::string& key_ref = out->item_storage.back();
+    ExplicitItem item;
+    item.rule = rule_ref;
+    item.key = key_ref;
+    item.cost = cost;
+    out->items.push_back(item);
+  }
+}
+
 }  // namespace
 
 RequestView DescribedRequest::View() {
@@ -112,101 +216,10 @@ std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out
   if (has_request) {
     const json& r = doc["request"];
     if (!r.is_object()) return {{"request", "must be an object"}};
-    DescribedRequest d;
-    ReadString(r, "method", "request", &d.method, &errors);
-    if (ReadString(r, "path", "request", &d.path, &errors)) {
-      if (d.path.empty() || d.path[0] != '/')
-        errors.push_back({"request.path", "must start with /"});
-    }
-    ReadString(r, "query", "request", &d.query, &errors);
-    if (!r.contains("query")) {
-      size_t q = d.path.find('?');
-      if (q != std::string::npos) {
-        d.query = d.path.substr(q + 1);
-        d.path.resize(q);
-      }
-    }
-    if (!ReadString(r, "client_ip", "request", &d.client_ip, &errors)) {
-      ReadString(r, "ip", "request", &d.client_ip, &errors);
-    }
-    if (auto h = r.find("headers"); h != r.end()) {
-      if (h->is_object()) {
-        for (auto f = h->begin(); f != h->end(); ++f) {
-          if (!f.value().is_string()) {
-            errors.push_back({"request.headers." + f.key(), "must be a string"});
-            continue;
-          }
-          d.header_storage.emplace_back(f.key(), f.value().get<std::string>());
-        }
-      } else if (h->is_array()) {
-        for (size_t i = 0; i < h->size(); ++i) {
-          const json& p = (*h)[i];
-          if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string()) {
-            errors.push_back(
-                {"request.headers[" + std::to_string(i) + "]", "must be [\"name\", \"value\"]"});
-            continue;
-          }
-          d.header_storage.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
-        }
-      } else {
-        errors.push_back({"request.headers", "must be an object or an array of [name, value]"});
-      }
-      if (d.header_storage.size() > kMaxHeaders) {
-        errors.push_back(
-            {"request.headers", "at most " + std::to_string(kMaxHeaders) + " headers"});
-      }
-    }
-    for (auto it = r.begin(); it != r.end(); ++it) {
-      static const char* kKnown[] = {"method", "path", "query", "client_ip", "ip", "headers"};
-      bool known = false;
-      for (const char* k : kKnown) known = known || it.key() == k;
-      if (!known) errors.push_back({"request." + it.key(), "unknown field"});
-    }
-    out->request = std::move(d);
+    ParseDescribedRequest(r, out, &errors);
     return errors;
   }
-  const json& items = doc["items"];
-  if (!items.is_array() || items.empty()) return {{"items", "must be a non-empty array"}};
-  if (items.size() > kMaxItems) {
-    return {{"items", "at most " + std::to_string(kMaxItems) + " items"}};
-  }
-  out->item_storage.reserve(items.size() * 2);  // pointers into it must stay valid
-  for (size_t i = 0; i < items.size(); ++i) {
-    std::string path = "items[" + std::to_string(i) + "]";
-    const json& it = items[i];
-    if (!it.is_object()) {
-      errors.push_back({path, "must be an object {rule?, key, cost?}"});
-      continue;
-    }
-    std::string rule, key;
-    ReadString(it, "rule", path, &rule, &errors);
-    if (!ReadString(it, "key", path, &key, &errors) && !it.contains("key")) {
-      errors.push_back({path + ".key", "is required"});
-    }
-    int64_t cost = 1;
-    if (auto c = it.find("cost"); c != it.end()) {
-      if (!c->is_number_integer() || c->get<int64_t>() < 0 ||
-          (c->is_number_unsigned() && c->get<uint64_t>() > uint64_t(Limit::kMaxBurst))) {
-        errors.push_back({path + ".cost", "must be an integer >= 0"});
-      } else {
-        cost = c->get<int64_t>();
-      }
-    }
-    for (auto f = it.begin(); f != it.end(); ++f) {
-      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost") {
-        errors.push_back({path + "." + f.key(), "unknown field"});
-      }
-    }
-    out->item_storage.push_back(std::move(rule));
-    const std::string& rule_ref = out->item_storage.back();
-    out->item_storage.push_back(std::move(key));
-    const std::string& key_ref = out->item_storage.back();
-    ExplicitItem item;
-    item.rule = rule_ref;
-    item.key = key_ref;
-    item.cost = cost;
-    out->items.push_back(item);
-  }
+  ParseItems(doc["items"], out, &errors);
   return errors;
 }
 
