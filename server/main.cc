@@ -1,7 +1,10 @@
 // tollgated: the rate-limit service. See docs/operations.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "server/config.h"
 #include "server/server.h"
@@ -20,101 +23,115 @@ constexpr const char* kDescription =
     "Flags override the config file. Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the "
     "policy.\nFull reference: docs/operations.md";
 
-}  // namespace
+using tollgate::server::ServerConfig;
 
-int main(int argc, char** argv) {
-  using tollgate::server::ServerConfig;
-  CLI::App app{kDescription, "tollgated"};
+// The command line: each flag writes into `flags`; when given, it overrides
+// the config file's value (Load).
+struct CommandLine {
   std::string config_path;
   ServerConfig flags;
+  bool check_only = false;
+  std::vector<std::function<void(ServerConfig&)>> overrides;
+  CLI::Option* admin_token_file = nullptr;
+
+  // Declares a flag that sets `field`.
+  template <typename T>
+  CLI::Option* Flag(CLI::App& app, const std::string& names, T ServerConfig::*field,
+                    const std::string& help) {
+    CLI::Option* opt = app.add_option(names, flags.*field, help);
+    overrides.push_back([this, opt, field](ServerConfig& c) {
+      if (opt->count()) c.*field = flags.*field;
+    });
+    return opt;
+  }
+  void Declare(CLI::App& app);
+  // Reads the config file and applies the flags over it; false (after
+  // printing why) when either is invalid.
+  bool Load(ServerConfig* config);
+};
+
+void CommandLine::Declare(CLI::App& app) {
   app.add_option("-c,--config", config_path,
                  "Server config file (JSON, see examples/tollgated.json); flags override it");
-  auto* policy = app.add_option("-p,--policy", flags.policy_path,
-                                "Policy file (rules); reloaded on SIGHUP, POST /v1/reload and "
-                                "when the file changes");
-  auto* listen = app.add_option("-l,--listen", flags.listen,
-                                "HOST:PORT for the decision API, /v1/auth and gateway traffic "
-                                "(default 127.0.0.1:8080; [::1]:PORT for IPv6)");
-  auto* admin = app.add_option("-a,--admin", flags.admin_listen,
-                               "HOST:PORT for the admin listener (reload, policy, top, explain, "
-                               "metrics); '' disables it (default 127.0.0.1:9090)");
-  auto* admin_token_file = app.add_option(
+  Flag(app, "-p,--policy", &ServerConfig::policy_path,
+       "Policy file (rules); reloaded on SIGHUP, POST /v1/reload and when the file changes");
+  Flag(app, "-l,--listen", &ServerConfig::listen,
+       "HOST:PORT for the decision API, /v1/auth and gateway traffic "
+       "(default 127.0.0.1:8080; [::1]:PORT for IPv6)");
+  Flag(app, "-a,--admin", &ServerConfig::admin_listen,
+       "HOST:PORT for the admin listener (reload, policy, top, explain, "
+       "metrics); '' disables it (default 127.0.0.1:9090)");
+  admin_token_file = app.add_option(
       "--admin-token-file", flags.admin_token_file,
       "File holding the bearer token the admin listener requires: exactly one line of at least "
       "16 visible ASCII characters (required when --admin is not loopback)");
-  auto* admin_open =
+  CLI::Option* admin_open =
       app.add_flag("--admin-allow-unauthenticated", flags.admin_allow_unauthenticated,
                    "Serve a non-loopback admin listener without a token (not recommended)");
-  auto* store =
-      app.add_option("-s,--store", flags.store,
-                     "Where state lives: local[://?max_keys=N&overflow=evict|allow|reject] | "
-                     "redis://HOST:PORT | "
-                     "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
-                     "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
-  auto* failure = app.add_option("-f,--failure-mode", flags.failure_mode,
-                                 "When a remote store fails: open (allow, unenforced), closed "
-                                 "(503) or degrade (local buckets at a fraction of the limit)");
-  auto* threads =
-      app.add_option("-t,--threads", flags.threads, "I/O threads; 0 = one per core (default)");
-  auto* upstream = app.add_option("-u,--upstream", flags.upstream,
-                                  "Gateway mode: http://HOST:PORT[/base] to forward allowed "
-                                  "requests to");
-  auto* headers = app.add_option("--headers", flags.header_style,
-                                 "Rate-limit header style: draft11 | draft03 | x-ratelimit | "
-                                 "x-ratelimit-epoch | none");
-  auto* log_level = app.add_option("--log-level", flags.log_level,
-                                   "trace | debug | info | warn | error | off (JSON lines on "
-                                   "stderr)");
-  auto* grpc = app.add_option("--grpc", flags.grpc_listen,
-                              "HOST:PORT for the Envoy rate limit service (gRPC); off by default");
-  auto* rls = app.add_option("--rls-config", flags.rls_config,
-                             "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
-  auto* grpc_headers =
-      app.add_option("--grpc-headers", flags.grpc_header_style,
-                     "RateLimit headers in gRPC responses (response_headers_to_add): draft11 | "
-                     "draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
-  auto* rls_algorithm =
-      app.add_option("--rls-default-algorithm", flags.rls_default_algorithm,
-                     "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
-                     "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
-  bool check_only = false;
+  overrides.push_back([admin_open](ServerConfig& c) {
+    if (admin_open->count()) c.admin_allow_unauthenticated = true;
+  });
+  Flag(app, "-s,--store", &ServerConfig::store,
+       "Where state lives: local[://?max_keys=N&overflow=evict|allow|reject] | "
+       "redis://HOST:PORT | "
+       "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
+       "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
+  Flag(app, "-f,--failure-mode", &ServerConfig::failure_mode,
+       "When a remote store fails: open (allow, unenforced), closed "
+       "(503) or degrade (local buckets at a fraction of the limit)");
+  Flag(app, "-t,--threads", &ServerConfig::threads, "I/O threads; 0 = one per core (default)");
+  Flag(app, "-u,--upstream", &ServerConfig::upstream,
+       "Gateway mode: http://HOST:PORT[/base] to forward allowed requests to");
+  Flag(app, "--headers", &ServerConfig::header_style,
+       "Rate-limit header style: draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none");
+  Flag(app, "--log-level", &ServerConfig::log_level,
+       "trace | debug | info | warn | error | off (JSON lines on stderr)");
+  Flag(app, "--grpc", &ServerConfig::grpc_listen,
+       "HOST:PORT for the Envoy rate limit service (gRPC); off by default");
+  Flag(app, "--rls-config", &ServerConfig::rls_config,
+       "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
+  Flag(app, "--grpc-headers", &ServerConfig::grpc_header_style,
+       "RateLimit headers in gRPC responses (response_headers_to_add): draft11 | "
+       "draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
+  Flag(app, "--rls-default-algorithm", &ServerConfig::rls_default_algorithm,
+       "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
+       "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
   app.add_flag("--check", check_only,
                "Run exactly the checks a start runs (config, admin token, trusted proxies, store "
                "URL, policy, with --grpc the rls_config YAML), print every error and exit "
                "(0 = valid, 2 = invalid)");
-  CLI11_PARSE(app, argc, argv);
+}
 
-  ServerConfig config;
+bool CommandLine::Load(ServerConfig* config) {
   if (!config_path.empty()) {
-    auto errors = tollgate::server::LoadServerConfigFile(config_path, &config);
+    auto errors = tollgate::server::LoadServerConfigFile(config_path, config);
     if (!errors.empty()) {
       std::cerr << "tollgated: " << config_path << " is invalid:\n";
       for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
-      return 2;
+      return false;
     }
   }
-  if (policy->count()) config.policy_path = flags.policy_path;
-  if (listen->count()) config.listen = flags.listen;
-  if (admin->count()) config.admin_listen = flags.admin_listen;
+  for (const auto& apply : overrides) apply(*config);
   if (admin_token_file->count()) {
     std::string why;
-    if (!tollgate::server::ReadAdminTokenFile(flags.admin_token_file, &config, &why)) {
+    if (!tollgate::server::ReadAdminTokenFile(flags.admin_token_file, config, &why)) {
       std::cerr << "tollgated: invalid configuration:\n  --admin-token-file: " << why << "\n";
-      return 2;
+      return false;
     }
   }
-  if (admin_open->count()) config.admin_allow_unauthenticated = true;
-  if (store->count()) config.store = flags.store;
-  if (failure->count()) config.failure_mode = flags.failure_mode;
-  if (threads->count()) config.threads = flags.threads;
-  if (upstream->count()) config.upstream = flags.upstream;
-  if (headers->count()) config.header_style = flags.header_style;
-  if (log_level->count()) config.log_level = flags.log_level;
-  if (grpc->count()) config.grpc_listen = flags.grpc_listen;
-  if (rls->count()) config.rls_config = flags.rls_config;
-  if (grpc_headers->count()) config.grpc_header_style = flags.grpc_header_style;
-  if (rls_algorithm->count()) config.rls_default_algorithm = flags.rls_default_algorithm;
+  return true;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "tollgated"};
+  CommandLine cli;
+  cli.Declare(app);
+  CLI11_PARSE(app, argc, argv);
+
+  ServerConfig config;
+  if (!cli.Load(&config)) return 2;
   // One function for --check and for the start (Server::Create runs it too):
   // a config --check accepts is not refused at start for a config reason.
   auto errors = tollgate::server::CheckServerConfig(config);
@@ -123,7 +140,7 @@ int main(int argc, char** argv) {
     for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
     return 2;
   }
-  if (check_only) {
+  if (cli.check_only) {
     std::cout << (config.grpc_listen.empty() ? "config and policy are valid\n"
                                              : "config, policy and rls_config are valid\n");
     return 0;
