@@ -27,6 +27,7 @@
 #include "fuzz_enforcer.h"
 #include "fuzz_http.h"
 #include "fuzz_input.h"
+#include "server/endpoints.h"
 #include "server/handlers.h"
 #include "server/http_util.h"
 #include "server/log.h"
@@ -151,15 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decide(enforcer, gateway, keep_alive, head);
 
   // /v1/auth: the original request comes in X-Original-Method / X-Original-URI.
-  RequestView auth = gateway;
-  auth.path = "/";
-  auth.query = {};
-  if (auto m = gateway.Header("x-original-method")) auth.method = *m;
-  if (auto u = gateway.Header("x-original-uri")) {
-    const tollgate::server::Target ot = tollgate::server::SplitTarget(*u);
-    auth.path = ot.path;
-    auth.query = ot.query;
-  }
+  const RequestView auth = tollgate::server::AuthSubject(gateway);
   Decide(enforcer, auth, keep_alive, head);
 
   // /v1/explain?method=&path=&header=&ip=: the query describes a request.
