@@ -91,6 +91,16 @@ class RedisClusterStore final : public Store {
   // The slot map covers every slot and every master has a connection up.
   bool Healthy() const override;
 
+  // Runs one plain command (e.g. {"EVAL", script, "1", key, ...}) on the master
+  // owning the slot of `key`, a Redis key as sent (its {hash tag} decides the
+  // slot; key_prefix is not added). MOVED, ASK, TRYAGAIN-like errors and calls
+  // that failed before being sent are followed inside the store within the
+  // call_timeout deadline and max_redirects; any other error reply comes back as a
+  // value of Type::kError. Same threading rules as RedisStore::Command.
+  void CommandAsync(std::string_view key, std::vector<std::string> argv,
+                    std::function<void(Result<RedisReply>)> done);
+  Result<RedisReply> Command(std::string_view key, std::vector<std::string> argv);
+
   // The Redis key of `key` (with its hash tag) and its slot.
   std::string RedisKeyFor(std::string_view key) const;
   static int SlotOf(std::string_view redis_key);

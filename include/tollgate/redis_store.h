@@ -109,6 +109,11 @@ struct RedisReply {
   std::vector<RedisReply> elements;
 };
 
+// The integer of an integer reply (e.g. a script's count): an error reply is
+// kServer with its text (at most 200 bytes), another type kServer naming it,
+// and a failed call its own Status.
+Result<int64_t> IntegerReply(Result<RedisReply> reply);
+
 struct RedisStoreStats {
   uint64_t decisions = 0;         // batches decided by Redis
   uint64_t script_calls = 0;      // EVALSHA/EVAL sent

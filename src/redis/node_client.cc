@@ -266,20 +266,26 @@ void NodeClient::CountFailure(const Status& st) {
 
 void NodeClient::SendCommand(Connection& c, NodeJobPtr job) {
   std::string resp;
+  int replies = 1;
+  if (job->asking) {  // an ASK redirection: ASKING, then the command (its reply is the last)
+    AppendCommand(resp, {"ASKING"});
+    replies = 2;
+  }
   AppendCommand(resp, job->argv);
   NodeJob* raw = job.release();
-  c.Send(std::move(resp), 1, raw->deadline, [this, raw](Status st, std::vector<ReplyPtr>& got) {
-    NodeJobPtr j(raw);
-    JobResult r;
-    r.status = st;
-    if (!st.ok()) {
-      CountFailure(st);
-    } else {
-      r.reply = got.front().get();
-    }
-    Finish(j, r);
-    Pump();
-  });
+  c.Send(std::move(resp), replies, raw->deadline,
+         [this, raw](Status st, std::vector<ReplyPtr>& got) {
+           NodeJobPtr j(raw);
+           JobResult r;
+           r.status = st;
+           if (!st.ok()) {
+             CountFailure(st);
+           } else {
+             r.reply = got.back().get();
+           }
+           Finish(j, r);
+           Pump();
+         });
 }
 
 // One EVALSHA (or EVAL after NOSCRIPT) for every job in `jobs`, encoded

@@ -196,6 +196,53 @@ class RedisClusterStore::Impl {
 
   bool Healthy() const { return healthy_.load(std::memory_order_relaxed); }
 
+  // A plain command routed by the slot of `key` (a Redis key, hash tag
+  // included). Redirections, unsent failures and retryable errors are followed
+  // within the call's deadline, as for decisions; error replies are values.
+  void CommandAsync(std::string key, std::vector<std::string> argv,
+                    std::function<void(Result<RedisReply>)> done) {
+    if (argv.empty()) {
+      done(InvalidArgument("command: empty argv"));
+      return;
+    }
+    if (closed_.load()) {
+      done(UnavailableError("redis cluster store is shutting down"));
+      return;
+    }
+    auto job = std::make_unique<NodeJob>();
+    job->keys.push_back(std::move(key));
+    job->argv = std::move(argv);
+    job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+    auto shared = std::make_shared<std::function<void(Result<RedisReply>)>>(std::move(done));
+    job->done = [this, shared](NodeJobPtr& j, const JobResult& r) { HandleCommand(j, r, *shared); };
+    struct Holder {
+      NodeJobPtr job;
+      ~Holder() {
+        if (job) {
+          JobResult r;
+          r.status = UnavailableError("redis cluster store is shutting down");
+          auto& d = job->done;
+          d(job, r);
+        }
+      }
+      Holder(NodeJobPtr j) : job(std::move(j)) {}
+      Holder(Holder&&) = default;
+    };
+    asio::post(io_, [this, h = Holder(std::move(job))]() mutable {
+      NodeJobPtr j = std::move(h.job);
+      if (stopping_) {
+        Finish(j, UnavailableError("redis cluster store is shutting down"));
+        return;
+      }
+      if (!have_map_) {
+        Park(std::move(j), std::chrono::steady_clock::now());
+        RequestRefresh(false);
+        return;
+      }
+      Route(std::move(j));
+    });
+  }
+
   RedisClusterStats Stats() const {
     RedisClusterStats s;
     s.decisions = decisions_.load();
@@ -386,30 +433,10 @@ class RedisClusterStore::Impl {
       return;
     }
     if (!r.status.ok()) {
-      const auto code = r.status.code();
-      if (!r.sent && (code == StatusCode::kConnection || code == StatusCode::kTimeout) &&
-          now < job->deadline && !stopping_) {
-        // Never written: safe to retry once the topology says where to go.
-        retried_unsent_.fetch_add(1, std::memory_order_relaxed);
-        RequestRefresh(false);
-        Park(std::move(job), now + options_.retry_backoff);
-        return;
-      }
-      final(r.status);
+      if (!RetryUnsent(job, r, now)) final(r.status);
       return;
     }
     if (!r.error.empty()) {
-      int slot = 0;
-      std::string endpoint;
-      const bool moved = redis::ParseRedirect(r.error, "MOVED", &slot, &endpoint);
-      const bool ask = !moved && redis::ParseRedirect(r.error, "ASK", &slot, &endpoint);
-      if ((moved || ask || redis::RetryableClusterError(r.error)) &&
-          ++job->redirects > options_.max_redirects) {
-        errors_.fetch_add(1, std::memory_order_relaxed);
-        final(Status(StatusCode::kServer, "redis cluster: too many redirections, last: " +
-                                              std::string(r.error.substr(0, 200))));
-        return;
-      }
       if (!job->declare_keys &&
           (r.error.find("non local key") != std::string_view::npos ||
            r.error.find("CROSSSLOT") != std::string_view::npos ||
@@ -428,39 +455,113 @@ class RedisClusterStore::Impl {
         Route(std::move(job));
         return;
       }
-      if (moved) {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        if (NodeClient* n = Node(endpoint)) slot_node_[static_cast<size_t>(slot)] = n;
-        RequestRefresh(false);
-        Route(std::move(job));
-        return;
-      }
-      if (ask) {
-        ask_.fetch_add(1, std::memory_order_relaxed);
-        NodeClient* n = Node(endpoint);
-        if (n == nullptr) {
-          final(Status(StatusCode::kServer, "redis cluster: bad ASK target " + endpoint));
+      Status failed;
+      switch (Redirect(job, r.error, now, &failed)) {
+        case Redirected::kTaken:
           return;
-        }
-        job->asking = true;
-        job->declare_keys = true;
-        n->Submit(std::move(job));
-        return;
-      }
-      if (redis::RetryableClusterError(r.error)) {
-        tryagain_.fetch_add(1, std::memory_order_relaxed);
-        const auto backoff = Backoff(*job);
-        if (!r.error.starts_with("TRYAGAIN")) RequestRefresh(false);
-        if (now + backoff < job->deadline) {
-          Park(std::move(job), now + backoff);
+        case Redirected::kFailed:
+          final(failed);
           return;
-        }
+        case Redirected::kNone:
+          errors_.fetch_add(1, std::memory_order_relaxed);
+          final(redis::ErrorReplyStatus("cluster", r.error));
+          return;
       }
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      final(redis::ErrorReplyStatus("cluster", r.error));
-      return;
     }
     final(redis::DecodeJob(*job, r.triples));
+  }
+
+  // A job whose call failed before it was written (kConnection or kTimeout,
+  // unsent) is safe to retry once the topology says where to go: parked
+  // after a refresh, within its deadline. True when the job was taken.
+  bool RetryUnsent(NodeJobPtr& job, const JobResult& r, SteadyTime now) {
+    const auto code = r.status.code();
+    if (r.sent || (code != StatusCode::kConnection && code != StatusCode::kTimeout) ||
+        now >= job->deadline || stopping_) {
+      return false;
+    }
+    retried_unsent_.fetch_add(1, std::memory_order_relaxed);
+    RequestRefresh(false);
+    Park(std::move(job), now + options_.retry_backoff);
+    return true;
+  }
+
+  enum class Redirected { kTaken, kNone, kFailed };
+
+  // Follows the error reply `error` of `job` when it is a redirection, for
+  // decisions and plain commands alike: MOVED points the slot at the new
+  // owner and routes again, ASK goes once to the target with ASKING, and
+  // TRYAGAIN-like errors park the job for a backoff within its deadline; all
+  // bounded by max_redirects. None of these ran the call, so nothing runs
+  // twice. kTaken: the job went on. kNone: not a redirection (or no time
+  // left to retry): the caller answers. kFailed: *failed says why.
+  Redirected Redirect(NodeJobPtr& job, std::string_view error, SteadyTime now, Status* failed) {
+    int slot = 0;
+    std::string endpoint;
+    const bool moved = redis::ParseRedirect(error, "MOVED", &slot, &endpoint);
+    const bool ask = !moved && redis::ParseRedirect(error, "ASK", &slot, &endpoint);
+    const bool retry = !moved && !ask && redis::RetryableClusterError(error);
+    if (!moved && !ask && !retry) return Redirected::kNone;
+    if (++job->redirects > options_.max_redirects) {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      *failed = Status(StatusCode::kServer, "redis cluster: too many redirections, last: " +
+                                                std::string(error.substr(0, 200)));
+      return Redirected::kFailed;
+    }
+    if (moved) {
+      moved_.fetch_add(1, std::memory_order_relaxed);
+      if (NodeClient* n = Node(endpoint)) slot_node_[static_cast<size_t>(slot)] = n;
+      RequestRefresh(false);
+      Route(std::move(job));
+      return Redirected::kTaken;
+    }
+    if (ask) {
+      ask_.fetch_add(1, std::memory_order_relaxed);
+      NodeClient* n = Node(endpoint);
+      if (n == nullptr) {
+        *failed = Status(StatusCode::kServer, "redis cluster: bad ASK target " + endpoint);
+        return Redirected::kFailed;
+      }
+      job->asking = true;
+      job->declare_keys = true;  // a plain command ignores it
+      n->Submit(std::move(job));
+      return Redirected::kTaken;
+    }
+    tryagain_.fetch_add(1, std::memory_order_relaxed);
+    const auto backoff = Backoff(*job);
+    if (!error.starts_with("TRYAGAIN")) RequestRefresh(false);
+    if (now + backoff >= job->deadline) return Redirected::kNone;
+    Park(std::move(job), now + backoff);
+    return Redirected::kTaken;
+  }
+
+  // A plain command's outcome: MOVED updates the map and goes again, ASK goes
+  // once to the target with ASKING, TRYAGAIN-like errors back off (all bounded
+  // by max_redirects and the deadline); any other reply is the caller's.
+  void HandleCommand(NodeJobPtr& job, const JobResult& r,
+                     const std::function<void(Result<RedisReply>)>& done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!r.status.ok()) {
+      if (!RetryUnsent(job, r, now)) done(r.status);
+      return;
+    }
+    if (r.reply == nullptr) {
+      done(Status(StatusCode::kServer, "redis cluster: command without a reply"));
+      return;
+    }
+    if (r.reply->type == REDIS_REPLY_ERROR) {
+      Status failed;
+      switch (Redirect(job, std::string_view(r.reply->str, r.reply->len), now, &failed)) {
+        case Redirected::kTaken:
+          return;
+        case Redirected::kFailed:
+          done(failed);
+          return;
+        case Redirected::kNone:
+          break;  // the error reply is the caller's, as a value
+      }
+    }
+    done(redis::ToRedisReply(r.reply));
   }
 
   // ---- batches spanning nodes: dry run everywhere, then charge node by node ----
@@ -975,6 +1076,18 @@ Result<BatchDecision> RedisClusterStore::Acquire(std::span<const AcquireItem> it
 }
 
 bool RedisClusterStore::Healthy() const { return impl_->Healthy(); }
+
+void RedisClusterStore::CommandAsync(std::string_view key, std::vector<std::string> argv,
+                                     std::function<void(Result<RedisReply>)> done) {
+  impl_->CommandAsync(std::string(key), std::move(argv), std::move(done));
+}
+
+Result<RedisReply> RedisClusterStore::Command(std::string_view key, std::vector<std::string> argv) {
+  auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
+  impl_->CommandAsync(std::string(key), std::move(argv),
+                      [w](Result<RedisReply> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {
   return impl_->KeyFor(key);

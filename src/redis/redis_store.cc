@@ -230,6 +230,18 @@ void RedisStore::CommandAsync(std::vector<std::string> argv,
   impl_->CommandAsync(std::move(argv), std::move(done));
 }
 
+Result<int64_t> IntegerReply(Result<RedisReply> reply) {
+  if (!reply.ok()) return reply.status();
+  switch (reply->type) {
+    case RedisReply::Type::kInteger:
+      return reply->integer;
+    case RedisReply::Type::kError:
+      return Status(StatusCode::kServer, reply->str.substr(0, 200));
+    default:
+      return Status(StatusCode::kServer, "expected an integer reply");
+  }
+}
+
 Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
   auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
   impl_->CommandAsync(std::move(argv), [w](Result<RedisReply> r) { w->Set(std::move(r)); });

@@ -560,5 +560,61 @@ TEST(RedisClusterStore, SlotMigrationUnderLoadIsInvisibleAndExact) {
   EXPECT_EQ(cluster.MasterOfSlot(slot), static_cast<int>(to));
 }
 
+// Command(key, argv) goes to the master of key's slot and follows ASK (a slot
+// migrating away: the new key is written on the importing node after ASKING)
+// and MOVED (the migration finished behind the store's back) inside the
+// store. The slot is moved back at the end, so the shared cluster is as before.
+TEST(RedisClusterStore, CommandIsRoutedBySlotAndFollowsAskAndMoved) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto o = ParseRedisClusterUrl(cluster->url());
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  o->node.call_timeout = Scaled(std::chrono::milliseconds(2000));
+  o->periodic_refresh = std::chrono::hours(1);  // only MOVED updates its map here
+  auto created = RedisClusterStore::Create(*o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<RedisClusterStore> store = std::move(*created);
+  ASSERT_TRUE(WaitHealthy(*store));
+  std::string key;
+  int slot = -1;
+  for (int i = 0; i < 100000 && key.empty(); ++i) {
+    const std::string k = "tg-command:{c" + std::to_string(i) + "}";
+    if (cluster->MasterOfSlot(RedisClusterStore::SlotOf(k)) == 0) {
+      key = k;
+      slot = RedisClusterStore::SlotOf(k);
+    }
+  }
+  ASSERT_FALSE(key.empty());
+  auto reply = [&](std::vector<std::string> argv) {
+    Result<RedisReply> r = store->Command(key, std::move(argv));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->str : std::string("<failed>");
+  };
+  EXPECT_EQ(reply({"SET", key, "on-master-0", "PX", "60000"}), "OK");
+  EXPECT_EQ(cluster->node(0).Command({"GET", key}), "on-master-0");
+  ASSERT_EQ(reply({"DEL", key}), "");  // an integer reply: no text
+  const uint64_t ask = store->Stats().ask, moved = store->Stats().moved;
+
+  SlotMigration m{*cluster, slot, 0, 1};
+  m.Begin();  // the key is gone from master 0: it answers ASK for it
+  EXPECT_EQ(reply({"SET", key, "asked", "PX", "60000"}), "OK");
+  EXPECT_GT(store->Stats().ask, ask);
+  m.MoveKeys();
+  m.Finish();  // master 1 owns the slot; the store still sends to master 0: MOVED
+  EXPECT_EQ(reply({"GET", key}), "asked");
+  EXPECT_GT(store->Stats().moved, moved);
+  EXPECT_EQ(cluster->node(1).Command({"GET", key}), "asked");
+  // An error reply that is no redirection is a value, not a failed call.
+  Result<RedisReply> wrong = store->Command(key, {"INCR", key});
+  ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
+  EXPECT_EQ(wrong->type, RedisReply::Type::kError);
+
+  SlotMigration back{*cluster, slot, 1, 0};
+  back.Begin();
+  back.MoveKeys();
+  back.Finish();
+  EXPECT_EQ(cluster->MasterOfSlot(slot), 0);
+}
+
 }  // namespace
 }  // namespace tollgate::testing
