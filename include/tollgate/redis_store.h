@@ -89,7 +89,8 @@ struct RedisOptions {
   const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the store
 
   // "Known denied until t": single-item decisions that Redis denied are answered
-  // locally until the retry time passes (same key, cost and limit only).
+  // locally until the retry time passes (same key, cost and limit only). The
+  // time is clock->Now(), so a test's ManualClock expires the entries.
   bool deny_cache = false;
   size_t deny_cache_entries = 65536;
 };

@@ -304,9 +304,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
   SteadyTime deadline = SteadyTime::max();
   const bool asking = jobs.front()->asking;
   const bool declare = jobs.front()->declare_keys;
-  const int64_t sent = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now().time_since_epoch())
-                           .count();
+  const int64_t sent = options_.clock->Now();  // the deny cache's time base (RedisOptions::clock)
   size_t key_bytes = 0, group_values = 0;
   for (auto& j : jobs) {
     j->sent_ns = sent;

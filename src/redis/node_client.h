@@ -61,7 +61,7 @@ struct NodeJob {
   bool declare_keys = true;
   int redirects = 0;  // redirections followed so far (cluster)
   SteadyTime deadline;
-  int64_t sent_ns = 0;  // local steady time the call was sent
+  int64_t sent_ns = 0;  // RedisOptions::clock->Now() when the call was sent (deny cache)
   // Runs once per outcome; may take ownership of `job` (e.g. to resubmit it
   // elsewhere after a redirection), otherwise the job is destroyed after it.
   std::function<void(NodeJobPtr& job, const JobResult&)> done;

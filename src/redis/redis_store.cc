@@ -25,14 +25,6 @@ using redis::NodeJob;
 using redis::NodeJobPtr;
 using redis::SteadyTime;
 
-namespace {
-
-int64_t SteadyNs(SteadyTime t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
-}  // namespace
-
 class RedisStore::Impl {
  public:
   Impl(const RedisOptions& options, redis::TlsContextPtr tls)
@@ -97,7 +89,7 @@ class RedisStore::Impl {
     std::string cache_entry;
     if (options_.deny_cache && items.size() == 1) {
       cache_entry = redis::DenyCache::EntryKey(job->keys[0], *items[0].limit, items[0].cost);
-      if (auto d = deny_cache_.Lookup(cache_entry, SteadyNs(std::chrono::steady_clock::now()))) {
+      if (auto d = deny_cache_.Lookup(cache_entry, options_.clock->Now())) {
         deny_cache_hits_.fetch_add(1, std::memory_order_relaxed);
         BatchDecision out;
         out.allowed = false;

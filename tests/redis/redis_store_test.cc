@@ -520,5 +520,32 @@ TEST(RedisStore, DenyCacheAnswersCertainDenialsLocallyButNotAfterALimitChange) {
   EXPECT_TRUE(AcquireOne(*store, "dc", roomy, 1).value().allowed);
 }
 
+// The deny cache keeps its time on RedisOptions::clock: a cached denial is
+// served until that clock passes its retry time, then Redis decides again.
+// (Redis keeps its own time, TIME, so it still denies: the point is who answers.)
+TEST(RedisStore, DenyCacheExpiresOnTheInjectedClock) {
+  TOLLGATE_START_REDIS(server);
+  ManualClock clock;
+  RedisOptions o;
+  o.deny_cache = true;
+  o.clock = &clock;
+  auto store = MakeStore(server, o);
+  ASSERT_NE(store, nullptr);
+  const Limit tight = Bucket(0.001, 1);  // one token per 1000 s
+  ASSERT_TRUE(AcquireOne(*store, "dc-clock", tight, 1).value().allowed);
+  auto denied = AcquireOne(*store, "dc-clock", tight, 1);  // learns
+  ASSERT_TRUE(denied.ok());
+  ASSERT_FALSE(denied->allowed);
+  ASSERT_TRUE(AcquireOne(*store, "dc-clock", tight, 1).ok());
+  EXPECT_EQ(store->Stats().deny_cache_hits, 1u);
+  const uint64_t calls = store->Stats().script_calls;
+  clock.Advance(denied->retry_after + std::chrono::seconds(1));
+  auto again = AcquireOne(*store, "dc-clock", tight, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->allowed);
+  EXPECT_EQ(store->Stats().deny_cache_hits, 1u);  // not from the cache
+  EXPECT_EQ(store->Stats().script_calls, calls + 1);
+}
+
 }  // namespace
 }  // namespace tollgate
