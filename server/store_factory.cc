@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 
 #include "tollgate/local_store.h"
 #if TOLLGATE_HAVE_REDIS
@@ -59,40 +57,6 @@ Result<StoreBundle> CreateLocal(const ServerConfig& config, const Clock* clock) 
 }
 
 #if TOLLGATE_HAVE_REDIS && TOLLGATE_HAVE_RESILIENT
-// Per-rule failure modes, read from the current policy: the resolver the
-// resilient store calls for each item it answers without the remote store (the
-// policy layer's bucket keys start with the rule name, see FailureModesByRule).
-// The rule -> mode map is rebuilt when the policy generation changes, so a
-// reload takes effect on the next failed call. Only the failure path calls it.
-class RuleModes {
- public:
-  RuleModes(std::shared_ptr<PolicyStore> policies, FailureMode fallback)
-      : policies_(std::move(policies)), fallback_(fallback) {}
-
-  FailureMode operator()(std::string_view key) {
-    uint64_t generation = 0;
-    std::shared_ptr<const Policy> policy = policies_->Current(&generation);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!resolve_ || generation != generation_) {
-      std::map<std::string, FailureMode, std::less<>> by_rule;
-      for (const RuleSummary& r : SummarizePolicy(*policy)) {
-        FailureMode m;
-        if (!r.failure_mode.empty() && ParseFailureMode(r.failure_mode, &m)) by_rule[r.name] = m;
-      }
-      resolve_ = FailureModesByRule(std::move(by_rule), fallback_);
-      generation_ = generation;
-    }
-    return resolve_(key);
-  }
-
- private:
-  const std::shared_ptr<PolicyStore> policies_;
-  const FailureMode fallback_;
-  std::mutex mu_;
-  uint64_t generation_ = 0;
-  FailureModeResolver resolve_;
-};
-
 // Wraps a remote store in the resilient store (failure mode + circuit breaker).
 // With degrade, the local share is divided by the live instance count, which
 // instances learn from heartbeats in a sorted set on the same Redis. The fleet
@@ -173,10 +137,6 @@ Result<StoreBundle> WrapResilient(std::unique_ptr<Store> primary, std::string de
   ResilientStoreOptions options;
   if (!ParseFailureMode(config.failure_mode, &options.mode)) {
     return InvalidArgument("failure_mode: must be open, closed or degrade");
-  }
-  if (policies) {
-    auto modes = std::make_shared<RuleModes>(policies, options.mode);
-    options.mode_for_key = [modes](std::string_view key) { return (*modes)(key); };
   }
   options.degrade_fraction = config.degrade_fraction;
   options.charge_back = config.charge_back;

@@ -42,10 +42,9 @@ struct StoreBundle {
   std::vector<std::shared_ptr<void>> keep_alive;
 };
 
-// `log`, when given, gets one line per circuit breaker transition. `policies`,
-// when given, supplies per-rule failure modes (a rule's `failure_mode` applies
-// to its bucket keys; other keys use config.failure_mode), read again after
-// each reload.
+// `log`, when given, gets one line per circuit breaker transition. Per-rule
+// failure modes need no policy here: the Enforcer tags each store item with
+// its rule's mode. `policies` is unused.
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
                                 std::shared_ptr<Logger> log = nullptr,
                                 std::shared_ptr<PolicyStore> policies = nullptr);

@@ -22,9 +22,9 @@
 // kInvalidArgument and kOverflow from the primary are passed through (the
 // caller's problem, not an outage) and count as successes for the breaker.
 //
-// Per-rule modes: AcquireItem carries no mode. Options::mode_for_key maps a
-// bucket key to its mode; FailureModesByRule() builds one from rule names for
-// the policy layer's keys (the rule name comes before the first \x1f).
+// Per-rule modes: an item's mode is its AcquireItem::failure_mode tag (the
+// Enforcer sets it from the rule's failure_mode), else Options::mode. Keys
+// are never parsed for it.
 //
 // Fleet awareness: with Options::fleet set, a maintenance thread calls
 // FleetRegistry::Heartbeat() every maintenance_period while the breaker is not
@@ -78,7 +78,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -89,20 +88,6 @@
 #include "tollgate/store.h"
 
 namespace tollgate {
-
-enum class FailureMode : uint8_t { kOpen = 0, kClosed = 1, kDegrade = 2 };
-
-std::string_view FailureModeName(FailureMode m);  // "open", "closed", "degrade"
-// Parses "open" / "closed" / "degrade" (also "fail-open", "fail-closed"); false if unknown.
-bool ParseFailureMode(std::string_view name, FailureMode* out);
-
-using FailureModeResolver = std::function<FailureMode(std::string_view key)>;
-
-// A resolver for the policy layer's keys, "<rule name>\x1f<algorithm>\x1f<identity>":
-// the mode of the rule name (the text before the first \x1f) from `by_rule`,
-// else `fallback` (also for keys without a separator).
-FailureModeResolver FailureModesByRule(std::map<std::string, FailureMode, std::less<>> by_rule,
-                                       FailureMode fallback);
 
 // Tells how many instances share the limits. Called from one thread at a time.
 class FleetRegistry {
@@ -147,8 +132,7 @@ Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options);
 bool ParseMovedTarget(std::string_view error, std::string* host, int* port);
 
 struct ResilientStoreOptions {
-  FailureMode mode = FailureMode::kDegrade;  // for every key, unless mode_for_key is set
-  FailureModeResolver mode_for_key;          // optional per-key (per-rule) mode
+  FailureMode mode = FailureMode::kDegrade;  // for items without a failure_mode tag
 
   double degrade_fraction = 0.5;  // in (0, 1]
   int64_t initial_instances = 1;  // the divisor until a heartbeat has answered

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,11 +29,24 @@
 
 namespace tollgate {
 
+// How a store that cannot reach its backend answers an item (ResilientStore,
+// see resilient_store.h): allow unenforced, refuse (503), or decide locally on
+// a share of the limit.
+enum class FailureMode : uint8_t { kOpen = 0, kClosed = 1, kDegrade = 2 };
+
 struct AcquireItem {
   std::string_view key;  // the full bucket key: rule name + identity (see KeyBuilder)
   const Limit* limit;    // never null
   int64_t cost;          // >= 0; 0 peeks
+  // The item's failure mode, a tag its producer sets (the Enforcer: from the
+  // rule's failure_mode); empty: the store's default. Stores that cannot fail
+  // ignore it; no store reads it from the key.
+  std::optional<FailureMode> failure_mode = std::nullopt;
 };
+
+std::string_view FailureModeName(FailureMode m);  // "open", "closed", "degrade"
+// Parses "open" / "closed" / "degrade" (also "fail-open", "fail-closed"); false if unknown.
+bool ParseFailureMode(std::string_view name, FailureMode* out);
 
 struct BatchDecision {
   bool allowed = false;             // every item fitted, so every item was charged

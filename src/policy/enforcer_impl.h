@@ -49,7 +49,8 @@ struct PlannedItem {
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
   RuleState* state = nullptr;
   std::optional<RollbackConfig> rollback;
-  size_t order = 0;  // position in policy order
+  size_t order = 0;                         // position in policy order
+  std::optional<FailureMode> failure_mode;  // the rule's, as the store item's tag
 };
 
 struct Plan {
@@ -72,7 +73,8 @@ struct Plan {
     std::vector<AcquireItem> batch;
     batch.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      batch.push_back({items[i].key, &items[i].limit, explain ? 0 : items[i].cost});
+      batch.push_back(
+          {items[i].key, &items[i].limit, explain ? 0 : items[i].cost, items[i].failure_mode});
     }
     if (peek) {
       for (AcquireItem& item : batch) item.cost = 0;

@@ -142,6 +142,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
     item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
     item.state = state;
     item.rollback = rule.rollback;
+    item.failure_mode = rule.failure_mode_tag;
     item.order = order++;
     switch (rule.cost_kind) {
       case Rule::CostKind::kFixed:
@@ -230,6 +231,7 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.name = rule->name;
       item.state = plan->binding->states[static_cast<size_t>(index)];
       item.rollback = rule->rollback;
+      item.failure_mode = rule->failure_mode_tag;
     } else {
       item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
       std::lock_guard<std::mutex> lock(mu_);

@@ -600,6 +600,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   rule.shadow = shadow;
   rule.enforce_percent = percent;
   rule.missing_key = missing;
+  if (FailureMode m; ParseFailureMode(failure_mode, &m)) rule.failure_mode_tag = m;
   rule.failure_mode = std::move(failure_mode);
   rule.rollback = rollback;
   rule.fingerprint = j.dump();

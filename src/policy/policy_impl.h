@@ -75,6 +75,8 @@ struct Rule {
   double enforce_percent = 100;
   MissingKey missing_key = MissingKey::kSkip;
   std::string failure_mode;  // "open" | "closed" | "degrade"; empty: the store's default
+  // failure_mode as the tag the Enforcer puts on the rule's store items.
+  std::optional<FailureMode> failure_mode_tag;
   std::optional<RollbackConfig> rollback;
   std::string fingerprint;  // canonical text of the rule: changes when anything changes
 

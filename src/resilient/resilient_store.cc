@@ -153,7 +153,8 @@ class ResilientStore::Impl {
       owned->limits.push_back(*it.limit);
     }
     for (size_t i = 0; i < items.size(); ++i)
-      owned->items.push_back(AcquireItem{owned->keys[i], &owned->limits[i], items[i].cost});
+      owned->items.push_back(
+          AcquireItem{owned->keys[i], &owned->limits[i], items[i].cost, items[i].failure_mode});
     const int64_t started = options_.clock->Now();
     primary_->AcquireAsync(owned->items, [this, owned, permit, started,
                                           done = std::move(done)](Result<BatchDecision> r) {
@@ -207,7 +208,7 @@ class ResilientStore::Impl {
     std::vector<FailureMode> modes;
     modes.reserve(items.size());
     for (const AcquireItem& it : items) {
-      const FailureMode m = options_.mode_for_key ? options_.mode_for_key(it.key) : options_.mode;
+      const FailureMode m = it.failure_mode.value_or(options_.mode);
       if (m == FailureMode::kClosed) {
         Bump(closed_rejections_);
         return UnavailableError("rate-limit store " + primary_name_ +

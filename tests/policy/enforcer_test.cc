@@ -518,6 +518,50 @@ class FakeStore : public Store {
   int calls = 0;
 };
 
+// The failure-mode tags of the last batch a store saw.
+class TagRecordingStore : public Store {
+ public:
+  std::vector<std::pair<std::string, std::optional<FailureMode>>> seen;
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override {
+    seen.clear();
+    BatchDecision d;
+    d.allowed = true;
+    for (const AcquireItem& it : items) {
+      seen.emplace_back(std::string(it.key), it.failure_mode);
+      Decision one;
+      one.allowed = true;
+      one.limit = one.remaining = 5;
+      d.decisions.push_back(one);
+    }
+    return d;
+  }
+  std::string Name() const override { return "tags"; }
+};
+
+// A rule's failure_mode travels to the store as each item's tag (the
+// resilient store reads nothing from keys); a rule without one leaves it
+// empty (the store's default). Explicit items get their rule's tag too.
+TEST(StoreFailure, ItemsCarryTheRuleFailureModeAsATag) {
+  TagRecordingStore store;
+  ManualClock clock;
+  auto policies = *PolicyStore::FromText(R"({"rules": [
+      {"name": "payments", "limit_keys": ["ip:address"], "group": "pay", "failure_mode": "closed",
+       "algorithm_config": {"rps": 1, "burst": 5}},
+      {"name": "public", "limit_keys": ["ip:address"], "group": "pub",
+       "algorithm_config": {"rps": 1, "burst": 5}}]})");
+  auto enforcer = *Enforcer::Create(policies, &store, &clock, {});
+  TestRequest r;
+  ASSERT_TRUE(enforcer->Check(r.View()).allowed());
+  ASSERT_EQ(store.seen.size(), 2u);
+  EXPECT_TRUE(store.seen[0].first.starts_with("payments"));
+  EXPECT_EQ(store.seen[0].second, FailureMode::kClosed);
+  EXPECT_EQ(store.seen[1].second, std::nullopt);
+  const ExplicitItem item{.rule = "payments", .key = "k"};
+  ASSERT_TRUE(enforcer->CheckItems(std::span(&item, 1)).ok());
+  ASSERT_EQ(store.seen.size(), 1u);
+  EXPECT_EQ(store.seen[0].second, FailureMode::kClosed);
+}
+
 TEST(StoreFailure, UnavailableIsA503NeverA429) {
   FakeStore store;
   store.error = UnavailableError("breaker open");

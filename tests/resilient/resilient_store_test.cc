@@ -282,33 +282,48 @@ TEST_F(ResilientStoreTest, DegradeKeepsAtLeastOneToken) {
   EXPECT_EQ(CountAllowed("r\x1fk", l, 5), 1);
 }
 
+// Per-rule modes come from each item's failure_mode tag (the Enforcer sets it
+// from the rule); untagged items get Options::mode. Keys are never parsed.
 TEST_F(ResilientStoreTest, PerRuleModes) {
-  auto o = Options(FailureMode::kDegrade);
-  o.mode_for_key = FailureModesByRule(
-      {{"public", FailureMode::kOpen}, {"payments", FailureMode::kClosed}}, FailureMode::kDegrade);
-  Make(std::move(o));
+  Make(Options(FailureMode::kDegrade));
   const Limit l = Bucket(4);
   fake_->fail = StatusCode::kConnection;
-  auto open =
-      One("public\x1f"
-          "1.2.3.4",
-          l);
+  auto tagged = [&](std::string_view key, std::optional<FailureMode> mode) {
+    AcquireItem item{key, &l, 1, mode};
+    auto r = Batch({&item, 1});
+    return r.ok() ? Result<Decision>(r->decisions.front()) : Result<Decision>(r.status());
+  };
+  auto open = tagged(
+      "public\x1f"
+      "1.2.3.4",
+      FailureMode::kOpen);
   ASSERT_TRUE(open.ok());
-  auto closed =
-      One("payments\x1f"
-          "1.2.3.4",
-          l);
+  auto closed = tagged(
+      "payments\x1f"
+      "1.2.3.4",
+      FailureMode::kClosed);
   ASSERT_FALSE(closed.ok());
   EXPECT_EQ(closed.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(CountAllowed("other\x1f"
-                         "1.2.3.4",
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto r = tagged(
+        "other\x1f"
+        "1.2.3.4",
+        FailureMode::kDegrade);
+    allowed += r.ok() && r->allowed;
+  }
+  EXPECT_EQ(allowed, 2);                               // degrade
+  EXPECT_EQ(CountAllowed("nokeyseparator", l, 5), 2);  // untagged: the default, degrade
+  // A key that names a closed rule but carries no tag is not refused: the
+  // mode is never read from the key.
+  EXPECT_EQ(CountAllowed("payments\x1f"
+                         "5.6.7.8",
                          l, 5),
-            2);                                        // degrade
-  EXPECT_EQ(CountAllowed("nokeyseparator", l, 5), 2);  // the fallback: degrade
+            2);
 
   // A batch with an open and a degrade item: decided locally, unenforced overall.
   const std::string a = "public\x1fz", b = "other\x1fz", c = "payments\x1fz";
-  AcquireItem mixed[] = {{a, &l, 1}, {b, &l, 1}};
+  AcquireItem mixed[] = {{a, &l, 1, FailureMode::kOpen}, {b, &l, 1, FailureMode::kDegrade}};
   auto r = Batch(mixed);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->allowed);
@@ -323,7 +338,7 @@ TEST_F(ResilientStoreTest, PerRuleModes) {
   // an unenforced answer without state (which the policy layer turns into 503).
   EXPECT_TRUE(denied->enforced);
   EXPECT_FALSE(denied->decisions[1].allowed);
-  AcquireItem with_closed[] = {{a, &l, 1}, {c, &l, 1}};
+  AcquireItem with_closed[] = {{a, &l, 1, FailureMode::kOpen}, {c, &l, 1, FailureMode::kClosed}};
   EXPECT_EQ(Batch(with_closed).status().code(), StatusCode::kUnavailable);
 }
 

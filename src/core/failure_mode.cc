@@ -1,6 +1,5 @@
-#include <utility>
-
-#include "tollgate/resilient_store.h"
+// FailureMode names (store.h).
+#include "tollgate/store.h"
 
 namespace tollgate {
 
@@ -27,16 +26,6 @@ bool ParseFailureMode(std::string_view name, FailureMode* out) {
     return false;
   }
   return true;
-}
-
-FailureModeResolver FailureModesByRule(std::map<std::string, FailureMode, std::less<>> by_rule,
-                                       FailureMode fallback) {
-  return [by_rule = std::move(by_rule), fallback](std::string_view key) {
-    const size_t sep = key.find('\x1f');
-    if (sep == std::string_view::npos) return fallback;
-    auto it = by_rule.find(key.substr(0, sep));
-    return it == by_rule.end() ? fallback : it->second;
-  };
 }
 
 }  // namespace tollgate
