@@ -12,6 +12,7 @@
 
 #include "base/config_errors.h"
 #include "server/secrets.h"
+#include "server/store_bundle.h"
 
 namespace tollgate::server {
 namespace {
@@ -449,26 +450,24 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
 }
 
 StoreKind StoreKindOf(std::string_view store) {
-  if (store == "local" || store == "local://" || store.starts_with("local://?")) {
-    return StoreKind::kLocal;
-  }
-  if (store.starts_with("redis://") || store.starts_with("rediss://")) return StoreKind::kRedis;
-  if (store.starts_with("redis-cluster://") || store.starts_with("rediss-cluster://")) {
-    return StoreKind::kRedisCluster;
+  auto scheme = StoreSchemeOf(store);  // the runtime's grammar (tollgate/store_spec.h)
+  if (!scheme.ok()) return StoreKind::kUnknown;
+  switch (*scheme) {
+    case StoreScheme::kLocal:
+      return StoreKind::kLocal;
+    case StoreScheme::kRedis:
+      return StoreKind::kRedis;
+    case StoreScheme::kRedisCluster:
+      return StoreKind::kRedisCluster;
   }
   return StoreKind::kUnknown;
 }
 
 Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c) {
-  LocalStoreOptions options;
-  options.max_keys = c.local_max_keys;
-  options.max_keys_per_group = c.local_max_keys_per_rule;
-  if (!ParseOverflowPolicy(c.local_overflow, &options.overflow)) {
-    return InvalidArgument("store.local_overflow: must be evict, allow or reject");
-  }
-  const size_t query = c.store.find("://?");
-  if (StoreKindOf(c.store) != StoreKind::kLocal || query == std::string::npos) return options;
-  return ParseLocalStoreQuery(std::string_view(c.store).substr(query + 4), options);
+  auto spec = StoreSpecOf(c);
+  if (!spec.ok()) return spec.status();
+  if (StoreKindOf(c.store) != StoreKind::kLocal) return spec->local;
+  return LocalOptionsOf(*spec);
 }
 
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
@@ -522,12 +521,10 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
                           "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
                           "sliding_log)"});
   }
-  if (StoreKindOf(c.store) == StoreKind::kUnknown) {
-    errors.push_back({"store",
-                      "must be local[://?OPTIONS], redis[s]://HOST:PORT or "
-                      "redis[s]-cluster://HOST:PORT[,...]"});
-  } else if (auto local = LocalStoreOptionsOf(c); !local.ok()) {
-    errors.push_back({"store", local.status().message()});
+  if (auto spec = StoreSpecOf(c); !spec.ok()) {
+    errors.push_back({"store", spec.status().message()});
+  } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
+    errors.push_back({"store", store.message()});  // the runtime's one store grammar
   }
   if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
     errors.push_back({"failure_mode", "must be open, closed or degrade"});

@@ -34,7 +34,7 @@
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
 #include "server/route.h"
-#include "server/store_factory.h"
+#include "server/store_bundle.h"
 #include "server/top_rejected.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"

@@ -317,7 +317,7 @@ class Server::Impl {
     if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
     policies = std::move(opened).value();
     policy_stamp = Stamp(config->policy_path);
-    auto created = CreateStore(*config, clock, log, policies);
+    auto created = CreateStore(*config, clock, log);
     if (!created.ok()) return created.status();
     store = std::move(created).value();
     EnforcerOptions options = MakeEnforcerOptions(*config);

@@ -3,10 +3,6 @@
 #include "server/grpc_frontend.h"
 #include "src/policy/client_ip.h"
 #include "tollgate/policy.h"
-#if TOLLGATE_HAVE_REDIS
-#include "tollgate/redis_cluster_store.h"
-#include "tollgate/redis_store.h"
-#endif
 
 namespace tollgate::server {
 
@@ -19,14 +15,6 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c) {
                             "' is not an address or CIDR (10.0.0.1, 10.0.0.0/8, fd00::/8)"});
     }
   }
-#if TOLLGATE_HAVE_REDIS
-  Status store = Status::Ok();
-  if (StoreKindOf(c.store) == StoreKind::kRedis) store = ParseRedisUrl(c.store).status();
-  if (StoreKindOf(c.store) == StoreKind::kRedisCluster) {
-    store = ParseRedisClusterUrl(c.store).status();
-  }
-  if (!store.ok()) errors.push_back({"store", std::string(store.message())});
-#endif
   if (!c.policy_path.empty()) {
     ParsedPolicy policy = ParsePolicyFile(c.policy_path);
     for (const ConfigError& e : policy.errors) {

@@ -35,80 +35,54 @@
 #include "bench_redis.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
+#include "tollgate/store_spec.h"
 
 namespace tollgate::cli::bench {
 namespace {
 
 // Redis TIME from a script that names the bucket's key: it runs on the node
-// that holds the key (a cluster node that does not answers MOVED).
+// that holds the key.
 constexpr const char* kTimeScript = "return redis.call('TIME')";
 
-bool SplitHostPort(std::string_view hp, std::string* host, int* port) {
-  const size_t colon = hp.rfind(':');
-  if (colon == std::string_view::npos) return false;
-  std::string_view h = hp.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  const std::string_view p = hp.substr(colon + 1);
-  const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), *port);
-  if (ec != std::errc() || end != p.data() + p.size() || *port < 1 || *port > 65535) return false;
-  *host = std::string(h);
-  return !host->empty();
-}
-
-// The store's clock, read on its own connection to the node holding the key.
+// The store's clock, read through a store of its own opened from the same URL
+// (the runtime's store spec): on a cluster, Command routes by the key's slot
+// and follows MOVED/ASK inside the cluster store.
 // Thread safety: as RedisStore.
 class StoreClock {
  public:
   static Result<std::unique_ptr<StoreClock>> Open(const BenchArgs& a, std::string redis_key) {
-    RedisOptions node;
-    if (IsClusterUrl(a.url)) {
-      auto co = ParseRedisClusterUrl(a.url);
-      if (!co.ok()) return co.status();
-      node = co->node;
-      if (co->seeds.empty() || !SplitHostPort(co->seeds.front(), &node.host, &node.port)) {
-        return InvalidArgument("overgrant: no usable seed in " + a.url);
-      }
-    } else {
-      auto o = ParseRedisUrl(a.url);
-      if (!o.ok()) return o.status();
-      node = *o;
+    StoreSpec spec;
+    spec.url = a.url;
+    spec.call_timeout = std::chrono::milliseconds(5000);
+    auto opened = OpenStore(spec);
+    if (!opened.ok()) return opened.status();
+    if (opened->redis == nullptr && opened->cluster == nullptr) {
+      return InvalidArgument("overgrant: " + a.url + " is not a Redis store");
     }
-    node.connections = 1;
-    node.call_timeout = std::chrono::milliseconds(5000);
-    node.connect_timeout = std::chrono::milliseconds(5000);
-    std::unique_ptr<StoreClock> clock(new StoreClock(std::move(redis_key)));
-    for (int hop = 0; hop < 4; ++hop) {
-      auto store = RedisStore::Create(node);
-      if (!store.ok()) return store.status();
-      Result<RedisReply> r = (*store)->Command(clock->Argv());
-      if (!r.ok()) return r.status();
-      if (r->type == RedisReply::Type::kError && r->str.starts_with("MOVED ")) {
-        // "MOVED <slot> <host>:<port>": the node that holds the key.
-        const size_t sp = r->str.rfind(' ');
-        if (!SplitHostPort(std::string_view(r->str).substr(sp + 1), &node.host, &node.port)) {
-          return Status(StatusCode::kServer, "overgrant: cannot follow '" + r->str + "'");
-        }
-        continue;
-      }
-      Result<int64_t> t = Parse(std::move(r));
-      if (!t.ok()) return t.status();
-      clock->node_ = std::move(*store);
-      return clock;
-    }
-    return Status(StatusCode::kServer,
-                  "overgrant: too many MOVED redirections reading TIME for the key");
+    std::unique_ptr<StoreClock> clock(new StoreClock(std::move(redis_key), std::move(*opened)));
+    Result<int64_t> t = clock->Now();  // the first read also waits for the connection
+    if (!t.ok()) return t.status();
+    return clock;
   }
 
   // ns since the epoch, on the store's clock.
-  Result<int64_t> Now() { return Parse(node_->Command(Argv())); }
+  Result<int64_t> Now() {
+    return Parse(store_.cluster != nullptr ? store_.cluster->Command(redis_key_, Argv())
+                                           : store_.redis->Command(Argv()));
+  }
   // `done` runs once, on the clock's I/O thread.
   void NowAsync(std::function<void(Result<int64_t>)> done) {
-    node_->CommandAsync(
-        Argv(), [done = std::move(done)](Result<RedisReply> r) { done(Parse(std::move(r))); });
+    auto parsed = [done = std::move(done)](Result<RedisReply> r) { done(Parse(std::move(r))); };
+    if (store_.cluster != nullptr) {
+      store_.cluster->CommandAsync(redis_key_, Argv(), std::move(parsed));
+    } else {
+      store_.redis->CommandAsync(Argv(), std::move(parsed));
+    }
   }
 
  private:
-  explicit StoreClock(std::string redis_key) : redis_key_(std::move(redis_key)) {}
+  StoreClock(std::string redis_key, OpenedStore store)
+      : redis_key_(std::move(redis_key)), store_(std::move(store)) {}
 
   std::vector<std::string> Argv() const { return {"EVAL", kTimeScript, "1", redis_key_}; }
 
@@ -127,7 +101,7 @@ class StoreClock {
   }
 
   std::string redis_key_;
-  std::unique_ptr<RedisStore> node_;
+  OpenedStore store_;
 };
 
 // The store time of the latest grant, from above: after each grant is

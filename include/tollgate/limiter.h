@@ -49,6 +49,7 @@
 #include "tollgate/local_store.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
+#include "tollgate/store_spec.h"  // MakeStore(url): a store from a URL
 
 namespace tollgate {
 
@@ -118,14 +119,6 @@ class Limiter {
   const std::shared_ptr<Store> store_;
   LocalStore* const local_;  // store_ when it is a LocalStore: the allocation-free path
 };
-
-// A Store from a URL, for configuration files and command lines:
-//   "local" or "local://?max_keys=N&shards=N&overflow=evict|allow|reject&max_keys_per_rule=N"
-//                                                   a LocalStore (ParseLocalStoreQuery)
-//   "redis://[[user]:password@]host[:port][/db][?prefix=P&timeout_ms=N&pool=N]"
-// Redis URLs need tollgate built with its Redis store (kInvalidArgument otherwise).
-Result<std::shared_ptr<Store>> MakeStore(std::string_view url,
-                                         const Clock* clock = &SystemClock::Instance());
 
 }  // namespace tollgate
 

@@ -29,8 +29,9 @@
 // Fleet awareness: with Options::fleet set, a maintenance thread calls
 // FleetRegistry::Heartbeat() every maintenance_period while the breaker is not
 // open; the live instance count it returns is the divisor used by kDegrade.
-// RedisFleetRegistry keeps one sorted set of instance ids scored by Redis TIME
-// (ms) and counts the members seen within the TTL.
+// CreateRedisFleetRegistry keeps one sorted set of instance ids scored by Redis
+// TIME (ms) and counts the members seen within the TTL, through a store's
+// command function (it holds no connection of its own).
 //
 // Charge-back (Options::charge_back, default on): every cost granted by kDegrade
 // is added to a per-key ledger (bounded by max_charge_back_keys; overflow is
@@ -99,37 +100,24 @@ class FleetRegistry {
 };
 
 struct RedisFleetOptions {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  std::string username;  // ACL user (AUTH username password); empty = legacy AUTH
-  std::string password;  // AUTH when non-empty
-  int db = 0;
   // The sorted set holding the fleet; a {hash tag} keeps it on one Cluster slot.
   std::string key = "tollgate:{fleet}";
-  std::string instance_id;                        // empty: "<hostname>:<pid>:<random>"
-  Nanos ttl{std::chrono::seconds(3)};             // an instance missing this long no longer counts
-  Nanos timeout{std::chrono::milliseconds(200)};  // connect and per command
+  std::string instance_id;             // empty: "<hostname>:<pid>:<random>"
+  Nanos ttl{std::chrono::seconds(3)};  // an instance missing this long no longer counts
 };
-
-// A FleetRegistry on a Redis sorted set (one connection, hiredis, with
-// timeouts; reconnects on the next call after an error; follows one -MOVED).
-// "redis://[:password@]host:port[/db]" URLs can be parsed with ParseFleetUrl.
-Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options);
 
 // Sends one Redis command (argv) and returns its integer reply; an error reply
 // or a failed call is an error Status. Called from one thread at a time.
 using FleetCommand = std::function<Result<int64_t>(std::vector<std::string> argv)>;
 
-// The same registry (script, key, instance id, TTL) over a caller's connection,
-// e.g. RedisStore::Command, so it shares the store's AUTH, db and TLS options.
-// options.host/port/username/password/db/timeout are unused; `command` must
-// stay usable until the registry is destroyed (it sends ZREM when it leaves).
+// A FleetRegistry on a Redis sorted set, scored by Redis TIME (ms), over a
+// store's command function: RedisStore::Command, or RedisClusterStore::Command
+// routed by options.key (src/runtime builds it from the store spec), so it
+// shares the store's connections, AUTH, db, TLS and cluster redirections.
+// `command` must stay usable until the registry is destroyed (it sends ZREM
+// when it leaves, once it has registered).
 Result<std::unique_ptr<FleetRegistry>> CreateRedisFleetRegistry(RedisFleetOptions options,
                                                                 FleetCommand command);
-Status ParseFleetUrl(std::string_view url, RedisFleetOptions* options);
-// The target of a "MOVED <slot> <host>:<port>" error reply: `host` is empty
-// when the reply names none (the same host). False when it is not one.
-bool ParseMovedTarget(std::string_view error, std::string* host, int* port);
 
 struct ResilientStoreOptions {
   FailureMode mode = FailureMode::kDegrade;  // for items without a failure_mode tag

@@ -85,6 +85,25 @@ std::unique_ptr<ResilientStore> MakeStore(const testing::RedisServer& server,
   return store.ok() ? std::move(*store) : nullptr;
 }
 
+// A fleet registry over a RedisStore of its own (the store's Command carries
+// it; the registry owns the store through its command function). `password`
+// empty: no AUTH.
+std::unique_ptr<FleetRegistry> FleetOverStore(const testing::RedisServer& server,
+                                              RedisFleetOptions f, const std::string& password) {
+  RedisOptions r = TestRedisOptions(server, "tg-fleet-store:");
+  r.password = password;
+  r.connections = 1;
+  auto created = RedisStore::Create(r);
+  EXPECT_TRUE(created.ok()) << created.status().ToString();
+  if (!created.ok()) return nullptr;
+  std::shared_ptr<RedisStore> store = std::move(*created);
+  auto fleet = CreateRedisFleetRegistry(std::move(f), [store](std::vector<std::string> argv) {
+    return IntegerReply(store->Command(std::move(argv)));
+  });
+  EXPECT_TRUE(fleet.ok()) << fleet.status().ToString();
+  return fleet.ok() ? std::move(*fleet) : nullptr;
+}
+
 Limit RoomyLimit() {
   LimitSpec s;
   s.rate = 100000;
@@ -345,14 +364,10 @@ TEST(DegradeFleetTest, TwoInstancesShareTheFraction) {
   auto make = [&](const std::string& id) {
     auto o = TestOptions(FailureMode::kDegrade);
     RedisFleetOptions f;
-    f.port = server.port();
     f.key = "tg-fleet-test:{fleet}";
     f.instance_id = id;
     f.ttl = milliseconds(2000);
-    f.timeout = kDeadline;
-    auto fleet = CreateRedisFleetRegistry(f);
-    EXPECT_TRUE(fleet.ok());
-    o.fleet = std::move(*fleet);
+    o.fleet = FleetOverStore(server, f, "");
     return MakeStore(server, "tg-fleet:", std::move(o));
   };
   auto a = make("a");
@@ -391,12 +406,9 @@ TEST(FleetRegistryTest, CountsInstancesWithAuthAndReconnects) {
   testing::RedisServer& server = *started.server;
   auto make = [&](const std::string& id, const std::string& password) {
     RedisFleetOptions f;
-    f.port = server.port();
-    f.password = password;
     f.instance_id = id;
     f.key = "tg-registry:{fleet}";
-    f.timeout = kDeadline;
-    return std::move(*CreateRedisFleetRegistry(f));
+    return FleetOverStore(server, f, password);
   };
   auto a = make("a", "pw"), b = make("b", "pw"), intruder = make("c", "wrong");
   EXPECT_EQ(*a->Heartbeat(), 1);
@@ -448,12 +460,7 @@ TEST(FleetRegistryTest, CountsInstancesOverTlsThroughTheStore) {
     f.instance_id = id;
     RedisStore* raw = in.store.get();
     auto fleet = CreateRedisFleetRegistry(f, [raw](std::vector<std::string> argv) {
-      Result<RedisReply> r = raw->Command(std::move(argv));
-      if (!r.ok()) return Result<int64_t>(r.status());
-      if (r->type != RedisReply::Type::kInteger) {
-        return Result<int64_t>(Status(StatusCode::kServer, "reply: " + r->str));
-      }
-      return Result<int64_t>(r->integer);
+      return IntegerReply(raw->Command(std::move(argv)));
     });
     EXPECT_TRUE(fleet.ok()) << fleet.status().ToString();
     if (fleet.ok()) in.fleet = std::move(*fleet);

@@ -483,38 +483,6 @@ TEST(FailureModeTest, ParsesNames) {
   EXPECT_FALSE(ParseFailureMode("maybe", &m));
 }
 
-TEST(FleetUrlTest, Parses) {
-  RedisFleetOptions o;
-  ASSERT_TRUE(ParseFleetUrl("redis://:pw@10.0.0.1:6380/2", &o).ok());
-  EXPECT_EQ(o.host, "10.0.0.1");
-  EXPECT_EQ(o.port, 6380);
-  EXPECT_EQ(o.password, "pw");
-  EXPECT_EQ(o.db, 2);
-  RedisFleetOptions u;
-  ASSERT_TRUE(ParseFleetUrl("redis://app:secret@redis.internal:6379/0?timeout_ms=50", &u).ok());
-  EXPECT_EQ(u.username, "app");
-  EXPECT_EQ(u.password, "secret");
-  EXPECT_EQ(u.host, "redis.internal");
-  EXPECT_EQ(u.port, 6379);
-  EXPECT_FALSE(ParseFleetUrl("http://x", &o).ok());
-  EXPECT_FALSE(ParseFleetUrl("redis://host:99999", &o).ok());
-}
-
-TEST(FleetUrlTest, ParsesMovedTargets) {
-  std::string host = "unchanged";
-  int port = 0;
-  ASSERT_TRUE(ParseMovedTarget("MOVED 3999 10.0.0.7:7002", &host, &port));
-  EXPECT_EQ(host, "10.0.0.7");
-  EXPECT_EQ(port, 7002);
-  ASSERT_TRUE(ParseMovedTarget("MOVED 12 :7003", &host, &port));  // the same host
-  EXPECT_EQ(host, "");
-  EXPECT_EQ(port, 7003);
-  EXPECT_FALSE(ParseMovedTarget("ASK 3999 10.0.0.7:7002", &host, &port));
-  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7:99999", &host, &port));
-  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7:7x", &host, &port));
-  EXPECT_FALSE(ParseMovedTarget("MOVED 3999 10.0.0.7", &host, &port));
-}
-
 }  // namespace
 }  // namespace tollgate
 

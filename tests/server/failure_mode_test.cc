@@ -15,7 +15,7 @@
 
 #include "server/config.h"
 #include "server/server_fixture.h"
-#include "server/store_factory.h"
+#include "server/store_bundle.h"
 #include "server/test_http.h"
 #include "testing/redis_server.h"
 #include "tollgate/resilient_store.h"

@@ -1,0 +1,121 @@
+// The one store-spec grammar (tollgate/store_spec.h): every URL tollgated,
+// the CLI and MakeStore accepted before it still parses, bad ones are refused
+// naming where and why, and OpenStore builds what the spec says (no servers:
+// remote stores connect lazily, so opening one needs no Redis).
+#include "tollgate/store_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tollgate/local_store.h"
+#include "tollgate/redis_cluster_store.h"
+#include "tollgate/redis_store.h"
+#include "tollgate/resilient_store.h"
+
+namespace tollgate {
+namespace {
+
+StoreSpec Spec(std::string url) {
+  StoreSpec s;
+  s.url = std::move(url);
+  return s;
+}
+
+TEST(StoreSpec, EverySchemeOfTodayParses) {
+  const std::pair<const char*, StoreScheme> ok[] = {
+      {"local", StoreScheme::kLocal},
+      {"local://", StoreScheme::kLocal},
+      {"local://?max_keys=1024&shards=4&overflow=reject&max_keys_per_rule=10", StoreScheme::kLocal},
+      {"redis://127.0.0.1:6379", StoreScheme::kRedis},
+      {"redis://bob:s%40cret@10.0.0.5:6380/3?prefix=rl:&timeout_ms=50&pool=3", StoreScheme::kRedis},
+      {"redis://[::1]:7000", StoreScheme::kRedis},
+      {"rediss://:pw@127.0.0.1:6380?tls_insecure_skip_verify=1", StoreScheme::kRedis},
+      {"redis-cluster://127.0.0.1:7000,127.0.0.1:7001", StoreScheme::kRedisCluster},
+      {"rediss-cluster://:pw@127.0.0.1:7000?tls_insecure_skip_verify=1",
+       StoreScheme::kRedisCluster},
+  };
+  for (const auto& [url, scheme] : ok) {
+    auto s = StoreSchemeOf(url);
+    ASSERT_TRUE(s.ok()) << url << ": " << s.status().ToString();
+    EXPECT_EQ(*s, scheme) << url;
+    EXPECT_TRUE(CheckStoreSpec(Spec(url)).ok())
+        << url << ": " << CheckStoreSpec(Spec(url)).ToString();
+  }
+}
+
+TEST(StoreSpec, ErrorsSayWhereAndWhy) {
+  Status unknown = CheckStoreSpec(Spec("memcached://x"));
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("store: unknown store URL 'memcached://x'"), std::string::npos)
+      << unknown.ToString();
+  EXPECT_NE(unknown.message().find("redis-cluster://"), std::string::npos) << unknown.ToString();
+  // Hostile bytes are not echoed raw, and a long URL is cut.
+  Status hostile = CheckStoreSpec(Spec(std::string("x\n\x01") + std::string(500, 'a')));
+  EXPECT_EQ(hostile.message().find('\n'), std::string::npos);
+  EXPECT_LT(hostile.message().size(), 300u);
+  Status local = CheckStoreSpec(Spec("local://?max_keys=0"));
+  EXPECT_EQ(local.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(local.message().find("store: "), std::string::npos) << local.ToString();
+  EXPECT_NE(local.message().find("max_keys"), std::string::npos) << local.ToString();
+  EXPECT_FALSE(CheckStoreSpec(Spec("local://?bogus=1")).ok());
+  Status port = CheckStoreSpec(Spec("redis://host:99999"));
+  EXPECT_NE(port.message().find("store: "), std::string::npos) << port.ToString();
+  EXPECT_FALSE(CheckStoreSpec(Spec("redis-cluster://")).ok());
+  EXPECT_FALSE(CheckStoreSpec(Spec("redis-cluster://h:1/2")).ok());  // clusters have only db 0
+  StoreSpec fraction = Spec("redis://h:1");
+  fraction.resilience = ResilienceSpec{};
+  fraction.resilience->degrade_fraction = 0;
+  EXPECT_NE(CheckStoreSpec(fraction).message().find("degrade_fraction"), std::string::npos);
+  EXPECT_FALSE(MakeStore("local", nullptr).ok());
+}
+
+TEST(StoreSpec, LocalOptionsFromTheQueryWinOverTheSpec) {
+  StoreSpec s = Spec("local://?max_keys=2048&overflow=allow");
+  s.local.max_keys = 1 << 20;
+  s.local.max_keys_per_group = 7;
+  auto o = LocalOptionsOf(s);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->max_keys, 2048u);
+  EXPECT_EQ(o->overflow, OverflowPolicy::kAllow);
+  EXPECT_EQ(o->max_keys_per_group, 7u);
+}
+
+TEST(StoreSpec, OpensWhatTheSpecSays) {
+  auto local = OpenStore(Spec("local://?max_keys=1024"));
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  EXPECT_EQ(local->scheme, StoreScheme::kLocal);
+  EXPECT_NE(local->local, nullptr);
+  EXPECT_EQ(local->store->Name(), "local");
+  EXPECT_TRUE(local->BackingHealthy());
+
+  // Resilience wraps remote stores only.
+  StoreSpec resilient_local = Spec("local");
+  resilient_local.resilience = ResilienceSpec{};
+  auto still_local = OpenStore(resilient_local);
+  ASSERT_TRUE(still_local.ok());
+  EXPECT_EQ(still_local->resilient, nullptr);
+
+  // Nothing listens on port 1: the stores connect lazily, so opening works.
+  auto bare = OpenStore(Spec("redis://127.0.0.1:1?connect_timeout_ms=50&timeout_ms=50"));
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_NE(bare->redis, nullptr);
+  EXPECT_EQ(bare->resilient, nullptr);
+  EXPECT_EQ(bare->store->Name(), "redis");
+
+  StoreSpec wrapped = Spec("redis-cluster://127.0.0.1:1?connect_timeout_ms=50");
+  wrapped.call_timeout = std::chrono::milliseconds(50);
+  wrapped.resilience = ResilienceSpec{};
+  wrapped.resilience->mode = FailureMode::kClosed;
+  auto cluster = OpenStore(wrapped);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  EXPECT_NE(cluster->cluster, nullptr);
+  ASSERT_NE(cluster->resilient, nullptr);
+  EXPECT_EQ(cluster->store->Name(), "resilient(redis-cluster)");
+  EXPECT_NE(cluster->description.find("failure mode closed"), std::string::npos)
+      << cluster->description;
+  EXPECT_FALSE(cluster->BackingHealthy());  // nothing to talk to
+}
+
+}  // namespace
+}  // namespace tollgate
