@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "store_contract.h"
 #include "testing/redis_server.h"
 #include "testing/timing.h"
 #include "tollgate/redis_store.h"
@@ -103,6 +104,27 @@ std::unique_ptr<FleetRegistry> FleetOverStore(const testing::RedisServer& server
   EXPECT_TRUE(fleet.ok()) << fleet.status().ToString();
   return fleet.ok() ? std::move(*fleet) : nullptr;
 }
+
+// The store contract holds for ResilientStore over a healthy Redis (one
+// server for the suite, a fresh store per test).
+testing::RedisServer* SharedRedis() {
+  static auto start = testing::RedisServer::Start();
+  return start.server.get();
+}
+using testing::StoreContractTest;
+INSTANTIATE_TEST_SUITE_P(ResilientOverRedis, StoreContractTest,
+                         ::testing::Values(testing::StoreFactory([]() -> std::unique_ptr<Store> {
+                           testing::RedisServer* server = SharedRedis();
+                           if (server == nullptr) return nullptr;
+                           RedisOptions r = TestRedisOptions(*server, "tg-contract:");
+                           r.call_timeout = Scaled(milliseconds(2000));  // a healthy primary
+                           r.connect_timeout = r.call_timeout;
+                           auto redis = RedisStore::Create(r);
+                           if (!redis.ok()) return nullptr;
+                           auto s =
+                               ResilientStore::Create(std::move(*redis), ResilientStoreOptions{});
+                           return s.ok() ? std::move(*s) : nullptr;
+                         })));
 
 Limit RoomyLimit() {
   LimitSpec s;

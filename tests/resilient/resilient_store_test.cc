@@ -10,10 +10,26 @@
 
 #include "resilient/degraded_limit.h"
 #include "resilient/fake_store.h"
+#include "store_contract.h"
 #include "testing/timing.h"
+#include "tollgate/local_store.h"
 
 namespace tollgate {
 namespace {
+
+// The store contract holds for ResilientStore over a healthy primary: it
+// passes every answer through (over Redis: resilient_outage_test).
+std::unique_ptr<Store> MakeResilientOverLocal() {
+  LocalStoreOptions lo;
+  lo.max_keys = 4096;
+  auto local = LocalStore::Create(lo);
+  if (!local.ok()) return nullptr;
+  auto s = ResilientStore::Create(std::move(*local), ResilientStoreOptions{});
+  return s.ok() ? std::move(*s) : nullptr;
+}
+using testing::StoreContractTest;
+INSTANTIATE_TEST_SUITE_P(ResilientOverLocal, StoreContractTest,
+                         ::testing::Values(testing::StoreFactory(MakeResilientOverLocal)));
 
 using std::chrono::milliseconds;
 using testing::FakeStore;
