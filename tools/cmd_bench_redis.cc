@@ -15,6 +15,7 @@
 #include "tollgate/algorithm.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
+#include "tollgate/store_spec.h"
 
 namespace tollgate::cli {
 namespace bench {
@@ -143,7 +144,8 @@ int StartBench(const std::vector<std::string>& args, const char* command, const 
 }
 
 bool IsClusterUrl(std::string_view url) {
-  return url.starts_with("redis-cluster://") || url.starts_with("rediss-cluster://");
+  auto scheme = StoreSchemeOf(url);  // the one store grammar (tollgate/store_spec.h)
+  return scheme.ok() && *scheme == StoreScheme::kRedisCluster;
 }
 
 int64_t WallNs() {
