@@ -521,10 +521,15 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
                           "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
                           "sliding_log)"});
   }
-  if (auto spec = StoreSpecOf(c); !spec.ok()) {
+  ServerConfig store_only = c;
+  store_only.failure_mode = "open";  // failure_mode has its own check and path, below
+  if (auto spec = StoreSpecOf(store_only); !spec.ok()) {
     errors.push_back({"store", spec.status().message()});
   } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
-    errors.push_back({"store", store.message()});  // the runtime's one store grammar
+    // The runtime's one store grammar; its "store: " is this error's path already.
+    std::string_view why = store.message();
+    if (why.starts_with("store: ")) why.remove_prefix(7);
+    errors.push_back({"store", std::string(why)});
   }
   if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
     errors.push_back({"failure_mode", "must be open, closed or degrade"});
