@@ -220,4 +220,9 @@ CLIENT = {
 }
 for name, text in CLIENT.items():
     write("client_headers", name, text)
+
+# --- period strings (period): the text of a limit's period --------------------------------
+for i, p in enumerate(["1h", "30d", "1w", "13s", "1h30m", "1500ms", "7us", "366d", "1month",
+                       "1.5s", "999999999999999999w", "1d1d1d"]):
+    write("period", "%02d" % i, p)
 print("seeds written under", CORPUS)

@@ -2,15 +2,17 @@
 // fixed-point constants every algorithm and every store needs precomputed.
 //
 // Arithmetic is exact integer arithmetic (see docs/architecture.md, "Exactness"):
-//  - rates are held as whole micro-tokens per second (rate_micro), truncated
-//    downwards from the configured double, so a limit never grants more than asked;
-//  - time is int64 nanoseconds; one token refills in interval_ns =
-//    ceil(1e15 / rate_micro) ns, and everything else is a whole multiple of it:
-//    `cost` tokens take cost * interval_ns, the bucket holds burst * interval_ns.
-//    The effective rate is therefore 1e9 / interval_ns tokens per second: the
-//    configured rate rounded down to the nearest whole-nanosecond interval (a
-//    relative difference below 1 / interval_ns, e.g. 1e-6 at 1000/s), and a
-//    full bucket always grants exactly `burst`.
+//  - a bucket's rate is one token per interval_ns, in whole nanoseconds. Given
+//    as a count per period (LimitSpec::count, ::period) it is
+//    interval_ns = period / count, exact whenever count divides the period in
+//    ns (1/hour, 3 per 30 days, 1e9 per day) and otherwise rounded up by less
+//    than 1 ns a token (7 per 13 s: 1857142858 ns, 6 ns per 13 s slow). Given
+//    as tokens per second (a double), interval_ns = 1e9 / rate, snapped to the
+//    nearest whole ns when the double's own rounding is all that separates
+//    them (1/3600.0 gives 3600 s exactly), else rounded up: never faster than
+//    asked;
+//  - time is int64 nanoseconds; `cost` tokens take cost * interval_ns, the
+//    bucket holds burst * interval_ns, so a full bucket grants exactly `burst`.
 // Create() refuses limits whose constants would not fit (and so could not be
 // represented exactly in Redis' Lua doubles either).
 //
@@ -45,6 +47,10 @@ struct LimitSpec {
   // Tokens per second (token and leaky bucket). For window algorithms it is
   // derived as burst / window and need not be set.
   double rate = 0;
+  // The exact alternative to `rate` (token and leaky bucket): `count` tokens
+  // per `period`, one every period / count ns. Set both, and leave rate 0.
+  int64_t count = 0;
+  Nanos period{0};
   // Capacity in tokens: bucket size (token bucket), queue size (leaky bucket),
   // allowed cost per window (window algorithms).
   int64_t burst = 0;
@@ -65,7 +71,7 @@ struct LimitError {
 class Limit {
  public:
   static constexpr int64_t kMaxBurst = int64_t{1} << 40;
-  static constexpr double kMinRate = 1e-6;  // one token in ~11.6 days
+  static constexpr double kMinRate = 1e-6;  // one token in ~11.6 days (count/period: 366 days)
   static constexpr double kMaxRate = 1e9;   // one token per nanosecond
   // Counters of the window algorithms are packed into the 64-bit state word.
   static constexpr int64_t kMaxWindowBurst = (int64_t{1} << 20) - 1;
@@ -77,11 +83,15 @@ class Limit {
 
   Algorithm algorithm() const { return algorithm_; }
   int64_t burst() const { return burst_; }
-  // Micro-tokens per second, the exact rate every computation uses.
+  // The rate in micro-tokens per second, 1e15 / interval_ns rounded to the
+  // nearest: for display and for deriving other limits, never for deciding.
   int64_t rate_micro() const { return rate_micro_; }
   double rate() const { return static_cast<double>(rate_micro_) / 1e6; }
+  // The count and period the limit was given as; 0 when given as a rate.
+  int64_t count() const { return count_; }
+  int64_t period_ns() const { return period_ns_; }
   int64_t window_ns() const { return window_ns_; }
-  // Emission interval of one token, ns (rounded up).
+  // Emission interval of one token, ns (see the top of this file).
   int64_t interval_ns() const { return interval_ns_; }
   // The rate actually enforced: 1e9 / interval_ns() tokens per second.
   double effective_rate() const { return 1e9 / static_cast<double>(interval_ns_); }
@@ -109,7 +119,8 @@ class Limit {
     return static_cast<int64_t>(q);
   }
 
-  // "token_bucket rate=10/s burst=20" - for logs and explain output.
+  // "token_bucket rate=10/s burst=20", "token_bucket count=1 period=1h burst=1"
+  // - for logs and explain output.
   std::string ToString() const;
 
   friend bool operator==(const Limit&, const Limit&) = default;
@@ -124,6 +135,8 @@ class Limit {
   int64_t interval_ns_ = 0;
   int64_t tolerance_ns_ = 0;
   int64_t max_delay_ns_ = 0;
+  int64_t count_ = 0;
+  int64_t period_ns_ = 0;
   uint64_t reciprocal_ = 0;  // floor(2^64 / interval_ns), 0 when interval_ns is a power of 2
 };
 

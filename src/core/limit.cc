@@ -1,9 +1,12 @@
 #include "tollgate/limit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
+
+#include "tollgate/period.h"
 
 namespace tollgate {
 namespace {
@@ -20,16 +23,20 @@ using u128 = unsigned __int128;
 
 int64_t CeilDiv(u128 num, u128 den) { return static_cast<int64_t>((num + den - 1) / den); }
 
-// Micro-tokens per second, truncated downwards unless the double is a decimal
-// the user plainly meant (0.3 -> 300000, not 299999).
-int64_t RateMicro(double rate) {
-  const double scaled = rate * 1e6;
-  const double nearest = std::nearbyint(scaled);
-  if (std::fabs(scaled - nearest) <= 1e-6 * std::fmax(1.0, scaled)) {
-    return static_cast<int64_t>(nearest);
-  }
-  return static_cast<int64_t>(std::floor(scaled));
+// The emission interval of `rate` tokens per second (kMinRate..kMaxRate):
+// 1e9 / rate ns, rounded up (never faster than asked) unless it lies within
+// the double's own rounding of a whole number, which is what the user meant
+// (1 / 3600.0 -> 3600 s, not 3600 s + 1 ns). In 64-bit-mantissa long double,
+// the quotient (<= 1e15) is off by at most ~2e-16 relative from the double's
+// error, well inside the 1e-15 snap.
+int64_t RateInterval(double rate) {
+  const long double x = 1e9L / static_cast<long double>(rate);
+  const long double nearest = std::nearbyint(x);
+  if (std::fabs(x - nearest) <= x * 1e-15L) return static_cast<int64_t>(nearest);
+  return static_cast<int64_t>(std::ceil(x));
 }
+
+bool HasCountPeriod(const LimitSpec& spec) { return spec.count != 0 || spec.period.count() != 0; }
 
 std::string Num(double v) {
   char buf[64];
@@ -88,6 +95,11 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
   if (burst < 1) add("burst", "must be at least 1 (got " + std::to_string(burst) + ")");
 
   if (IsWindow(spec.algorithm)) {
+    if (HasCountPeriod(spec)) {
+      add(spec.count != 0 ? "count" : "period",
+          "is for token_bucket and leaky_bucket; " + std::string(AlgorithmName(spec.algorithm)) +
+              " takes burst (the count) and window (the period)");
+    }
     const int64_t w = spec.window.count();
     if (w < kMinWindowNs || w > kMaxWindowNs) {
       add("window", "must be between 1ms and 366 days (got " + std::to_string(w) + "ns)");
@@ -102,24 +114,46 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
     return errors;
   }
 
-  if (!std::isfinite(spec.rate) || spec.rate < kMinRate || spec.rate > kMaxRate) {
-    add("rate",
-        "must be a number between 0.000001 and 1e9 tokens per second (got " + Num(spec.rate) + ")");
-    return errors;
+  u128 interval = 0;
+  std::string rate_text;
+  if (HasCountPeriod(spec)) {
+    const int64_t count = spec.count, period = spec.period.count();
+    bool ok = true;
+    if (spec.rate != 0) {
+      add("rate", "set a rate or a count and period, not both");
+      ok = false;
+    }
+    if (count < 1 || count > kMaxBurst) {
+      add("count", "must be between 1 and 2^40 (got " + std::to_string(count) + ")");
+      ok = false;
+    }
+    if (period < 1 || period > kMaxPeriod.count()) {
+      add("period", "must be between 1ns and 366 days (got " + std::to_string(period) + "ns)");
+      ok = false;
+    } else if (ok && count > period) {
+      add("count", "more than one per nanosecond (" + std::to_string(count) + " per " +
+                       FormatPeriod(spec.period) + ")");
+      ok = false;
+    }
+    if (!ok) return errors;
+    interval = CeilDiv(static_cast<u128>(period), static_cast<u128>(count));
+    rate_text = std::to_string(count) + " per " + FormatPeriod(spec.period);
+  } else {
+    if (!std::isfinite(spec.rate) || spec.rate < kMinRate || spec.rate > kMaxRate) {
+      add("rate", "must be a number between 0.000001 and 1e9 tokens per second (got " +
+                      Num(spec.rate) + ")");
+      return errors;
+    }
+    interval = static_cast<u128>(RateInterval(spec.rate));
+    rate_text = Num(spec.rate) + "/s";
   }
   if (burst > kMaxBurst) {
     add("burst", "must be at most 2^40 (got " + std::to_string(burst) + ")");
     return errors;
   }
-  const int64_t rm = RateMicro(spec.rate);
-  if (rm < 1) {
-    add("rate", "must be at least 0.000001 tokens per second (got " + Num(spec.rate) + ")");
-    return errors;
-  }
-  const u128 interval = (kFemto + static_cast<u128>(rm) - 1) / static_cast<u128>(rm);
   if (burst >= 1 && static_cast<u128>(burst) * interval >= static_cast<u128>(kMaxTimeConstant)) {
-    add("burst", "refilling " + std::to_string(burst) + " tokens at " + Num(spec.rate) +
-                     "/s takes longer than 36 years; lower burst or raise the rate");
+    add("burst", "refilling " + std::to_string(burst) + " tokens at " + rate_text +
+                     " takes longer than 36 years; lower burst or raise the rate");
   }
   if (spec.algorithm == Algorithm::kLeakyBucket && spec.max_delay.count() >= kMaxTimeConstant) {
     add("max_delay", "must be below 36 years");
@@ -146,8 +180,16 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
     l.reciprocal_ = Reciprocal(l.interval_ns_);
     return l;
   }
-  l.rate_micro_ = RateMicro(spec.rate);
-  l.interval_ns_ = CeilDiv(kFemto, static_cast<u128>(l.rate_micro_));
+  if (HasCountPeriod(spec)) {
+    l.count_ = spec.count;
+    l.period_ns_ = spec.period.count();
+    l.interval_ns_ = CeilDiv(static_cast<u128>(l.period_ns_), static_cast<u128>(l.count_));
+  } else {
+    l.interval_ns_ = RateInterval(spec.rate);
+  }
+  // For display: 1e15 / interval to the nearest, at least 1.
+  l.rate_micro_ = std::max<int64_t>(
+      1, static_cast<int64_t>((kFemto + static_cast<u128>(l.interval_ns_) / 2) / l.interval_ns_));
   // Whole multiples of the interval: a full bucket grants exactly `burst`.
   l.tolerance_ns_ = spec.burst * l.interval_ns_;
   l.reciprocal_ = Reciprocal(l.interval_ns_);
@@ -165,7 +207,12 @@ std::string Limit::ToString() const {
   if (window_ns_ > 0) {
     s += " limit=" + std::to_string(burst_) + " window=" + Num(window_ns_ / 1e9) + "s";
   } else {
-    s += " rate=" + Num(rate()) + "/s burst=" + std::to_string(burst_);
+    if (count_ > 0) {
+      s += " count=" + std::to_string(count_) + " period=" + FormatPeriod(Nanos(period_ns_)) +
+           " burst=" + std::to_string(burst_);
+    } else {
+      s += " rate=" + Num(rate()) + "/s burst=" + std::to_string(burst_);
+    }
     if (max_delay_ns_ > 0) s += " max_delay=" + Num(max_delay_ns_ / 1e9) + "s";
   }
   return s;

@@ -1,0 +1,94 @@
+// The counts per period of issue 17 (1/hour, 1/day, 1/week, 3/30 days, 7 per
+// 13 s, 10^9 per day) and a scenario that holds a Store to them to the
+// nanosecond on a ManualClock. Shared by tests/core (Step), tests/local,
+// tests/redis and tests/cluster, so every store is held to the same numbers.
+#ifndef TOLLGATE_TESTS_PERIOD_CASES_H_
+#define TOLLGATE_TESTS_PERIOD_CASES_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tollgate/clock.h"
+#include "tollgate/limit.h"
+#include "tollgate/store.h"
+
+namespace tollgate::testing {
+
+struct PeriodCase {
+  const char* name;
+  int64_t count;
+  int64_t period_ns;
+  int64_t burst;
+  int64_t interval_ns;  // what the interval must be, worked out by hand
+};
+
+inline std::vector<PeriodCase> PeriodCases() {
+  constexpr int64_t s = 1'000'000'000, day = 86400 * s;
+  return {
+      {"1/hour", 1, 3600 * s, 1, 3600 * s},
+      {"1/day", 1, day, 1, day},
+      {"1/week", 1, 7 * day, 1, 7 * day},
+      {"3/30days", 3, 30 * day, 3, 10 * day},
+      {"7/13s", 7, 13 * s, 7, 1'857'142'858},  // ceil(13e9 / 7): 6 ns a period slow
+      {"1e9/day", 1'000'000'000, day, 1'000'000'000, 86'400},
+  };
+}
+
+inline Limit PeriodLimit(const PeriodCase& c) {
+  LimitSpec spec;
+  spec.count = c.count;
+  spec.period = Nanos(c.period_ns);
+  spec.burst = c.burst;
+  auto l = Limit::Create(spec);
+  EXPECT_TRUE(l.ok()) << c.name << ": " << l.status().ToString();
+  return *l;
+}
+
+// From a full bucket: the whole burst at once, the next token exactly one
+// interval later (denied 1 ns before it), a peek a whole period later. The
+// store must take its time from `clock` (LocalStore's clock, or a Redis store
+// on the client clock); every key starts with `prefix`.
+inline void ExpectPeriodsExactOnStore(Store& store, ManualClock& clock, const std::string& prefix) {
+  for (const PeriodCase& c : PeriodCases()) {
+    SCOPED_TRACE(std::string(store.Name()) + " " + c.name);
+    const Limit l = PeriodLimit(c);
+    const std::string key = prefix + c.name;
+    auto one = [&](int64_t cost) {
+      auto d = AcquireOne(store, key, l, cost);
+      EXPECT_TRUE(d.ok()) << d.status().ToString();
+      return d.ok() ? *d : Decision{};
+    };
+    Decision d = one(c.burst);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after.count(), c.burst * c.interval_ns);
+    d = one(1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after.count(), c.interval_ns);
+    EXPECT_EQ(d.reset_after.count(), c.burst * c.interval_ns);
+    clock.Advance(Nanos(c.interval_ns - 1));
+    d = one(1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after.count(), 1);
+    EXPECT_EQ(d.reset_after.count(), (c.burst - 1) * c.interval_ns + 1);
+    clock.Advance(Nanos(1));
+    d = one(1);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after.count(), c.burst * c.interval_ns);
+    clock.Advance(Nanos(c.period_ns));
+    d = one(0);
+    EXPECT_TRUE(d.allowed);
+    const int64_t refilled = c.period_ns % c.count == 0 ? c.count : c.count - 1;
+    EXPECT_EQ(d.remaining, std::min(c.burst, refilled));
+    EXPECT_EQ(d.reset_after.count(), c.burst * c.interval_ns - c.period_ns > 0
+                                         ? c.burst * c.interval_ns - c.period_ns
+                                         : 0);
+  }
+}
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_PERIOD_CASES_H_
