@@ -14,6 +14,7 @@
 
 #include "base/config_errors.h"
 #include "policy/policy_impl.h"
+#include "tollgate/period.h"
 #include "tollgate/policy.h"
 
 namespace tollgate {
@@ -190,6 +191,33 @@ std::optional<int64_t> DurationNs(const json& v, const std::string& path, Config
   return static_cast<int64_t>(std::llround(seconds * 1e9));
 }
 
+// A limit's period: a period string ("1h", "30d", "1h30m": tollgate/period.h)
+// or a whole number of seconds. Exact: no fractions, no rounding.
+std::optional<int64_t> PeriodNs(const json& v, const std::string& path, ConfigErrors& e) {
+  if (v.is_string()) {
+    auto p = ParsePeriod(v.get<std::string>());
+    if (!p.ok()) {
+      e.Add(path, p.status().message());
+      return std::nullopt;
+    }
+    return p->count();
+  }
+  if (v.is_number()) {
+    const double seconds = v.get<double>();
+    if (!IsWhole(seconds) || seconds <= 0 || seconds > 366.0 * 86400) {
+      e.Add(path,
+            "must be a whole number of seconds from 1 to 366 days, or a period string like "
+            "\"1h\" (got " +
+                Num(seconds) + ")");
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(seconds) * 1'000'000'000;
+  }
+  e.Add(path, "must be a period string like \"1h\", \"30d\", \"1w\" or a number of seconds (got " +
+                  TypeName(v) + ")");
+  return std::nullopt;
+}
+
 std::string ScalarText(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   return v.dump();  // numbers and booleans as JSON writes them, like claims
@@ -329,8 +357,8 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     return false;
   }
   CheckUnknown(c, path,
-               {"tokens_per_second", "rps", "burst", "window_seconds", "window", "max_delay_ms",
-                "cost_source", "fixed_cost", "default_cost"},
+               {"tokens_per_second", "rps", "count", "period", "burst", "window_seconds", "window",
+                "max_delay_ms", "cost_source", "fixed_cost", "default_cost"},
                e);
   spec->algorithm = algorithm;
   const bool window = IsWindowAlgorithm(algorithm);
@@ -348,22 +376,50 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     e.Add(FieldPath(path, rate_field), "must be > 0 (got " + Num(rate) + ")");
     has_rate = false;
   }
+  // A count per period: the exact form of a rate (buckets), or another way to
+  // write burst per window (window algorithms).
+  const bool has_count = c.contains("count"), has_period = c.contains("period");
+  std::optional<int64_t> count;
+  std::optional<int64_t> period_ns;
+  if (has_count) count = Whole(c, "count", path, e, Limit::kMaxBurst);
+  if (has_period) period_ns = PeriodNs(c["period"], FieldPath(path, "period"), e);
+  if (has_count != has_period) {
+    e.Add(FieldPath(path, has_count ? "period" : "count"),
+          std::string("is required with ") + (has_count ? "count" : "period") +
+              " (a limit is a count per period, e.g. \"count\": 100, \"period\": \"1h\")");
+  }
+  const bool per_period = has_count || has_period;
+  if (per_period && (tps || rps || c.contains("tokens_per_second") || c.contains("rps"))) {
+    e.Add(FieldPath(path, "count"),
+          std::string("set count and period, or ") + rate_field + ", not both");
+  }
+
   if (window) {
     if (tps || rps) {
       e.Add(FieldPath(path, rate_field),
             std::string("is not used by ") + std::string(AlgorithmName(algorithm)) +
                 ": set burst (the quota per window) and window_seconds");
     }
-  } else if (!tps && !rps && !c.contains("tokens_per_second") && !c.contains("rps")) {
-    e.Add(FieldPath(path, "tokens_per_second"), "is required (or its alias rps)");
+  } else if (!per_period && !tps && !rps && !c.contains("tokens_per_second") &&
+             !c.contains("rps")) {
+    e.Add(FieldPath(path, "tokens_per_second"),
+          "is required (or its alias rps), or count and period");
   }
 
   const auto burst_it = c.find("burst");
   std::optional<int64_t> burst;
   if (burst_it == c.end()) {
-    e.Add(FieldPath(path, "burst"), window ? "is required (the quota per window)" : "is required");
+    if (per_period) {
+      burst = count;  // the whole count may be used at once (a window's quota)
+    } else {
+      e.Add(FieldPath(path, "burst"),
+            window ? "is required (the quota per window)" : "is required");
+    }
   } else {
     burst = Whole(c, "burst", path, e, Limit::kMaxBurst);
+    if (window && per_period) {
+      e.Add(FieldPath(path, "burst"), "set count (the quota per period) or burst, not both");
+    }
     if (!window && burst && has_rate && static_cast<double>(*burst) < rate) {
       e.Add(FieldPath(path, "burst"),
             "must be >= " + std::string(rate_field) + " (" + Num(rate) + ")");
@@ -376,9 +432,15 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (has_ws && has_w) e.Add(FieldPath(path, "window"), "set window or window_seconds, not both");
   if (has_ws) window_ns = DurationNs(c["window_seconds"], FieldPath(path, "window_seconds"), e);
   if (has_w) window_ns = DurationNs(c["window"], FieldPath(path, "window"), e);
-  if (window && !has_ws && !has_w) {
-    e.Add(FieldPath(path, "window_seconds"),
-          std::string("is required by ") + std::string(AlgorithmName(algorithm)));
+  if (window && per_period && (has_ws || has_w)) {
+    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
+          "set period or window, not both (a window algorithm's period is its window)");
+  }
+  if (window && has_period) window_ns = period_ns;
+  if (window && !has_ws && !has_w && !per_period) {
+    e.Add(FieldPath(path, "window_seconds"), std::string("is required by ") +
+                                                 std::string(AlgorithmName(algorithm)) +
+                                                 " (or count and period)");
   }
   if (!window && (has_ws || has_w)) {
     e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
@@ -424,14 +486,19 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (auto dc = Whole(c, "default_cost", path, e, kMaxCost)) cost->default_cost = *dc;
 
   if (e.count() != before) return false;
-  spec->rate = window ? 0 : rate;
+  spec->rate = window || per_period ? 0 : rate;
   spec->burst = *burst;
   if (window) spec->window = Nanos(*window_ns);
+  if (!window && per_period) {
+    spec->count = *count;
+    spec->period = Nanos(*period_ns);
+  }
   // Core checks what only it knows (representable constants, window bounds).
   for (const LimitError& le : Limit::Validate(*spec)) {
     std::string field = le.field;
     if (field == "rate") field = rate_field;
-    if (field == "window") field = has_w ? "window" : "window_seconds";
+    if (field == "window") field = has_period ? "period" : has_w ? "window" : "window_seconds";
+    if (field == "burst" && burst_it == c.end()) field = "count";  // burst defaulted to count
     if (field == "max_delay") field = "max_delay_ms";
     e.Add(FieldPath(path, field), le.message);
   }
