@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cluster/redis_cluster.h"
+#include "period_cases.h"
 #include "redis/window_agreement.h"
 #include "store_contract.h"
 #include "testing/timing.h"
@@ -309,6 +310,23 @@ TEST(RedisClusterStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
     ASSERT_TRUE(local.ok());
     ExpectWindowsAgreeWithLocal(**store, **local, clock, backwards ? 4242 : 2424, 800, backwards);
   }
+}
+
+// Issue 17's counts per period on the cluster, to the nanosecond, on the
+// client clock (tests/period_cases.h); the keys spread over the masters.
+TEST(RedisClusterStore, CountsPerPeriodAreExactToTheNanosecond) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  ManualClock clock(kStartNs, kWallOffsetNs);
+  auto o = ParseRedisClusterUrl(cluster->url());
+  ASSERT_TRUE(o.ok());
+  o->node.use_client_clock = true;
+  o->node.clock = &clock;
+  o->node.call_timeout = Scaled(2s);
+  auto store = RedisClusterStore::Create(*o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(WaitHealthy(**store));
+  ExpectPeriodsExactOnStore(**store, clock, "period:");
 }
 
 TEST(RedisClusterStore, BatchOverTwoSlotsOfOneMasterIsOneAtomicCall) {

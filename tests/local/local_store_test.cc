@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "period_cases.h"
 #include "store_contract.h"
 
 namespace tollgate {
@@ -42,6 +43,12 @@ struct Fixture {
   ManualClock clock;
   std::unique_ptr<LocalStore> store;
 };
+
+// Issue 17's counts per period, to the nanosecond (tests/period_cases.h).
+TEST(LocalStoreTest, CountsPerPeriodAreExactToTheNanosecond) {
+  Fixture f(64);
+  testing::ExpectPeriodsExactOnStore(*f.store, f.clock, "period:");
+}
 
 TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
   Fixture f(100);

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "period_cases.h"
 #include "redis/redis_keys.h"
 #include "redis/window_agreement.h"
 #include "store_contract.h"
@@ -171,6 +172,16 @@ TEST(RedisStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
     testing::ExpectWindowsAgreeWithLocal(*p.redis, *p.local, clock, seed, 2500,
                                          /*backwards=*/seed == 7u);
   }
+}
+
+// Issue 17's counts per period through the script, to the nanosecond, on the
+// client clock (tests/period_cases.h); the same numbers as core and LocalStore.
+TEST(RedisStore, CountsPerPeriodAreExactToTheNanosecond) {
+  TOLLGATE_START_REDIS(server);
+  ManualClock clock(testing::kStartNs, testing::kWallOffsetNs);
+  WindowPair p = MakeWindowPair(server, clock);
+  ASSERT_NE(p.redis, nullptr);
+  testing::ExpectPeriodsExactOnStore(*p.redis, clock, "period:");
 }
 
 // A window longer than 2^53 ns (Lua's exact integers) across its boundaries:
