@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tollgate/algorithm.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/store.h"
@@ -86,6 +87,73 @@ inline void ExpectPeriodsExactOnStore(Store& store, ManualClock& clock, const st
     EXPECT_EQ(d.reset_after.count(), c.burst * c.interval_ns - c.period_ns > 0
                                          ? c.burst * c.interval_ns - c.period_ns
                                          : 0);
+  }
+}
+
+// Quotas: fixed windows up to a year with counts up to 2^40, on the Unix
+// epoch's grid of wall time on every store (LocalStore included), so the
+// reset is the window's end. Across the layouts: Redis' 7-digit counts
+// (9999999) and 13-digit ones (10M), core's 24-bit (2^24 - 1) and 41-bit ones.
+struct QuotaCase {
+  const char* name;
+  int64_t count;
+  int64_t window_ns;
+};
+
+inline std::vector<QuotaCase> QuotaCases() {
+  constexpr int64_t s = 1'000'000'000, day = 86400 * s;
+  return {{"9999999/day", 9'999'999, day},
+          {"10M/30days", 10'000'000, 30 * day},
+          {"2^24-1/hour", (int64_t{1} << 24) - 1, 3600 * s},
+          {"2^24/hour", int64_t{1} << 24, 3600 * s},
+          {"2^40/366days", int64_t{1} << 40, 366 * day}};
+}
+
+inline Limit QuotaLimit(const QuotaCase& c) {
+  LimitSpec spec;
+  spec.algorithm = Algorithm::kFixedWindow;
+  spec.burst = c.count;
+  spec.window = Nanos(c.window_ns);
+  auto l = Limit::Create(spec);
+  EXPECT_TRUE(l.ok()) << c.name << ": " << l.status().ToString();
+  return *l;
+}
+
+inline void ExpectQuotasExactOnStore(Store& store, ManualClock& clock, const std::string& prefix) {
+  for (const QuotaCase& c : QuotaCases()) {
+    SCOPED_TRACE(std::string(store.Name()) + " " + c.name);
+    const Limit l = QuotaLimit(c);
+    const std::string key = prefix + c.name;
+    auto one = [&](int64_t cost) {
+      auto d = AcquireOne(store, key, l, cost);
+      EXPECT_TRUE(d.ok()) << d.status().ToString();
+      return d.ok() ? *d : Decision{};
+    };
+    const int64_t w = c.window_ns;
+    auto to_end = [&] { return w - clock.WallNow() % w; };
+    Decision d = one(c.count - 1);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 1);
+    EXPECT_EQ(d.reset_after.count(), to_end());
+    d = one(2);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.remaining, 1);
+    EXPECT_EQ(d.retry_after.count(), to_end());
+    d = one(1);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    d = one(c.count + 1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after, Decision::kNever);
+    clock.Advance(Nanos(to_end() - 1));  // the window's last nanosecond
+    d = one(1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after.count(), 1);
+    clock.Advance(Nanos(1));  // the next window: the whole quota again
+    d = one(c.count);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after.count(), w);
   }
 }
 

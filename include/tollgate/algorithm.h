@@ -9,7 +9,8 @@
 //  - token / leaky bucket: TAT, the theoretical arrival time in ns: the instant
 //    at which the bucket is full again ("the time it was last empty" + tolerance
 //    is the GCRA view). Tokens available at `now` = (now + tolerance - max(TAT, now)) / interval.
-//  - fixed window:   [window index : 40][used : 24]
+//  - fixed window:   [window index : 40][used : 24] below 2^24 a window, else
+//                    [window index : 23][used : 41] (quotas up to 2^40)
 //  - sliding window: [window index mod 2^24 : 24][previous : 20][current : 20]
 //
 // Invariants:
@@ -38,6 +39,10 @@ struct StepResult {
   // window over): a store may reclaim the key from then on.
   int64_t idle_at = 0;
 };
+
+// How many low bits of a fixed window's state word hold its count (24, or 41
+// for quotas of 2^24 and more); the window index sits above them.
+int FixedWindowCountBits(const Limit& limit);
 
 // One decision for the word-sized algorithms (all but kSlidingLog).
 StepResult Step(const Limit& limit, uint64_t state, int64_t cost, int64_t now_ns);

@@ -73,8 +73,10 @@ class Limit {
   static constexpr int64_t kMaxBurst = int64_t{1} << 40;
   static constexpr double kMinRate = 1e-6;  // one token in ~11.6 days (count/period: 366 days)
   static constexpr double kMaxRate = 1e9;   // one token per nanosecond
-  // Counters of the window algorithms are packed into the 64-bit state word.
+  // Counters of the window algorithms are packed into the 64-bit state word:
+  // a sliding window keeps two, a fixed window (a quota) one of up to 2^40.
   static constexpr int64_t kMaxWindowBurst = (int64_t{1} << 20) - 1;
+  static constexpr int64_t kMaxFixedWindowBurst = kMaxBurst;
 
   // Every problem with `spec`, empty when it is valid.
   static std::vector<LimitError> Validate(const LimitSpec& spec);

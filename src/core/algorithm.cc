@@ -70,24 +70,37 @@ StepResult ShaperStep(const Limit& limit, uint64_t state, int64_t cost, int64_t 
   return r;
 }
 
-constexpr int kFixedCountBits = 24;
-constexpr uint64_t kFixedCountMask = (uint64_t{1} << kFixedCountBits) - 1;
-constexpr int64_t kFixedIndexMod = int64_t{1} << (64 - kFixedCountBits);
+// Fixed window words: [index mod 2^40 : 40][used : 24] for quotas below 2^24,
+// [index mod 2^23 : 23][used : 41] for the larger ones (up to 2^40). The
+// split depends only on the limit, which a key keeps.
+struct FixedLayout {
+  int count_bits;
+  uint64_t count_mask;
+  int64_t index_mod;
+};
+
+constexpr FixedLayout kNarrowFixed = {24, (uint64_t{1} << 24) - 1, int64_t{1} << 40};
+constexpr FixedLayout kWideFixed = {41, (uint64_t{1} << 41) - 1, int64_t{1} << 23};
+
+const FixedLayout& FixedLayoutFor(const Limit& limit) {
+  return limit.burst() < (int64_t{1} << 24) ? kNarrowFixed : kWideFixed;
+}
 
 StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int64_t now) {
+  const FixedLayout& layout = FixedLayoutFor(limit);
   const int64_t w = limit.window_ns();
   const int64_t t = std::max<int64_t>(now, 0);
   int64_t idx = t / w;
   int64_t used = 0;
   if (state != 0) {
-    // The word keeps the index mod 2^40 (epoch ns over a 1 ms window exceed
+    // The word keeps the index modulo (epoch ns over a 1 ms window exceed
     // 2^40): compare modulo, as the sliding window does.
-    const int64_t stored = static_cast<int64_t>(state >> kFixedCountBits);
-    const int64_t ahead = (idx - stored) & (kFixedIndexMod - 1);  // windows since stored
+    const int64_t stored = static_cast<int64_t>(state >> layout.count_bits);
+    const int64_t ahead = (idx - stored) & (layout.index_mod - 1);  // windows since stored
     // A clock that stepped back stays in the window it has counts for.
-    if (ahead == 0 || ahead >= kFixedIndexMod / 2) {
-      if (ahead != 0) idx += kFixedIndexMod - ahead;
-      used = static_cast<int64_t>(state & kFixedCountMask);
+    if (ahead == 0 || ahead >= layout.index_mod / 2) {
+      if (ahead != 0) idx += layout.index_mod - ahead;
+      used = static_cast<int64_t>(state & layout.count_mask);
     }
   }
   StepResult r;
@@ -100,7 +113,8 @@ StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int
     r.decision.allowed = true;
     if (cost > 0) {
       used += cost;
-      r.state = (static_cast<uint64_t>(idx) << kFixedCountBits) | static_cast<uint64_t>(used);
+      r.state = (static_cast<uint64_t>(idx & (layout.index_mod - 1)) << layout.count_bits) |
+                static_cast<uint64_t>(used);
       r.changed = true;
     }
   } else {
@@ -195,6 +209,8 @@ StepResult SlidingWindowStep(const Limit& limit, uint64_t state, int64_t cost, i
 }
 
 }  // namespace
+
+int FixedWindowCountBits(const Limit& limit) { return FixedLayoutFor(limit).count_bits; }
 
 StepResult Step(const Limit& limit, uint64_t state, int64_t cost, int64_t now_ns) {
   switch (limit.algorithm()) {

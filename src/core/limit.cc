@@ -104,8 +104,9 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
     if (w < kMinWindowNs || w > kMaxWindowNs) {
       add("window", "must be between 1ms and 366 days (got " + std::to_string(w) + "ns)");
     }
-    const int64_t max_burst =
-        spec.algorithm == Algorithm::kSlidingLog ? kMaxLogBurst : kMaxWindowBurst;
+    const int64_t max_burst = spec.algorithm == Algorithm::kSlidingLog    ? kMaxLogBurst
+                              : spec.algorithm == Algorithm::kFixedWindow ? kMaxFixedWindowBurst
+                                                                          : kMaxWindowBurst;
     if (burst > max_burst) {
       add("burst", "must be at most " + std::to_string(max_burst) + " for " +
                        std::string(AlgorithmName(spec.algorithm)) + " (got " +

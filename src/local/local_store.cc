@@ -163,9 +163,22 @@ class LocalStore::Impl {
     std::random_device rd;
     for (auto& k : seed_.k) k = (uint64_t{rd()} << 32) ^ rd();
     epoch_ = o.clock->Now();
+    // Read once: later wall clock steps (NTP) never move a window boundary.
+    wall_shift_ = o.clock->WallNow() - kTimeOffset;
   }
 
   int64_t Relative(int64_t now) const { return now - epoch_ + kTimeOffset; }
+
+  // Step() at store-relative `now`. Windows are counted in wall-clock time
+  // (boundaries on the Unix epoch's grid, as in Redis: a daily window turns at
+  // 00:00 UTC, not a day after the process started), advanced by the
+  // monotonic clock; idle times stay store-relative.
+  StepResult StepAt(const Limit& limit, uint64_t state, int64_t cost, int64_t now) const {
+    if (IsBucket(limit.algorithm())) return StepFor(limit, state, cost, now);
+    StepResult r = Step(limit, state, cost, now + wall_shift_);
+    r.idle_at -= wall_shift_;
+    return r;
+  }
 
   Hash128 HashOfKey(std::string_view key) const {
     Hash128 h = internal::HashKey(key, seed_);
@@ -374,10 +387,10 @@ class LocalStore::Impl {
         const bool window = !IsBucket(limit.algorithm());
         const uint64_t base =
             window && slot->idle_at.load(std::memory_order_acquire) <= now ? 0 : st;
-        StepResult r = StepFor(limit, base, charge ? cost : 0, now);
+        StepResult r = StepAt(limit, base, charge ? cost : 0, now);
         if (!charge && cost > 0) {
           // Would it fit? Reported as the state without the charge.
-          StepResult would = StepFor(limit, base, cost, now);
+          StepResult would = StepAt(limit, base, cost, now);
           if (would.decision.allowed) {
             would.decision.remaining = r.decision.remaining;
             would.decision.reset_after = r.decision.reset_after;
@@ -409,10 +422,9 @@ class LocalStore::Impl {
     if (slot == nullptr || cost <= 0) return;
     const bool bucket = IsBucket(limit.algorithm());
     // Window states: the window index sits above the counts.
-    const int window_shift = limit.algorithm() == Algorithm::kFixedWindow ? 24 : 40;
-    const uint64_t count_mask = limit.algorithm() == Algorithm::kFixedWindow
-                                    ? (uint64_t{1} << 24) - 1
-                                    : (uint64_t{1} << 20) - 1;
+    const bool fixed = limit.algorithm() == Algorithm::kFixedWindow;
+    const int window_shift = fixed ? FixedWindowCountBits(limit) : 40;
+    const uint64_t count_mask = (uint64_t{1} << (fixed ? window_shift : 20)) - 1;
     uint64_t st = slot->state.load(std::memory_order_acquire);
     for (;;) {
       if (st == kEvicting) return;
@@ -686,6 +698,7 @@ class LocalStore::Impl {
   size_t shard_mask_ = 0;
   HashSeed seed_{};
   int64_t epoch_ = 0;
+  int64_t wall_shift_ = 0;             // store-relative time + wall_shift_ = wall time (windows)
   std::atomic<size_t> total_keys_{0};  // word-sized keys over all shards
   std::atomic<uint64_t> reclaimed_{0};
   std::atomic<uint64_t> overflow_rejected_{0};

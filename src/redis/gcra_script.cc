@@ -7,7 +7,7 @@ namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
 constexpr std::string_view kScript =
-    R"lua(-- tollgate batch v7: gcra + fixed/sliding window, msgpack groups and reply
+    R"lua(-- tollgate batch v8: gcra + fixed/sliding window, msgpack groups and reply
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9, C20 = 1000000000, 1048576
 local tonumber, sub, floor = tonumber, string.sub, math.floor
@@ -59,7 +59,7 @@ end
 -- state holds at that point of its group (cluster cross-node refunds).
 local nent = tonumber(ARGV[a])
 a = a + 1
-local ekind, eis, ein, els, eln, ewr = {}, {}, {}, {}, {}, {}
+local ekind, eis, ein, els, eln, ewr, ewd = {}, {}, {}, {}, {}, {}, {}
 local ecost, eburst, eidx, ers, ern = {}, {}, {}, {}, {}
 for e = 1, nent do
   local kind = tonumber(ARGV[a])
@@ -78,6 +78,9 @@ for e = 1, nent do
   else
     local cost = tonumber(ARGV[a + 1])
     ecost[e], eburst[e], ewr[e] = cost, tonumber(ARGV[a + 3]), cost > 0
+    -- A fixed window's count is 7 decimal digits, 13 for quotas above 9999999.
+    ewd[e] = 7
+    if kind == 4 and eburst[e] > 9999999 then ewd[e] = 13 end
     local ws, wn = split(ARGV[a + 2])
     eis[e], ein[e] = ws, wn
     -- q = floor(now / w): a double estimate, then corrected on exact limbs.
@@ -121,7 +124,8 @@ local function state(key, e)
   else
     local len = #v
     if ekind[e] == 4 then
-      s, n = tonumber(sub(v, 1, len - 7)), tonumber(sub(v, len - 6))
+      local wd = ewd[e]
+      s, n = tonumber(sub(v, 1, len - wd)), tonumber(sub(v, len - wd + 1))
     else
       s = tonumber(sub(v, 1, len - 14))
       n = tonumber(sub(v, len - 13, len - 7)) * C20 + tonumber(sub(v, len - 6))
@@ -333,7 +337,7 @@ for key, e in pairs(dirty) do
   else
     rs, rn = wend(e, s)
     if kind == 4 then
-      v = string.format('%d%07d', s, n)
+      if ewd[e] == 13 then v = string.format('%d%013d', s, n) else v = string.format('%d%07d', s, n) end
     else
       local prev = floor(n / C20)
       v = string.format('%d%07d%07d', s, prev, n - prev * C20)
@@ -368,22 +372,32 @@ const std::string& GcraClusterScript() {
   return script;
 }
 
+int WindowCountDigits(const Limit& limit) {
+  return limit.algorithm() == Algorithm::kFixedWindow && limit.burst() > kMaxNarrowWindowCount ? 13
+                                                                                               : 7;
+}
+
 Status CheckScriptLimit(const Limit& limit) {
   switch (limit.algorithm()) {
     case Algorithm::kTokenBucket:
     case Algorithm::kLeakyBucket:
       break;
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindow:
-      // Counts are 7 decimal digits in the stored value; windows stay below
-      // 2^60 ns like every other time (Limit::Create allows at most 366 days).
-      if (limit.burst() < 1 || limit.burst() > Limit::kMaxWindowBurst || limit.window_ns() < 1 ||
+    case Algorithm::kSlidingWindow: {
+      // Counts are 7 or 13 decimal digits in the stored value (all below 2^53
+      // in Lua); windows stay below 2^60 ns like every other time
+      // (Limit::Create allows at most 366 days).
+      const int64_t max_burst = limit.algorithm() == Algorithm::kFixedWindow
+                                    ? Limit::kMaxFixedWindowBurst
+                                    : Limit::kMaxWindowBurst;
+      if (limit.burst() < 1 || limit.burst() > max_burst || limit.window_ns() < 1 ||
           limit.window_ns() >= (int64_t{1} << 60)) {
         return InvalidArgument("limit " + limit.ToString() +
                                " is outside what the redis script represents exactly (burst "
-                               "1..2^20-1, window below 2^60 ns)");
+                               "1..2^40 fixed, 1..2^20-1 sliding, window below 2^60 ns)");
       }
       return Status::Ok();
+    }
     case Algorithm::kSlidingLog:
       return InvalidArgument(
           "algorithm sliding_log is not supported by the redis store: its state is a log of up "
@@ -406,7 +420,9 @@ Status CheckScriptLimit(const Limit& limit) {
 std::string StateKeySuffix(const Limit& limit) {
   switch (limit.algorithm()) {
     case Algorithm::kFixedWindow:
-      return "|fw:" + std::to_string(limit.window_ns());
+      // The wide layout (13 digits of count) under its own name, so a quota
+      // that crosses 9999999 never reads a value of the other width.
+      return (WindowCountDigits(limit) == 13 ? "|fq:" : "|fw:") + std::to_string(limit.window_ns());
     case Algorithm::kSlidingWindow:
       return "|sw:" + std::to_string(limit.window_ns());
     default:

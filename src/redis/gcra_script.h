@@ -69,8 +69,14 @@ struct ScriptItem {
   int64_t burst = 0;  // windows only
 };
 
+// Digits of a window count in the stored value: 7 (sliding windows, and fixed
+// windows up to kMaxNarrowWindowCount), 13 (fixed windows above, up to 2^40).
+inline constexpr int64_t kMaxNarrowWindowCount = 9'999'999;
+int WindowCountDigits(const Limit& limit);
+
 // Window algorithms keep (window index, counts) instead of a TAT, under a key
-// that names the algorithm and the window length ("|fw:<ns>", "|sw:<ns>"), so
+// that names the algorithm and the window length ("|fw:<ns>", "|sw:<ns>";
+// "|fq:<ns>" for a fixed window of 13-digit counts), so
 // a changed window length or algorithm never reads a state of another shape.
 // '|' never appears in an escaped or hashed key, so suffixed keys cannot
 // collide with other keys. Empty for the GCRA algorithms.

@@ -49,11 +49,11 @@ bool SplitEndpoint(const std::string& ep, std::string* host, int* port) {
 // travel in ARGV (several slots of one node, like the batch script): ARGV[1]
 // now or "", ARGV[2] n, then n keys, then n increments in ns; then m, then m
 // window refunds of 4 values: key, the digits of counts after the stored index
-// (7 fixed, 14 sliding), the charged window index, the cost. Sent once, never retried: a
+// (7 or 13 fixed, 14 sliding), the charged window index, the cost. Sent once, never retried: a
 // refund that ran twice would grant tokens never charged.
 constexpr std::string_view kRefundScript =
     R"lua(#!lua flags=allow-cross-slot-keys
--- tollgate refund v2: give back GCRA and window charges
+-- tollgate refund v3: give back GCRA and window charges
 local E9 = 1000000000
 local function split(v)
   local len = #v
@@ -95,10 +95,12 @@ for i = 0, m - 1 do
   local key, tail = ARGV[b + 1 + 4 * i], tonumber(ARGV[b + 2 + 4 * i])
   local v = redis.call('GET', key)
   if v and #v > tail and string.sub(v, 1, #v - tail) == ARGV[b + 3 + 4 * i] then
-    local len = #v
-    local cnt = tonumber(string.sub(v, len - 6))
+    local len, cw = #v, 7
+    if tail == 13 then cw = 13 end  -- a fixed window above 9999999 a window
+    local cnt = tonumber(string.sub(v, len - cw + 1))
     cnt = cnt - math.min(cnt, tonumber(ARGV[b + 4 + 4 * i]))
-    redis.call('SET', key, string.sub(v, 1, len - 7) .. string.format('%07d', cnt), 'KEEPTTL')
+    redis.call('SET', key, string.sub(v, 1, len - cw) .. string.format('%0' .. cw .. 'd', cnt),
+               'KEEPTTL')
   end
 end
 return 0
@@ -773,9 +775,11 @@ class RedisClusterStore::Impl {
       for (size_t i : refunds.windows) {
         const redis::ScriptItem& it = c.all->items[i];
         job->argv.push_back(c.all->keys[i]);
-        // The stored value: the index, then 7 digits of count (fixed) or two
-        // sets of 7 (sliding: previous, current; the current is refunded).
-        job->argv.push_back(it.kind == redis::ItemKind::kFixedWindow ? "7" : "14");
+        // The stored value: the index, then 7 or 13 digits of count (fixed) or
+        // two sets of 7 (sliding: previous, current; the current is refunded).
+        job->argv.push_back(it.kind == redis::ItemKind::kFixedWindow
+                                ? (it.burst > redis::kMaxNarrowWindowCount ? "13" : "7")
+                                : "14");
         job->argv.push_back(std::to_string(c.window_of[i]));
         job->argv.push_back(std::to_string(it.increment));
       }

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "cluster/redis_cluster.h"
 #include "period_cases.h"
@@ -155,13 +156,15 @@ TEST(RedisClusterStore, CrossNodeBatchChargesNothingWhenDenied) {
 // their charge reported). With `move_windows` the hook also moves the window
 // keys into their next window (count 4) first: their refunds are dropped (an
 // under-grant, never an over-grant) and the later window keeps its count.
-void LoseTheRaceAndRefund(bool move_windows) {
+// `quota` is the fixed window's: above 9999999 its counts are 13 digits.
+void LoseTheRaceAndRefund(bool move_windows, int64_t quota = 5) {
   RedisCluster* cluster = SharedCluster();
   ASSERT_NE(cluster, nullptr);
   auto probe = MakeClusterStore(cluster->url());
   ASSERT_NE(probe, nullptr);
   std::map<int, int> slot_master;
-  const std::string tag = move_windows ? "m" : "s";
+  const std::string tag = std::string(move_windows ? "m" : "s") + (quota > 5 ? "q" : "");
+  const int fixed_digits = quota > 9'999'999 ? 13 : 7;
   const std::string a = KeyOnMaster(*cluster, *probe, 0, "ra" + tag, slot_master);
   const std::string a2 = KeyOnMaster(*cluster, *probe, 0, "rw" + tag, slot_master);
   const std::string a3 = KeyOnMaster(*cluster, *probe, 0, "rs" + tag, slot_master);
@@ -173,15 +176,16 @@ void LoseTheRaceAndRefund(bool move_windows) {
   const Limit roomy = Bucket(0.001, 5), tight = Bucket(0.001, 1);
   LimitSpec ws;
   ws.algorithm = Algorithm::kFixedWindow;
-  ws.burst = 5;
+  ws.burst = quota;
   ws.window = std::chrono::hours(24);
   auto window = Limit::Create(ws);
   ASSERT_TRUE(window.ok()) << window.status().ToString();
   ws.algorithm = Algorithm::kSlidingWindow;
+  ws.burst = 5;
   auto sliding = Limit::Create(ws);
   ASSERT_TRUE(sliding.ok()) << sliding.status().ToString();
-  const std::string a2_redis =
-      probe->RedisKeyFor(a2) + "|fw:" + std::to_string(window->window_ns());
+  const std::string a2_redis = probe->RedisKeyFor(a2) + (fixed_digits == 13 ? "|fq:" : "|fw:") +
+                               std::to_string(window->window_ns());
   const std::string a3_redis =
       probe->RedisKeyFor(a3) + "|sw:" + std::to_string(sliding->window_ns());
   const auto a_master = static_cast<size_t>(slot_master.at(RedisClusterStore::SlotOf(a2_redis)));
@@ -205,7 +209,7 @@ void LoseTheRaceAndRefund(bool move_windows) {
     if (!ok) hook_error = "SET failed";
     if (!move_windows) return;
     // The windows move on: each key is in its next window with a count of 4.
-    for (const auto& [key, counts] : {std::pair{a2_redis, 7}, std::pair{a3_redis, 14}}) {
+    for (const auto& [key, counts] : {std::pair{a2_redis, fixed_digits}, std::pair{a3_redis, 14}}) {
       const std::string v = cluster->node(a_master).Command({"GET", key}, &ok);
       if (!ok || v.size() <= static_cast<size_t>(counts)) {
         hook_error = "GET " + key + " returned '" + v + "'";
@@ -222,7 +226,10 @@ void LoseTheRaceAndRefund(bool move_windows) {
   auto& store = *created;
   ASSERT_TRUE(WaitHealthy(*store));
 
-  AcquireItem items[] = {{a, &roomy, 2}, {a2, &*window, 2}, {a3, &*sliding, 3}, {b, &tight, 1}};
+  // A large quota's charge reaches above the low 7 digits of its count.
+  const int64_t fixed_cost = quota > 5 ? quota - 3 : 2;
+  AcquireItem items[] = {
+      {a, &roomy, 2}, {a2, &*window, fixed_cost}, {a3, &*sliding, 3}, {b, &tight, 1}};
   auto r = store->Acquire(items);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(hooks.load(), 1);
@@ -233,13 +240,15 @@ void LoseTheRaceAndRefund(bool move_windows) {
   // The batch answered after its refund did.
   EXPECT_EQ(AcquireOne(*store, a, roomy, 0).value().remaining, 5);
   const int64_t left = move_windows ? 1 : 5;
-  EXPECT_EQ(AcquireOne(*store, a2, *window, 0).value().remaining, left);
+  const int64_t fixed_left = move_windows ? quota - 4 : quota;
+  EXPECT_EQ(AcquireOne(*store, a2, *window, 0).value().remaining, fixed_left);
   EXPECT_EQ(AcquireOne(*store, a3, *sliding, 0).value().remaining, left);
   // Each refunded key grants exactly what it has left, and not one more.
   EXPECT_TRUE(AcquireOne(*store, a, roomy, 5).value().allowed);
   EXPECT_FALSE(AcquireOne(*store, a, roomy, 1).value().allowed);
-  for (const auto& [key, limit] : {std::pair{a2, &*window}, std::pair{a3, &*sliding}}) {
-    EXPECT_TRUE(AcquireOne(*store, key, *limit, left).value().allowed) << key;
+  for (const auto& [key, limit, room] :
+       {std::tuple{a2, &*window, fixed_left}, std::tuple{a3, &*sliding, left}}) {
+    EXPECT_TRUE(AcquireOne(*store, key, *limit, room).value().allowed) << key;
     EXPECT_FALSE(AcquireOne(*store, key, *limit, 1).value().allowed) << key;
   }
 }
@@ -250,6 +259,12 @@ TEST(RedisClusterStore, CrossNodeBatchThatLosesTheRaceRefundsEarlierMasters) {
 
 TEST(RedisClusterStore, CrossNodeWindowRefundIsDroppedOnceTheWindowMovedOn) {
   LoseTheRaceAndRefund(/*move_windows=*/true);
+}
+
+// The same with a quota of 13-digit counts (the refund script reads its width).
+TEST(RedisClusterStore, CrossNodeRefundOfALargeQuota) {
+  LoseTheRaceAndRefund(/*move_windows=*/false, 10'000'005);
+  LoseTheRaceAndRefund(/*move_windows=*/true, 10'000'005);
 }
 
 TEST(RedisClusterStore, CrossNodeMixedWindowBatchIsAllOrNothing) {
@@ -327,6 +342,7 @@ TEST(RedisClusterStore, CountsPerPeriodAreExactToTheNanosecond) {
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE(WaitHealthy(**store));
   ExpectPeriodsExactOnStore(**store, clock, "period:");
+  ExpectQuotasExactOnStore(**store, clock, "quota:");
 }
 
 TEST(RedisClusterStore, BatchOverTwoSlotsOfOneMasterIsOneAtomicCall) {

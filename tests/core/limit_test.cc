@@ -71,6 +71,13 @@ TEST(LimitTest, WindowLimitsNeedAWindow) {
   auto l = Limit::Create(s);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->window_ns(), 60'000'000'000);
+  s.burst = Limit::kMaxFixedWindowBurst;  // a quota of 2^40 a window
+  EXPECT_TRUE(Limit::Create(s).ok());
+  s.burst = Limit::kMaxFixedWindowBurst + 1;
+  EXPECT_FALSE(Limit::Create(s).ok());
+  s.algorithm = Algorithm::kSlidingWindow;  // two counts in one word
+  s.burst = Limit::kMaxWindowBurst;
+  EXPECT_TRUE(Limit::Create(s).ok());
   s.burst = Limit::kMaxWindowBurst + 1;
   EXPECT_FALSE(Limit::Create(s).ok());
 }

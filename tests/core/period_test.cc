@@ -166,5 +166,39 @@ TEST(CountPerPeriod, DecisionsRetryAfterAndResetAreExactToTheNanosecond) {
   }
 }
 
+// Quotas up to 2^40 a window in one state word, at wall-clock times, with
+// the window index stored modulo: exact counts, waits to the window's end.
+TEST(Quota, FixedWindowsCountUpTo2To40Exactly) {
+  for (const testing::QuotaCase& c : testing::QuotaCases()) {
+    SCOPED_TRACE(c.name);
+    const Limit l = testing::QuotaLimit(c);
+    const int64_t w = c.window_ns;
+    const int64_t start = 1'763'700'000'000'000'000LL / w * w;  // a window start in 2025
+    uint64_t state = 0;
+    const int64_t t = start + w / 3;
+    StepResult r = Step(l, state, c.count - 1, t);
+    ASSERT_TRUE(r.decision.allowed);
+    EXPECT_EQ(r.decision.remaining, 1);
+    EXPECT_EQ(r.decision.reset_after.count(), start + w - t);
+    state = r.state;
+    r = Step(l, state, 2, t);
+    EXPECT_FALSE(r.decision.allowed);
+    EXPECT_EQ(r.decision.retry_after.count(), start + w - t);
+    r = Step(l, state, 1, start + w - 1);
+    ASSERT_TRUE(r.decision.allowed);
+    EXPECT_EQ(r.decision.remaining, 0);
+    state = r.state;
+    r = Step(l, state, 1, start + w - 1);
+    EXPECT_FALSE(r.decision.allowed);
+    EXPECT_EQ(r.decision.retry_after.count(), 1);
+    // A clock that steps back stays in the window it has counts for.
+    r = Step(l, state, 1, start - 5);
+    EXPECT_FALSE(r.decision.allowed);
+    r = Step(l, state, c.count, start + w);
+    EXPECT_TRUE(r.decision.allowed);
+    EXPECT_EQ(r.decision.reset_after.count(), w);
+  }
+}
+
 }  // namespace
 }  // namespace tollgate

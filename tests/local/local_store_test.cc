@@ -50,6 +50,21 @@ TEST(LocalStoreTest, CountsPerPeriodAreExactToTheNanosecond) {
   testing::ExpectPeriodsExactOnStore(*f.store, f.clock, "period:");
 }
 
+// Quotas up to 2^40 a window, on the wall clock's grid like Redis (a daily
+// window turns at 00:00 UTC, not a day after the store started).
+TEST(LocalStoreTest, QuotasUpTo2To40CountExactlyOnWallClockWindows) {
+  Fixture f(64);
+  testing::ExpectQuotasExactOnStore(*f.store, f.clock, "quota:");
+  // A store created in the middle of a window shares its boundaries.
+  ManualClock clock(1'000'000'000'000LL, 1'700'000'000'000'000'000LL + 12345);
+  LocalStoreOptions o;
+  o.max_keys = 64;
+  o.clock = &clock;
+  auto store = LocalStore::Create(o);
+  ASSERT_TRUE(store.ok());
+  testing::ExpectQuotasExactOnStore(**store, clock, "quota:");
+}
+
 TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
   Fixture f(100);
   const Limit l = Bucket(10, 2);

@@ -182,6 +182,7 @@ TEST(RedisStore, CountsPerPeriodAreExactToTheNanosecond) {
   WindowPair p = MakeWindowPair(server, clock);
   ASSERT_NE(p.redis, nullptr);
   testing::ExpectPeriodsExactOnStore(*p.redis, clock, "period:");
+  testing::ExpectQuotasExactOnStore(*p.redis, clock, "quota:");
 }
 
 // A window longer than 2^53 ns (Lua's exact integers) across its boundaries:
