@@ -47,6 +47,13 @@ inline Limit PeriodLimit(const PeriodCase& c) {
   return *l;
 }
 
+// One decision; a store error fails the test and reads as an empty Decision.
+inline Decision DecideOne(Store& store, const std::string& key, const Limit& limit, int64_t cost) {
+  auto d = AcquireOne(store, key, limit, cost);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? *d : Decision{};
+}
+
 // From a full bucket: the whole burst at once, the next token exactly one
 // interval later (denied 1 ns before it), a peek a whole period later. The
 // store must take its time from `clock` (LocalStore's clock, or a Redis store
@@ -56,11 +63,7 @@ inline void ExpectPeriodsExactOnStore(Store& store, ManualClock& clock, const st
     SCOPED_TRACE(std::string(store.Name()) + " " + c.name);
     const Limit l = PeriodLimit(c);
     const std::string key = prefix + c.name;
-    auto one = [&](int64_t cost) {
-      auto d = AcquireOne(store, key, l, cost);
-      EXPECT_TRUE(d.ok()) << d.status().ToString();
-      return d.ok() ? *d : Decision{};
-    };
+    auto one = [&](int64_t cost) { return DecideOne(store, key, l, cost); };
     Decision d = one(c.burst);
     ASSERT_TRUE(d.allowed);
     EXPECT_EQ(d.remaining, 0);
@@ -124,11 +127,7 @@ inline void ExpectQuotasExactOnStore(Store& store, ManualClock& clock, const std
     SCOPED_TRACE(std::string(store.Name()) + " " + c.name);
     const Limit l = QuotaLimit(c);
     const std::string key = prefix + c.name;
-    auto one = [&](int64_t cost) {
-      auto d = AcquireOne(store, key, l, cost);
-      EXPECT_TRUE(d.ok()) << d.status().ToString();
-      return d.ok() ? *d : Decision{};
-    };
+    auto one = [&](int64_t cost) { return DecideOne(store, key, l, cost); };
     const int64_t w = c.window_ns;
     auto to_end = [&] { return w - clock.WallNow() % w; };
     Decision d = one(c.count - 1);

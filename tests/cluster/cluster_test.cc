@@ -303,6 +303,25 @@ TEST(RedisClusterStore, CrossNodeMixedWindowBatchIsAllOrNothing) {
   EXPECT_GE(store->Stats().cross_node_batches, cross_before + 2);
 }
 
+// A store on `cluster` that takes its time from `clock` (client clock mode),
+// its keys under `prefix`; null (and a test failure) if it cannot start.
+std::unique_ptr<RedisClusterStore> MakeClientClockStore(const RedisCluster& cluster,
+                                                        ManualClock& clock,
+                                                        const std::string& prefix) {
+  auto o = ParseRedisClusterUrl(cluster.url());
+  EXPECT_TRUE(o.ok());
+  if (!o.ok()) return nullptr;
+  o->node.use_client_clock = true;
+  o->node.clock = &clock;
+  o->node.call_timeout = Scaled(2s);
+  o->node.key_prefix = prefix;
+  auto store = RedisClusterStore::Create(*o);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (!store.ok()) return nullptr;
+  EXPECT_TRUE(WaitHealthy(**store));
+  return std::move(*store);
+}
+
 // The cluster script decides windows exactly like LocalStore, with batches
 // whose keys span masters (dry runs) and slots of one master.
 TEST(RedisClusterStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
@@ -310,20 +329,13 @@ TEST(RedisClusterStore, WindowsAgreeWithLocalStoreDecisionForDecision) {
   ASSERT_NE(cluster, nullptr);
   for (bool backwards : {false, true}) {
     ManualClock clock(kStartNs, kWallOffsetNs);
-    auto o = ParseRedisClusterUrl(cluster->url());
-    ASSERT_TRUE(o.ok());
-    o->node.use_client_clock = true;
-    o->node.clock = &clock;
-    o->node.call_timeout = Scaled(2s);
-    o->node.key_prefix = backwards ? "agree-b:" : "agree-f:";
-    auto store = RedisClusterStore::Create(*o);
-    ASSERT_TRUE(store.ok());
-    WaitHealthy(**store);
+    auto store = MakeClientClockStore(*cluster, clock, backwards ? "agree-b:" : "agree-f:");
+    ASSERT_NE(store, nullptr);
     LocalStoreOptions lo;
     lo.clock = &clock;
     auto local = LocalStore::Create(lo);
     ASSERT_TRUE(local.ok());
-    ExpectWindowsAgreeWithLocal(**store, **local, clock, backwards ? 4242 : 2424, 800, backwards);
+    ExpectWindowsAgreeWithLocal(*store, **local, clock, backwards ? 4242 : 2424, 800, backwards);
   }
 }
 
@@ -333,16 +345,10 @@ TEST(RedisClusterStore, CountsPerPeriodAreExactToTheNanosecond) {
   RedisCluster* cluster = SharedCluster();
   ASSERT_NE(cluster, nullptr);
   ManualClock clock(kStartNs, kWallOffsetNs);
-  auto o = ParseRedisClusterUrl(cluster->url());
-  ASSERT_TRUE(o.ok());
-  o->node.use_client_clock = true;
-  o->node.clock = &clock;
-  o->node.call_timeout = Scaled(2s);
-  auto store = RedisClusterStore::Create(*o);
-  ASSERT_TRUE(store.ok());
-  ASSERT_TRUE(WaitHealthy(**store));
-  ExpectPeriodsExactOnStore(**store, clock, "period:");
-  ExpectQuotasExactOnStore(**store, clock, "quota:");
+  auto store = MakeClientClockStore(*cluster, clock, "periods:");
+  ASSERT_NE(store, nullptr);
+  ExpectPeriodsExactOnStore(*store, clock, "period:");
+  ExpectQuotasExactOnStore(*store, clock, "quota:");
 }
 
 TEST(RedisClusterStore, BatchOverTwoSlotsOfOneMasterIsOneAtomicCall) {

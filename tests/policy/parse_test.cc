@@ -235,8 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                            R"(, "algorithm": "fixed_window")"),
                   "algorithm_config.window: set window or window_seconds, not both"},
         ErrorCase{RuleWith(R"({"burst": 2000000, "window_seconds": 60})",
-                           R"(, "algorithm": "fixed_window")"),
-                  "algorithm_config.burst: must be at most 1048575 for fixed_window"},
+                           R"(, "algorithm": "sliding_window")"),
+                  "algorithm_config.burst: must be at most 1048575 for sliding_window"},
         ErrorCase{
             RuleWith(R"({"burst": 10, "window": "0.0001s"})", R"(, "algorithm": "fixed_window")"),
             "algorithm_config.window: must be between 1ms"},
