@@ -2,9 +2,13 @@
 // endless chunk extensions (to the gateway, to /v1/decide and to the admin
 // listener before its token check), one streams endless trailer fields and
 // one an endless header. tollgated must refuse each (a 4xx, then close) with
-// its peak resident memory (VmHWM) under 200 MB, and serve another client
-// meanwhile. No timing is asserted: each stream sends at most kCap bytes,
-// so without the bounds the test ends too, with a large VmHWM.
+// its peak resident memory (VmHWM) at most 96 MB above its resident memory
+// before the streams (unbounded, the 100 streams alone hold 300 MB), and serve
+// another client meanwhile. The bound is on growth, not on the absolute
+// figure, because a sanitizer build's resident memory at start differs from
+// machine to machine (192 MB under ASan on CI, where it was 200 MB absolute). No timing is
+// asserted: each stream sends at most kCap bytes, so without the bounds the test ends too, with a
+// large VmHWM.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -25,7 +29,7 @@ namespace {
 
 constexpr size_t kStreams = 100;
 constexpr size_t kCap = size_t{3} << 20;  // bytes sent per stream at most
-constexpr long kMaxRssKb = 200 * 1024;
+constexpr long kMaxGrowthKb = 96 * 1024;
 
 // The kB value of `field` ("VmHWM") in /proc/<pid>/status, or -1.
 long StatusKb(pid_t pid, const std::string& field) {
@@ -177,7 +181,8 @@ TEST(MemoryTest, EndlessChunkExtensionsTrailersAndHeadersStayBounded) {
   std::printf("tollgated VmRSS at start %ld kB, VmHWM after the streams %ld kB\n", rss_at_start,
               peak);
   ASSERT_GT(peak, 0) << "tollgated exited: " << t.Log();
-  EXPECT_LT(peak, kMaxRssKb) << "tollgated's peak RSS";
+  ASSERT_GT(rss_at_start, 0);
+  EXPECT_LT(peak - rss_at_start, kMaxGrowthKb) << "tollgated's resident memory grew by this much";
 
   // Each stream was refused with an answer (not a reset, not silence).
   for (size_t i = 0; i < streams.size(); ++i) {
