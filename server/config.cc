@@ -113,6 +113,346 @@ class FieldReader {
 
 constexpr int64_t kHour = 3600 * 1000;
 
+// Reads the object at `key` with `read(section reader)`, then flags its unknown
+// fields; any other JSON type is "<key>: must be an object".
+template <typename Read>
+void ReadSection(FieldReader& r, std::string_view key, std::vector<ConfigError>* errors,
+                 Read read) {
+  if (const json* v = r.Find(key)) {
+    if (!v->is_object()) return r.Error(key, "must be an object");
+    FieldReader section(*v, r.PathOf(key), errors);
+    read(section);
+    section.RejectUnknown();
+  }
+}
+
+// metrics_on_main, decision_on_main: true, false, or null (the default of the
+// mode: on without a gateway, off with one).
+void ReadMainListenerModes(FieldReader& r, ServerConfig* c) {
+  for (auto [key, field] : {std::pair{"metrics_on_main", &c->metrics_on_main},
+                            std::pair{"decision_on_main", &c->decision_on_main}}) {
+    if (const json* v = r.Find(key)) {
+      if (v->is_null()) {
+        field->reset();
+      } else if (v->is_boolean()) {
+        *field = v->get<bool>();
+      } else {
+        r.Error(key, "must be true, false or null (the default of the mode)");
+      }
+    }
+  }
+}
+
+void ReadGrpc(FieldReader& g, ServerConfig* c) {
+  g.String("listen", &c->grpc_listen);
+  g.StringList("rls_config", &c->rls_config);
+  g.String("headers", &c->grpc_header_style);
+  g.String("default_algorithm", &c->rls_default_algorithm);
+}
+
+void ReadAdmin(FieldReader& a, ServerConfig* c) {
+  a.String("listen", &c->admin_listen);
+  std::string inline_token;
+  a.Integer("max_connections", &c->admin_max_connections, 1, 1 << 20);
+  std::string token_file;
+  a.String("token", &inline_token);
+  a.String("token_file", &token_file);
+  a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
+  if (!inline_token.empty() && !token_file.empty()) {
+    a.Error("token_file", "set token_file or token, not both");
+  } else if (!inline_token.empty()) {
+    c->admin_token = inline_token;
+    c->admin_token_file.clear();
+  } else if (!token_file.empty()) {
+    std::string why;
+    if (!ReadAdminTokenFile(token_file, c, &why)) a.Error("token_file", why);
+  }
+}
+
+void ReadBreaker(FieldReader& b, ServerConfig* c) {
+  b.Integer("consecutive_failures", &c->breaker_consecutive_failures, 1, 1000000);
+  b.Double("failure_ratio", &c->breaker_failure_ratio, 0.0, 2.0);
+  if (c->breaker_failure_ratio <= 0) b.Error("failure_ratio", "must be > 0");
+  b.Integer("min_calls", &c->breaker_min_calls, 1, 1000000);
+  b.Duration("window_ms", &c->breaker_window, 1, 3600000);
+  b.Duration("open_ms", &c->breaker_open, 1, 600000);
+  b.Integer("half_open_probes", &c->breaker_half_open_probes, 1, 65535);
+}
+
+void ReadStore(FieldReader& s, std::vector<ConfigError>* errors, ServerConfig* c) {
+  s.String("url", &c->store);
+  s.String("failure_mode", &c->failure_mode);
+  s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
+  s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
+  s.String("local_overflow", &c->local_overflow);
+  s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
+  s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
+  s.Bool("charge_back", &c->charge_back);
+  s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
+  ReadSection(s, "breaker", errors, [c](FieldReader& b) { ReadBreaker(b, c); });
+}
+
+// The RS256 public key file: at most 64 KiB, read now (the name is kept for
+// error paths). Empty string with `why` set when it cannot be read.
+std::string ReadPublicKeyFile(const std::string& key_file, std::string* why) {
+  errno = 0;
+  std::ifstream in(key_file, std::ios::binary);
+  const int open_errno = errno;
+  std::ostringstream pem;
+  if (in) pem << in.rdbuf();
+  if (!in || pem.str().empty() || pem.str().size() > (64u << 10)) {
+    *why = !in                 ? std::strerror(open_errno)
+           : pem.str().empty() ? "empty or not a file"
+                               : "larger than 64 KiB";
+    return "";
+  }
+  return pem.str();
+}
+
+void ReadJwt(FieldReader& j, ServerConfig* c) {
+  j.String("hs256_secret", &c->jwt_hs256_secret);
+  std::string inline_pem;
+  std::string key_file;
+  j.String("rs256_public_key_pem", &inline_pem);
+  j.String("rs256_public_key_file", &key_file);
+  if (!inline_pem.empty()) {
+    c->jwt_rs256_public_key_pem = inline_pem;
+    c->jwt_rs256_public_key_file.clear();
+  }
+  if (!key_file.empty()) {
+    if (!inline_pem.empty()) {
+      j.Error("rs256_public_key_file",
+              "set rs256_public_key_file or rs256_public_key_pem, not both");
+    } else {
+      std::string why;
+      std::string pem = ReadPublicKeyFile(key_file, &why);
+      if (pem.empty()) {
+        j.Error("rs256_public_key_file", "cannot read " + key_file + ": " + why);
+      } else {
+        c->jwt_rs256_public_key_pem = std::move(pem);
+        c->jwt_rs256_public_key_file = key_file;
+      }
+    }
+  }
+  j.String("issuer", &c->jwt_issuer);
+  j.String("audience", &c->jwt_audience);
+  j.Integer("leeway_s", &c->jwt_leeway_s, 0, 3600);
+  j.Bool("verified_upstream", &c->jwt_verified_upstream);
+}
+
+void ReadHttp(FieldReader& h, ServerConfig* c) {
+  h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
+  h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
+  h.Integer("max_chunk_extension_bytes", &c->max_chunk_extension_bytes, 0, 1 << 20);
+  h.Integer("max_trailer_bytes", &c->max_trailer_bytes, 64, 1 << 20);
+  h.Integer("max_connections", &c->max_connections, 1, 1 << 20);
+  h.Integer("max_connections_per_ip", &c->max_connections_per_ip, 1, 1 << 20);
+  h.Duration("body_timeout_ms", &c->body_timeout, 10, kHour);
+  h.Duration("lingering_close_ms", &c->lingering_close, 0, 60000);
+  h.Duration("read_timeout_ms", &c->read_timeout, 10, kHour);
+  h.Duration("idle_timeout_ms", &c->idle_timeout, 10, kHour);
+  h.Duration("write_timeout_ms", &c->write_timeout, 10, kHour);
+  h.Duration("drain_timeout_ms", &c->drain_timeout, 0, kHour);
+}
+
+void ReadGateway(FieldReader& g, ServerConfig* c) {
+  g.String("upstream", &c->upstream);
+  g.Duration("connect_timeout_ms", &c->upstream_connect_timeout, 1, kHour);
+  g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
+  g.Integer("max_idle_connections", &c->upstream_max_idle, 0, 100000);
+  g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
+}
+
+void ReadLog(FieldReader& l, ServerConfig* c) {
+  l.String("level", &c->log_level);
+  l.String("file", &c->log_file);
+  l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
+  l.Integer("reject_per_second", &c->reject_logs_per_second, 0, 1 << 20);
+  l.Bool("access_log", &c->access_log);
+}
+
+void ReadIdentities(FieldReader& i, ServerConfig* c) {
+  i.Bool("raw", &c->raw_identities);
+  std::string key_file;
+  i.String("hash_key_file", &key_file);
+  if (!key_file.empty()) {
+    std::string why;
+    if (!ReadSecretFile(key_file, &c->identity_hash_key, &why)) {
+      i.Error("hash_key_file", key_file + ": " + why);
+    } else {
+      c->identity_hash_key_file = key_file;
+    }
+  }
+}
+
+void ReadTop(FieldReader& t, ServerConfig* c) {
+  t.Duration("window_ms", &c->top_window, 1000, 24 * kHour);
+  t.Integer("capacity", &c->top_capacity, 1, 10000);
+}
+
+// `admin` and `store` take a string (their address, their URL) or an object.
+template <typename Read>
+void ReadStringOrSection(FieldReader& r, std::string_view key, std::string* as_string,
+                         std::string_view type_error, std::vector<ConfigError>* errors, Read read) {
+  if (const json* v = r.Find(key)) {
+    if (v->is_string()) {
+      *as_string = v->get<std::string>();
+    } else if (v->is_object()) {
+      FieldReader section(*v, r.PathOf(key), errors);
+      read(section);
+      section.RejectUnknown();
+    } else {
+      r.Error(key, type_error);
+    }
+  }
+}
+
+// The top-level fields and sections, in the order their errors are reported.
+void ReadServerConfig(FieldReader& r, std::vector<ConfigError>* errors, ServerConfig* c) {
+  r.String("policy", &c->policy_path);
+  r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
+  r.String("listen", &c->listen);
+  r.Integer("threads", &c->threads, 0, 256);
+  ReadMainListenerModes(r, c);
+  r.String("grpc_listen", &c->grpc_listen);
+  r.StringList("rls_config", &c->rls_config);
+  ReadSection(r, "grpc", errors, [c](FieldReader& g) { ReadGrpc(g, c); });
+  ReadStringOrSection(r, "admin", &c->admin_listen,
+                      "must be \"HOST:PORT\", \"\" (off) or an object", errors,
+                      [c](FieldReader& a) { ReadAdmin(a, c); });
+  ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object", errors,
+                      [c, errors](FieldReader& s) { ReadStore(s, errors, c); });
+  r.String("failure_mode", &c->failure_mode);
+  r.String("headers", &c->header_style);
+  r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
+  r.StringList("trusted_proxies", &c->trusted_proxies);
+  r.String("forwarded_header", &c->forwarded_header);
+  ReadSection(r, "jwt", errors, [c](FieldReader& j) { ReadJwt(j, c); });
+  ReadSection(r, "http", errors, [c](FieldReader& h) { ReadHttp(h, c); });
+  ReadSection(r, "gateway", errors, [c](FieldReader& g) { ReadGateway(g, c); });
+  ReadSection(r, "log", errors, [c](FieldReader& l) { ReadLog(l, c); });
+  ReadSection(r, "identities", errors, [c](FieldReader& i) { ReadIdentities(i, c); });
+  ReadSection(r, "top", errors, [c](FieldReader& t) { ReadTop(t, c); });
+  r.Find("$schema");  // allowed, ignored
+  r.Find("comment");  // allowed, ignored
+}
+
+// Validation, one concern each; ValidateServerConfig runs them in this order.
+
+void CheckListeners(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  std::string why;
+  HostPort hp;
+  if (c.policy_path.empty()) errors->push_back({"policy", "is required (--policy FILE)"});
+  if (!ParseHostPort(c.listen, &hp, &why)) errors->push_back({"listen", why});
+  if (c.admin_listen.empty()) return;
+  if (!ParseHostPort(c.admin_listen, &hp, &why)) {
+    errors->push_back({"admin.listen", why});
+  } else if (c.admin_token.empty() && !c.admin_allow_unauthenticated && !IsLoopbackHost(hp.host)) {
+    errors->push_back({"admin.token_file",
+                       "is required: admin.listen (" + c.admin_listen +
+                           ") is not a loopback address, so anyone who can reach it could "
+                           "reload, read the policy and see who is limited; set "
+                           "admin.token_file (--admin-token-file), or opt out with "
+                           "admin.allow_unauthenticated: true (--admin-allow-unauthenticated)"});
+  }
+}
+
+void CheckSecrets(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  if (!c.identity_hash_key.empty()) {
+    if (std::string bad = CheckSecret(c.identity_hash_key); !bad.empty()) {
+      errors->push_back(
+          {"identities.hash_key_file", c.identity_hash_key_file + ": the key " + bad});
+    }
+  }
+  if (!c.admin_token.empty()) {
+    if (std::string bad = CheckSecret(c.admin_token); !bad.empty()) {
+      errors->push_back(
+          c.admin_token_file.empty()
+              ? ConfigError{"admin.token", "the token " + bad}
+              : ConfigError{"admin.token_file", c.admin_token_file + ": the token " + bad});
+    }
+  }
+}
+
+void CheckGrpc(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  std::string why;
+  HostPort hp;
+  if (!c.grpc_listen.empty()) {
+    if (!ParseHostPort(c.grpc_listen, &hp, &why)) errors->push_back({"grpc_listen", why});
+    if (c.rls_config.empty()) {
+      errors->push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
+    }
+  }
+  HeaderStyle grpc_style;
+  if (!ParseHeaderStyle(c.grpc_header_style, &grpc_style)) {
+    errors->push_back(
+        {"grpc.headers", "unknown style \"" + c.grpc_header_style +
+                             "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
+  }
+  Algorithm rls_algorithm;
+  if (!ParseAlgorithm(c.rls_default_algorithm, &rls_algorithm)) {
+    errors->push_back({"grpc.default_algorithm",
+                       "unknown algorithm \"" + c.rls_default_algorithm +
+                           "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
+                           "sliding_log)"});
+  }
+}
+
+void CheckStore(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  ServerConfig store_only = c;
+  store_only.failure_mode = "open";  // failure_mode has its own check and path, below
+  if (auto spec = StoreSpecOf(store_only); !spec.ok()) {
+    errors->push_back({"store", spec.status().message()});
+  } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
+    // The runtime's one store grammar; its "store: " is this error's path already.
+    std::string_view why = store.message();
+    if (why.starts_with("store: ")) why.remove_prefix(7);
+    errors->push_back({"store", std::string(why)});
+  }
+  if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
+    errors->push_back({"failure_mode", "must be open, closed or degrade"});
+  }
+}
+
+void CheckDecisionHeaders(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  HeaderStyle style;
+  if (!ParseHeaderStyle(c.header_style, &style)) {
+    errors->push_back(
+        {"headers", "unknown style \"" + c.header_style +
+                        "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
+  }
+  if (c.forwarded_header != "x-forwarded-for" && c.forwarded_header != "forwarded") {
+    errors->push_back({"forwarded_header", "must be x-forwarded-for or forwarded"});
+  }
+}
+
+void CheckProcess(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  std::string why;
+  if (!c.upstream.empty()) {
+    UpstreamUrl u;
+    if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors->push_back({"gateway.upstream", why});
+  }
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok = level_ok || c.log_level == l;
+  if (!level_ok) errors->push_back({"log.level", "must be trace, debug, info, warn, error or off"});
+  if (c.threads < 0 || c.threads > 256) errors->push_back({"threads", "must be in [0, 256]"});
+}
+
+void CheckJwt(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  if (c.jwt_rs256_public_key_pem.empty()) return;
+  JwtOptions jwt;
+  jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
+  if (Status v = ValidateJwtOptions(jwt); !v.ok()) {
+    std::string message(v.message());
+    if (message.starts_with("jwt: ")) message.erase(0, 5);
+    if (!c.jwt_rs256_public_key_file.empty()) message += " (" + c.jwt_rs256_public_key_file + ")";
+    errors->push_back({c.jwt_rs256_public_key_file.empty() ? "jwt.rs256_public_key_pem"
+                                                           : "jwt.rs256_public_key_file",
+                       message});
+  }
+}
+
 }  // namespace
 
 std::string HostPort::ToString() const {
@@ -210,221 +550,7 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     return errors;
   }
   FieldReader r(doc, "", &errors);
-  r.String("policy", &c->policy_path);
-  r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
-  r.String("listen", &c->listen);
-  r.Integer("threads", &c->threads, 0, 256);
-  // true, false, or null: the default of the mode (on without a gateway, off with one).
-  for (auto [key, field] : {std::pair{"metrics_on_main", &c->metrics_on_main},
-                            std::pair{"decision_on_main", &c->decision_on_main}}) {
-    if (const json* v = r.Find(key)) {
-      if (v->is_null()) {
-        field->reset();
-      } else if (v->is_boolean()) {
-        *field = v->get<bool>();
-      } else {
-        r.Error(key, "must be true, false or null (the default of the mode)");
-      }
-    }
-  }
-  r.String("grpc_listen", &c->grpc_listen);
-  r.StringList("rls_config", &c->rls_config);
-  if (const json* grpc = r.Find("grpc")) {
-    if (!grpc->is_object()) {
-      r.Error("grpc", "must be an object");
-    } else {
-      FieldReader g(*grpc, "grpc", &errors);
-      g.String("listen", &c->grpc_listen);
-      g.StringList("rls_config", &c->rls_config);
-      g.String("headers", &c->grpc_header_style);
-      g.String("default_algorithm", &c->rls_default_algorithm);
-      g.RejectUnknown();
-    }
-  }
-  if (const json* admin = r.Find("admin")) {
-    if (admin->is_string()) {
-      c->admin_listen = admin->get<std::string>();
-    } else if (admin->is_object()) {
-      FieldReader a(*admin, "admin", &errors);
-      a.String("listen", &c->admin_listen);
-      std::string inline_token;
-      a.Integer("max_connections", &c->admin_max_connections, 1, 1 << 20);
-      std::string token_file;
-      a.String("token", &inline_token);
-      a.String("token_file", &token_file);
-      a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
-      if (!inline_token.empty() && !token_file.empty()) {
-        a.Error("token_file", "set token_file or token, not both");
-      } else if (!inline_token.empty()) {
-        c->admin_token = inline_token;
-        c->admin_token_file.clear();
-      } else if (!token_file.empty()) {
-        std::string why;
-        if (!ReadAdminTokenFile(token_file, c, &why)) a.Error("token_file", why);
-      }
-      a.RejectUnknown();
-    } else {
-      r.Error("admin", "must be \"HOST:PORT\", \"\" (off) or an object");
-    }
-  }
-  if (const json* store = r.Find("store")) {
-    if (store->is_string()) {
-      c->store = store->get<std::string>();
-    } else if (store->is_object()) {
-      FieldReader s(*store, "store", &errors);
-      s.String("url", &c->store);
-      s.String("failure_mode", &c->failure_mode);
-      s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
-      s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
-      s.String("local_overflow", &c->local_overflow);
-      s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
-      s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
-      s.Bool("charge_back", &c->charge_back);
-      s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
-      if (const json* breaker = s.Find("breaker")) {
-        if (!breaker->is_object()) {
-          s.Error("breaker", "must be an object");
-        } else {
-          FieldReader b(*breaker, "store.breaker", &errors);
-          b.Integer("consecutive_failures", &c->breaker_consecutive_failures, 1, 1000000);
-          b.Double("failure_ratio", &c->breaker_failure_ratio, 0.0, 2.0);
-          if (c->breaker_failure_ratio <= 0) b.Error("failure_ratio", "must be > 0");
-          b.Integer("min_calls", &c->breaker_min_calls, 1, 1000000);
-          b.Duration("window_ms", &c->breaker_window, 1, 3600000);
-          b.Duration("open_ms", &c->breaker_open, 1, 600000);
-          b.Integer("half_open_probes", &c->breaker_half_open_probes, 1, 65535);
-          b.RejectUnknown();
-        }
-      }
-      s.RejectUnknown();
-    } else {
-      r.Error("store", "must be a URL string or an object");
-    }
-  }
-  r.String("failure_mode", &c->failure_mode);
-  r.String("headers", &c->header_style);
-  r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
-  r.StringList("trusted_proxies", &c->trusted_proxies);
-  r.String("forwarded_header", &c->forwarded_header);
-  if (const json* jwt = r.Find("jwt")) {
-    if (!jwt->is_object()) {
-      r.Error("jwt", "must be an object");
-    } else {
-      FieldReader j(*jwt, "jwt", &errors);
-      j.String("hs256_secret", &c->jwt_hs256_secret);
-      std::string inline_pem;
-      std::string key_file;
-      j.String("rs256_public_key_pem", &inline_pem);
-      j.String("rs256_public_key_file", &key_file);
-      if (!inline_pem.empty()) {
-        c->jwt_rs256_public_key_pem = inline_pem;
-        c->jwt_rs256_public_key_file.clear();
-      }
-      if (!key_file.empty()) {
-        if (!inline_pem.empty()) {
-          j.Error("rs256_public_key_file",
-                  "set rs256_public_key_file or rs256_public_key_pem, not both");
-        } else {
-          errno = 0;
-          std::ifstream in(key_file, std::ios::binary);
-          const int open_errno = errno;
-          std::ostringstream pem;
-          if (in) pem << in.rdbuf();
-          if (!in || pem.str().empty() || pem.str().size() > (64u << 10)) {
-            const std::string why = !in                 ? std::strerror(open_errno)
-                                    : pem.str().empty() ? "empty or not a file"
-                                                        : "larger than 64 KiB";
-            j.Error("rs256_public_key_file", "cannot read " + key_file + ": " + why);
-          } else {
-            c->jwt_rs256_public_key_pem = pem.str();
-            c->jwt_rs256_public_key_file = key_file;
-          }
-        }
-      }
-      j.String("issuer", &c->jwt_issuer);
-      j.String("audience", &c->jwt_audience);
-      j.Integer("leeway_s", &c->jwt_leeway_s, 0, 3600);
-      j.Bool("verified_upstream", &c->jwt_verified_upstream);
-      j.RejectUnknown();
-    }
-  }
-  if (const json* http = r.Find("http")) {
-    if (!http->is_object()) {
-      r.Error("http", "must be an object");
-    } else {
-      FieldReader h(*http, "http", &errors);
-      h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
-      h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
-      h.Integer("max_chunk_extension_bytes", &c->max_chunk_extension_bytes, 0, 1 << 20);
-      h.Integer("max_trailer_bytes", &c->max_trailer_bytes, 64, 1 << 20);
-      h.Integer("max_connections", &c->max_connections, 1, 1 << 20);
-      h.Integer("max_connections_per_ip", &c->max_connections_per_ip, 1, 1 << 20);
-      h.Duration("body_timeout_ms", &c->body_timeout, 10, kHour);
-      h.Duration("lingering_close_ms", &c->lingering_close, 0, 60000);
-      h.Duration("read_timeout_ms", &c->read_timeout, 10, kHour);
-      h.Duration("idle_timeout_ms", &c->idle_timeout, 10, kHour);
-      h.Duration("write_timeout_ms", &c->write_timeout, 10, kHour);
-      h.Duration("drain_timeout_ms", &c->drain_timeout, 0, kHour);
-      h.RejectUnknown();
-    }
-  }
-  if (const json* gw = r.Find("gateway")) {
-    if (!gw->is_object()) {
-      r.Error("gateway", "must be an object");
-    } else {
-      FieldReader g(*gw, "gateway", &errors);
-      g.String("upstream", &c->upstream);
-      g.Duration("connect_timeout_ms", &c->upstream_connect_timeout, 1, kHour);
-      g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
-      g.Integer("max_idle_connections", &c->upstream_max_idle, 0, 100000);
-      g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
-      g.RejectUnknown();
-    }
-  }
-  if (const json* log = r.Find("log")) {
-    if (!log->is_object()) {
-      r.Error("log", "must be an object");
-    } else {
-      FieldReader l(*log, "log", &errors);
-      l.String("level", &c->log_level);
-      l.String("file", &c->log_file);
-      l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
-      l.Integer("reject_per_second", &c->reject_logs_per_second, 0, 1 << 20);
-      l.Bool("access_log", &c->access_log);
-      l.RejectUnknown();
-    }
-  }
-  if (const json* ids = r.Find("identities")) {
-    if (!ids->is_object()) {
-      r.Error("identities", "must be an object");
-    } else {
-      FieldReader i(*ids, "identities", &errors);
-      i.Bool("raw", &c->raw_identities);
-      std::string key_file;
-      i.String("hash_key_file", &key_file);
-      if (!key_file.empty()) {
-        std::string why;
-        if (!ReadSecretFile(key_file, &c->identity_hash_key, &why)) {
-          i.Error("hash_key_file", key_file + ": " + why);
-        } else {
-          c->identity_hash_key_file = key_file;
-        }
-      }
-      i.RejectUnknown();
-    }
-  }
-  if (const json* top = r.Find("top")) {
-    if (!top->is_object()) {
-      r.Error("top", "must be an object");
-    } else {
-      FieldReader t(*top, "top", &errors);
-      t.Duration("window_ms", &c->top_window, 1000, 24 * kHour);
-      t.Integer("capacity", &c->top_capacity, 1, 10000);
-      t.RejectUnknown();
-    }
-  }
-  r.Find("$schema");  // allowed, ignored
-  r.Find("comment");  // allowed, ignored
+  ReadServerConfig(r, &errors, c);
   r.RejectUnknown();
   return errors;
 }
@@ -472,98 +598,13 @@ Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c) {
 
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   std::vector<ConfigError> errors;
-  std::string why;
-  HostPort hp;
-  if (c.policy_path.empty()) errors.push_back({"policy", "is required (--policy FILE)"});
-  if (!ParseHostPort(c.listen, &hp, &why)) errors.push_back({"listen", why});
-  if (!c.admin_listen.empty()) {
-    if (!ParseHostPort(c.admin_listen, &hp, &why)) {
-      errors.push_back({"admin.listen", why});
-    } else if (c.admin_token.empty() && !c.admin_allow_unauthenticated &&
-               !IsLoopbackHost(hp.host)) {
-      errors.push_back({"admin.token_file",
-                        "is required: admin.listen (" + c.admin_listen +
-                            ") is not a loopback address, so anyone who can reach it could "
-                            "reload, read the policy and see who is limited; set "
-                            "admin.token_file (--admin-token-file), or opt out with "
-                            "admin.allow_unauthenticated: true (--admin-allow-unauthenticated)"});
-    }
-  }
-  if (!c.identity_hash_key.empty()) {
-    if (std::string bad = CheckSecret(c.identity_hash_key); !bad.empty()) {
-      errors.push_back({"identities.hash_key_file", c.identity_hash_key_file + ": the key " + bad});
-    }
-  }
-  if (!c.admin_token.empty()) {
-    if (std::string bad = CheckSecret(c.admin_token); !bad.empty()) {
-      errors.push_back(
-          c.admin_token_file.empty()
-              ? ConfigError{"admin.token", "the token " + bad}
-              : ConfigError{"admin.token_file", c.admin_token_file + ": the token " + bad});
-    }
-  }
-  if (!c.grpc_listen.empty()) {
-    if (!ParseHostPort(c.grpc_listen, &hp, &why)) errors.push_back({"grpc_listen", why});
-    if (c.rls_config.empty()) {
-      errors.push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
-    }
-  }
-  HeaderStyle grpc_style;
-  if (!ParseHeaderStyle(c.grpc_header_style, &grpc_style)) {
-    errors.push_back(
-        {"grpc.headers", "unknown style \"" + c.grpc_header_style +
-                             "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
-  }
-  Algorithm rls_algorithm;
-  if (!ParseAlgorithm(c.rls_default_algorithm, &rls_algorithm)) {
-    errors.push_back({"grpc.default_algorithm",
-                      "unknown algorithm \"" + c.rls_default_algorithm +
-                          "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
-                          "sliding_log)"});
-  }
-  ServerConfig store_only = c;
-  store_only.failure_mode = "open";  // failure_mode has its own check and path, below
-  if (auto spec = StoreSpecOf(store_only); !spec.ok()) {
-    errors.push_back({"store", spec.status().message()});
-  } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
-    // The runtime's one store grammar; its "store: " is this error's path already.
-    std::string_view why = store.message();
-    if (why.starts_with("store: ")) why.remove_prefix(7);
-    errors.push_back({"store", std::string(why)});
-  }
-  if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
-    errors.push_back({"failure_mode", "must be open, closed or degrade"});
-  }
-  HeaderStyle style;
-  if (!ParseHeaderStyle(c.header_style, &style)) {
-    errors.push_back(
-        {"headers", "unknown style \"" + c.header_style +
-                        "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
-  }
-  if (c.forwarded_header != "x-forwarded-for" && c.forwarded_header != "forwarded") {
-    errors.push_back({"forwarded_header", "must be x-forwarded-for or forwarded"});
-  }
-  if (!c.upstream.empty()) {
-    UpstreamUrl u;
-    if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors.push_back({"gateway.upstream", why});
-  }
-  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-  bool level_ok = false;
-  for (const char* l : kLevels) level_ok = level_ok || c.log_level == l;
-  if (!level_ok) errors.push_back({"log.level", "must be trace, debug, info, warn, error or off"});
-  if (c.threads < 0 || c.threads > 256) errors.push_back({"threads", "must be in [0, 256]"});
-  if (!c.jwt_rs256_public_key_pem.empty()) {
-    JwtOptions jwt;
-    jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
-    if (Status v = ValidateJwtOptions(jwt); !v.ok()) {
-      std::string message(v.message());
-      if (message.starts_with("jwt: ")) message.erase(0, 5);
-      if (!c.jwt_rs256_public_key_file.empty()) message += " (" + c.jwt_rs256_public_key_file + ")";
-      errors.push_back({c.jwt_rs256_public_key_file.empty() ? "jwt.rs256_public_key_pem"
-                                                            : "jwt.rs256_public_key_file",
-                        message});
-    }
-  }
+  CheckListeners(c, &errors);
+  CheckSecrets(c, &errors);
+  CheckGrpc(c, &errors);
+  CheckStore(c, &errors);
+  CheckDecisionHeaders(c, &errors);
+  CheckProcess(c, &errors);
+  CheckJwt(c, &errors);
   return errors;
 }
 
