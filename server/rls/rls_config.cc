@@ -5,9 +5,13 @@
 #include <unordered_map>
 #include <utility>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "base/ascii.h"
 #include "base/config_errors.h"
 #include "rls/rls_counters.h"
+#include "rls/rls_wildcard.h"
 
 namespace tollgate::rls {
 namespace {
@@ -24,21 +28,23 @@ constexpr std::string_view kUnitNames[] = {"unknown", "second", "minute", "hour"
 
 struct RlsConfig::Node {
   struct KeyLevel {
-    // Exact values, including wildcard ones ("pre*") under their literal text.
+    // Exact values, including wildcard ones ("a*b") under their literal text.
     std::unordered_map<std::string, std::unique_ptr<Node>, StringHash, std::equal_to<>> values;
-    std::vector<std::pair<std::string, const Node*>> wildcards;  // prefix, in config order
+    std::vector<std::pair<std::string, const Node*>> wildcards;  // pattern, in config order
     std::unique_ptr<Node> any;                                   // key only
   };
   std::unique_ptr<RlsRule> rule;
   std::unordered_map<std::string, KeyLevel, StringHash, std::equal_to<>> keys;
+  // A share_threshold wildcard's pattern: the value every match counts under.
+  std::string shared_value;
 
   const Node* Next(const RlsEntry& e) const {
     auto k = keys.find(e.key);
     if (k == keys.end()) return nullptr;
     const KeyLevel& level = k->second;
     if (auto v = level.values.find(e.value); v != level.values.end()) return v->second.get();
-    for (const auto& [prefix, node] : level.wildcards) {
-      if (e.value.starts_with(prefix)) return node;
+    for (const auto& [pattern, node] : level.wildcards) {
+      if (WildcardMatch(pattern, e.value)) return node;
     }
     return level.any.get();
   }
@@ -82,26 +88,32 @@ bool ParseUnit(std::string_view name, RlsUnit* out) {
   return false;
 }
 
-Result<Limit> LimitForUnit(RlsUnit unit, uint32_t requests_per_unit, Algorithm algorithm,
-                           int64_t burst) {
-  const int64_t seconds = UnitSeconds(unit);
-  if (seconds == 0) return InvalidArgument("unit: unknown");
+LimitSpec SpecForUnit(RlsUnit unit, uint32_t requests_per_unit, Algorithm algorithm,
+                      int64_t burst) {
+  const Nanos period = std::chrono::seconds(UnitSeconds(unit));
   LimitSpec spec;
   spec.algorithm = algorithm;
   switch (algorithm) {
     case Algorithm::kTokenBucket:
     case Algorithm::kLeakyBucket:
-      spec.rate = static_cast<double>(requests_per_unit) / static_cast<double>(seconds);
+      spec.count = requests_per_unit;
+      spec.period = period;
       spec.burst = burst > 0 ? burst : static_cast<int64_t>(requests_per_unit);
       break;
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
     case Algorithm::kSlidingLog:
       spec.burst = requests_per_unit;
-      spec.window = std::chrono::seconds(seconds);
+      spec.window = period;
       break;
   }
-  return Limit::Create(spec);
+  return spec;
+}
+
+Result<Limit> LimitForUnit(RlsUnit unit, uint32_t requests_per_unit, Algorithm algorithm,
+                           int64_t burst) {
+  if (UnitSeconds(unit) == 0) return InvalidArgument("unit: unknown");
+  return Limit::Create(SpecForUnit(unit, requests_per_unit, algorithm, burst));
 }
 
 std::string LimitShape(const Limit& limit) {
@@ -130,20 +142,29 @@ bool RlsConfig::HasDomain(std::string_view domain) const {
 
 const RlsRule* RlsConfig::Match(std::string_view domain,
                                 const std::vector<RlsEntry>& entries) const {
+  return MatchForKey(domain, entries).rule;
+}
+
+RlsMatch RlsConfig::MatchForKey(std::string_view domain,
+                                const std::vector<RlsEntry>& entries) const {
+  RlsMatch match;
   auto d = domains_.find(domain);
-  if (d == domains_.end()) return nullptr;
+  if (d == domains_.end()) return match;
   const Node* node = d->second.get();
-  const RlsRule* rule = nullptr;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Node* next = node->Next(entries[i]);
     if (next == nullptr) break;
+    const bool shared = !next->shared_value.empty();
+    match.key_entries.push_back({entries[i].key, shared ? next->shared_value : entries[i].value});
+    match.shared |= shared;
     // Like envoyproxy/ratelimit: a rule applies only to a descriptor whose
     // entries all matched, down to the rule's own level.
-    if (next->rule && i + 1 == entries.size()) rule = next->rule.get();
+    if (next->rule && i + 1 == entries.size()) match.rule = next->rule.get();
     if (next->keys.empty()) break;
     node = next;
   }
-  return rule;
+  if (match.rule == nullptr) match = RlsMatch{};
+  return match;
 }
 
 namespace {
@@ -175,6 +196,7 @@ void DumpNode(const RlsConfig::Node& node, std::vector<std::string>* lines) {
     }
     if (!r.name.empty()) line += " name=" + r.name;
     if (r.shadow_mode) line += " shadow_mode";
+    if (r.quota_mode) line += " quota_mode";
     lines->push_back(std::move(line));
   }
   for (const auto& [_, level] : node.keys) {
@@ -195,6 +217,21 @@ struct RlsConfigBuilder {
     base::ConfigErrors(errors, source).Add(path, message);
   }
 
+  // The descriptor's `metadata` (JSON text from the importer) as a Struct.
+  std::shared_ptr<const google::protobuf::Struct> CompileMetadata(const RlsDomainSpec& d,
+                                                                  const RlsDescriptorSpec& spec,
+                                                                  const std::string& path) {
+    if (spec.metadata_json.empty()) return nullptr;
+    auto metadata = std::make_shared<google::protobuf::Struct>();
+    const auto status = google::protobuf::util::JsonStringToMessage(spec.metadata_json, &*metadata);
+    if (!status.ok()) {
+      Error(d.source, path + ".metadata",
+            "must be a mapping of names to values: " + std::string(status.message()));
+      return nullptr;
+    }
+    return metadata;
+  }
+
   std::unique_ptr<RlsRule> CompileRule(const RlsDomainSpec& d, const RlsDescriptorSpec& spec,
                                        const std::string& path, const std::string& full_key) {
     const RlsRateLimitSpec& rl = *spec.rate_limit;
@@ -207,7 +244,9 @@ struct RlsConfigBuilder {
     rule->requests_per_unit = rl.requests_per_unit;
     rule->unlimited = rl.unlimited;
     rule->shadow_mode = spec.shadow_mode;
+    rule->quota_mode = spec.quota_mode;
     rule->replaces = rl.replaces;
+    rule->metadata = CompileMetadata(d, spec, path);
     if (rl.unlimited && rl.unit != RlsUnit::kUnknown) {
       Error(d.source, p + ".unit", "should not specify rate limit unit when unlimited");
     } else if (!rl.unlimited && rl.unit == RlsUnit::kUnknown) {
@@ -238,31 +277,14 @@ struct RlsConfigBuilder {
                            "allow requests_per_unit per unit)");
     }
     if (errors->size() == before && !rl.unlimited && rl.requests_per_unit > 0) {
-      for (const LimitError& e : Limit::Validate([&] {
-             LimitSpec s;
-             s.algorithm = algorithm;
-             const int64_t secs = UnitSeconds(rl.unit);
-             if (bucket) {
-               s.rate = static_cast<double>(rl.requests_per_unit) / static_cast<double>(secs);
-               s.burst = rl.burst > 0 ? rl.burst : rl.requests_per_unit;
-             } else {
-               s.burst = rl.requests_per_unit;
-               s.window = std::chrono::seconds(secs);
-             }
-             return s;
-           }())) {
+      for (const LimitError& e :
+           Limit::Validate(SpecForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst))) {
         std::string field = ".requests_per_unit";
         if (e.field == "burst" && rl.burst > 0) field = ".burst";
-        if (e.field == "window") field = ".unit";
+        if (e.field == "window" || e.field == "period") field = ".unit";
         std::string hint;
-        if (e.field == "rate") {
-          hint = " (" + std::to_string(rl.requests_per_unit) + " per " +
-                 std::string(UnitName(rl.unit)) +
-                 " is slower than the core's minimum rate of one per 11.6 days: use "
-                 "algorithm: fixed_window)";
-        } else if (e.field == "burst" && !bucket) {
+        if (e.field == "burst" && !bucket)
           hint = " (use algorithm: token_bucket for larger quotas)";
-        }
         Error(d.source, p + field,
               std::string(AlgorithmName(algorithm)) + " " + e.field + ": " + e.message + hint);
       }
@@ -309,8 +331,9 @@ struct RlsConfigBuilder {
       auto node = std::make_unique<RlsConfig::Node>();
       if (spec.rate_limit) node->rule = CompileRule(d, spec, path, full_key);
       Load(d, spec.descriptors, node.get(), path, full_key + ".", depth + 1);
-      if (!spec.value.empty() && spec.value.back() == '*') {
-        level.wildcards.emplace_back(spec.value.substr(0, spec.value.size() - 1), node.get());
+      if (IsWildcard(spec.value)) {
+        level.wildcards.emplace_back(spec.value, node.get());
+        if (spec.share_threshold) node->shared_value = spec.value;
       }
       *slot = std::move(node);
     }

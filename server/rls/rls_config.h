@@ -33,6 +33,10 @@
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 
+namespace google::protobuf {
+class Struct;
+}  // namespace google::protobuf
+
 namespace tollgate::rls {
 
 class RlsCounters;
@@ -61,10 +65,24 @@ struct RlsRateLimitSpec {
 
 struct RlsDescriptorSpec {
   std::string key;
-  std::string value;  // empty: any value, each its own counter; "pre*": values starting with "pre"
+  // Empty: any value, each its own counter. With `*`: a wildcard (rls_wildcard.h),
+  // "/api/*/action" matches "/api/v1/action"; each matching value its own
+  // counter unless share_threshold.
+  std::string value;
   std::optional<RlsRateLimitSpec> rate_limit;
   bool shadow_mode = false;
+  // Over the limit is reported, never enforced: the answer stays OK and the
+  // response's dynamic_metadata lists the descriptor (envoyproxy/ratelimit's
+  // quota mode; docs/envoy.md).
+  bool quota_mode = false;
+  // On a wildcard value: every matching value counts against one shared
+  // counter (the pattern's) instead of one counter each.
+  bool share_threshold = false;
   bool detailed_metric = false;  // accepted for compatibility; counters stay per rule
+  bool value_to_metric = false;  // accepted for compatibility; counters stay per rule
+  // `metadata`: a mapping sent back in the response's dynamic_metadata while
+  // the descriptor is within its limit; kept as JSON text (empty: none).
+  std::string metadata_json;
   std::vector<RlsDescriptorSpec> descriptors;
 };
 
@@ -97,7 +115,10 @@ struct RlsRule {
   uint32_t requests_per_unit = 0;
   bool unlimited = false;
   bool shadow_mode = false;
+  bool quota_mode = false;
   std::vector<std::string> replaces;
+  // The descriptor's `metadata`, or null.
+  std::shared_ptr<const google::protobuf::Struct> metadata;
   // The limit the store applies; absent when unlimited or requests_per_unit == 0.
   std::optional<Limit> limit;
   // A short stable tag of the limit's shape ("fw60", "tb"), part of bucket keys
@@ -112,6 +133,15 @@ struct RlsEntry {
   std::string_view value;
 };
 
+// A rule and the entries its bucket key is made of: the request's, except that
+// a value matched by a share_threshold wildcard is replaced by the pattern
+// (views into the request and into the configuration).
+struct RlsMatch {
+  const RlsRule* rule = nullptr;
+  std::vector<RlsEntry> key_entries;
+  bool shared = false;  // some value was replaced by its pattern
+};
+
 class RlsConfig {
  public:
   struct Node;
@@ -124,8 +154,11 @@ class RlsConfig {
   // The rule for one request descriptor, or null (unknown domain, no match, or
   // a match whose node has no rate_limit). Matching is level by level: at each
   // level key+value beats a "prefix*" value beats key-only; the rule applies only
-  // if the walk consumed every entry of the request descriptor.
+  // if the walk consumed every entry of the request descriptor. Wildcards are
+  // tried in configuration order.
   const RlsRule* Match(std::string_view domain, const std::vector<RlsEntry>& entries) const;
+  // Match() plus the entries of the bucket key (RlsMatch).
+  RlsMatch MatchForKey(std::string_view domain, const std::vector<RlsEntry>& entries) const;
 
   size_t domain_count() const { return domains_.size(); }
   size_t rule_count() const { return rule_count_; }
@@ -157,8 +190,11 @@ ParsedRlsConfig CompileRlsConfig(const std::vector<RlsDomainSpec>& domains,
                                  const RlsCompileOptions& options = {},
                                  std::shared_ptr<RlsCounters> counters = nullptr);
 
-// The Limit for unit + requests_per_unit under `algorithm` (mapping above);
-// `burst` 0 means requests_per_unit. Used for descriptor limit overrides too.
+// The LimitSpec for unit + requests_per_unit under `algorithm` (mapping above),
+// exact: buckets get count = requests_per_unit per period = one unit, so
+// 1/week refills in exactly 604800 s. `burst` 0 means requests_per_unit.
+LimitSpec SpecForUnit(RlsUnit unit, uint32_t requests_per_unit, Algorithm algorithm, int64_t burst);
+// Limit::Create(SpecForUnit(...)). Used for descriptor limit overrides too.
 Result<Limit> LimitForUnit(RlsUnit unit, uint32_t requests_per_unit, Algorithm algorithm,
                            int64_t burst);
 // The shape tag of a limit (see RlsRule::shape).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -15,6 +16,32 @@ namespace tollgate::rls {
 namespace {
 
 // Every key envoyproxy/ratelimit accepts anywhere in a file.
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: a plain YAML scalar that is
+// a JSON number as written (01, .5, 1. and 0x1f stay strings).
+bool IsJsonNumber(std::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  const size_t int_start = i;
+  const size_t n = digits();
+  if (n == 0 || (n > 1 && s[int_start] == '0')) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+// (`metadata` is not here: its mapping holds the user's own keys.)
 const std::set<std::string, std::less<>> kUpstreamKeys = {"domain",
                                                           "key",
                                                           "value",
@@ -26,7 +53,29 @@ const std::set<std::string, std::less<>> kUpstreamKeys = {"domain",
                                                           "shadow_mode",
                                                           "name",
                                                           "replaces",
-                                                          "detailed_metric"};
+                                                          "detailed_metric",
+                                                          "value_to_metric",
+                                                          "share_threshold",
+                                                          "quota_mode"};
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  *out += '"';
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += ch;
+    } else if (c < 0x20) {
+      *out += "\\u00";
+      *out += kHex[c >> 4];
+      *out += kHex[c & 15];
+    } else {
+      *out += ch;
+    }
+  }
+  *out += '"';
+}
 
 class Walker {
  public:
@@ -146,6 +195,61 @@ class Walker {
     }
   }
 
+  // A `metadata` value as JSON: mappings, lists, and scalars (plain true/false
+  // are booleans, plain numbers numbers, `~`/null null, anything else or
+  // quoted a string). The document was bounded before the walk.
+  bool Json(const YAML::Node& n, const std::string& path, std::string* out) {
+    if (n.IsMap()) {
+      *out += '{';
+      bool first = true;
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) {
+          Error(kv.first, path, "metadata keys must be strings");
+          return false;
+        }
+        if (!first) *out += ',';
+        first = false;
+        AppendJsonString(kv.first.Scalar(), out);
+        *out += ':';
+        if (!Json(kv.second, Join(path, kv.first.Scalar()), out)) return false;
+      }
+      *out += '}';
+    } else if (n.IsSequence()) {
+      *out += '[';
+      for (size_t i = 0; i < n.size(); ++i) {
+        if (i > 0) *out += ',';
+        if (!Json(n[i], path + "[" + std::to_string(i) + "]", out)) return false;
+      }
+      *out += ']';
+    } else if (!n.IsDefined() || n.IsNull()) {
+      *out += "null";
+    } else {
+      const std::string& s = n.Scalar();
+      bool b = false;
+      double d = 0;
+      const bool plain = n.Tag() == "?";
+      if (plain && YAML::convert<bool>::decode(n, b)) {
+        *out += b ? "true" : "false";
+      } else if (plain && IsJsonNumber(s) && YAML::convert<double>::decode(n, d) &&
+                 std::isfinite(d)) {
+        *out += s;
+      } else {
+        AppendJsonString(s, out);
+      }
+    }
+    return true;
+  }
+
+  void Metadata(const YAML::Node& n, const std::string& path, std::string* out) {
+    if (!n.IsDefined() || n.IsNull()) return;
+    if (!n.IsMap()) {
+      Error(n, path, "must be a mapping");
+      return;
+    }
+    std::string json;
+    if (Json(n, path, &json)) *out = std::move(json);
+  }
+
   void Descriptors(const YAML::Node& n, const std::string& path,
                    std::vector<RlsDescriptorSpec>* out, size_t depth) {
     if (!n.IsDefined() || n.IsNull()) return;
@@ -164,12 +268,16 @@ class Walker {
         Error(d, p, "config error, yaml file contains list of type other than map");
         continue;
       }
-      CheckKeys(d, p, {});
+      CheckKeys(d, p, {"metadata"});
       RlsDescriptorSpec spec;
       String(d["key"], Join(p, "key"), &spec.key);
       String(d["value"], Join(p, "value"), &spec.value);
       Bool(d["shadow_mode"], Join(p, "shadow_mode"), &spec.shadow_mode);
+      Bool(d["quota_mode"], Join(p, "quota_mode"), &spec.quota_mode);
+      Bool(d["share_threshold"], Join(p, "share_threshold"), &spec.share_threshold);
       Bool(d["detailed_metric"], Join(p, "detailed_metric"), &spec.detailed_metric);
+      Bool(d["value_to_metric"], Join(p, "value_to_metric"), &spec.value_to_metric);
+      Metadata(d["metadata"], Join(p, "metadata"), &spec.metadata_json);
       const YAML::Node rl = d["rate_limit"];
       if (rl.IsDefined() && !rl.IsNull()) {
         spec.rate_limit.emplace();

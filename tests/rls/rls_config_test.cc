@@ -8,6 +8,7 @@
 #include "rls/rls_config.h"
 #include "rls/rls_counters.h"
 #include "rls/rls_key.h"
+#include "rls/rls_wildcard.h"
 #include "rls/rls_yaml.h"
 
 namespace tollgate::rls {
@@ -241,11 +242,15 @@ TEST(RlsYamlTest, SemanticErrorsAsUpstream) {
                  "requests_per_unit: 4000000000, algorithm: fixed_window}\n"),
             nullptr);
   EXPECT_TRUE(AnyContains(Errors("domain: [1, 2\n"), "error loading config file"));
-  // Too slow for a token bucket: a clear hint instead of a silent change of algorithm.
-  EXPECT_TRUE(
-      AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, "
-                         "requests_per_unit: 10}\n"),
-                  "use algorithm: fixed_window"));
+  // A count per unit is exact at any rate (issue 17): 1/year is a token bucket
+  // refilling one token every 365 days, no longer refused as too slow.
+  const auto yearly = Load(
+      "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, "
+      "requests_per_unit: 1}\n");
+  ASSERT_NE(yearly, nullptr);
+  const RlsRule* rule = M(*yearly, "d", {{"k", "v"}});
+  ASSERT_NE(rule, nullptr);
+  EXPECT_EQ(rule->limit->interval_ns(), 365LL * 86400 * 1'000'000'000);
   // Nested errors carry the nested path.
   EXPECT_TRUE(AnyContains(
       Errors("domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        "
@@ -348,6 +353,76 @@ descriptors:
   EXPECT_EQ(M(*c, "d", {{"k", "abd"}})->requests_per_unit, 2u);
   EXPECT_EQ(M(*c, "d", {{"k", "x"}})->requests_per_unit, 1u);
   EXPECT_EQ(M(*c, "d", {{"k", ""}})->requests_per_unit, 1u);
+}
+
+TEST(RlsWildcardTest, StarMatchesAnyRunAnywhere) {
+  struct Case {
+    const char* pattern;
+    const char* value;
+    bool match;
+  } cases[] = {
+      {"pre*", "pre", true},
+      {"pre*", "prefix", true},
+      {"pre*", "pr", false},
+      {"*", "", true},
+      {"*", "anything", true},
+      {"**", "", true},
+      {"*.example.com", "a.example.com", true},
+      {"*.example.com", "example.com", false},
+      {"/api/*/action", "/api/v1/action", true},
+      {"/api/*/action", "/api//action", true},
+      {"/api/*/action", "/api/v1/actions", false},
+      {"/api/*/action", "/api/action", false},
+      {"foo*bar*baz", "foobarbaz", true},
+      {"foo*bar*baz", "foo-bar-x-bar-baz", true},
+      {"foo*bar*baz", "foobaz", false},
+      {"foo*bar*baz", "foo-baz-bar", false},
+      {"a*a", "a", false},
+      {"a*a", "aa", true},
+      {"ab*ba", "aba", false},
+      {"exact", "exact", true},
+      {"exact", "exactly", false},
+      {"*a*b*c*", "xxaxxbxxcxx", true},
+      {"*a*b*c*", "cba", false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(WildcardMatch(c.pattern, c.value), c.match) << c.pattern << " ~ " << c.value;
+  }
+  EXPECT_TRUE(IsWildcard("a*b"));
+  EXPECT_FALSE(IsWildcard("ab"));
+}
+
+TEST(RlsYamlTest, UpstreamsNewerDescriptorKeysLoad) {
+  auto c = Load(R"(
+domain: newer
+descriptors:
+  - key: service
+    value: svc_*
+    quota_mode: true
+    share_threshold: true
+    value_to_metric: true
+    detailed_metric: true
+    metadata: {backend: b1, nested: {n: 1, list: [x, 2.5, null, true]}}
+    rate_limit: {unit: minute, requests_per_unit: 5}
+)");
+  ASSERT_NE(c, nullptr);
+  const RlsRule* r = M(*c, "newer", {{"service", "svc_a"}});
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->quota_mode);
+  ASSERT_NE(r->metadata, nullptr);
+  EXPECT_NE(c->Dump().find("quota_mode"), std::string::npos) << c->Dump();
+  // share_threshold: every value of the pattern has the pattern's key entries.
+  std::vector<RlsEntry> e = {{"service", "svc_a"}};
+  const RlsMatch m = c->MatchForKey("newer", e);
+  ASSERT_EQ(m.key_entries.size(), 1u);
+  EXPECT_EQ(m.key_entries[0].value, "svc_*");
+  EXPECT_TRUE(m.shared);
+  EXPECT_TRUE(AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    metadata: [1]\n"),
+                          "descriptors[0].metadata: must be a mapping"));
+  EXPECT_TRUE(AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    quota_mode: maybe\n"),
+                          "descriptors[0].quota_mode: must be true or false"));
+  EXPECT_TRUE(AnyContains(Errors("domain: d\ndescriptors:\n  - key: k\n    metadata: {[1]: 2}\n"),
+                          "metadata keys must be strings"));
 }
 
 TEST(RlsCountersTest, SurviveRecompilation) {
