@@ -15,6 +15,8 @@
 #include <mutex>
 #include <set>
 
+#include <google/protobuf/struct.pb.h>
+
 #include "base/one_shot.h"
 #include "rls/rls_key.h"
 #include "tollgate/policy_headers.h"
@@ -31,6 +33,7 @@ enum class Kind { kNone, kUnlimited, kDenyAll, kStore };
 struct Slot {
   Kind kind = Kind::kNone;
   bool shadow = false;
+  bool quota = false;  // quota_mode: over is reported in dynamic_metadata, never enforced
   int64_t cost = 1;
   uint32_t requests_per_unit = 0;
   RlsUnit unit = RlsUnit::kUnknown;
@@ -41,7 +44,8 @@ struct Slot {
   std::string rule;  // the Enforcer's rule name: the stats key
   std::string report_name;
   std::string key;
-  std::optional<Limit> own_limit;  // a descriptor's limit override
+  std::optional<Limit> own_limit;                      // a descriptor's limit override
+  const google::protobuf::Struct* metadata = nullptr;  // the rule's, owned by the config
 };
 
 struct Call {
@@ -84,6 +88,21 @@ int64_t UnitReset(RlsUnit unit, const Clock& clock) {
   return s - now_s % s;
 }
 
+// The wait until `cost` fits, from a cost-0 peek `d` of `limit` (a call that
+// a deny-all rule rejected peeks its other descriptors; a shadow or quota one
+// over its limit still reports when it would fit). Report only, never a
+// decision: buckets by their GCRA arithmetic (full in reset_after, so `cost`
+// fits once reset_after + cost * interval <= the tolerance), windows at their end.
+Nanos PeekWait(const Decision& d, const Limit& limit, int64_t cost) {
+  if (cost > limit.burst()) return Decision::kNever;
+  if (limit.algorithm() != Algorithm::kTokenBucket &&
+      limit.algorithm() != Algorithm::kLeakyBucket) {
+    return d.reset_after;
+  }
+  return std::max(Nanos(0),
+                  d.reset_after + Nanos(limit.IncrementFor(cost)) - Nanos(limit.tolerance_ns()));
+}
+
 std::string Where(int i) { return "descriptors[" + std::to_string(i) + "]"; }
 
 // A descriptor's own limit (Envoy's `limit` override): it applies whatever the
@@ -107,13 +126,17 @@ std::optional<std::string> PlanOverride(
   if (!limit.ok()) return Where(i) + ".limit: " + limit.status().message();
   s.own_limit = *limit;
   s.kind = Kind::kStore;
-  s.key = BucketKey("o" + LimitShape(*s.own_limit), domain, entries);
+  // Keyed by the override itself: 10/DAY and 42/HOUR for one descriptor are
+  // two buckets, so a changed override never answers from the old one's state.
+  s.key = BucketKey("o" + LimitShape(*s.own_limit) + "." + std::to_string(s.requests_per_unit) +
+                        "." + std::string(UnitName(unit)),
+                    domain, entries);
   return std::nullopt;
 }
 
-// The configured rule `r` for a descriptor.
-void PlanRule(const RlsRule& r, const std::string& domain, const std::vector<RlsEntry>& entries,
-              Slot& s) {
+// The configured rule of `match` for a descriptor.
+void PlanRule(const RlsMatch& match, const std::string& domain, Slot& s) {
+  const RlsRule& r = *match.rule;
   s.hits = r.counters;
   s.name = r.name;
   s.rule = r.full_key;
@@ -121,6 +144,8 @@ void PlanRule(const RlsRule& r, const std::string& domain, const std::vector<Rls
   s.unit = r.unit;
   s.requests_per_unit = r.requests_per_unit;
   s.shadow = r.shadow_mode;
+  s.quota = r.quota_mode;
+  s.metadata = r.metadata.get();
   if (r.unlimited) {
     s.kind = Kind::kUnlimited;
   } else if (!r.limit) {
@@ -128,7 +153,9 @@ void PlanRule(const RlsRule& r, const std::string& domain, const std::vector<Rls
   } else {
     s.kind = Kind::kStore;
     s.own_limit = *r.limit;
-    s.key = BucketKey(r.shape, domain, entries);
+    // A share_threshold bucket ("~s") never meets a per-value one across a
+    // reload that turns the setting on or off.
+    s.key = BucketKey(match.shared ? r.shape + "~s" : r.shape, domain, match.key_entries);
   }
 }
 
@@ -143,7 +170,8 @@ void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
     }
     if (s.kind == Kind::kNone) continue;
     ExplicitItem item{.key = s.key, .cost = s.cost, .override_name = s.rule};
-    item.shadow = s.shadow;
+    // Quota mode rides as shadow does: decided and charged with the batch, never rejecting.
+    item.shadow = s.shadow || s.quota;
     item.report_name = s.report_name;
     if (s.kind == Kind::kStore) {
       item.limit = &*s.own_limit;
@@ -152,7 +180,7 @@ void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
     } else {
       item.storeless = s.kind == Kind::kUnlimited ? ExplicitItem::Storeless::kUnlimited
                                                   : ExplicitItem::Storeless::kDenyAll;
-      if (s.kind == Kind::kDenyAll && !s.shadow && s.cost > 0) call.deny_all_enforced = true;
+      if (s.kind == Kind::kDenyAll && !item.shadow && s.cost > 0) call.deny_all_enforced = true;
     }
     s.item = call.items.size();
     call.items.push_back(item);
@@ -186,13 +214,13 @@ std::optional<std::string> PlanDescriptors(const rlspb::RateLimitRequest& reques
       if (auto error = PlanOverride(desc, i, domain, entries, options, config, s)) return error;
       continue;
     }
-    const RlsRule* r = config.Match(domain, entries);
-    if (r == nullptr) {
+    const RlsMatch match = config.MatchForKey(domain, entries);
+    if (match.rule == nullptr) {
       Count(config.counters().service().no_rule, 1);
       continue;
     }
-    for (const std::string& name : r->replaces) replaced.insert(name);
-    PlanRule(*r, domain, entries, s);
+    for (const std::string& name : match.rule->replaces) replaced.insert(name);
+    PlanRule(match, domain, s);
   }
   MakeItems(replaced, call);
   return std::nullopt;
@@ -212,7 +240,8 @@ void CountHits(const Slot& s, bool over, const Decision* d, const Limit* limit) 
   }
 }
 
-// The status of one descriptor with a rule; returns whether it is over.
+// The status of one descriptor with a rule; returns whether its cost did not
+// fit (for shadow and quota mode too, whose code stays OK).
 bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome, bool peeked,
                 const Clock& clock, rlspb::RateLimitResponse::DescriptorStatus* st) {
   if (s.kind == Kind::kUnlimited) {
@@ -232,21 +261,50 @@ bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome
   } else {
     const Decision& d = r.decision;
     const bool denied = outcome.denied_rule == static_cast<int>(s.item);
-    // Peeked (a deny-all rule rejected the call): a shadow rule is over when
-    // its cost would not fit now.
+    // Peeked (a deny-all rule rejected the call): a shadow or quota rule is
+    // over when its cost would not fit now.
+    const bool soft_peek = (s.shadow || s.quota) && peeked;
     if (s.cost > 0 && outcome.enforced) {
-      over = s.shadow && peeked ? s.cost > d.remaining : (!d.allowed || denied);
+      over = soft_peek ? s.cost > d.remaining : (!d.allowed || denied);
     }
     st->set_limit_remaining(ClampU32(d.remaining));
-    reset =
-        CeilSeconds((over && d.retry_after != Decision::kNever) ? d.retry_after : d.reset_after);
+    Nanos wait = d.retry_after;
+    if (over && soft_peek && s.own_limit) wait = PeekWait(d, *s.own_limit, s.cost);
+    reset = CeilSeconds((over && wait != Decision::kNever) ? wait : d.reset_after);
   }
   st->mutable_duration_until_reset()->set_seconds(reset);
   st->mutable_duration_until_reset()->set_nanos(0);
   CountHits(s, over, s.kind == Kind::kStore ? &r.decision : nullptr,
             s.own_limit ? &*s.own_limit : nullptr);
-  if (over && !s.shadow) st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
-  return over && !s.shadow;
+  if (over && !s.shadow && !s.quota) st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
+  return over;
+}
+
+// envoyproxy/ratelimit's dynamic_metadata: `quotaModeEnabled` when a quota
+// mode rule applied, `quotaModeViolations` the indices of the descriptors
+// over theirs; the `metadata` of every rule within its limit, merged in
+// descriptor order (a later descriptor's field wins).
+void AddDynamicMetadata(const std::vector<Slot>& slots, const std::vector<bool>& over,
+                        rlspb::RateLimitResponse& resp) {
+  google::protobuf::ListValue violations;
+  bool quota_mode = false;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
+    if (s.kind == Kind::kNone) continue;
+    if (s.quota) {
+      quota_mode = true;
+      if (over[i]) violations.add_values()->set_number_value(static_cast<double>(i));
+    }
+    if (s.metadata != nullptr && !over[i]) {
+      for (const auto& [name, value] : s.metadata->fields()) {
+        (*resp.mutable_dynamic_metadata()->mutable_fields())[name] = value;
+      }
+    }
+  }
+  if (!quota_mode) return;
+  auto& fields = *resp.mutable_dynamic_metadata()->mutable_fields();
+  fields["quotaModeEnabled"].set_bool_value(true);
+  *fields["quotaModeViolations"].mutable_list_value() = std::move(violations);
 }
 
 // The Enforcer's outcome -> the response (or UNAVAILABLE), and the counters.
@@ -267,12 +325,16 @@ void Answer(Call& call, const Clock& clock, bool headers, Result<CheckOutcome> r
   if (!outcome.enforced) Count(service.unenforced, 1);
   rlspb::RateLimitResponse& resp = *call.response;
   bool over_limit = false;
-  for (const Slot& s : call.slots) {
+  std::vector<bool> over(call.slots.size(), false);
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    const Slot& s = call.slots[i];
     auto* st = resp.add_statuses();
     st->set_code(rlspb::RateLimitResponse::OK);
     if (s.kind == Kind::kNone) continue;
-    over_limit |= AnswerSlot(s, outcome.rules[s.item], outcome, call.deny_all_enforced, clock, st);
+    over[i] = AnswerSlot(s, outcome.rules[s.item], outcome, call.deny_all_enforced, clock, st);
+    over_limit |= st->code() == rlspb::RateLimitResponse::OVER_LIMIT;
   }
+  AddDynamicMetadata(call.slots, over, resp);
   resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
                                    : rlspb::RateLimitResponse::OK);
   Count(over_limit ? service.over_limit : service.ok, 1);
