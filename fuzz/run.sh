@@ -25,7 +25,7 @@ max_len() {
     decide_body | server_config | policy_json | resp_reader) echo 16384 ;;
     jwt) echo 10000 ;;  # tokens up to 8 KiB
     rls_yaml) echo 8192 ;;
-    rls_request | cluster_topology | client_headers) echo 4096 ;;
+    rls_request | rls_wildcard | cluster_topology | client_headers) echo 4096 ;;
     *) echo 2048 ;;
   esac
 }

@@ -96,6 +96,21 @@ TEST(RlsYamlTest, ImportsEveryExampleFile) {
       << dump;
 }
 
+// The fuzz seeds shaped like envoyproxy/ratelimit's own example files and
+// README (fuzz/corpus/rls_yaml/seed-upstream-*.yaml) load without an error.
+TEST(RlsYamlTest, UpstreamShapedFilesLoad) {
+  const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
+  const std::string dir = std::string(src ? src : ".") + "/fuzz/corpus/rls_yaml/";
+  size_t files = 0;
+  for (const char* name : {"seed-upstream-nested-shadow.yaml", "seed-upstream-quota-mode.yaml",
+                           "seed-upstream-newer-keys.yaml", "seed-upstream-mongo.yaml"}) {
+    ParsedRlsConfig p = LoadRlsConfigFiles({dir + name});
+    for (const auto& e : p.errors) ADD_FAILURE() << e.ToString();
+    files += p.config != nullptr;
+  }
+  EXPECT_EQ(files, 4u);
+}
+
 TEST(RlsYamlTest, ReadsAllFields) {
   auto c = Load(R"(
 domain: d
