@@ -9,8 +9,9 @@
 //        descriptor exactly as envoyproxy/ratelimit does (docs/envoy.md).
 //
 // Units: unit + requests_per_unit become a core Limit (docs/envoy.md, "Units"):
-//   token_bucket (the default) / leaky_bucket: rate = requests_per_unit / unit
-//     seconds, burst = rate_limit.burst, or requests_per_unit when unset;
+//   token_bucket (the default) / leaky_bucket: requests_per_unit per unit as
+//     an exact count per period, burst = rate_limit.burst, or
+//     requests_per_unit when unset;
 //   fixed_window (envoyproxy/ratelimit's semantics): requests_per_unit per
 //     window of one unit;
 //   sliding_window / sliding_log: requests_per_unit per sliding unit window.

@@ -10,14 +10,16 @@
 // envoyproxy/ratelimit):
 //  - an empty domain or no descriptors is INVALID_ARGUMENT (upstream errors too);
 //    an unknown domain is OK with one OK status per descriptor and no limits;
-//  - each descriptor selects a rule (RlsConfig::Match, or its own `limit`
-//    override); rules named in another matched rule's `replaces` drop out;
+//  - each descriptor selects a rule (RlsConfig::MatchForKey, or its own `limit`
+//    override, bucketed by its count and unit); rules named in another
+//    matched rule's `replaces` drop out;
 //  - cost = the descriptor's hits_addend when set (0 = check only), else
 //    max(1, the request's hits_addend);
 //  - all descriptors are decided together as one Enforcer call (all-or-nothing:
-//    a rejected request charges no bucket); shadow-mode descriptors never make
-//    the answer OVER_LIMIT; `unlimited` and requests_per_unit 0 are decided
-//    without the store (ExplicitItem::Storeless);
+//    a rejected request charges no bucket); shadow- and quota-mode descriptors
+//    never make the answer OVER_LIMIT (quota mode lists them in
+//    dynamic_metadata, with the `metadata` of descriptors within their limit); `unlimited` and
+//    requests_per_unit 0 are decided without the store (ExplicitItem::Storeless);
 //  - a store error, or a fail-closed failure mode, answers UNAVAILABLE, so
 //    Envoy's failure_mode_deny decides; a fail-open answer is OK.
 //

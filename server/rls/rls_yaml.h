@@ -4,7 +4,7 @@
 //   domain: <name>
 //   descriptors:
 //     - key: <key>            required
-//       value: <value>        optional; "pre*" matches values starting with "pre"
+//       value: <value>        optional; `*` anywhere is a wildcard ("/api/*/x")
 //       rate_limit:           optional
 //         unit: second|minute|hour|day|week|month|year
 //         requests_per_unit: <uint32>
@@ -15,7 +15,11 @@
 //                             fixed_window (default), sliding_window, sliding_log
 //         burst: <int>        tollgate extension: bucket capacity
 //       shadow_mode: <bool>
+//       quota_mode: <bool>       over is reported in dynamic_metadata, not enforced
+//       share_threshold: <bool>  a wildcard's values share the pattern's counter
+//       metadata: {...}          sent in dynamic_metadata while within the limit
 //       detailed_metric: <bool>  accepted, no effect on tollgate's counters
+//       value_to_metric: <bool>  accepted, no effect on tollgate's counters
 //       descriptors: [...]    nested, same shape
 // Unknown keys are errors, as upstream (a key upstream accepts anywhere but
 // ignores where it stands, e.g. `name` beside `key`, is ignored here too).
