@@ -146,14 +146,20 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 0}
 )";
 
+// [enforced, shadow_tb, shadow_fw], all with `value`.
+rlspb::RateLimitRequest ShadowRequest(const std::string& value) {
+  rlspb::RateLimitRequest r;
+  r.set_domain("sh");
+  AddDescriptor(&r, {{"enforced", value}});
+  AddDescriptor(&r, {{"shadow_tb", value}});
+  AddDescriptor(&r, {{"shadow_fw", value}});
+  return r;
+}
+
 TEST(RlsParityTest, ShadowDescriptorReportsItsResetWhenAnotherRejects) {
   ManualClock clock;
   RlsFixture f(kShadow, &clock);
-  rlspb::RateLimitRequest r;
-  r.set_domain("sh");
-  AddDescriptor(&r, {{"enforced", "x"}});
-  AddDescriptor(&r, {{"shadow_tb", "x"}});
-  AddDescriptor(&r, {{"shadow_fw", "x"}});
+  const auto r = ShadowRequest("x");
   const Code first = CallOk(f, r);
   ASSERT_EQ(first.overall_code(), Code::OK);
   EXPECT_EQ(Reset(first, 1), 10);  // one of 6 a minute refills in 10 s
@@ -182,15 +188,11 @@ TEST(RlsParityTest, FreshShadowDescriptorReportsItsWindowWhenAnotherRejects) {
   ManualClock clock;
   RlsFixture f(kShadow, &clock);
   CallOk(f, Request("sh", {{"enforced", "y"}}));
-  rlspb::RateLimitRequest r;
-  r.set_domain("sh");
-  AddDescriptor(&r, {{"enforced", "y"}});
-  AddDescriptor(&r, {{"shadow_tb", "y"}});
-  AddDescriptor(&r, {{"shadow_fw", "y"}});
-  const Code resp = CallOk(f, r);
+  const Code resp = CallOk(f, ShadowRequest("y"));
   ASSERT_EQ(resp.overall_code(), Code::OVER_LIMIT);
   const int64_t wall_s = clock.WallNow() / 1'000'000'000;
   EXPECT_EQ(resp.statuses(1).limit_remaining(), 6u);
+  EXPECT_EQ(Reset(resp, 1), 0);
   EXPECT_EQ(resp.statuses(2).limit_remaining(), 6u);
   EXPECT_EQ(Reset(resp, 2), 60 - wall_s % 60);
 }
