@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "rls/rls_test_util.h"
@@ -350,6 +353,24 @@ TEST(RlsParityTest, UnevenCountsResetAtTheExactInterval) {
   EXPECT_EQ(Reset(back, 0), 61);
   // 13 an hour: 276.923 s a token.
   EXPECT_EQ(Reset(CallOk(f, Request("u", {{"t", "x"}})), 0), 277);
+}
+
+// examples/envoy/ratelimit/edge_proxy.yaml uses the newer keys as documented.
+TEST(RlsParityTest, EdgeProxyExampleSharesExportsAndCountsBotsInQuotaMode) {
+  const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
+  std::ifstream in(std::string(src ? src : ".") + "/examples/envoy/ratelimit/edge_proxy.yaml");
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  ManualClock clock;
+  RlsFixture f(yaml.str(), &clock);
+  EXPECT_EQ(CallOk(f, Request("edge", {{"path", "/api/v1/export"}})).statuses(0).limit_remaining(),
+            99u);
+  EXPECT_EQ(CallOk(f, Request("edge", {{"path", "/api/v2/export"}})).statuses(0).limit_remaining(),
+            98u);  // one budget for every version
+  const Code bot = CallOk(f, Request("edge", {{"user_agent", "Googlebot/2.1"}}));
+  EXPECT_EQ(bot.overall_code(), Code::OK);
+  EXPECT_TRUE(bot.dynamic_metadata().fields().at("quotaModeEnabled").bool_value());
+  EXPECT_EQ(bot.dynamic_metadata().fields().at("backend").string_value(), "crawler-pool");
 }
 
 }  // namespace
