@@ -13,6 +13,7 @@
 #include "base/config_errors.h"
 #include "server/secrets.h"
 #include "server/store_bundle.h"
+#include "trace/exporter.h"
 
 namespace tollgate::server {
 namespace {
@@ -285,6 +286,17 @@ void ReadIdentities(FieldReader& i, ServerConfig* c) {
   }
 }
 
+void ReadTracing(FieldReader& t, ServerConfig* c) {
+  t.String("endpoint", &c->trace_endpoint);
+  t.Double("sample_ratio", &c->trace_sample_ratio, 0.0, 1.0);
+  t.Bool("parent_based", &c->trace_parent_based);
+  t.String("service_name", &c->trace_service_name);
+  t.Integer("max_queue", &c->trace_max_queue, 1, 1 << 20);
+  t.Integer("max_batch", &c->trace_max_batch, 1, 1 << 16);
+  t.Duration("flush_interval_ms", &c->trace_flush_interval, 10, 60000);
+  t.Duration("timeout_ms", &c->trace_timeout, 1, 60000);
+}
+
 void ReadTop(FieldReader& t, ServerConfig* c) {
   t.Duration("window_ms", &c->top_window, 1000, 24 * kHour);
   t.Integer("capacity", &c->top_capacity, 1, 10000);
@@ -333,6 +345,7 @@ void ReadServerConfig(FieldReader& r, std::vector<ConfigError>* errors, ServerCo
   ReadSection(r, "log", errors, [c](FieldReader& l) { ReadLog(l, c); });
   ReadSection(r, "identities", errors, [c](FieldReader& i) { ReadIdentities(i, c); });
   ReadSection(r, "top", errors, [c](FieldReader& t) { ReadTop(t, c); });
+  ReadSection(r, "tracing", errors, [c](FieldReader& t) { ReadTracing(t, c); });
   r.Find("$schema");  // allowed, ignored
   r.Find("comment");  // allowed, ignored
 }
@@ -412,6 +425,13 @@ void CheckStore(const ServerConfig& c, std::vector<ConfigError>* errors) {
   if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
     errors->push_back({"failure_mode", "must be open, closed or degrade"});
   }
+}
+
+// tracing.endpoint: the exporter's URL grammar (src/trace/exporter.h).
+void CheckTracing(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  if (c.trace_endpoint.empty()) return;
+  auto url = trace::ParseCollectorUrl(c.trace_endpoint);
+  if (!url.ok()) errors->push_back({"tracing.endpoint", url.status().message()});
 }
 
 void CheckDecisionHeaders(const ServerConfig& c, std::vector<ConfigError>* errors) {
@@ -605,6 +625,7 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   CheckDecisionHeaders(c, &errors);
   CheckProcess(c, &errors);
   CheckJwt(c, &errors);
+  CheckTracing(c, &errors);
   return errors;
 }
 

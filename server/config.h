@@ -134,6 +134,16 @@ struct ServerConfig {
   uint32_t reject_logs_per_second = 10;  // ...and at most this many a second
   bool access_log = false;               // one line per request (debugging; costs throughput)
 
+  // Tracing: OpenTelemetry spans per decision, OTLP/HTTP JSON (server/tracing.h).
+  std::string trace_endpoint;        // http://host:4318/v1/traces; "" = off
+  double trace_sample_ratio = 0.01;  // new traces kept
+  bool trace_parent_based = true;    // a traceparent's sampled flag decides
+  std::string trace_service_name = "tollgated";
+  size_t trace_max_queue = 2048;      // spans waiting; more are dropped and counted
+  size_t trace_max_batch = 512;       // spans per export request
+  Millis trace_flush_interval{1000};  // send at least this often
+  Millis trace_timeout{2000};         // one export request, connect to response
+
   // Identities (keys, addresses) in /v1/top, /v1/explain and logs: hashed with
   // HMAC-SHA256 under this key (random per process when ""), or shown raw.
   bool raw_identities = false;

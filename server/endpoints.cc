@@ -35,6 +35,12 @@ net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request
   co_return co_await AsyncCheck(*rt.enforcer, request, ex, net::use_awaitable);
 }
 
+// A sampled span's start, or an unsampled one when tracing is off.
+DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
+  if (!rt.tracer) return {};
+  return rt.tracer->Begin(trace ? trace->parent() : nullptr);
+}
+
 // Handlers that need neither the request nor a suspension point.
 template <Response (*F)(const Runtime&)>
 net::awaitable<Response> Plain(const Request&, const Runtime& rt) {
@@ -59,7 +65,7 @@ net::awaitable<Response> Explain(const Request& request, const Runtime& rt) {
 
 net::awaitable<Response> Auth(const Request& request, const Runtime& rt) {
   const RequestView view = AuthSubject(request.view);
-  CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace_id);
+  CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
   Response resp;
   resp.headers.reserve(outcome.headers.size() + 1);
   for (HeaderField& h : outcome.headers) {
@@ -84,13 +90,15 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
   if (!errors.empty()) co_return Problem(400, "Invalid decision request", "see errors", errors);
   if (input.request) {
     RequestView view = input.request->View();
-    CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace_id);
+    CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
     co_return RenderDecision(outcome);
   }
   const int64_t t0 = rt.clock->Now();
+  DecisionTracer::Active span = BeginSpan(rt, request.trace);
   Result<CheckOutcome> outcome = rt.enforcer->CheckItems(input.items);
   if (!outcome.ok()) co_return Problem(400, "Invalid decision request", outcome.status().message());
   RecordOutcome(rt, *request.shard, *outcome, rt.clock->Now() - t0, nullptr, request.trace_id);
+  if (span.sampled) rt.tracer->End(span, *outcome);
   co_return RenderDecision(*outcome);
 }
 
@@ -137,10 +145,12 @@ std::optional<Response> CheckAdminToken(const Request& request, const Runtime& r
 
 net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
                                              const RequestView& request,
-                                             std::string_view trace_id) {
+                                             const RequestTrace* trace) {
   const int64_t t0 = rt.clock->Now();
+  DecisionTracer::Active span = BeginSpan(rt, trace);
   CheckOutcome outcome = co_await Check(rt, request);
-  RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace_id);
+  RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace ? trace->id() : "");
+  if (span.sampled) rt.tracer->End(span, outcome);
   co_return outcome;
 }
 

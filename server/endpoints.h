@@ -37,6 +37,7 @@ struct Request {
   RequestView view;           // method and target as sent, the TCP peer, the header fields
   std::string_view body;      // the whole (bounded) body; "" for a bodyless request
   std::string_view trace_id;  // from a valid traceparent, else ""
+  const RequestTrace* trace = nullptr;    // the request's trace context; null: none
   ServerMetrics::Shard* shard = nullptr;  // the worker's metrics shard
 };
 
@@ -50,10 +51,11 @@ Handler HandlerFor(Op op);
 std::optional<Response> CheckAdminToken(const Request& request, const Runtime& rt);
 
 // Decides `request` and records the outcome (latency, counters, /v1/top, the
-// gated rejection log). Resumes on the caller's executor.
+// gated rejection log) and its spans when tracing samples it (`trace`: the
+// request's context, may be null). Resumes on the caller's executor.
 boost::asio::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
                                                      const RequestView& request,
-                                                     std::string_view trace_id);
+                                                     const RequestTrace* trace);
 
 // The request /v1/auth decides: the method from X-Original-Method (else the
 // request's), path and query from X-Original-URI (else "/"), every header as

@@ -326,6 +326,7 @@ Response HandleMetrics(const Runtime& s) {
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
   w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
   if (s.store->export_metrics) s.store->export_metrics(w);
+  if (s.tracer) s.tracer->Render(w);
   w.Family("tollgate_rejection_logs_suppressed_total", "counter",
            "Rejections not logged because of sampling or the per-second cap.");
   w.Sample("tollgate_rejection_logs_suppressed_total", {}, s.reject_gate->suppressed());

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "trace/traceparent.h"
+
 namespace tollgate::server {
 namespace {
 
@@ -40,13 +42,6 @@ std::string NowIso8601() {
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", static_cast<long>(micros));
   return buf;
-}
-
-bool IsHex(std::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -256,22 +251,10 @@ bool RejectionGate::Admit(int64_t now_s) {
 
 TraceContext ParseTraceparent(std::string_view h) {
   TraceContext t;
-  // version(2)-trace_id(32)-parent_id(16)-flags(2); future versions may append "-..."
-  if (h.size() < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-') return t;
-  if (h.size() > 55 && h[55] != '-') return t;
-  std::string_view version = h.substr(0, 2), trace = h.substr(3, 32), parent = h.substr(36, 16),
-                   flags = h.substr(53, 2);
-  if (!IsHex(version) || version == "ff" || !IsHex(trace) || !IsHex(parent) || !IsHex(flags)) {
-    return t;
-  }
-  if (version == "00" && h.size() != 55) return t;
-  if (trace == std::string_view("00000000000000000000000000000000") ||
-      parent == std::string_view("0000000000000000")) {
-    return t;
-  }
+  if (!trace::ParseTraceparent(h)) return t;  // the one strict parser (src/trace)
   t.traceparent = h;
-  t.trace_id = trace;
-  t.parent_id = parent;
+  t.trace_id = h.substr(3, 32);
+  t.parent_id = h.substr(36, 16);
   return t;
 }
 

@@ -46,8 +46,8 @@ std::string_view EndpointName(Endpoint e);
 
 class ServerMetrics {
  public:
-  static constexpr std::array<int, 13> kStatuses = {200, 204, 400, 401, 403, 404, 405,
-                                                    408, 413, 429, 431, 502, 503};
+  static constexpr std::array<int, 14> kStatuses = {200, 204, 400, 401, 403, 404, 405,
+                                                    408, 413, 429, 431, 500, 502, 503};
   // index kStatuses.size() = 504, +1 = any other status.
   static constexpr size_t kStatusSlots = kStatuses.size() + 2;
   enum UpstreamError { kConnect, kTimeout, kBroken, kUpstreamErrorCount };

@@ -36,6 +36,7 @@
 #include "server/route.h"
 #include "server/store_bundle.h"
 #include "server/top_rejected.h"
+#include "server/tracing.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"
 
@@ -89,6 +90,7 @@ struct Runtime {
   TopRejected* top = nullptr;
   RejectionGate* reject_gate = nullptr;
   RejectionGate* upstream_error_gate = nullptr;  // gateway failures: every one, N a second
+  DecisionTracer* tracer = nullptr;              // null: tracing off
 
   ServerState* state = nullptr;
   int64_t start_wall_ns = 0;  // when the server was created (its clock's WallNow)

@@ -119,6 +119,7 @@ class Server::Impl {
   std::shared_ptr<const ServerConfig> config;
   std::shared_ptr<Logger> log;
   const Clock* clock = nullptr;
+  std::unique_ptr<DecisionTracer> tracer;  // null without tracing.endpoint
   std::shared_ptr<PolicyStore> policies;
   StoreBundle store;
   std::unique_ptr<Enforcer> enforcer;
@@ -301,6 +302,7 @@ class Server::Impl {
     rt->async_decisions = store.store->AsyncNative();
     rt->grpc = grpc.get();
     rt->clock = clock;
+    rt->tracer = tracer.get();
     rt->log = log.get();
     rt->metrics = metrics.get();
     rt->top = top.get();
@@ -320,7 +322,11 @@ class Server::Impl {
     auto created = CreateStore(*config, clock, log);
     if (!created.ok()) return created.status();
     store = std::move(created).value();
+    auto tracing = DecisionTracer::Create(*config, clock);
+    if (!tracing.ok()) return InvalidArgument("tracing: " + tracing.status().message());
+    tracer = std::move(tracing).value();
     EnforcerOptions options = MakeEnforcerOptions(*config);
+    options.time_store_calls = tracer != nullptr;  // the store span's times
     std::weak_ptr<Logger> weak_log = log;
     options.log = [weak_log](std::string_view message) {
       if (auto l = weak_log.lock()) l->Warn("policy_event", {{"message", std::string(message)}});

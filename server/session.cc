@@ -57,24 +57,12 @@ std::string PeerAddress(const tcp::endpoint& remote) {
   return addr.to_string();
 }
 
-// A trace id copied out of the parser's message (32 hex digits), so that it
-// outlives the parser it came from.
-class TraceId {
- public:
-  void From(const http::request_header<>& req) {
-    size_ = 0;
-    auto it = req.find("traceparent");
-    if (it == req.end()) return;
-    std::string_view id = ParseTraceparent(View(it->value())).trace_id;
-    size_ = std::min(id.size(), sizeof hex_);
-    std::copy_n(id.data(), size_, hex_);
-  }
-  std::string_view view() const { return {hex_, size_}; }
-
- private:
-  char hex_[32];
-  size_t size_ = 0;
-};
+// The request's traceparent, when it sent exactly one.
+std::optional<std::string_view> Traceparent(const http::request_header<>& req) {
+  auto [first, end] = req.equal_range("traceparent");
+  if (first == end || std::next(first) != end) return std::nullopt;
+  return View(first->value());
+}
 
 // One request and what is sent back for it.
 struct Exchange {
@@ -82,7 +70,7 @@ struct Exchange {
   Endpoint endpoint = Endpoint::kInvalid;
   bool keep_alive = false;
   bool head = false;  // a HEAD request: the response has no body
-  TraceId trace;
+  RequestTrace trace;
 };
 
 // What the session does after a request was handled.
@@ -309,7 +297,7 @@ net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
   const auto& req = hp.get();
   ex.keep_alive = req.keep_alive();
   ex.head = req.method() == http::verb::head;
-  ex.trace.From(req);
+  ex.trace.From(Traceparent(req));
   const RequestView view = ViewOf(req);
   const RouteResult route = Route(kind_, view.method, view.path, rt_->exposure);
   ex.endpoint = route.endpoint;
@@ -344,7 +332,7 @@ bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& e
 
 // Gateway mode: decide, then forward (server/proxy.h) or answer the rejection.
 net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
-  CheckOutcome outcome = co_await DecideAndRecord(*rt_, shard_, view, ex.trace.view());
+  CheckOutcome outcome = co_await DecideAndRecord(*rt_, shard_, view, &ex.trace);
   if (!outcome.allowed()) {
     ex.resp = RejectionResponse(outcome);
     // The request body (if any) was not read: the connection cannot be reused.
@@ -353,7 +341,7 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   }
   co_await Pause(outcome.delay);
   ProxyResult pr =
-      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.view());
+      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.id());
   if (pr.status) shard_.CountRequest(Endpoint::kGateway, pr.status);
   if (!pr.keep_alive || rt_->state->Draining()) {
     linger_ = pr.status != 0;
@@ -380,13 +368,14 @@ net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route,
     }
     // Headers point into the parser's message: rebuilt after the move.
     view = ViewOf(bp->get());
-    ex.trace.From(bp->get());
+    ex.trace.From(Traceparent(bp->get()));
   }
   Request request;
   request.listener = kind_;
   request.view = view;
   request.body = bp ? std::string_view(bp->get().body()) : std::string_view();
-  request.trace_id = ex.trace.view();
+  request.trace_id = ex.trace.id();
+  request.trace = &ex.trace;
   request.shard = &shard_;
   std::optional<Response> denied =
       route.needs_token ? CheckAdminToken(request, *rt_) : std::nullopt;
@@ -440,7 +429,7 @@ net::awaitable<bool> Session::Respond(Exchange& ex) {
     rt_->log->Info("request", {{"status", ex.resp.status},
                                {"endpoint", EndpointName(ex.endpoint)},
                                {"peer", rt_->identities.ShowInLog(peer_)},
-                               {"trace_id", std::string(ex.trace.view())}});
+                               {"trace_id", std::string(ex.trace.id())}});
   }
   if (ec || !reuse) {
     linger_ = !ec;

@@ -24,6 +24,9 @@ void WriteLocalMetrics(const LocalStore* raw, PrometheusWriter& w) {
   w.Sample("tollgate_store_keys", {"store", "local"}, double(s.keys));
   w.Family("tollgate_store_capacity_keys", "gauge", "Key slots allocated by the local store.");
   w.Sample("tollgate_store_capacity_keys", {"store", "local"}, double(s.capacity_slots));
+  w.Family("tollgate_store_max_keys", "gauge",
+           "The local store's key cap (store.local_max_keys): keys beyond it overflow.");
+  w.Sample("tollgate_store_max_keys", {"store", "local"}, double(s.max_keys));
   w.Family("tollgate_store_bytes", "gauge",
            "Bytes held by the local store (slots, shards, sliding_log state).");
   w.Sample("tollgate_store_bytes", {"store", "local"}, double(s.bytes));

@@ -67,6 +67,7 @@ struct LocalStoreOptions {
 struct LocalStoreStats {
   size_t keys = 0;            // live keys
   size_t capacity_slots = 0;  // slots allocated
+  size_t max_keys = 0;        // the key cap (LocalStoreOptions::max_keys) live keys count against
   size_t bytes = 0;           // bytes for slots, shards and sliding logs
   size_t log_keys = 0;        // sliding_log keys (beside `keys`)
   size_t log_bytes = 0;       // estimated bytes of sliding_log state (in `bytes`)

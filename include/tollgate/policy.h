@@ -178,6 +178,10 @@ struct EnforcerOptions {
   // Called for notable events (rollback guard trips, JWT key problems). Never on
   // every request. Must be thread-safe. Null: messages go to stderr.
   std::function<void(std::string_view message)> log;
+  // Read the clock around the store calls and report them in
+  // CheckOutcome::store_start_ns / store_end_ns (tracing's store span). Off by
+  // default: two clock reads a decision that nobody else needs.
+  bool time_store_calls = false;
 };
 
 // One explicit item for callers that name rule and key themselves (the HTTP
@@ -242,6 +246,10 @@ struct CheckOutcome {
   int64_t retry_after_seconds = 0;   // the Retry-After sent (0 when none)
   Status status;                     // why kUnavailable (the store error), ok otherwise
   uint64_t policy_generation = 0;    // PolicyStore generation decided with
+  // Clock::Now() before the first and after the last store call, with
+  // EnforcerOptions::time_store_calls; both 0 otherwise or when no store was called.
+  int64_t store_start_ns = 0;
+  int64_t store_end_ns = 0;
   // Explain() only: one line per rule considered ("free: applies, key k1, cost 1",
   // "enterprise: skipped, match jwt:plan failed").
   std::vector<std::string> trace;

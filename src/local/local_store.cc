@@ -676,6 +676,7 @@ class LocalStore::Impl {
       st.capacity_slots += s.capacity;
     }
     st.keys = total_keys_.load(std::memory_order_relaxed);
+    st.max_keys = options_.max_keys;
     st.log_keys = log_keys_.load(std::memory_order_relaxed);
     st.log_bytes = log_bytes_.load(std::memory_order_relaxed);
     st.bytes = arena_bytes_ + shards_.size() * shard_capacity_ * sizeof(uint16_t) +

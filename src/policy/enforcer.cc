@@ -77,10 +77,12 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
     return Finish(plan);
   }
   auto batch = plan.Batch(plan.StoreCount());
+  StoreCallStarted(plan);
   if (Absorb(plan, store_->Acquire(batch), false)) {
     auto again = plan.Batch(plan.enforced_count);
     Absorb(plan, store_->Acquire(again), true);
   }
+  StoreCallEnded(plan);
   DecideStoreless(plan);
   return Finish(plan);
 }
@@ -94,8 +96,10 @@ void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(Che
     return;
   }
   auto batch = plan->Batch(plan->StoreCount());
+  StoreCallStarted(*plan);
   store_->AcquireAsync(batch, [this, plan, done = std::move(done)](Result<BatchDecision> r) {
     if (!Absorb(*plan, std::move(r), false)) {
+      StoreCallEnded(*plan);
       DecideStoreless(*plan);
       done(Finish(*plan));
       return;
@@ -103,6 +107,7 @@ void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(Che
     auto again = plan->Batch(plan->enforced_count);
     store_->AcquireAsync(again, [this, plan, done](Result<BatchDecision> r2) {
       Absorb(*plan, std::move(r2), true);
+      StoreCallEnded(*plan);
       DecideStoreless(*plan);
       done(Finish(*plan));
     });
@@ -150,6 +155,8 @@ void Enforcer::Impl::Count(Plan& plan) {
 CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   CheckOutcome out;
   out.policy_generation = plan.generation;
+  out.store_start_ns = plan.store_start_ns;
+  out.store_end_ns = plan.store_end_ns;
   out.trace = std::move(plan.trace);
   std::vector<size_t> by_order(plan.items.size());
   out.rules.reserve(plan.items.size());

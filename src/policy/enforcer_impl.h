@@ -68,6 +68,8 @@ struct Plan {
   bool unenforced = false;
   bool allowed = false;
   int denied_item = -1;
+  int64_t store_start_ns = 0;  // EnforcerOptions::time_store_calls: around the store calls
+  int64_t store_end_ns = 0;
 
   std::vector<AcquireItem> Batch(size_t count) const {
     std::vector<AcquireItem> batch;
@@ -121,6 +123,12 @@ class Enforcer::Impl {
   // Returns true when the enforced items must be decided again on their own.
   bool Absorb(Plan& plan, Result<BatchDecision> r, bool second);
   CheckOutcome Finish(Plan& plan);
+  void StoreCallStarted(Plan& plan) const {
+    if (options_.time_store_calls) plan.store_start_ns = clock_->Now();
+  }
+  void StoreCallEnded(Plan& plan) const {
+    if (options_.time_store_calls) plan.store_end_ns = clock_->Now();
+  }
   void Count(Plan& plan);
   void Log(const std::string& message) const;
 
