@@ -99,6 +99,7 @@ OtlpHttpExporter::~OtlpHttpExporter() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    if (active_) static_cast<net::io_context*>(active_)->stop();  // abandons the send in flight
   }
   wake_.notify_one();
   thread_.join();
@@ -153,7 +154,7 @@ void OtlpHttpExporter::Run() {
       queue_.erase(queue_.begin(), queue_.begin() + n);
     }
     if (!batch.empty()) {
-      const bool ok = Send(EncodeOtlpJson(batch, options_.service_name));
+      const bool ok = Send(EncodeOtlpJson(batch, options_.service_name), last);
       (ok ? exported_ : failed_).fetch_add(batch.size(), std::memory_order_relaxed);
       batch.clear();
     }
@@ -161,9 +162,12 @@ void OtlpHttpExporter::Run() {
   }
 }
 
-// One POST, the whole exchange within options_.timeout: the io_context runs
-// for at most that long, then the socket is closed and its handlers drained.
-bool OtlpHttpExporter::Send(const std::string& body) {
+// One POST, the whole exchange within the timeout: the io_context runs for at
+// most that long (less when the destructor stops it), then the socket is
+// closed and its handlers drained.
+bool OtlpHttpExporter::Send(const std::string& body, bool last) {
+  const Millis timeout =
+      last ? std::min(options_.timeout, options_.shutdown_timeout) : options_.timeout;
   net::io_context ioc;
   tcp::socket socket(ioc);
   http::request<http::string_body> req(http::verb::post, endpoint_->url.path, 11);
@@ -190,12 +194,20 @@ bool OtlpHttpExporter::Send(const std::string& body) {
           });
         });
       });
-  ioc.run_for(options_.timeout);
-  if (!ioc.stopped()) {
-    boost::system::error_code ignored;
-    socket.close(ignored);  // cancels what is pending: its handlers run with an error now
-    ioc.run();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !last) return false;  // the destructor came first: only the last send
+    active_ = &ioc;
   }
+  ioc.run_for(timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = nullptr;
+  }
+  boost::system::error_code ignored;
+  socket.close(ignored);  // cancels what is pending: its handlers run with an error now
+  ioc.restart();
+  ioc.run();
   return ok;
 }
 

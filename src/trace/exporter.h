@@ -10,8 +10,9 @@
 // response together. A failed or timed-out batch is counted (Stats::failed)
 // and not retried: tracing must never build a backlog behind a dead collector.
 //
-// Lifetime: the destructor stops the thread after one last send of what is
-// queued, so it may take up to 2 * timeout with a hanging collector.
+// Lifetime: the destructor abandons an export in flight (counted as failed),
+// sends one last batch of what is queued within `shutdown_timeout`, and joins
+// the thread; spans beyond that batch are discarded.
 // Thread safety: Enqueue, stats and Flush may be called from any thread.
 #ifndef TOLLGATE_TRACE_EXPORTER_H_
 #define TOLLGATE_TRACE_EXPORTER_H_
@@ -40,7 +41,8 @@ struct ExporterOptions {
   size_t max_queue = 2048;  // spans waiting; more are dropped
   size_t max_batch = 512;   // spans per request
   Millis flush_interval{1000};
-  Millis timeout{2000};  // one request: connect + send + response
+  Millis timeout{2000};           // one request: connect + send + response
+  Millis shutdown_timeout{1000};  // the destructor's last send
 };
 
 // The parts of an OTLP/HTTP endpoint URL. Only plain http:// (a collector on
@@ -79,7 +81,8 @@ class OtlpHttpExporter {
   struct Endpoint;
   OtlpHttpExporter(ExporterOptions options, std::unique_ptr<Endpoint> endpoint);
   void Run();
-  bool Send(const std::string& body);
+  // One export; `last`: the destructor's, within shutdown_timeout.
+  bool Send(const std::string& body, bool last);
 
   const ExporterOptions options_;
   const std::unique_ptr<Endpoint> endpoint_;
@@ -88,6 +91,7 @@ class OtlpHttpExporter {
   std::vector<Span> queue_;  // guarded by mu_; size() <= max_queue
   bool stopping_ = false;    // guarded by mu_
   bool flush_ = false;       // guarded by mu_
+  void* active_ = nullptr;   // guarded by mu_: the io_context of the send in flight
   std::atomic<uint64_t> exported_{0}, dropped_{0}, failed_{0};
   std::thread thread_;  // last: starts after every member above exists
 };

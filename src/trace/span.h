@@ -61,7 +61,7 @@ class Sampler {
   Sampler(double ratio, bool parent_based);
   // For a request whose parent is `parent` (null: none); `random` is used for roots.
   bool ShouldSample(const SpanContext* parent, uint64_t random) const;
-  bool SamplesRoots() const { return threshold_ != 0; }
+  bool SamplesRoots() const { return always_ || threshold_ != 0; }
   // The decision for a new trace id (a root, or a parent without parent_based).
   bool Keeps(const TraceId& id) const;
 
