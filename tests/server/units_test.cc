@@ -127,6 +127,37 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.lingering_close, d.lingering_close);
   EXPECT_EQ(c.upstream_timeout, d.upstream_timeout);
   EXPECT_EQ(c.top_capacity, d.top_capacity);
+  EXPECT_EQ(c.trace_endpoint, d.trace_endpoint);
+  EXPECT_EQ(c.trace_sample_ratio, d.trace_sample_ratio);
+  EXPECT_EQ(c.trace_parent_based, d.trace_parent_based);
+  EXPECT_EQ(c.trace_service_name, d.trace_service_name);
+  EXPECT_EQ(c.trace_max_queue, d.trace_max_queue);
+  EXPECT_EQ(c.trace_max_batch, d.trace_max_batch);
+  EXPECT_EQ(c.trace_flush_interval, d.trace_flush_interval);
+  EXPECT_EQ(c.trace_timeout, d.trace_timeout);
+}
+
+TEST(ServerConfig, TracingSectionIsReadAndChecked) {
+  ServerConfig c;
+  auto errors = ParseServerConfig(
+      R"({"tracing": {"endpoint": "http://127.0.0.1:4318/v1/traces", "sample_ratio": 0.25,
+          "parent_based": false, "max_queue": 10, "max_batch": 5, "timeout_ms": 500}})",
+      &c);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(c.trace_endpoint, "http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(c.trace_sample_ratio, 0.25);
+  EXPECT_FALSE(c.trace_parent_based);
+  EXPECT_EQ(c.trace_max_queue, 10u);
+  EXPECT_EQ(c.trace_timeout, Millis(500));
+  ServerConfig bad;
+  errors =
+      ParseServerConfig(R"({"tracing": {"sample_ratio": 2, "max_queue": 0, "typo": 1}})", &bad);
+  EXPECT_EQ(errors.size(), 3u);
+  bad.policy_path = "p.json";
+  bad.trace_endpoint = "https://collector:4318";
+  bool named = false;
+  for (const auto& e : ValidateServerConfig(bad)) named = named || e.path == "tracing.endpoint";
+  EXPECT_TRUE(named);
 }
 
 TEST(ServerConfig, ValidationCatchesBadValues) {

@@ -1,0 +1,198 @@
+#include <gtest/gtest.h>
+
+#include "testing/otlp_collector.h"
+#include "testing/timing.h"
+#include "trace/exporter.h"
+#include "trace/otlp_json.h"
+#include "trace/span.h"
+#include "trace/traceparent.h"
+
+namespace tollgate::trace {
+namespace {
+
+using testing::OtlpCollector;
+using testing::ReceivedSpan;
+
+constexpr char kValid[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+TEST(Traceparent, ParsesAValidHeaderToBytes) {
+  auto c = ParseTraceparent(kValid);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(Hex(c->trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(Hex(c->span_id), "00f067aa0ba902b7");
+  EXPECT_TRUE(c->sampled());
+  EXPECT_EQ(FormatTraceparent(*c), kValid);
+  auto unsampled = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+  ASSERT_TRUE(unsampled);
+  EXPECT_FALSE(unsampled->sampled());
+  // Unknown flag bits are not passed on.
+  EXPECT_EQ(ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff")->flags, 1);
+  // A later version: the first 55 bytes as version 00, more fields after '-'.
+  EXPECT_TRUE(ParseTraceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what"));
+  EXPECT_TRUE(ParseTraceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+}
+
+TEST(Traceparent, RefusesEveryMalformedHeader) {
+  const std::string too_long =
+      std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-") +
+      std::string(kMaxTraceparentBytes, 'a');
+  for (std::string bad : {
+           std::string(""),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-011"),
+           std::string("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
+           std::string("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A"),
+           std::string("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+           std::string("0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+           std::string("00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01"),
+           std::string("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01.what"),
+           std::string(" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+           std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\0", 56),
+           too_long,
+       }) {
+    EXPECT_FALSE(ParseTraceparent(bad)) << bad;
+  }
+}
+
+TEST(Sampler, RatioForRootsParentFlagForChildren) {
+  SpanContext sampled = *ParseTraceparent(kValid);
+  SpanContext unsampled = sampled;
+  unsampled.flags = 0;
+  Sampler none(0.0, true), all(1.0, true), half(0.5, true), ratio_only(0.0, false);
+  EXPECT_FALSE(none.ShouldSample(nullptr, 0));
+  EXPECT_TRUE(none.ShouldSample(&sampled, 0));
+  EXPECT_FALSE(all.ShouldSample(&unsampled, 0));
+  EXPECT_TRUE(all.ShouldSample(nullptr, UINT64_MAX));
+  EXPECT_TRUE(half.ShouldSample(nullptr, (uint64_t{1} << 63) - 1));
+  EXPECT_FALSE(half.ShouldSample(nullptr, uint64_t{1} << 63));
+  EXPECT_FALSE(ratio_only.ShouldSample(&sampled, 0));  // not parent based: the ratio decides
+  EXPECT_FALSE(none.SamplesRoots());                   // tollgated draws no random number then
+  EXPECT_TRUE(all.SamplesRoots());
+  EXPECT_TRUE(half.SamplesRoots());
+}
+
+TEST(IdSource, IdsAreNeverZeroAndDiffer) {
+  IdSource ids(42);
+  TraceId a = ids.NewTraceId(), b = ids.NewTraceId();
+  EXPECT_FALSE(IsZero(a));
+  EXPECT_NE(a, b);
+  EXPECT_FALSE(IsZero(ids.NewSpanId()));
+}
+
+Span ExampleSpan() {
+  Span s;
+  s.context = *ParseTraceparent(kValid);
+  s.context.span_id = {1, 2, 3, 4, 5, 6, 7, 8};
+  s.parent_span_id = ParseTraceparent(kValid)->span_id;
+  s.name = "tollgate.decision";
+  s.kind = SpanKind::kServer;
+  s.start_unix_ns = 1'700'000'000'000'000'000;
+  s.end_unix_ns = s.start_unix_ns + 1234;
+  s.attributes = {{"tollgate.rule", std::string("free\xff")},  // invalid UTF-8: replaced
+                  {"tollgate.cost", int64_t{3}},
+                  {"tollgate.enforced", true}};
+  s.status = SpanStatus::kError;
+  s.status_message = "store timeout";
+  return s;
+}
+
+TEST(OtlpJson, EncodesWhatAStrictReceiverDecodes) {
+  Span s = ExampleSpan();
+  std::vector<ReceivedSpan> got;
+  std::string json = EncodeOtlpJson(std::span<const Span>(&s, 1), "tollgated");
+  ASSERT_EQ(testing::DecodeOtlpJson(json, &got), "") << json;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(got[0].span_id, "0102030405060708");
+  EXPECT_EQ(got[0].parent_span_id, "00f067aa0ba902b7");
+  EXPECT_EQ(got[0].service_name, "tollgated");
+  EXPECT_EQ(got[0].kind, 2);
+  EXPECT_EQ(got[0].start_ns, uint64_t(s.start_unix_ns));
+  EXPECT_EQ(got[0].end_ns - got[0].start_ns, 1234u);
+  EXPECT_EQ(got[0].attributes["tollgate.cost"], "3");
+  EXPECT_EQ(got[0].attributes["tollgate.enforced"], "true");
+  EXPECT_EQ(got[0].attributes["tollgate.rule"], "free\xef\xbf\xbd");
+  EXPECT_EQ(got[0].status_code, 2);
+  // The strict decoder refuses what the mapping does not allow (it can fail).
+  std::string base64_ids = json;
+  base64_ids.replace(base64_ids.find("4bf92f35"), 8, "S/kvNXez");
+  EXPECT_NE(testing::DecodeOtlpJson(base64_ids, &got), "");
+  std::string numeric_time = json;
+  numeric_time.replace(numeric_time.find("\"1700000000000000000\""), 21, "1700000000000000000");
+  EXPECT_NE(testing::DecodeOtlpJson(numeric_time, &got), "");
+}
+
+TEST(CollectorUrl, ParsesHostPortPathAndRefusesTheRest) {
+  auto u = ParseCollectorUrl("http://otel.internal:4318/v1/traces");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "otel.internal");
+  EXPECT_EQ(u->port, 4318);
+  EXPECT_EQ(u->path, "/v1/traces");
+  auto v6 = ParseCollectorUrl("http://[::1]:9999");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->path, "/v1/traces");
+  EXPECT_EQ(v6->host_header, "[::1]:9999");
+  for (const char* bad : {"https://x/v1/traces", "http://", "http://h:0", "http://h:65536",
+                          "http://h:12x", "http://[::1", "http://h/a b", "http://h@x/"}) {
+    EXPECT_FALSE(ParseCollectorUrl(bad).ok()) << bad;
+  }
+}
+
+TEST(Exporter, SendsBatchesToACollector) {
+  OtlpCollector collector;
+  ExporterOptions o;
+  o.endpoint = collector.endpoint();
+  o.max_batch = 3;
+  o.flush_interval = Millis(10);
+  auto exporter = OtlpHttpExporter::Create(o);
+  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
+  for (int i = 0; i < 7; ++i) EXPECT_TRUE((*exporter)->Enqueue(ExampleSpan()));
+  ASSERT_TRUE(testing::WaitFor([&] { return (*exporter)->stats().exported == 7; }));
+  EXPECT_EQ(collector.spans().size(), 7u);
+  EXPECT_GE(collector.requests(), 3u);  // at most 3 spans a request
+  EXPECT_TRUE(collector.errors().empty());
+}
+
+// A hanging collector: the queue never holds more than max_queue; the rest is
+// dropped and counted; Enqueue returns at once; the destructor does not wait
+// for the hung request (its timeout is an hour).
+TEST(Exporter, TheQueueIsBoundedBehindAHangingCollector) {
+  OtlpCollector collector(OtlpCollector::Mode::kHang);
+  ExporterOptions o;
+  o.endpoint = collector.endpoint();
+  o.max_queue = 5;
+  o.max_batch = 2;
+  o.flush_interval = Millis(10);
+  o.timeout = Millis(3'600'000);
+  o.shutdown_timeout = Millis(10);
+  auto exporter = OtlpHttpExporter::Create(o);
+  ASSERT_TRUE(exporter.ok());
+  EXPECT_TRUE((*exporter)->Enqueue(ExampleSpan()));
+  ASSERT_TRUE(testing::WaitFor([&] { return collector.requests() == 1; }));
+  int accepted = 0;
+  for (int i = 0; i < 100; ++i) accepted += (*exporter)->Enqueue(ExampleSpan());
+  EXPECT_EQ(accepted, 5);
+  auto s = (*exporter)->stats();
+  EXPECT_EQ(s.dropped, 95u);
+  EXPECT_EQ(s.queued, 5u);
+  exporter->reset();
+}
+
+TEST(Exporter, RefusesBadOptions) {
+  ExporterOptions o;
+  o.endpoint = "http://127.0.0.1:4318";
+  o.max_queue = 0;
+  EXPECT_FALSE(OtlpHttpExporter::Create(o).ok());
+  o.max_queue = 1;
+  o.endpoint = "ftp://x";
+  EXPECT_FALSE(OtlpHttpExporter::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace tollgate::trace
