@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages `make package` builds (cmake/Packaging.cmake), checked as a user of
 # them would meet them: cpack builds both .debs from this build tree, then
-#   - lintian finds no error and no warning in either;
+#   - lintian finds no error and no warning in either, and (in a TOLLGATE_HARDENING build)
+#     no hardening-* tag at all;
 #   - the tollgate package has its binaries in /usr/bin, exactly the two conffiles, the unit,
 #     the sysusers entry, and maintainer scripts that create the user and enable the unit;
 #   - `systemd-analyze verify` accepts the unit (against the unpacked package as root), and
@@ -34,6 +35,13 @@ for deb in "$server_deb" "$dev_deb"; do
       | { grep -v 'running with root privileges' || true; } >"$work/lintian.log"; then
     cat "$work/lintian.log"
     fail "lintian $(basename "$deb")"
+  fi
+  # Hardening (TOLLGATE_HARDENING, on by default): lintian reports a binary without
+  # fortified functions, relro, bindnow or PIE as hardening-* (info or warning): none may show.
+  if grep -q '^TOLLGATE_HARDENING:BOOL=ON' "$build/CMakeCache.txt" \
+      && grep -q 'hardening-' "$work/lintian.log"; then
+    cat "$work/lintian.log"
+    fail "lintian hardening tags in $(basename "$deb")"
   fi
   echo "lintian $(basename "$deb"): clean$(test -s "$work/lintian.log" && printf ' (info only:\n%s)' "$(cat "$work/lintian.log")")"
 done
