@@ -77,8 +77,8 @@ PANELS = [
         (f'sum by (state) (tollgate_breaker_state{{{SEL}}})', "{{state}}")],
        "short", "Instances in each breaker state (remote stores only).", stack=True),
     ts("Local store fill", [
-        (f'tollgate_store_keys{{{SEL}}} / tollgate_store_capacity_keys{{{SEL}}}', "{{instance}}")],
-       "percentunit", "Keys per slot; the key cap (store.local_max_keys) is reached near 0.73-0.8.",
+        (f'tollgate_store_keys{{{SEL}}} / tollgate_store_max_keys{{{SEL}}}', "{{instance}}")],
+       "percentunit", "Keys held per key of the cap (store.local_max_keys); 1 = new keys overflow.",
        max_=1),
     row("HTTP and gateway"),
     ts("Requests by endpoint and code", [
