@@ -21,10 +21,12 @@
 #define TOLLGATE_LIMIT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tollgate/calendar.h"
 #include "tollgate/clock.h"
 #include "tollgate/status.h"
 
@@ -56,6 +58,9 @@ struct LimitSpec {
   int64_t burst = 0;
   // Window length for the window algorithms.
   Nanos window{0};
+  // A fixed window aligned to the calendar (day, week, month in a time zone)
+  // instead of the Unix epoch's grid of `window`; leave window 0.
+  std::shared_ptr<const Calendar> calendar;
   // Leaky bucket shaper: the longest a request may be told to wait. Zero makes
   // the leaky bucket a meter. Negative means "burst * interval" (nginx-like).
   Nanos max_delay{0};
@@ -92,7 +97,11 @@ class Limit {
   // The count and period the limit was given as; 0 when given as a rate.
   int64_t count() const { return count_; }
   int64_t period_ns() const { return period_ns_; }
+  // The window length; for a calendar quota its longest window (25 h a day).
   int64_t window_ns() const { return window_ns_; }
+  // The calendar a fixed window is aligned to, or null (the epoch's grid).
+  const Calendar* calendar() const { return calendar_.get(); }
+  const std::shared_ptr<const Calendar>& shared_calendar() const { return calendar_; }
   // Emission interval of one token, ns (see the top of this file).
   int64_t interval_ns() const { return interval_ns_; }
   // The rate actually enforced: 1e9 / interval_ns() tokens per second.
@@ -140,6 +149,8 @@ class Limit {
   int64_t count_ = 0;
   int64_t period_ns_ = 0;
   uint64_t reciprocal_ = 0;  // floor(2^64 / interval_ns), 0 when interval_ns is a power of 2
+  // Compared by identity: limits parsed from one rule share it.
+  std::shared_ptr<const Calendar> calendar_;
 };
 
 }  // namespace tollgate

@@ -90,7 +90,10 @@ StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int
   const FixedLayout& layout = FixedLayoutFor(limit);
   const int64_t w = limit.window_ns();
   const int64_t t = std::max<int64_t>(now, 0);
-  int64_t idx = t / w;
+  const Calendar* calendar = limit.calendar();
+  Calendar::Window cw;
+  if (calendar != nullptr) cw = calendar->At(t);
+  int64_t idx = calendar != nullptr ? cw.index : t / w;
   int64_t used = 0;
   if (state != 0) {
     // The word keeps the index modulo (epoch ns over a 1 ms window exceed
@@ -99,14 +102,17 @@ StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int
     const int64_t ahead = (idx - stored) & (layout.index_mod - 1);  // windows since stored
     // A clock that stepped back stays in the window it has counts for.
     if (ahead == 0 || ahead >= layout.index_mod / 2) {
-      if (ahead != 0) idx += layout.index_mod - ahead;
+      if (ahead != 0) {
+        idx += layout.index_mod - ahead;
+        if (calendar != nullptr) cw = calendar->ByIndex(idx);
+      }
       used = static_cast<int64_t>(state & layout.count_mask);
     }
   }
   StepResult r;
   r.state = state;
   r.decision.limit = limit.burst();
-  const int64_t window_end = (idx + 1) * w;
+  const int64_t window_end = calendar != nullptr ? cw.end_ns : (idx + 1) * w;
   if (cost > limit.burst()) {
     r.decision.retry_after = Decision::kNever;
   } else if (used + cost <= limit.burst()) {

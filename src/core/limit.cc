@@ -94,6 +94,10 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
   const int64_t burst = spec.burst;
   if (burst < 1) add("burst", "must be at least 1 (got " + std::to_string(burst) + ")");
 
+  if (spec.calendar != nullptr && spec.algorithm != Algorithm::kFixedWindow) {
+    add("calendar",
+        "is only used by fixed_window (got " + std::string(AlgorithmName(spec.algorithm)) + ")");
+  }
   if (IsWindow(spec.algorithm)) {
     if (HasCountPeriod(spec)) {
       add(spec.count != 0 ? "count" : "period",
@@ -101,7 +105,9 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
               " takes burst (the count) and window (the period)");
     }
     const int64_t w = spec.window.count();
-    if (w < kMinWindowNs || w > kMaxWindowNs) {
+    if (spec.calendar != nullptr) {
+      if (w != 0) add("window", "set a window or a calendar, not both");
+    } else if (w < kMinWindowNs || w > kMaxWindowNs) {
       add("window", "must be between 1ms and 366 days (got " + std::to_string(w) + "ns)");
     }
     const int64_t max_burst = spec.algorithm == Algorithm::kSlidingLog    ? kMaxLogBurst
@@ -171,7 +177,8 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
   l.algorithm_ = spec.algorithm;
   l.burst_ = spec.burst;
   if (IsWindow(spec.algorithm)) {
-    l.window_ns_ = spec.window.count();
+    l.calendar_ = spec.calendar;
+    l.window_ns_ = spec.calendar ? spec.calendar->max_window_ns() : spec.window.count();
     // The average rate burst/window, for headers and explain output.
     const u128 rm = static_cast<u128>(spec.burst) * 1'000'000u * 1'000'000'000u /
                     static_cast<u128>(l.window_ns_);
@@ -205,7 +212,9 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
 
 std::string Limit::ToString() const {
   std::string s(AlgorithmName(algorithm_));
-  if (window_ns_ > 0) {
+  if (calendar_ != nullptr) {
+    s += " limit=" + std::to_string(burst_) + " calendar=" + calendar_->ToString();
+  } else if (window_ns_ > 0) {
     s += " limit=" + std::to_string(burst_) + " window=" + Num(window_ns_ / 1e9) + "s";
   } else {
     if (count_ > 0) {
