@@ -282,8 +282,8 @@ int64_t PosixTzRule::OffsetAt(int64_t t) const {
 
 Result<TimeZone> TimeZone::FromTzif(std::string_view name, std::string_view bytes) {
   if (bytes.size() > kMaxTzifBytes) {
-    return InvalidArgument(std::string(name) + ": file larger than " +
-                           std::to_string(kMaxTzifBytes) + " bytes");
+    return InvalidArgument(std::string(name) + ": at byte " + std::to_string(kMaxTzifBytes) +
+                           ": file larger than " + std::to_string(kMaxTzifBytes) + " bytes");
   }
   auto fail = [&](const Status& s) {
     return InvalidArgument(std::string(name) + ": " + s.message());
