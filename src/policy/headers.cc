@@ -41,16 +41,51 @@ int64_t CeilSeconds(Nanos d) {
   return ns / 1'000'000'000 + (ns % 1'000'000'000 != 0 ? 1 : 0);
 }
 
+namespace {
+
+// Whole seconds, rounded up, of a bucket time `d` of a limit given as a count
+// per period. Its integer interval rounds period / count up by less than 1 ns
+// a token (7 per 13 s: 7 tokens take 13 s + 6 ns), which rounding up to
+// seconds must not turn into a whole extra second (14): scale back by the
+// exact ratio (period / count) / interval first. Rates and exact intervals
+// are unchanged.
+int64_t PeriodSeconds(const Limit& limit, Nanos d) {
+  if (limit.count() <= 0 || d.count() <= 0 || limit.window_ns() > 0) return CeilSeconds(d);
+  using i128 = __int128;
+  // d <= 2^62, period <= 2^55; count * interval < period + count <= 2^56.
+  const i128 num = static_cast<i128>(d.count()) * limit.period_ns();
+  const i128 den = static_cast<i128>(limit.count()) * limit.interval_ns() * 1'000'000'000;
+  return static_cast<int64_t>((num + den - 1) / den);
+}
+
+// The policy's window in seconds: the period, or a calendar's nominal length
+// (a day 86400, a week 604800, a month 2678400 = 31 days, its longest).
+int64_t WindowSeconds(const Limit& limit) {
+  if (const Calendar* cal = limit.calendar()) {
+    switch (cal->unit()) {
+      case CalendarUnit::kDay:
+        return 86400;
+      case CalendarUnit::kWeek:
+        return 7 * 86400;
+      case CalendarUnit::kMonth:
+        return 31 * 86400;
+    }
+  }
+  return std::max<int64_t>(1, PeriodSeconds(limit, Nanos(limit.tolerance_ns())));
+}
+
+}  // namespace
+
 QuotaReport MakeQuotaReport(std::string_view name, const Limit& limit, const Decision& d) {
   QuotaReport r;
   r.name = std::string(name);
   r.quota = d.limit > 0 ? d.limit : limit.burst();
-  r.window_seconds = std::max<int64_t>(1, CeilSeconds(Nanos(limit.tolerance_ns())));
+  r.window_seconds = WindowSeconds(limit);
   r.remaining = std::max<int64_t>(0, d.remaining);
   if (d.allowed || d.retry_after == Decision::kNever) {
-    r.reset_seconds = CeilSeconds(d.reset_after);
+    r.reset_seconds = PeriodSeconds(limit, d.reset_after);
   } else {
-    r.reset_seconds = CeilSeconds(d.retry_after);
+    r.reset_seconds = PeriodSeconds(limit, d.retry_after);
   }
   return r;
 }

@@ -112,7 +112,13 @@ TEST(CountPerPeriodPolicy, HeadersReportResetAndRetryAfterToTheSecond) {
     drain.Peer("192.0.2.1").Header("x-cost", std::to_string(c.burst));
     CheckOutcome first = h.Check(drain);
     ASSERT_TRUE(first.allowed());
-    const int64_t window = CeilSeconds(c.burst * c.interval_ns);
+    // The exact period, not the integer intervals' sum rounded up: 7 per
+    // 13 s reports 13 s (7 * 1857142858 ns is 13 s + 6 ns, once reported 14).
+    const int64_t window =
+        CeilSeconds(static_cast<int64_t>(static_cast<__int128>(c.burst) * c.period_ns / c.count));
+    if (c.count == 7) {
+      EXPECT_EQ(window, 13);
+    }
     EXPECT_EQ(FindHeader(first, "RateLimit-Policy"),
               "\"r\";q=" + std::to_string(c.burst) + ";w=" + std::to_string(window));
     EXPECT_EQ(FindHeader(first, "RateLimit"), "\"r\";r=0;t=" + std::to_string(window));
