@@ -60,7 +60,7 @@ struct LimitSpec {
   Nanos window{0};
   // A fixed window aligned to the calendar (day, week, month in a time zone)
   // instead of the Unix epoch's grid of `window`; leave window 0.
-  std::shared_ptr<const Calendar> calendar;
+  std::shared_ptr<const Calendar> calendar = nullptr;
   // Leaky bucket shaper: the longest a request may be told to wait. Zero makes
   // the leaky bucket a meter. Negative means "burst * interval" (nginx-like).
   Nanos max_delay{0};

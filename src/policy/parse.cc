@@ -14,6 +14,7 @@
 
 #include "base/config_errors.h"
 #include "policy/policy_impl.h"
+#include "tollgate/calendar.h"
 #include "tollgate/period.h"
 #include "tollgate/policy.h"
 
@@ -348,6 +349,32 @@ struct CostConfig {
   int64_t default_cost = 1;
 };
 
+// algorithm_config's "calendar" ("day", "week", "month") and "time_zone" (an
+// IANA name, default "UTC", read from /usr/share/zoneinfo now, at load).
+std::shared_ptr<const Calendar> ParseCalendar(const json& c, Algorithm algorithm,
+                                              const std::string& path, ConfigErrors& e) {
+  const size_t before = e.count();
+  auto unit_name = String(c, "calendar", path, e);
+  auto zone_name = c.contains("time_zone") ? String(c, "time_zone", path, e) : "UTC";
+  if (algorithm != Algorithm::kFixedWindow) {
+    e.Add(FieldPath(path, "calendar"),
+          "is only used by fixed_window (got " + std::string(AlgorithmName(algorithm)) + ")");
+  }
+  CalendarUnit unit{};
+  if (unit_name && !ParseCalendarUnit(*unit_name, &unit)) {
+    e.Add(FieldPath(path, "calendar"),
+          "must be \"day\", \"week\" or \"month\" (got \"" + unit_name->substr(0, 64) + "\")");
+  }
+  if (e.count() != before || !zone_name) return nullptr;
+  auto zone = TimeZone::Load(*zone_name);
+  if (!zone.ok() && *zone_name == "UTC") zone = TimeZone::Fixed("UTC", 0);  // no tzdata
+  if (!zone.ok()) {
+    e.Add(FieldPath(path, "time_zone"), zone.status().message());
+    return nullptr;
+  }
+  return std::make_shared<const Calendar>(unit, std::move(*zone));
+}
+
 // algorithm_config -> LimitSpec + cost settings. Returns false if any error was added.
 bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string& path,
                           LimitSpec* spec, CostConfig* cost, ConfigErrors& e) {
@@ -356,10 +383,11 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     e.Add(path, "must be an object (got " + TypeName(c) + ")");
     return false;
   }
-  CheckUnknown(c, path,
-               {"tokens_per_second", "rps", "count", "period", "burst", "window_seconds", "window",
-                "max_delay_ms", "cost_source", "fixed_cost", "default_cost"},
-               e);
+  CheckUnknown(
+      c, path,
+      {"tokens_per_second", "rps", "count", "period", "burst", "window_seconds", "window",
+       "calendar", "time_zone", "max_delay_ms", "cost_source", "fixed_cost", "default_cost"},
+      e);
   spec->algorithm = algorithm;
   const bool window = IsWindowAlgorithm(algorithm);
 
@@ -383,7 +411,17 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   std::optional<int64_t> period_ns;
   if (has_count) count = Whole(c, "count", path, e, Limit::kMaxBurst);
   if (has_period) period_ns = PeriodNs(c["period"], FieldPath(path, "period"), e);
-  if (has_count != has_period) {
+  // A quota per calendar day / week / month in a time zone (fixed_window).
+  const bool has_calendar = c.contains("calendar");
+  if (has_calendar) {
+    spec->calendar = ParseCalendar(c, algorithm, path, e);
+  } else if (c.contains("time_zone")) {
+    e.Add(FieldPath(path, "time_zone"), "is only used with calendar");
+  }
+  if (has_calendar && (has_period || c.contains("window") || c.contains("window_seconds"))) {
+    e.Add(FieldPath(path, "calendar"),
+          "set calendar or a period / window, not both (the calendar is the window)");
+  } else if (has_count != has_period && !has_calendar) {
     e.Add(FieldPath(path, has_count ? "period" : "count"),
           std::string("is required with ") + (has_count ? "count" : "period") +
               " (a limit is a count per period, e.g. \"count\": 100, \"period\": \"1h\")");
@@ -437,7 +475,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
           "set period or window, not both (a window algorithm's period is its window)");
   }
   if (window && has_period) window_ns = period_ns;
-  if (window && !has_ws && !has_w && !per_period) {
+  if (window && !has_ws && !has_w && !per_period && !has_calendar) {
     e.Add(FieldPath(path, "window_seconds"), std::string("is required by ") +
                                                  std::string(AlgorithmName(algorithm)) +
                                                  " (or count and period)");
@@ -488,7 +526,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (e.count() != before) return false;
   spec->rate = window || per_period ? 0 : rate;
   spec->burst = *burst;
-  if (window) spec->window = Nanos(*window_ns);
+  if (window && window_ns) spec->window = Nanos(*window_ns);
   if (!window && per_period) {
     spec->count = *count;
     spec->period = Nanos(*period_ns);
