@@ -7,13 +7,16 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tollgate/algorithm.h"
+#include "tollgate/calendar.h"
 #include "tollgate/clock.h"
 #include "tollgate/limit.h"
 #include "tollgate/store.h"
+#include "tollgate/time_zone.h"
 
 namespace tollgate::testing {
 
@@ -153,6 +156,88 @@ inline void ExpectQuotasExactOnStore(Store& store, ManualClock& clock, const std
     EXPECT_TRUE(d.allowed);
     EXPECT_EQ(d.remaining, 0);
     EXPECT_EQ(d.reset_after.count(), w);
+  }
+}
+
+// Calendar quotas: a fixed window per local day, week or month in a zone.
+// The boundaries are written out by hand (UTC), not computed by Calendar:
+// the 23- and 25-hour days of Berlin's DST changes in 2026, New York's
+// February and its November with the hour DST gives back, a UTC week.
+struct CalendarCase {
+  const char* name;
+  CalendarUnit unit;
+  const char* zone;
+  int64_t count;
+  int64_t start_s, end_s;  // the window under test, Unix seconds
+  int64_t next_end_s;      // the end of the window after it
+};
+
+inline int64_t UtcSeconds(int64_t y, int m, int d, int h) {
+  return DaysFromCivil(y, m, d) * 86400 + h * 3600;
+}
+
+// In time order (a store's clock only moves forward in the scenario).
+inline std::vector<CalendarCase> CalendarCases() {
+  return {
+      {"berlin-23h-day", CalendarUnit::kDay, "Europe/Berlin", 5, UtcSeconds(2026, 3, 28, 23),
+       UtcSeconds(2026, 3, 29, 22), UtcSeconds(2026, 3, 30, 22)},
+      {"berlin-25h-day", CalendarUnit::kDay, "Europe/Berlin", 10'000'000,
+       UtcSeconds(2026, 10, 24, 22), UtcSeconds(2026, 10, 25, 23), UtcSeconds(2026, 10, 26, 23)},
+      {"utc-week", CalendarUnit::kWeek, "UTC", 7, UtcSeconds(2026, 11, 30, 0),
+       UtcSeconds(2026, 12, 7, 0), UtcSeconds(2026, 12, 14, 0)},
+      {"new-york-february", CalendarUnit::kMonth, "America/New_York", 1000,
+       UtcSeconds(2027, 2, 1, 5), UtcSeconds(2027, 3, 1, 5), UtcSeconds(2027, 4, 1, 4)},
+      {"new-york-november", CalendarUnit::kMonth, "America/New_York", 3, UtcSeconds(2027, 11, 1, 4),
+       UtcSeconds(2027, 12, 1, 5), UtcSeconds(2028, 1, 1, 5)},
+  };
+}
+
+inline Limit CalendarLimit(const CalendarCase& c) {
+  LimitSpec spec;
+  spec.algorithm = Algorithm::kFixedWindow;
+  spec.burst = c.count;
+  auto zone = TimeZone::Load(c.zone);
+  EXPECT_TRUE(zone.ok()) << zone.status().ToString();
+  spec.calendar = std::make_shared<Calendar>(c.unit, zone.ok() ? *zone : TimeZone::Fixed("UTC", 0));
+  auto l = Limit::Create(spec);
+  EXPECT_TRUE(l.ok()) << c.name << ": " << l.status().ToString();
+  return *l;
+}
+
+// An hour into each window: the quota, its reset at the local boundary to the
+// nanosecond, denial until the window's last nanosecond, the whole quota at
+// the boundary with the next window's real length as its reset. `clock`'s
+// wall time must lie before the first case.
+inline void ExpectCalendarQuotasOnStore(Store& store, ManualClock& clock,
+                                        const std::string& prefix) {
+  constexpr int64_t s = 1'000'000'000;
+  for (const CalendarCase& c : CalendarCases()) {
+    SCOPED_TRACE(std::string(store.Name()) + " " + c.name);
+    const Limit l = CalendarLimit(c);
+    const std::string key = prefix + c.name;
+    auto one = [&](int64_t cost) { return DecideOne(store, key, l, cost); };
+    ASSERT_LT(clock.WallNow(), c.start_s * s);
+    clock.Advance(Nanos(c.start_s * s + 3600 * s - clock.WallNow()));
+    const int64_t to_end = (c.end_s - c.start_s - 3600) * s;
+    Decision d = one(c.count - 1);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 1);
+    EXPECT_EQ(d.reset_after.count(), to_end);
+    d = one(2);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after.count(), to_end);
+    d = one(1);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    clock.Advance(Nanos(to_end - 1));  // the window's last nanosecond
+    d = one(1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after.count(), 1);
+    clock.Advance(Nanos(1));  // the local boundary: the whole quota again
+    d = one(c.count);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after.count(), (c.next_end_s - c.end_s) * s);
   }
 }
 

@@ -7,7 +7,7 @@ namespace {
 
 // Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
 constexpr std::string_view kScript =
-    R"lua(-- tollgate batch v8: gcra + fixed/sliding window, msgpack groups and reply
+    R"lua(-- tollgate batch v9: gcra + fixed/sliding/calendar window, msgpack groups and reply
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9, C20 = 1000000000, 1048576
 local tonumber, sub, floor = tonumber, string.sub, math.floor
@@ -60,7 +60,7 @@ end
 local nent = tonumber(ARGV[a])
 a = a + 1
 local ekind, eis, ein, els, eln, ewr, ewd = {}, {}, {}, {}, {}, {}, {}
-local ecost, eburst, eidx, ers, ern = {}, {}, {}, {}, {}
+local ecost, eburst, eidx, ers, ern, ebnd, ebase = {}, {}, {}, {}, {}, {}, {}
 for e = 1, nent do
   local kind = tonumber(ARGV[a])
   ekind[e] = kind
@@ -78,9 +78,30 @@ for e = 1, nent do
   else
     local cost = tonumber(ARGV[a + 1])
     ecost[e], eburst[e], ewr[e] = cost, tonumber(ARGV[a + 3]), cost > 0
+    if kind == 7 then
+      -- A calendar window: from then on a fixed window (kind 4) whose index
+      -- and end come from the client's boundaries, chosen by this clock.
+      ekind[e], kind = 4, 7
+    end
     -- A fixed window's count is 7 decimal digits, 13 for quotas above 9999999.
     ewd[e] = 7
-    if kind == 4 and eburst[e] > 9999999 then ewd[e] = 13 end
+    if kind ~= 5 and eburst[e] > 9999999 then ewd[e] = 13 end
+    if kind == 7 then
+      local b, base = {}, nil
+      for v in string.gmatch(ARGV[a + 2], '[^,]+') do
+        if base == nil then base = tonumber(v) else b[#b + 1] = tonumber(v) end
+      end
+      local i = 1
+      while i < #b and b[i + 1] <= now_s do i = i + 1 end
+      if i >= #b or b[i] > now_s then
+        return redis.error_reply('tollgate: calendar window out of range: the store clock is over a window away from the client clock')
+      end
+      ebnd[e], ebase[e], eidx[e] = b, base, base + i - 1
+      local es, en = b[i + 1] - now_s, -now_n
+      if en < 0 then es, en = es - 1, en + E9 end
+      ers[e], ern[e] = es, en
+      a = a + 4
+    else
     local ws, wn = split(ARGV[a + 2])
     eis[e], ein[e] = ws, wn
     -- q = floor(now / w): a double estimate, then corrected on exact limbs.
@@ -100,6 +121,7 @@ for e = 1, nent do
     if en < 0 then es, en = es - 1, en + E9 end
     eidx[e], ers[e], ern[e] = q, es, en
     a = a + 4
+    end
   end
 end
 local vals
@@ -194,7 +216,15 @@ end
 -- End of window idx (>= the entry's current window) - now, as limbs.
 local function wend(e, idx)
   local rs, rn = ers[e], ern[e]
-  if idx > eidx[e] then
+  local b = ebnd[e]
+  if b then
+    -- A calendar window ahead of now: its end if the boundaries reach it.
+    local bend = b[idx - ebase[e] + 2]
+    if idx > eidx[e] and bend then
+      rs, rn = bend - now_s, -now_n
+      if rn < 0 then rs, rn = rs - 1, rn + E9 end
+    end
+  elseif idx > eidx[e] then
     local xs, xn = mul(idx - eidx[e], eis[e], ein[e])
     rs, rn = rs + xs, rn + xn
     if rn >= E9 then rs, rn = rs + 1, rn - E9 end
@@ -417,9 +447,19 @@ Status CheckScriptLimit(const Limit& limit) {
   return Status::Ok();
 }
 
+std::string CalendarBoundaries(const Calendar& calendar, int64_t wall_now_ns) {
+  const int64_t base = calendar.At(wall_now_ns).index - 1;
+  std::string out = std::to_string(base);
+  for (int64_t i = 0; i <= 4; ++i) out += "," + std::to_string(calendar.StartSeconds(base + i));
+  return out;
+}
+
 std::string StateKeySuffix(const Limit& limit) {
   switch (limit.algorithm()) {
     case Algorithm::kFixedWindow:
+      if (limit.calendar() != nullptr) {
+        return (WindowCountDigits(limit) == 13 ? "|fcq:" : "|fc:") + limit.calendar()->ToString();
+      }
       // The wide layout (13 digits of count) under its own name, so a quota
       // that crosses 9999999 never reads a value of the other width.
       return (WindowCountDigits(limit) == 13 ? "|fq:" : "|fw:") + std::to_string(limit.window_ns());
@@ -440,6 +480,7 @@ ScriptItem MakeScriptItem(const Limit& limit, int64_t cost) {
     item.increment = std::clamp<int64_t>(cost, 0, limit.burst() + 1);
     item.threshold = limit.window_ns();
     item.burst = limit.burst();
+    item.calendar = limit.calendar();
     return item;
   }
   const bool shaper = limit.algorithm() == Algorithm::kLeakyBucket && limit.max_delay_ns() > 0;

@@ -8,7 +8,11 @@
 //           undeclared keys of several slots of one node, allow-cross-slot-keys)
 //   then    E, the number of distinct entries, then E entries (a limit + cost
 //           shape): GCRA kinds 0-3 as `kind, increment ns, threshold ns`;
-//           window kinds 4-5 as `kind, cost, window ns, burst`
+//           window kinds 4-5 as `kind, cost, window ns, burst`; a calendar
+//           window as `7, cost, "base,b0,...,bn", burst`: window base + i is
+//           [b_i, b_{i+1}) in whole seconds, windows around the client's clock
+//           (CalendarBoundaries); the script picks the one holding its now
+//           and then treats the entry as kind 4 (the state is the same)
 //   then    one argument: the groups, a MessagePack array of integers
 //           (decoded by cmsgpack in C, not by tonumber per argument). An item
 //           is one number, key index * 2^21 + entry index (both 1-based;
@@ -67,7 +71,16 @@ struct ScriptItem {
   int64_t increment;  // ns (GCRA); the cost, at most burst + 1 (windows)
   int64_t threshold;  // ns: tolerance or max_delay (GCRA); the window length (windows)
   int64_t burst = 0;  // windows only
+  // A fixed window aligned to this calendar (sent as kind 7); owned by the
+  // Limit the job keeps beside the item.
+  const Calendar* calendar = nullptr;
 };
+
+// Kind 7's boundary argument: "base,b0,...,b4", the calendar's windows from
+// the one before `wall_now_ns`'s to two after it (base = the first one's
+// index), so a Redis clock up to a whole window away from the client's still
+// finds its window; farther, the script answers an error.
+std::string CalendarBoundaries(const Calendar& calendar, int64_t wall_now_ns);
 
 // Digits of a window count in the stored value: 7 (sliding windows, and fixed
 // windows up to kMaxNarrowWindowCount), 13 (fixed windows above, up to 2^40).
@@ -78,6 +91,8 @@ int WindowCountDigits(const Limit& limit);
 // that names the algorithm and the window length ("|fw:<ns>", "|sw:<ns>";
 // "|fq:<ns>" for a fixed window of 13-digit counts), so
 // a changed window length or algorithm never reads a state of another shape.
+// A calendar quota's key names its calendar instead ("|fc:day@Europe/Berlin",
+// "|fcq:..." for 13-digit counts), so every instance agrees on it.
 // '|' never appears in an escaped or hashed key, so suffixed keys cannot
 // collide with other keys. Empty for the GCRA algorithms.
 std::string StateKeySuffix(const Limit& limit);

@@ -332,7 +332,8 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
       int64_t e = 0;
       for (size_t x = entries_.size(); x-- > 0;) {  // few distinct limits per call
         if (entries_[x]->kind == si.kind && entries_[x]->increment == si.increment &&
-            entries_[x]->threshold == si.threshold && entries_[x]->burst == si.burst) {
+            entries_[x]->threshold == si.threshold && entries_[x]->burst == si.burst &&
+            entries_[x]->calendar == si.calendar) {
           e = static_cast<int64_t>(x) + 1;
           break;
         }
@@ -383,6 +384,13 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     for (auto k : keys_) AppendBulk(resp, k);
   AppendBulk(resp, static_cast<int64_t>(entries_.size()));
   for (const ScriptItem* e : entries_) {
+    if (e->calendar != nullptr) {  // kind 7: the boundaries around the client's wall clock
+      AppendBulk(resp, int64_t{7});
+      AppendBulk(resp, e->increment);
+      AppendBulk(resp, CalendarBoundaries(*e->calendar, options_.clock->WallNow()));
+      AppendBulk(resp, e->burst);
+      continue;
+    }
     AppendBulk(resp, static_cast<int64_t>(e->kind));
     AppendBulk(resp, e->increment);
     AppendBulk(resp, e->threshold);

@@ -349,6 +349,7 @@ TEST(RedisClusterStore, CountsPerPeriodAreExactToTheNanosecond) {
   ASSERT_NE(store, nullptr);
   ExpectPeriodsExactOnStore(*store, clock, "period:");
   ExpectQuotasExactOnStore(*store, clock, "quota:");
+  ExpectCalendarQuotasOnStore(*store, clock, "calendar:");
 }
 
 TEST(RedisClusterStore, BatchOverTwoSlotsOfOneMasterIsOneAtomicCall) {

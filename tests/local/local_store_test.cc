@@ -65,6 +65,12 @@ TEST(LocalStoreTest, QuotasUpTo2To40CountExactlyOnWallClockWindows) {
   testing::ExpectQuotasExactOnStore(**store, clock, "quota:");
 }
 
+// Calendar quotas: local days (23 h, 25 h), a week, months in a zone.
+TEST(LocalStoreTest, CalendarQuotasResetAtLocalBoundaries) {
+  Fixture f(64);
+  testing::ExpectCalendarQuotasOnStore(*f.store, f.clock, "calendar:");
+}
+
 TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
   Fixture f(100);
   const Limit l = Bucket(10, 2);

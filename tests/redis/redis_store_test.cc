@@ -16,6 +16,7 @@
 #include "testing/timing.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/local_store.h"
+#include "tollgate/time_zone.h"
 
 namespace tollgate::testing {
 
@@ -183,6 +184,53 @@ TEST(RedisStore, CountsPerPeriodAreExactToTheNanosecond) {
   ASSERT_NE(p.redis, nullptr);
   testing::ExpectPeriodsExactOnStore(*p.redis, clock, "period:");
   testing::ExpectQuotasExactOnStore(*p.redis, clock, "quota:");
+  testing::ExpectCalendarQuotasOnStore(*p.redis, clock, "calendar:");
+}
+
+// A calendar quota on Redis TIME (the default): the script picks the window
+// from the boundaries a client sends, so instances whose own clocks disagree
+// by hours still count in one window under one key, and the reset is the real
+// time to the local midnight. A client a few days off gets an error, never a
+// wrong window.
+TEST(RedisStore, CalendarQuotaOnServerTimeIsOneWindowForEveryInstance) {
+  TOLLGATE_START_REDIS(server);
+  const int64_t hour = 3600LL * 1'000'000'000;
+  const int64_t real = SystemClock::Instance().WallNow();
+  ManualClock ahead(0, real + 6 * hour);  // an instance whose clock runs 6 h fast
+  ManualClock far(0, real + 72 * hour);
+  RedisOptions fast_options, far_options;
+  fast_options.clock = &ahead;
+  far_options.clock = &far;
+  auto a = MakeStore(server), b = MakeStore(server, fast_options),
+       c = MakeStore(server, far_options);
+  ASSERT_TRUE(a && b && c);
+  LimitSpec spec;
+  spec.algorithm = Algorithm::kFixedWindow;
+  spec.burst = 3;
+  auto zone = TimeZone::Load("Europe/Berlin");
+  ASSERT_TRUE(zone.ok()) << zone.status().ToString();
+  spec.calendar = std::make_shared<Calendar>(CalendarUnit::kDay, *zone);
+  auto limit = Limit::Create(spec);
+  ASSERT_TRUE(limit.ok());
+  const int64_t before = SystemClock::Instance().WallNow();
+  auto first = AcquireOne(*a, "fleet", *limit, 2);
+  auto second = AcquireOne(*b, "fleet", *limit, 1);
+  auto third = AcquireOne(*a, "fleet", *limit, 1);
+  const int64_t after = SystemClock::Instance().WallNow();
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok()) << second.status().ToString();
+  const Calendar::Window w = spec.calendar->At(before);
+  if (spec.calendar->At(after).index != w.index) GTEST_SKIP() << "ran across a local midnight";
+  EXPECT_TRUE(first->allowed);
+  EXPECT_TRUE(second->allowed);
+  EXPECT_EQ(second->remaining, 0);
+  EXPECT_FALSE(third->allowed);
+  // Redis read TIME between `before` and `after` (in whole µs: 1 µs slack).
+  EXPECT_LE(third->retry_after.count(), w.end_ns - before + 1000);
+  EXPECT_GE(third->retry_after.count(), w.end_ns - after);
+  auto off = AcquireOne(*c, "fleet", *limit, 1);
+  ASSERT_FALSE(off.ok());
+  EXPECT_NE(off.status().message().find("calendar window out of range"), std::string::npos)
+      << off.status().ToString();
 }
 
 // A window longer than 2^53 ns (Lua's exact integers) across its boundaries:
