@@ -13,6 +13,7 @@
 
 #include "tollgate/algorithm.h"
 #include "tollgate/local_store.h"
+#include "tollgate/time_zone.h"
 
 namespace tollgate {
 namespace {
@@ -57,6 +58,35 @@ void BM_Step_TokenBucket(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Step_TokenBucket);
+
+// A quota's step on the epoch's grid, and on a calendar day in Berlin (the
+// window found in the zone's transitions at every step), 1 us apart.
+void StepWindow(benchmark::State& state, std::shared_ptr<const Calendar> calendar) {
+  LimitSpec spec;
+  spec.algorithm = Algorithm::kFixedWindow;
+  spec.burst = int64_t{1} << 40;
+  if (calendar == nullptr) spec.window = std::chrono::hours(24);
+  spec.calendar = std::move(calendar);
+  const Limit l = *Limit::Create(spec);
+  uint64_t s = 0;
+  int64_t now = 1'764'000'000'000'000'000;  // 2025-11-24, wall clock
+  for (auto _ : state) {
+    StepResult r = Step(l, s, 1, now += kTick);
+    s = r.state;
+    benchmark::DoNotOptimize(r);
+  }
+}
+void BM_Step_FixedWindow(benchmark::State& state) { StepWindow(state, nullptr); }
+BENCHMARK(BM_Step_FixedWindow);
+void BM_Step_CalendarDay(benchmark::State& state) {
+  auto zone = TimeZone::Load("Europe/Berlin");
+  if (!zone.ok()) {
+    state.SkipWithError("no tzdata");
+    return;
+  }
+  StepWindow(state, std::make_shared<Calendar>(CalendarUnit::kDay, *zone));
+}
+BENCHMARK(BM_Step_CalendarDay);
 
 void BM_HotKey_CallerTime(benchmark::State& state) {
   static std::unique_ptr<LocalStore> store;
