@@ -61,6 +61,11 @@ class Calendar {
   }
 
  private:
+  int64_t IndexOfLocalDay(int64_t local_day) const;
+  int64_t FirstLocalDay(int64_t index) const;  // the local day window `index` starts on
+  // The window holding second `t`, from `index` (the local date's) by its boundaries.
+  Window Settle(int64_t index, int64_t t) const;
+
   CalendarUnit unit_;
   TimeZone zone_;
 };

@@ -77,6 +77,12 @@ class TimeZone {
   // is skipped; the first of two when it repeats).
   int64_t FirstInstantAtOrAfter(int64_t local) const;
 
+  // Whether the offset is constant over [*from, *to), a span holding `t`
+  // inside the file's transitions (or a zone without changes); false past the
+  // last transition, where the footer rule decides (callers take the general
+  // path). A fast path for Calendar::At.
+  bool ConstantAround(int64_t t, int64_t* offset, int64_t* from, int64_t* to) const;
+
   friend bool operator==(const TimeZone& a, const TimeZone& b) {
     return a.name_ == b.name_ && a.times_ == b.times_ && a.offsets_ == b.offsets_ &&
            a.initial_offset_ == b.initial_offset_ && a.has_rule_ == b.has_rule_;

@@ -46,6 +46,10 @@ int64_t Calendar::max_window_ns() const {
 }
 
 int64_t Calendar::StartSeconds(int64_t index) const {
+  return zone_.FirstInstantAtOrAfter(FirstLocalDay(index) * kDay);
+}
+
+int64_t Calendar::FirstLocalDay(int64_t index) const {
   int64_t local_day = 0;
   switch (unit_) {
     case CalendarUnit::kDay:
@@ -61,7 +65,7 @@ int64_t Calendar::StartSeconds(int64_t index) const {
       break;
     }
   }
-  return zone_.FirstInstantAtOrAfter(local_day * kDay);
+  return local_day;
 }
 
 Calendar::Window Calendar::ByIndex(int64_t index) const {
@@ -70,7 +74,22 @@ Calendar::Window Calendar::ByIndex(int64_t index) const {
 
 Calendar::Window Calendar::At(int64_t now_ns) const {
   const int64_t t = FloorDiv(now_ns, kNs);
-  const int64_t local_day = FloorDiv(t + zone_.OffsetAt(t), kDay);
+  int64_t offset, from, to;
+  const bool constant = zone_.ConstantAround(t, &offset, &from, &to);
+  if (!constant) offset = zone_.OffsetAt(t);
+  const int64_t index = IndexOfLocalDay(FloorDiv(t + offset, kDay));
+  if (constant) {
+    // The common case: one offset over the whole window, and no earlier
+    // offset (at most 52 h apart) that could reach the window's first local
+    // time before `from`.
+    const int64_t start = FirstLocalDay(index) * kDay - offset;
+    const int64_t end = FirstLocalDay(index + 1) * kDay - offset;
+    if (start - from >= 2 * kMaxUtcOffset && end < to) return {index, start * kNs, end * kNs};
+  }
+  return Settle(index, t);
+}
+
+int64_t Calendar::IndexOfLocalDay(int64_t local_day) const {
   int64_t index = local_day;
   if (unit_ == CalendarUnit::kWeek) {
     index = FloorDiv(local_day - kFirstMonday, 7);
@@ -80,6 +99,10 @@ Calendar::Window Calendar::At(int64_t now_ns) const {
     CivilFromDays(local_day, &year, &month, &day);
     index = (year - 1970) * 12 + (month - 1);
   }
+  return index;
+}
+
+Calendar::Window Calendar::Settle(int64_t index, int64_t t) const {
   // The local date says which window; the boundaries decide at the edges (a
   // fall-back hour that repeats the end of the previous day after midnight,
   // a day that a zone skipped entirely).

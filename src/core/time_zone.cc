@@ -406,6 +406,24 @@ int64_t TimeZone::OffsetAt(int64_t t) const {
   return offsets_[static_cast<size_t>(it - times_.begin()) - 1];
 }
 
+bool TimeZone::ConstantAround(int64_t t, int64_t* offset, int64_t* from, int64_t* to) const {
+  constexpr int64_t kFar = int64_t{1} << 60;
+  if (times_.empty()) {
+    if (has_rule_ && rule_.has_dst) return false;
+    *offset = has_rule_ ? rule_.std_offset : initial_offset_;
+    *from = -kFar;
+    *to = kFar;
+    return true;
+  }
+  if (t >= times_.back()) return false;
+  const auto it = std::upper_bound(times_.begin(), times_.end(), t);  // != end: t < back
+  const size_t next = static_cast<size_t>(it - times_.begin());
+  *offset = next == 0 ? initial_offset_ : offsets_[next - 1];
+  *from = next == 0 ? -kFar : times_[next - 1];
+  *to = times_[next];
+  return true;
+}
+
 void TimeZone::ChangesIn(int64_t from, int64_t to,
                          std::vector<std::pair<int64_t, int64_t>>* out) const {
   auto it = std::upper_bound(times_.begin(), times_.end(), from);

@@ -235,6 +235,27 @@ TEST(CalendarTest, DaysAcrossDstAndMonths) {
   EXPECT_GT(after.end_ns, after.start_ns);
 }
 
+// Calendar::At's fast path (one offset over the window) against the general
+// one (ByIndex: each boundary from FirstInstantAtOrAfter, checked against
+// python above), every 9 h 17 min from 2020 to 2040 in every zone and unit.
+TEST(CalendarTest, AtAgreesWithByIndexEverywhere) {
+  for (const char* name : kZones) {
+    const TimeZone zone = Zone(name);
+    for (CalendarUnit unit : {CalendarUnit::kDay, CalendarUnit::kWeek, CalendarUnit::kMonth}) {
+      const Calendar cal(unit, zone);
+      int failures = 0;
+      for (int64_t t = DaysFromCivil(2020, 1, 1) * 86400; t < DaysFromCivil(2040, 1, 1) * 86400;
+           t += 9 * 3600 + 17 * 60) {
+        const Calendar::Window w = cal.At(t * kNs);
+        const Calendar::Window by = cal.ByIndex(w.index);
+        const bool ok = w.start_ns <= t * kNs && t * kNs < w.end_ns && w.start_ns == by.start_ns &&
+                        w.end_ns == by.end_ns;
+        if (!ok && ++failures <= 3) ADD_FAILURE() << cal.ToString() << " at " << t;
+      }
+    }
+  }
+}
+
 // A fixed window on a calendar: the quota resets at the local boundary, and
 // Retry-After is the real time to it (23 h on the short day).
 TEST(CalendarTest, FixedWindowStepResetsAtLocalMidnight) {
