@@ -384,7 +384,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     for (auto k : keys_) AppendBulk(resp, k);
   AppendBulk(resp, static_cast<int64_t>(entries_.size()));
   for (const ScriptItem* e : entries_) {
-    if (e->calendar != nullptr) {  // kind 7: the boundaries around the client's wall clock
+    if (e->kind == ItemKind::kFixedWindow && e->calendar != nullptr) {  // kind 7
       AppendBulk(resp, int64_t{7});
       AppendBulk(resp, e->increment);
       AppendBulk(resp, CalendarBoundaries(*e->calendar, options_.clock->WallNow()));

@@ -15,7 +15,9 @@ Result<Limit> ScaleLimit(const Limit& limit, double share) {
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindow:
     case Algorithm::kSlidingLog:
-      spec.window = Nanos(limit.window_ns());
+      // A calendar quota degrades to a share of it on the same calendar.
+      spec.calendar = limit.shared_calendar();
+      if (spec.calendar == nullptr) spec.window = Nanos(limit.window_ns());
       break;
     case Algorithm::kLeakyBucket:
       spec.max_delay = Nanos(limit.max_delay_ns());

@@ -13,6 +13,7 @@
 #include "store_contract.h"
 #include "testing/timing.h"
 #include "tollgate/local_store.h"
+#include "tollgate/time_zone.h"
 
 namespace tollgate {
 namespace {
@@ -488,6 +489,15 @@ TEST(DegradedLimitTest, ScalesEveryAlgorithm) {
   EXPECT_EQ(t->burst(), 50);
   EXPECT_EQ(t->rate_micro(), 25'000'000);
   EXPECT_FALSE(resilient::ScaleLimit(*Limit::Create(tb), 0).ok());
+  // A calendar quota keeps its calendar (not a 25-hour window on the epoch's grid).
+  LimitSpec cal;
+  cal.algorithm = Algorithm::kFixedWindow;
+  cal.burst = 10;
+  cal.calendar = std::make_shared<Calendar>(CalendarUnit::kDay, TimeZone::Fixed("UTC", 0));
+  auto c = resilient::ScaleLimit(*Limit::Create(cal), 0.5);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->burst(), 5);
+  EXPECT_EQ(c->calendar(), cal.calendar.get());
 }
 
 TEST(FailureModeTest, ParsesNames) {
