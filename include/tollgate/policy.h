@@ -70,6 +70,26 @@ struct RuleSummary {
 };
 std::vector<RuleSummary> SummarizePolicy(const Policy& policy);
 
+// What changes between two policies, rule by rule (rules matched by name): the
+// admin API's dry run and audit line, and `tollgate policy diff`. A limit is
+// "raised" when, with the same algorithm, keys and mode, it admits no less in
+// every respect (rate, burst, shaping delay) and more in one; "lowered" the
+// reverse; any other difference (algorithm, keys, group, shadow, enforce
+// percentage, failure mode, or a rate raised while the burst is lowered) is
+// "changed". Order: the new policy's rules as listed, then removed ones.
+struct RuleChange {
+  enum class Kind : uint8_t { kAdded, kRemoved, kRaised, kLowered, kChanged };
+  Kind kind = Kind::kChanged;
+  std::string rule;
+  std::string before;  // the rule as RuleSummary describes it; "" when added
+  std::string after;   // "" when removed
+};
+std::string_view RuleChangeKindName(RuleChange::Kind kind);  // "added", "removed", ...
+std::vector<RuleChange> DiffPolicies(const Policy& before, const Policy& after);
+// One line a change ("raised  api: token_bucket rate=10/s ... -> ..."), or
+// "no changes\n".
+std::string FormatPolicyDiff(std::span<const RuleChange> changes);
+
 // The name (lower case) of a header that a rule of `policy` keys on
 // (limit_keys "header:<name>") and that `headers` hold more than once, or
 // nullopt. A front end refuses such a request (tollgated's gateway: 400)

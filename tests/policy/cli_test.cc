@@ -42,6 +42,27 @@ TEST_F(CliTest, CheckConfigValidExitsZero) {
   EXPECT_NE(out.find("ok (4 rules)"), std::string::npos) << out;
 }
 
+TEST_F(CliTest, PolicyDiffPrintsOneLineARuleChange) {
+  const testing::ScopedTempDir dir;
+  const std::string before = dir.File("old.json"), after = dir.File("new.json");
+  std::ofstream(before) << R"({"rules": [
+    {"name": "a", "limit_keys": ["ip:address"], "algorithm_config": {"rps": 5, "burst": 10}},
+    {"name": "gone", "limit_keys": ["ip:address"], "algorithm_config": {"rps": 1, "burst": 1}}]})";
+  std::ofstream(after) << R"({"rules": [
+    {"name": "a", "limit_keys": ["ip:address"], "algorithm_config": {"rps": 10, "burst": 20}}]})";
+  std::string out;
+  EXPECT_EQ(RunCli("policy diff " + before + " " + after, &out), 0);
+  EXPECT_NE(out.find("raised  a: "), std::string::npos) << out;
+  EXPECT_NE(out.find("removed gone: "), std::string::npos) << out;
+  std::string same;
+  EXPECT_EQ(RunCli("policy diff " + before + " " + before, &same), 0);
+  EXPECT_EQ(same, "no changes\n");
+  std::string bad;
+  std::ofstream(dir.File("bad.json")) << "{";
+  EXPECT_EQ(RunCli("policy diff " + before + " " + dir.File("bad.json"), &bad), 1);
+  EXPECT_EQ(RunCli("policy diff " + before, &bad), 2);
+}
+
 TEST_F(CliTest, CheckConfigInvalidPrintsEveryErrorOneALineAndExitsTwo) {
   const testing::ScopedTempDir dir;
   const std::string path = dir.File("bad.json");
