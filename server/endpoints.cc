@@ -102,6 +102,11 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
   co_return RenderDecision(*outcome);
 }
 
+net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
+  if (request.view.method != "PUT") co_return HandlePolicy(rt);
+  co_return HandlePolicyPut(rt, request.body, request.view.query, request.view.peer_address);
+}
+
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
   co_return Problem(404, "",
                     "admin endpoints: /v1/reload /v1/policy /v1/top "
@@ -119,7 +124,7 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kReadyz)] = &Plain<HandleReadyz>;
   h[size_t(Op::kMetrics)] = &Plain<HandleMetrics>;
   h[size_t(Op::kReload)] = &Plain<HandleReload>;
-  h[size_t(Op::kPolicy)] = &Plain<HandlePolicy>;
+  h[size_t(Op::kPolicy)] = &PolicyApi;
   h[size_t(Op::kTop)] = &Top;
   h[size_t(Op::kExplain)] = &Explain;
   h[size_t(Op::kAuth)] = &Auth;

@@ -12,20 +12,6 @@ using json = nlohmann::json;
 constexpr size_t kMaxItems = 64;
 constexpr size_t kMaxHeaders = 128;
 
-std::string Dump(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  s.push_back('\n');
-  return s;
-}
-
-Response JsonResponse(int status, const json& j) {
-  Response r;
-  r.status = status;
-  r.content_type = kJson;
-  r.body = Dump(j);
-  return r;
-}
-
 int64_t Ms(Nanos d) {
   if (d == Decision::kNever) return -1;
   return d.count() / 1'000'000;
@@ -189,6 +175,20 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
 
 }  // namespace
 
+std::string Dump(const json& j) {
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  s.push_back('\n');
+  return s;
+}
+
+Response JsonResponse(int status, const json& j) {
+  Response r;
+  r.status = status;
+  r.content_type = kJson;
+  r.body = Dump(j);
+  return r;
+}
+
 RequestView DescribedRequest::View() {
   headers.clear();
   for (const auto& [n, v] : header_storage) headers.emplace_back(n, v);
@@ -262,8 +262,12 @@ Response HandleReadyz(const Runtime& s) {
   const bool can_decide = s.store->store->Healthy();
   const bool backing_ok = s.store->backing_healthy ? s.store->backing_healthy() : can_decide;
   bool ready = !s.state->Draining() && (can_decide || !s.store->fail_closed);
+  const PolicyStore::ReloadResult last = s.policies->last_reload();
   json j = {{"ready", ready},
             {"policy_generation", s.policies->generation()},
+            {"policy_version", s.policies->version()},
+            {"policy_source", "file:" + s.policies->path()},
+            {"policy_last_reload", {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}}},
             {"store", s.store->description},
             {"store_healthy", backing_ok && can_decide},
             {"failure_mode", s.config->failure_mode},
@@ -323,6 +327,13 @@ Response HandleMetrics(const Runtime& s) {
   w.Family("tollgate_policy_last_reload_success", "gauge",
            "1 if the last reload attempt succeeded (or none was made).");
   w.Sample("tollgate_policy_last_reload_success", last.ok ? 1.0 : 0.0);
+  w.Family("tollgate_policy_last_reload_timestamp_seconds", "gauge",
+           "Wall-clock time of the last reload attempt (or of loading at startup).");
+  w.Sample("tollgate_policy_last_reload_timestamp_seconds", double(last.wall_time_ns) / 1e9);
+  w.Family("tollgate_policy_info", "gauge",
+           "1, labelled with the running policy's version (sha256 prefix of its text) and source.");
+  w.Sample("tollgate_policy_info",
+           {"version", s.policies->version(), "source", "file:" + s.policies->path()}, 1.0);
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
   w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
   if (s.store->export_metrics) s.store->export_metrics(w);
@@ -350,30 +361,6 @@ Response HandleReload(const Runtime& s) {
     return Problem(400, "Policy reload failed", "the previous policy stays in effect", errors);
   }
   return JsonResponse(200, {{"ok", true}, {"generation", s.policies->generation()}});
-}
-
-Response HandlePolicy(const Runtime& s) {
-  std::shared_ptr<const Policy> policy = s.policies->Current();
-  json rules = json::array();
-  for (const RuleSummary& r : SummarizePolicy(*policy)) {
-    rules.push_back({{"name", r.name},
-                     {"group", r.group},
-                     {"limit_keys", r.limit_keys},
-                     {"limit", r.limit.ToString()},
-                     {"shadow", r.shadow},
-                     {"enforce_percent", r.enforce_percent},
-                     {"description", r.description}});
-  }
-  PolicyStore::ReloadResult last = s.policies->last_reload();
-  json errors = json::array();
-  for (const auto& e : last.errors) errors.push_back({{"path", e.path}, {"message", e.message}});
-  return JsonResponse(
-      200, {{"path", s.policies->path()},
-            {"generation", s.policies->generation()},
-            {"rules", std::move(rules)},
-            {"last_reload",
-             {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}, {"errors", std::move(errors)}}},
-            {"reload_failures", s.policies->reload_failures()}});
 }
 
 Response HandleTop(const Runtime& s, std::string_view query) {

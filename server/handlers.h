@@ -7,7 +7,9 @@
 #ifndef TOLLGATE_SERVER_HANDLERS_H_
 #define TOLLGATE_SERVER_HANDLERS_H_
 
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +53,19 @@ Response HandleMetrics(const Runtime& s);
 
 // Admin.
 Response HandleReload(const Runtime& s);
+// GET /v1/policy: the running policy (rules, text, version, source, last
+// reload). PUT /v1/policy: `body` is a policy document, validated like a file
+// reload; with ?dry_run=1 the answer lists what would change and nothing is
+// applied, else it is written back to the source and applied
+// (ServerState::put_policy), audit-logged with `actor`. policy_api.cc.
 Response HandlePolicy(const Runtime& s);
+Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_view query,
+                         std::string_view actor);
+// What DiffPolicies found, as the admin API and the audit log show it:
+// [{"change": "raised", "rule": "api", "before": "...", "after": "..."}].
+nlohmann::json ChangesJson(std::span<const RuleChange> changes);
+// A JSON body (one line, invalid UTF-8 replaced) with Content-Type JSON.
+Response JsonResponse(int status, const nlohmann::json& j);
 Response HandleTop(const Runtime& s, std::string_view query);
 // Parses ?method=&path=&query=&header=name:value&ip= into a request.
 std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out);

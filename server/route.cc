@@ -12,7 +12,7 @@ enum Where : uint8_t {
 };
 
 // The methods a route takes; GET also takes HEAD.
-enum class Methods : uint8_t { kGet, kPost, kAny };
+enum class Methods : uint8_t { kGet, kPost, kGetPut, kAny };
 
 struct RouteEntry {
   std::string_view path;
@@ -32,7 +32,7 @@ constexpr RouteEntry kRoutes[] = {
     {"/metrics", kAdminListener | kMainIfMetrics, Methods::kGet, Endpoint::kMetrics, Op::kMetrics,
      true},
     {"/v1/reload", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kReload, true},
-    {"/v1/policy", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kPolicy, true},
+    {"/v1/policy", kAdminListener, Methods::kGetPut, Endpoint::kAdmin, Op::kPolicy, true},
     {"/v1/top", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kTop, true},
     {"/v1/explain", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kExplain, true},
     // /v1/auth takes any method: nginx's auth_request sends the client's.
@@ -53,6 +53,8 @@ std::string_view Disallowed(Methods methods, std::string_view method) {
       return method == "GET" || method == "HEAD" ? "" : "GET";
     case Methods::kPost:
       return method == "POST" ? "" : "POST";
+    case Methods::kGetPut:
+      return method == "GET" || method == "HEAD" || method == "PUT" ? "" : "GET, PUT";
     case Methods::kAny:
       return "";
   }

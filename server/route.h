@@ -7,8 +7,9 @@
 //   /v1/decide, /v1/auth         decision_on_main (default: on      never
 //                                without a gateway, off with one)
 //   /metrics                     metrics_on_main (same default)     always (admin token)
-//   /v1/reload, /v1/policy,      never                              always (admin token)
-//   /v1/top, /v1/explain
+//   /v1/reload, /v1/policy       never                              always (admin token)
+//   (GET, PUT), /v1/top,
+//   /v1/explain
 //   anything else                the gateway (gateway mode), else   404 (admin token)
 //                                404
 //

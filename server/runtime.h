@@ -59,6 +59,10 @@ struct ServerState {
   // Runs a reload (admin, SIGHUP, file change), logs and counts it; on success
   // the next snapshot is live when it returns.
   std::function<std::vector<ConfigError>(std::string_view trigger)> reload;
+  // Installs the policy `text` (the admin API's PUT; already validated by the
+  // caller, validated again here): writes it back to the policy file, then
+  // reloads as `reload` does, audit-logged with `actor`. Empty when it is live.
+  std::function<std::vector<ConfigError>(std::string_view text, std::string_view actor)> put_policy;
 
   bool Draining() const { return draining.load(std::memory_order_relaxed); }
 };

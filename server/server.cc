@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "server/context.h"
+#include "server/handlers.h"
+#include "server/policy_file.h"
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
@@ -260,6 +262,35 @@ class Server::Impl {
   // on success the next snapshot is swapped in whole before it returns.
   std::vector<ConfigError> Reload(std::string_view trigger) {
     std::lock_guard<std::mutex> lock(reload_mu);
+    return ReloadLocked(trigger, "");
+  }
+
+  // The admin API's PUT: the file first (so a restart, another instance on
+  // the same file and the file watch all agree), then the reload from it.
+  std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor) {
+    std::lock_guard<std::mutex> lock(reload_mu);
+    Status written = ReplaceFileAtomically(config->policy_path, text);
+    if (!written.ok()) {
+      log->Error("policy_put_failed",
+                 {{"actor", std::string(actor)}, {"error", written.message()}});
+      return {{"", written.message()}};
+    }
+    std::vector<ConfigError> errors = ReloadLocked("admin_put", actor);
+    // The file watch need not reload what was just applied; posted to the
+    // thread that owns the stamp (a poll before it only reloads the same bytes).
+    if (reload_timer) {
+      net::post(reload_timer->get_executor(),
+                [this] { policy_stamp = Stamp(config->policy_path); });
+    }
+    return errors;
+  }
+
+  // Reload's work; reload_mu is held. Every successful reload is one audit
+  // line (policy_reloaded) with the version before and after and each rule
+  // change (DiffPolicies).
+  std::vector<ConfigError> ReloadLocked(std::string_view trigger, std::string_view actor) {
+    std::shared_ptr<const Policy> before = policies->Current();
+    const std::string version_before = policies->version();
     std::vector<ConfigError> errors = policies->Reload();
     if (grpc) {
       for (auto& e : grpc->Reload()) {
@@ -271,19 +302,28 @@ class Server::Impl {
       state.reloads_failed.fetch_add(1, std::memory_order_relaxed);
       nlohmann::json list = nlohmann::json::array();
       for (const auto& e : errors) list.push_back(e.ToString());
-      log->Error("policy_reload_failed", {{"trigger", std::string(trigger)},
-                                          {"path", policies->path()},
-                                          {"errors", std::move(list)},
-                                          {"generation", policies->generation()}});
+      nlohmann::json fields = {{"trigger", std::string(trigger)},
+                               {"path", policies->path()},
+                               {"errors", std::move(list)},
+                               {"generation", policies->generation()},
+                               {"version", version_before}};
+      if (!actor.empty()) fields["actor"] = std::string(actor);
+      log->Error("policy_reload_failed", std::move(fields));
       return errors;
     }
     auto next = std::make_shared<Runtime>(*runtimes->Load());
     next->policy = policies->Current(&next->policy_generation);
+    std::shared_ptr<const Policy> after = next->policy;
     runtimes->Swap(std::move(next));
     state.reloads_ok.fetch_add(1, std::memory_order_relaxed);
-    log->Info("policy_reloaded", {{"trigger", std::string(trigger)},
-                                  {"path", policies->path()},
-                                  {"generation", policies->generation()}});
+    nlohmann::json fields = {{"trigger", std::string(trigger)},
+                             {"path", policies->path()},
+                             {"generation", policies->generation()},
+                             {"version_before", version_before},
+                             {"version", policies->version()},
+                             {"changes", ChangesJson(DiffPolicies(*before, *after))}};
+    if (!actor.empty()) fields["actor"] = std::string(actor);
+    log->Info("policy_reloaded", std::move(fields));
     return errors;
   }
 
@@ -455,6 +495,9 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   }
   if (Status st = m.BindListeners(); !st.ok()) return st;
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
+  m.state.put_policy = [&m](std::string_view text, std::string_view actor) {
+    return m.PutPolicy(text, actor);
+  };
   m.runtimes.emplace(m.BuildRuntime(std::move(gateway).value()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

@@ -48,9 +48,14 @@ class Policy;  // defined in src/policy/policy_impl.h; see PolicySummary for a p
 // Parses and validates a policy document: {"rules": [...]}, a bare array of
 // rules, or a single rule object. Returns every error, never just the first;
 // never crashes or hangs on any input (size and nesting are bounded).
+// A valid policy also carries its text and version: "sha256:" and the first 16
+// hex digits of the text's SHA-256, the same on every instance that runs the
+// same bytes (what the admin API, /readyz and the metrics show for a fleet).
 struct ParsedPolicy {
   std::shared_ptr<const Policy> policy;  // null when errors is non-empty
   std::vector<ConfigError> errors;
+  std::string version;  // "" when errors is non-empty
+  std::string text;     // the document as given; "" when errors is non-empty
 };
 ParsedPolicy ParsePolicy(std::string_view json_text);
 ParsedPolicy ParsePolicyFile(const std::string& path);
@@ -130,6 +135,9 @@ class PolicyStore {
   ReloadResult last_reload() const;
   uint64_t reload_failures() const { return reload_failures_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
+  // The running policy's version and text (ParsedPolicy); "" for FromPolicy.
+  std::string version() const;
+  std::string text() const;
 
   explicit PolicyStore(std::shared_ptr<const Policy> policy, std::string path = "",
                        const Clock* clock = &SystemClock::Instance());
@@ -144,6 +152,8 @@ class PolicyStore {
   // copy under an uncontended mutex costs about the same.
   mutable std::mutex current_mu_;
   std::shared_ptr<const Policy> current_;  // guarded by current_mu_
+  std::string version_;                    // guarded by current_mu_
+  std::string text_;                       // guarded by current_mu_
   std::atomic<uint64_t> generation_{1};
   std::atomic<uint64_t> reload_failures_{0};
   mutable std::mutex reload_mu_;  // serialises reloads; guards last_reload_

@@ -1,6 +1,7 @@
 // ParsePolicy: JSON text -> validated Policy, collecting every error with its
 // path. Exceptions from the JSON library are caught here (configuration load
 // only, never the request path).
+#include <openssl/sha.h>
 #include <re2/re2.h>
 
 #include <cmath>
@@ -714,7 +715,8 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
 
 }  // namespace
 
-ParsedPolicy ParsePolicy(std::string_view text) {
+// ParsePolicy without the version and text.
+static ParsedPolicy ParseUnversioned(std::string_view text) {
   ParsedPolicy out;
   ConfigErrors e(&out.errors);
   if (text.size() > kMaxPolicyBytes) {
@@ -792,6 +794,21 @@ ParsedPolicy ParsePolicy(std::string_view text) {
     policy->group_of.push_back(it->second);
   }
   out.policy = std::move(policy);
+  return out;
+}
+
+ParsedPolicy ParsePolicy(std::string_view json_text) {
+  ParsedPolicy out = ParseUnversioned(json_text);
+  if (!out.policy) return out;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(json_text.data()), json_text.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.version = "sha256:";
+  for (int i = 0; i < 8; ++i) {
+    out.version += kHex[digest[i] >> 4];
+    out.version += kHex[digest[i] & 15];
+  }
+  out.text = std::string(json_text);
   return out;
 }
 

@@ -26,14 +26,20 @@ Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path,
                                                        const Clock* clock) {
   ParsedPolicy parsed = ParsePolicyFile(path);
   if (!parsed.policy) return InvalidArgument(path + ":\n" + JoinErrors(parsed.errors));
-  return std::make_shared<PolicyStore>(std::move(parsed.policy), path, clock);
+  auto store = std::make_shared<PolicyStore>(std::move(parsed.policy), path, clock);
+  store->version_ = std::move(parsed.version);
+  store->text_ = std::move(parsed.text);
+  return store;
 }
 
 Result<std::shared_ptr<PolicyStore>> PolicyStore::FromText(std::string_view json_text,
                                                            const Clock* clock) {
   ParsedPolicy parsed = ParsePolicy(json_text);
   if (!parsed.policy) return InvalidArgument(JoinErrors(parsed.errors));
-  return std::make_shared<PolicyStore>(std::move(parsed.policy), "", clock);
+  auto store = std::make_shared<PolicyStore>(std::move(parsed.policy), "", clock);
+  store->version_ = std::move(parsed.version);
+  store->text_ = std::move(parsed.text);
+  return store;
 }
 
 std::shared_ptr<PolicyStore> PolicyStore::FromPolicy(std::shared_ptr<const Policy> policy) {
@@ -42,7 +48,9 @@ std::shared_ptr<PolicyStore> PolicyStore::FromPolicy(std::shared_ptr<const Polic
 
 std::vector<ConfigError> PolicyStore::Reload() {
   if (path_.empty()) {
-    return Install({nullptr, {{"", "this policy store was not opened from a file"}}});
+    ParsedPolicy none;
+    none.errors.push_back({"", "this policy store was not opened from a file"});
+    return Install(std::move(none));
   }
   return Install(ParsePolicyFile(path_));
 }
@@ -66,6 +74,8 @@ std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {
   {
     std::lock_guard<std::mutex> swap(current_mu_);
     old = std::exchange(current_, std::move(parsed.policy));
+    version_ = std::move(parsed.version);
+    text_ = std::move(parsed.text);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   // `old` is released here, outside the lock (in-flight decisions may still hold it).
@@ -82,6 +92,16 @@ std::shared_ptr<const Policy> PolicyStore::Current(uint64_t* generation) const {
   std::lock_guard<std::mutex> lock(current_mu_);
   *generation = generation_.load(std::memory_order_acquire);
   return current_;
+}
+
+std::string PolicyStore::version() const {
+  std::lock_guard<std::mutex> lock(current_mu_);
+  return version_;
+}
+
+std::string PolicyStore::text() const {
+  std::lock_guard<std::mutex> lock(current_mu_);
+  return text_;
 }
 
 PolicyStore::ReloadResult PolicyStore::last_reload() const {

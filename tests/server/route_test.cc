@@ -73,7 +73,8 @@ TEST(Route, AdminListenerNeverDecides) {
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/metrics", e).endpoint, Endpoint::kMetrics);
     EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/reload", e).endpoint, Endpoint::kAdmin);
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/v1/reload", e).allow, "POST");
-    EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/policy", e).allow, "GET");
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", "/v1/policy", e).allow, "GET, PUT");
+    EXPECT_EQ(Route(ListenerKind::kAdmin, "PUT", "/v1/policy", e).allow, "");
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/healthz", e).endpoint, Endpoint::kHealth);
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/api/x", e).endpoint, Endpoint::kAdmin);
   }

@@ -1,0 +1,95 @@
+// The admin policy API: GET and PUT /v1/policy (server/handlers.h).
+#include <memory>
+#include <string>
+
+#include "server/handlers.h"
+
+namespace tollgate::server {
+namespace {
+
+using json = nlohmann::json;
+
+json ErrorsJson(const std::vector<ConfigError>& errors) {
+  json out = json::array();
+  for (const auto& e : errors) out.push_back({{"path", e.path}, {"message", e.message}});
+  return out;
+}
+
+bool DryRunRequested(std::string_view query, std::vector<ConfigError>* errors) {
+  bool dry_run = false;
+  ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
+    if (name != "dry_run") return;
+    if (value == "1" || value == "true") {
+      dry_run = true;
+    } else if (value != "0" && value != "false") {
+      errors->push_back({"dry_run", "must be 1, true, 0 or false"});
+    }
+  });
+  return dry_run;
+}
+
+}  // namespace
+
+json ChangesJson(std::span<const RuleChange> changes) {
+  json out = json::array();
+  for (const RuleChange& c : changes) {
+    out.push_back({{"change", RuleChangeKindName(c.kind)},
+                   {"rule", c.rule},
+                   {"before", c.before},
+                   {"after", c.after}});
+  }
+  return out;
+}
+
+Response HandlePolicy(const Runtime& s) {
+  std::shared_ptr<const Policy> policy = s.policies->Current();
+  json rules = json::array();
+  for (const RuleSummary& r : SummarizePolicy(*policy)) {
+    rules.push_back({{"name", r.name},
+                     {"group", r.group},
+                     {"limit_keys", r.limit_keys},
+                     {"limit", r.limit.ToString()},
+                     {"shadow", r.shadow},
+                     {"enforce_percent", r.enforce_percent},
+                     {"description", r.description}});
+  }
+  PolicyStore::ReloadResult last = s.policies->last_reload();
+  return JsonResponse(200, {{"path", s.policies->path()},
+                            {"source", "file:" + s.policies->path()},
+                            {"version", s.policies->version()},
+                            {"generation", s.policies->generation()},
+                            {"rules", std::move(rules)},
+                            {"text", s.policies->text()},
+                            {"last_reload",
+                             {{"ok", last.ok},
+                              {"wall_time_ns", last.wall_time_ns},
+                              {"errors", ErrorsJson(last.errors)}}},
+                            {"reload_failures", s.policies->reload_failures()}});
+}
+
+Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_view query,
+                         std::string_view actor) {
+  std::vector<ConfigError> query_errors;
+  const bool dry_run = DryRunRequested(query, &query_errors);
+  if (!query_errors.empty())
+    return Problem(400, "Invalid policy query", "see errors", query_errors);
+  ParsedPolicy parsed = ParsePolicy(body);
+  if (!parsed.policy) {
+    return Problem(400, "Invalid policy", "the running policy stays in effect", parsed.errors);
+  }
+  const std::string before = s.policies->version();
+  const std::vector<RuleChange> changes = DiffPolicies(*s.policies->Current(), *parsed.policy);
+  json answer = {{"dry_run", dry_run},
+                 {"version_before", before},
+                 {"version", parsed.version},
+                 {"changes", ChangesJson(changes)}};
+  if (dry_run) return JsonResponse(200, answer);
+  std::vector<ConfigError> errors = s.state->put_policy(body, actor);
+  if (!errors.empty()) {
+    return Problem(409, "Policy not applied", "the running policy stays in effect", errors);
+  }
+  answer["generation"] = s.policies->generation();
+  return JsonResponse(200, answer);
+}
+
+}  // namespace tollgate::server
