@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/config_errors.h"
+#include "base/json_depth.h"
 #include "policy/policy_impl.h"
 #include "tollgate/calendar.h"
 #include "tollgate/period.h"
@@ -51,34 +52,6 @@ std::string TypeName(const json& j) {
     default:
       return "a number";
   }
-}
-
-// Depth of [ and { nesting outside strings; the text is bounded in size first.
-int MaxDepth(std::string_view text) {
-  int depth = 0;
-  int max_depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 bool ValidName(std::string_view name) {
@@ -723,7 +696,7 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
     e.Add("", "policy is larger than " + std::to_string(kMaxPolicyBytes >> 20) + " MiB");
     return out;
   }
-  if (MaxDepth(text) > kMaxJsonDepth) {
+  if (base::JsonNestingDepth(text) > kMaxJsonDepth) {
     e.Add("", "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return out;
   }
