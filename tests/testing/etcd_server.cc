@@ -1,0 +1,210 @@
+#include "testing/etcd_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "runtime/etcd_reply.h"
+#include "testing/redis_server.h"  // FreeLoopbackPort
+#include "testing/timing.h"
+
+namespace tollgate::testing {
+namespace {
+
+bool Reaped(pid_t pid) {
+  int status = 0;
+  const pid_t r = waitpid(pid, &status, WNOHANG);
+  return r == pid || (r < 0 && errno == ECHILD);
+}
+
+// Decodes a chunked body; "" when it is malformed.
+std::string Dechunk(std::string_view in) {
+  std::string out;
+  while (true) {
+    const size_t eol = in.find("\r\n");
+    if (eol == std::string_view::npos) return "";
+    const size_t n = std::strtoul(std::string(in.substr(0, eol)).c_str(), nullptr, 16);
+    if (n == 0) return out;
+    if (in.size() < eol + 2 + n + 2) return "";
+    out.append(in.substr(eol + 2, n));
+    in.remove_prefix(eol + 2 + n + 2);
+  }
+}
+
+// The last lines of etcd's log, for an error message.
+std::string LogTail(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > 800 ? text.substr(text.size() - 800) : text;
+}
+
+}  // namespace
+
+std::string EtcdServer::BinaryPath() {
+  if (const char* env = std::getenv("TOLLGATE_ETCD_SERVER"); env && access(env, X_OK) == 0) {
+    return env;
+  }
+  for (const char* p : {"/usr/bin/etcd", "/usr/local/bin/etcd"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
+EtcdServer::StartResult EtcdServer::Start(std::chrono::milliseconds start_deadline) {
+  StartResult result;
+  if (BinaryPath().empty()) {
+    result.missing = true;
+    result.error = "etcd is not installed (Debian: etcd-server)";
+    return result;
+  }
+  const int client = FreeLoopbackPort();
+  int peer = FreeLoopbackPort();
+  for (int i = 0; i < 10 && peer == client; ++i) peer = FreeLoopbackPort();
+  if (client < 0 || peer < 0 || peer == client) {
+    result.error = "no free loopback ports";
+    return result;
+  }
+  std::unique_ptr<EtcdServer> s(new EtcdServer(client, peer, start_deadline));
+  result.error = s->Launch();
+  if (result.error.empty()) result.server = std::move(s);
+  return result;
+}
+
+EtcdServer::EtcdServer(int client_port, int peer_port, std::chrono::milliseconds start_deadline)
+    : client_port_(client_port), peer_port_(peer_port), start_deadline_(start_deadline) {}
+
+EtcdServer::~EtcdServer() { Kill(); }
+
+std::string EtcdServer::Launch() {
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  std::vector<std::string> args = {BinaryPath(),
+                                   "--name=tollgate-test",
+                                   "--data-dir=" + dir_.File("data"),
+                                   "--listen-client-urls=" + client,
+                                   "--advertise-client-urls=" + client,
+                                   "--listen-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-cluster=tollgate-test=" + peer};
+  const std::string log_path = dir_.File("etcd.log");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // etcd logs to stderr: into the temp dir (quoted in errors), never the test's output.
+    const int null = open("/dev/null", O_RDONLY);
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (null >= 0) dup2(null, 0);
+    if (log >= 0) {
+      dup2(log, 1);
+      dup2(log, 2);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  bool exited = false;
+  const bool healthy = WaitFor(
+      [&] {
+        exited = Reaped(pid_);
+        return exited || Healthy();
+      },
+      start_deadline_, std::chrono::milliseconds(20));
+  if (exited) {
+    pid_ = -1;
+    return "etcd exited during start-up (ports taken?): " + LogTail(log_path);
+  }
+  if (healthy) return "";
+  Kill();
+  return "etcd did not become healthy in time: " + LogTail(log_path);
+}
+
+void EtcdServer::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+std::string EtcdServer::Restart() {
+  Kill();
+  return Launch();
+}
+
+bool EtcdServer::Healthy() const {
+  bool ok = false;
+  const std::string body = Post("/v3/maintenance/status", "{}", &ok);
+  return ok && body.find("\"header\"") != std::string::npos;
+}
+
+std::string EtcdServer::Post(const std::string& path, const std::string& body, bool* ok) const {
+  if (ok) *ok = false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  const auto timeout = Scaled(std::chrono::milliseconds(5000));
+  timeval tv{};
+  tv.tv_sec = timeout.count() / 1000;
+  tv.tv_usec = (timeout.count() % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(client_port_));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                                "Content-Type: application/json\r\nConnection: close\r\n" +
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                                body;
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
+      char buf[16384];
+      ssize_t n;
+      while (response.size() < (8 << 20) && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
+        response.append(buf, size_t(n));
+      }
+    }
+  }
+  close(fd);
+  const size_t head_end = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.1 200", 0) != 0 || head_end == std::string::npos) return "";
+  std::string head = response.substr(0, head_end);
+  for (char& c : head) c = char(std::tolower(static_cast<unsigned char>(c)));
+  std::string out = response.substr(head_end + 4);
+  if (head.find("transfer-encoding: chunked") != std::string::npos) out = Dechunk(out);
+  if (ok) *ok = true;
+  return out;
+}
+
+int64_t EtcdServer::Put(const std::string& key, const std::string& value) const {
+  bool ok = false;
+  const std::string reply = Post("/v3/kv/put", etcd::PutRequest(key, value), &ok);
+  if (!ok) return -1;
+  auto parsed = etcd::ParseRangeReply(reply);  // a put reply is a header, as a range's
+  return parsed.ok() && parsed->revision > 0 ? parsed->revision : -1;
+}
+
+bool EtcdServer::Compact(int64_t revision) const {
+  bool ok = false;
+  Post("/v3/kv/compaction", R"({"revision":")" + std::to_string(revision) + R"("})", &ok);
+  return ok;
+}
+
+}  // namespace tollgate::testing

@@ -1,0 +1,83 @@
+// EtcdServer: a real single-member etcd for integration tests (issue 21's
+// etcd policy source).
+//
+// Starts /usr/bin/etcd (Debian's etcd-server; TOLLGATE_ETCD_SERVER overrides)
+// with its client and peer URLs on free loopback ports and its data in a fresh
+// temp directory, and waits (bounded, polling GET /health) until it answers.
+// Kill and Restart let a test take etcd away and bring it back on the same
+// ports with the same data (revisions continue). Put/Get/Compact speak the v3
+// API over etcd's HTTP/JSON gateway (POST /v3/kv/put, /v3/kv/range,
+// /v3/kv/compaction), as the policy source does.
+//
+// Usage in a GoogleTest:
+//   auto etcd = tollgate::testing::EtcdServer::Start();
+//   if (etcd.missing) GTEST_SKIP() << etcd.error;  // only when not installed
+//   ASSERT_TRUE(etcd) << etcd.error;
+//   ... etcd->endpoint() ...  // "127.0.0.1:<port>"
+//
+// Thread safety: not thread safe; drive it from the test thread. The server
+// gets SIGKILL when the thread that started it exits (PR_SET_PDEATHSIG).
+// Ownership: owns the child process and its temp dir; the destructor kills the
+// process and removes the directory. Errors are returned as text, never thrown.
+#ifndef TOLLGATE_TESTS_TESTING_ETCD_SERVER_H_
+#define TOLLGATE_TESTS_TESTING_ETCD_SERVER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "testing/scoped_temp_dir.h"
+
+namespace tollgate::testing {
+
+class EtcdServer {
+ public:
+  struct StartResult {
+    std::unique_ptr<EtcdServer> server;
+    std::string error;
+    bool missing = false;  // etcd is not installed
+    explicit operator bool() const { return server != nullptr; }
+    EtcdServer* operator->() const { return server.get(); }
+  };
+  // `start_deadline` is scaled (testing/timing.h).
+  static StartResult Start(std::chrono::milliseconds start_deadline = std::chrono::seconds(20));
+  static std::string BinaryPath();  // "" when not installed
+
+  ~EtcdServer();
+  EtcdServer(const EtcdServer&) = delete;
+  EtcdServer& operator=(const EtcdServer&) = delete;
+
+  int client_port() const { return client_port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+  const std::string& dir() const { return dir_.path(); }
+  bool running() const { return pid_ > 0; }
+
+  void Kill();  // SIGKILL, reaps the child
+  // Starts etcd again on the same ports with the same data; "" or why not.
+  std::string Restart();
+
+  // One v3 gateway call (POST `path` with a JSON body) on a fresh connection;
+  // the response body, or "" and *ok = false when it failed.
+  std::string Post(const std::string& path, const std::string& body, bool* ok = nullptr) const;
+  // Convenience: PUT key=value; the new revision, or -1.
+  int64_t Put(const std::string& key, const std::string& value) const;
+  // Compacts history up to `revision`; true when etcd accepted it.
+  bool Compact(int64_t revision) const;
+
+ private:
+  EtcdServer(int client_port, int peer_port, std::chrono::milliseconds start_deadline);
+  std::string Launch();
+  bool Healthy() const;
+
+  int client_port_;
+  int peer_port_;
+  std::chrono::milliseconds start_deadline_;
+  ScopedTempDir dir_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_TESTING_ETCD_SERVER_H_
