@@ -1,0 +1,304 @@
+#include "runtime/etcd_watch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+namespace tollgate::etcd {
+namespace {
+
+constexpr size_t kMaxHeadBytes = 16 * 1024;
+constexpr size_t kMaxChunkHeader = 16;
+
+// One blocking HTTP/1.1 connection to an etcd member, every wait bounded by
+// the timeout (SO_RCVTIMEO / SO_SNDTIMEO; Linux applies the latter to connect).
+class Connection {
+ public:
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Open(const std::pair<std::string, int>& endpoint, std::chrono::milliseconds timeout) {
+    where_ = endpoint.first + ":" + std::to_string(endpoint.second);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(endpoint.second));
+    const std::string host = endpoint.first == "localhost" ? "127.0.0.1" : endpoint.first;
+    if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+      return InvalidArgument("etcd " + where_ + ": not an IPv4 address");
+    }
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return Error("socket");
+    timeval tv{};
+    tv.tv_sec = timeout.count() / 1000;
+    tv.tv_usec = (timeout.count() % 1000) * 1000;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      return Error("connect");
+    }
+    return Status::Ok();
+  }
+
+  Status Post(std::string_view path, std::string_view body) {
+    std::string request = "POST " + std::string(path) + " HTTP/1.1\r\nHost: " + where_ +
+                          "\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    request.append(body);
+    size_t done = 0;
+    while (done < request.size()) {
+      const ssize_t n = ::send(fd_, request.data() + done, request.size() - done, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Error("send");
+      done += size_t(n);
+    }
+    return Status::Ok();
+  }
+
+  // Appends what arrives to *buf: > 0 bytes, 0 at the end of the stream, -1
+  // when the timeout passed with nothing, -2 on an error.
+  ssize_t Read(std::string* buf) {
+    char tmp[16384];
+    while (true) {
+      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n > 0) buf->append(tmp, size_t(n));
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+    }
+  }
+
+  Status Error(std::string_view step) const {
+    return ConnectionError("etcd " + where_ + ": " + std::string(step) + ": " +
+                           std::strerror(errno));
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  int fd_ = -1;
+  std::string where_;
+};
+
+// The response head, once it is complete: status 200 and whether the body is
+// chunked. `buf` keeps what follows the head.
+Status ReadHead(Connection& c, std::string* buf, bool* chunked) {
+  size_t end;
+  while ((end = buf->find("\r\n\r\n")) == std::string::npos) {
+    if (buf->size() > kMaxHeadBytes)
+      return UnavailableError("etcd " + c.where() + ": head too large");
+    const ssize_t n = c.Read(buf);
+    if (n == 0) return UnavailableError("etcd " + c.where() + ": closed before answering");
+    if (n == -1) return TimeoutError("etcd " + c.where() + ": no answer in time");
+    if (n < 0) return c.Error("read");
+  }
+  std::string head = buf->substr(0, end);
+  buf->erase(0, end + 4);
+  if (head.rfind("HTTP/1.1 200 ", 0) != 0) {
+    return UnavailableError("etcd " + c.where() + ": " +
+                            head.substr(0, head.find('\r')).substr(0, 100));
+  }
+  for (char& ch : head) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  *chunked = head.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+  return Status::Ok();
+}
+
+// Moves complete chunks from `raw` to `body`; false on a malformed chunk.
+// *done at the last (zero-length) chunk.
+bool Dechunk(std::string* raw, std::string* body, bool* done) {
+  while (true) {
+    const size_t eol = raw->find("\r\n");
+    if (eol == std::string::npos) return raw->size() <= kMaxChunkHeader;
+    if (eol == 0 || eol > kMaxChunkHeader) return false;
+    size_t size = 0;
+    for (size_t i = 0; i < eol && (*raw)[i] != ';'; ++i) {
+      const char ch = (*raw)[i];
+      const int digit = ch >= '0' && ch <= '9'   ? ch - '0'
+                        : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                        : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                                 : -1;
+      if (digit < 0 || size > kMaxReplyBytes) return false;
+      size = size * 16 + size_t(digit);
+    }
+    if (size == 0) {
+      *done = true;
+      return true;
+    }
+    if (raw->size() < eol + 2 + size + 2) return size <= kMaxReplyBytes;
+    if (raw->compare(eol + 2 + size, 2, "\r\n") != 0) return false;
+    body->append(*raw, eol + 2, size);
+    raw->erase(0, eol + 2 + size + 2);
+  }
+}
+
+}  // namespace
+
+Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "etcd://";
+  if (url.substr(0, kScheme.size()) != kScheme) return InvalidArgument("must start with etcd://");
+  url.remove_prefix(kScheme.size());
+  const size_t slash = url.find('/');
+  if (slash == std::string_view::npos || slash + 1 == url.size()) {
+    return InvalidArgument("needs a key after the endpoints: etcd://host:port/key");
+  }
+  EtcdUrl out;
+  out.key = std::string(url.substr(slash));
+  std::string_view hosts = url.substr(0, slash);
+  while (!hosts.empty()) {
+    const size_t comma = hosts.find(',');
+    const std::string_view one = hosts.substr(0, comma);
+    hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
+    const size_t colon = one.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return InvalidArgument("endpoint '" + std::string(one) + "' must be host:port");
+    }
+    int port = 0;
+    const std::string_view digits = one.substr(colon + 1);
+    if (digits.empty() || digits.size() > 5)
+      return InvalidArgument("bad port in " + std::string(one));
+    for (char c : digits) {
+      if (c < '0' || c > '9') return InvalidArgument("bad port in " + std::string(one));
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) return InvalidArgument("bad port in " + std::string(one));
+    out.endpoints.emplace_back(std::string(one.substr(0, colon)), port);
+    if (out.endpoints.size() > 16) return InvalidArgument("more than 16 endpoints");
+  }
+  if (out.endpoints.empty()) return InvalidArgument("needs at least one host:port");
+  return out;
+}
+
+Result<RangeReply> EtcdRange(const EtcdOptions& options) {
+  Status last = UnavailableError("etcd: no endpoints");
+  for (const auto& endpoint : options.url.endpoints) {
+    Connection c;
+    std::string buf;
+    bool chunked = false;
+    Status s = c.Open(endpoint, options.io_timeout);
+    if (s.ok()) s = c.Post("/v3/kv/range", RangeRequest(options.url.key));
+    if (s.ok()) s = ReadHead(c, &buf, &chunked);
+    std::string body;
+    bool done = false;
+    while (s.ok() && !done) {
+      if (chunked && !Dechunk(&buf, &body, &done)) s = UnavailableError("etcd: malformed chunk");
+      if (!s.ok() || done) break;
+      if (buf.size() + body.size() > kMaxReplyBytes + kMaxChunkHeader) {
+        s = UnavailableError("etcd " + c.where() + ": range reply too large");
+        break;
+      }
+      const ssize_t n = c.Read(&buf);
+      if (n == 0) done = true;
+      if (n == -1) s = TimeoutError("etcd " + c.where() + ": range reply too slow");
+      if (n < -1) s = c.Error("read");
+    }
+    if (s.ok()) return ParseRangeReply(chunked ? body : buf);
+    last = s;
+  }
+  return last;
+}
+
+EtcdWatch::EtcdWatch(EtcdOptions options, int64_t after_revision, OnValue on_value,
+                     OnError on_error)
+    : options_(std::move(options)),
+      on_value_(std::move(on_value)),
+      on_error_(std::move(on_error)),
+      thread_([this, after_revision] { Run(after_revision); }) {}
+
+EtcdWatch::~EtcdWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void EtcdWatch::Run(int64_t after_revision) {
+  int64_t revision = after_revision;
+  size_t endpoint = 0;
+  auto backoff = options_.retry_min;
+  bool resync = false;
+  while (!stop_.load()) {
+    Status s = Status::Ok();
+    if (resync) {
+      EtcdOptions one = options_;
+      one.url.endpoints = {options_.url.endpoints[endpoint]};
+      Result<RangeReply> r = EtcdRange(one);
+      if (r.ok()) {
+        if (r->kv && r->kv->mod_revision > revision) on_value_(r->kv->mod_revision, r->kv->value);
+        revision = std::max(revision, r->revision);
+        resync = false;
+      } else {
+        s = r.status();
+      }
+    }
+    if (s.ok() && !resync) s = WatchOnce(endpoint, &revision, &backoff);
+    if (stop_.load()) break;
+    if (!s.ok()) on_error_(s);
+    resync = true;
+    endpoint = (endpoint + 1) % options_.url.endpoints.size();
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, backoff, [this] { return stop_.load(); });
+    backoff = std::min(backoff * 2, options_.retry_max);
+  }
+}
+
+Status EtcdWatch::WatchOnce(size_t endpoint, int64_t* revision,
+                            std::chrono::milliseconds* backoff) {
+  Connection c;
+  std::string raw;
+  bool chunked = false;
+  Status s = c.Open(options_.url.endpoints[endpoint], options_.io_timeout);
+  if (s.ok()) s = c.Post("/v3/watch", WatchRequest(options_.url.key, *revision + 1));
+  if (s.ok()) s = ReadHead(c, &raw, &chunked);
+  if (!s.ok()) return s;
+  std::string lines;
+  bool done = false;
+  while (!stop_.load()) {
+    if (chunked) {
+      if (!Dechunk(&raw, &lines, &done)) return UnavailableError("etcd: malformed chunk");
+    } else {
+      lines.append(raw);
+      raw.clear();
+    }
+    size_t eol;
+    while ((eol = lines.find('\n')) != std::string::npos) {
+      Result<WatchReply> reply = ParseWatchLine(std::string_view(lines).substr(0, eol));
+      lines.erase(0, eol + 1);
+      if (!reply.ok()) return reply.status();
+      if (reply->created) *backoff = options_.retry_min;  // a healthy member again
+      for (const WatchEvent& e : reply->events) {
+        *revision = std::max(*revision, e.kv.mod_revision);
+        if (e.deleted) {
+          on_error_(InvalidArgument("etcd key " + options_.url.key +
+                                    " was deleted; the running policy stays"));
+        } else {
+          on_value_(e.kv.mod_revision, e.kv.value);
+        }
+      }
+      if (reply->canceled) {
+        return UnavailableError(reply->compact_revision > 0
+                                    ? "etcd watch from revision " + std::to_string(*revision + 1) +
+                                          " compacted (at " +
+                                          std::to_string(reply->compact_revision) + "): re-reading"
+                                    : "etcd watch canceled: " + reply->cancel_reason);
+      }
+    }
+    if (lines.size() > kMaxReplyBytes) return UnavailableError("etcd: watch line too large");
+    if (done) return UnavailableError("etcd " + c.where() + ": watch stream ended");
+    const ssize_t n = c.Read(&raw);
+    if (n == 0) return UnavailableError("etcd " + c.where() + ": connection closed");
+    if (n < -1) return c.Error("read");
+    // n == -1: nothing to say within io_timeout; a watch may be quiet for hours.
+  }
+  return Status::Ok();
+}
+
+}  // namespace tollgate::etcd

@@ -1,0 +1,82 @@
+// Internal: the etcd policy source's client: read one key, then watch it.
+//
+// `etcd://host:port[,host:port]/key` names the key. EtcdRange reads it once
+// (startup: the policy to open with and the revision it was read at).
+// EtcdWatch runs one thread that watches the key from a revision and calls
+// `on_value` with every new value (a PUT; a DELETE is reported as an error,
+// the running policy stays). When the connection drops (etcd restarted, a
+// member gone) or etcd cancels the watch because the revision was compacted,
+// it backs off (bounded, doubling), reads the key again with a range (calling
+// `on_value` if it changed meanwhile) and watches from there, trying the
+// endpoints in turn. Talks to etcd's v3 API over its HTTP/JSON gateway
+// (runtime/etcd_reply.h): plain HTTP/1.1 on loopback or a trusted network.
+//
+// Bounds: each read waits at most `io_timeout` (a watch with nothing to say
+// just waits again, checking Stop); a reply line is at most kMaxReplyBytes; a
+// chunk header at most 16 bytes.
+//
+// Thread safety: `on_value` and `on_error` run on the watch thread, one at a
+// time. The destructor stops and joins the thread (within about io_timeout).
+#ifndef TOLLGATE_RUNTIME_ETCD_WATCH_H_
+#define TOLLGATE_RUNTIME_ETCD_WATCH_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/etcd_reply.h"
+#include "tollgate/status.h"
+
+namespace tollgate::etcd {
+
+struct EtcdUrl {
+  std::vector<std::pair<std::string, int>> endpoints;  // IPv4 literals or "localhost"
+  std::string key;
+};
+// "etcd://127.0.0.1:2379,127.0.0.1:22379/tollgate/policy"; kInvalidArgument saying why.
+Result<EtcdUrl> ParseEtcdUrl(std::string_view url);
+
+struct EtcdOptions {
+  EtcdUrl url;
+  std::chrono::milliseconds io_timeout{2000};
+  std::chrono::milliseconds retry_min{50};
+  std::chrono::milliseconds retry_max{2000};
+};
+
+// The key's value and the store's revision; kv empty when the key is absent.
+Result<RangeReply> EtcdRange(const EtcdOptions& options);
+
+class EtcdWatch {
+ public:
+  using OnValue = std::function<void(int64_t mod_revision, std::string value)>;
+  using OnError = std::function<void(const Status& status)>;
+  // Watches from `after_revision` + 1 (the revision EtcdRange returned).
+  EtcdWatch(EtcdOptions options, int64_t after_revision, OnValue on_value, OnError on_error);
+  ~EtcdWatch();
+  EtcdWatch(const EtcdWatch&) = delete;
+  EtcdWatch& operator=(const EtcdWatch&) = delete;
+
+ private:
+  void Run(int64_t after_revision);
+  // One watch stream until it ends or Stop; *revision is the last one seen,
+  // *backoff reset once the watch is established.
+  Status WatchOnce(size_t endpoint, int64_t* revision, std::chrono::milliseconds* backoff);
+
+  EtcdOptions options_;
+  OnValue on_value_;
+  OnError on_error_;
+  std::mutex mu_;  // with wake_: the backoff wait, cut short by the destructor
+  std::condition_variable wake_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once every member above exists
+};
+
+}  // namespace tollgate::etcd
+
+#endif  // TOLLGATE_RUNTIME_ETCD_WATCH_H_
