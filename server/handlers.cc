@@ -266,7 +266,7 @@ Response HandleReadyz(const Runtime& s) {
   json j = {{"ready", ready},
             {"policy_generation", s.policies->generation()},
             {"policy_version", s.policies->version()},
-            {"policy_source", "file:" + s.policies->path()},
+            {"policy_source", s.policy_source},
             {"policy_last_reload", {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}}},
             {"store", s.store->description},
             {"store_healthy", backing_ok && can_decide},
@@ -332,8 +332,8 @@ Response HandleMetrics(const Runtime& s) {
   w.Sample("tollgate_policy_last_reload_timestamp_seconds", double(last.wall_time_ns) / 1e9);
   w.Family("tollgate_policy_info", "gauge",
            "1, labelled with the running policy's version (sha256 prefix of its text) and source.");
-  w.Sample("tollgate_policy_info",
-           {"version", s.policies->version(), "source", "file:" + s.policies->path()}, 1.0);
+  w.Sample("tollgate_policy_info", {"version", s.policies->version(), "source", s.policy_source},
+           1.0);
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
   w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
   if (s.store->export_metrics) s.store->export_metrics(w);

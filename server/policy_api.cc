@@ -55,7 +55,7 @@ Response HandlePolicy(const Runtime& s) {
   }
   PolicyStore::ReloadResult last = s.policies->last_reload();
   return JsonResponse(200, {{"path", s.policies->path()},
-                            {"source", "file:" + s.policies->path()},
+                            {"source", s.policy_source},
                             {"version", s.policies->version()},
                             {"generation", s.policies->generation()},
                             {"rules", std::move(rules)},

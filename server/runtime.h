@@ -79,6 +79,7 @@ struct Runtime {
   // Enforcer reads the PolicyStore's current one, which it equals between reloads).
   std::shared_ptr<const Policy> policy;  // never null
   uint64_t policy_generation = 0;
+  std::string policy_source;  // "file:<path>" or "etcd://host:port[,...]/key"
   Enforcer* enforcer = nullptr;
   PolicyStore* policies = nullptr;
   const StoreBundle* store = nullptr;

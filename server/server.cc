@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/etcd_watch.h"
 #include "server/context.h"
 #include "server/handlers.h"
 #include "server/policy_file.h"
@@ -134,6 +135,11 @@ class Server::Impl {
   ServerState state;
   std::optional<RuntimeHolder> runtimes;
   std::mutex reload_mu;  // one reload (and snapshot swap) at a time
+  // The policy source: a file (policy_path), or an etcd key when policy_path is
+  // etcd://host:port[,host:port]/key (then the watch delivers new revisions).
+  std::optional<etcd::EtcdOptions> etcd_source;
+  std::unique_ptr<etcd::EtcdWatch> etcd_watch;  // stopped first in Shutdown
+  int64_t etcd_revision = 0;                    // the revision the first policy was read at
 
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
@@ -269,6 +275,18 @@ class Server::Impl {
   // the same file and the file watch all agree), then the reload from it.
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor) {
     std::lock_guard<std::mutex> lock(reload_mu);
+    if (etcd_source) {
+      // Written to etcd, applied here now; the watch brings the same bytes back
+      // (the same version) and every other instance picks them up.
+      Result<int64_t> put = etcd::EtcdPut(*etcd_source, text);
+      if (!put.ok()) {
+        log->Error("policy_put_failed",
+                   {{"actor", std::string(actor)}, {"error", put.status().message()}});
+        return {{"", put.status().message()}};
+      }
+      const std::string copy(text);
+      return ReloadLocked("admin_put", actor, &copy);
+    }
     Status written = ReplaceFileAtomically(config->policy_path, text);
     if (!written.ok()) {
       log->Error("policy_put_failed",
@@ -288,10 +306,25 @@ class Server::Impl {
   // Reload's work; reload_mu is held. Every successful reload is one audit
   // line (policy_reloaded) with the version before and after and each rule
   // change (DiffPolicies).
-  std::vector<ConfigError> ReloadLocked(std::string_view trigger, std::string_view actor) {
+  std::vector<ConfigError> ReloadLocked(std::string_view trigger, std::string_view actor,
+                                        const std::string* text = nullptr) {
     std::shared_ptr<const Policy> before = policies->Current();
     const std::string version_before = policies->version();
-    std::vector<ConfigError> errors = policies->Reload();
+    std::vector<ConfigError> errors;
+    if (text) {
+      errors = policies->ReloadFromText(*text);
+    } else if (etcd_source) {
+      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
+      if (!read.ok()) {
+        errors.push_back({"", read.status().message()});
+      } else if (!read->kv) {
+        errors.push_back({"", "etcd key " + etcd_source->url.key + " does not exist"});
+      } else {
+        errors = policies->ReloadFromText(read->kv->value);
+      }
+    } else {
+      errors = policies->Reload();
+    }
     if (grpc) {
       for (auto& e : grpc->Reload()) {
         e.path = "rls_config: " + e.path;
@@ -336,6 +369,7 @@ class Server::Impl {
     rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
     rt->gateway = std::move(gateway);
     rt->policy = policies->Current(&rt->policy_generation);
+    rt->policy_source = etcd_source ? config->policy_path : "file:" + config->policy_path;
     rt->enforcer = enforcer.get();
     rt->policies = policies.get();
     rt->store = &store;
@@ -354,10 +388,51 @@ class Server::Impl {
   }
 
   // The policy, the store and the Enforcer deciding with them.
-  Status OpenEngine() {
-    auto opened = PolicyStore::Open(config->policy_path, clock);
-    if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
+  // The first policy: the file, or the etcd key's current value.
+  Status OpenPolicy() {
+    if (config->policy_path.rfind("etcd://", 0) != 0) {
+      auto opened = PolicyStore::Open(config->policy_path, clock);
+      if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
+      policies = std::move(opened).value();
+      return Status::Ok();
+    }
+    auto url = etcd::ParseEtcdUrl(config->policy_path);
+    if (!url.ok())
+      return InvalidArgument("policy " + config->policy_path + ": " + url.status().message());
+    etcd::EtcdOptions options;
+    options.url = std::move(url).value();
+    auto read = etcd::EtcdRange(options);
+    if (!read.ok()) return read.status();
+    if (!read->kv) return InvalidArgument("etcd key " + options.url.key + " does not exist");
+    auto opened = PolicyStore::FromText(read->kv->value, clock);
+    if (!opened.ok()) {
+      return InvalidArgument("invalid policy in " + config->policy_path + ":\n" +
+                             opened.status().message());
+    }
     policies = std::move(opened).value();
+    etcd_source = std::move(options);
+    etcd_revision = read->revision;
+    return Status::Ok();
+  }
+
+  // Watches the etcd key (after Start): each new revision reloads like a file change.
+  void WatchEtcd() {
+    if (!etcd_source) return;
+    etcd_watch = std::make_unique<etcd::EtcdWatch>(
+        *etcd_source, etcd_revision,
+        [this](int64_t revision, std::string value) {
+          std::lock_guard<std::mutex> lock(reload_mu);
+          if (ParsePolicy(value).version == policies->version()) return;  // already live
+          ReloadLocked("etcd_watch:" + std::to_string(revision), "", &value);
+        },
+        [this](const Status& status) {
+          log->Warn("policy_source_error",
+                    {{"source", config->policy_path}, {"error", status.message()}});
+        });
+  }
+
+  Status OpenEngine() {
+    if (Status st = OpenPolicy(); !st.ok()) return st;
     policy_stamp = Stamp(config->policy_path);
     auto created = CreateStore(*config, clock, log);
     if (!created.ok()) return created.status();
@@ -519,6 +594,7 @@ void Server::Start() {
   }
   for (auto& w : m.workers) m.ScheduleSweep(*w);
   m.ScheduleReloadPoll();
+  m.WatchEtcd();
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
                          {"threads", m.workers.size()},

@@ -1,5 +1,7 @@
 #include "server/startup_check.h"
 
+#include "runtime/etcd_watch.h"
+
 #include "server/grpc_frontend.h"
 #include "src/policy/client_ip.h"
 #include "tollgate/policy.h"
@@ -15,7 +17,12 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c) {
                             "' is not an address or CIDR (10.0.0.1, 10.0.0.0/8, fd00::/8)"});
     }
   }
-  if (!c.policy_path.empty()) {
+  if (c.policy_path.rfind("etcd://", 0) == 0) {
+    // The key is read at start-up, not here: only the URL is checked.
+    if (auto url = etcd::ParseEtcdUrl(c.policy_path); !url.ok()) {
+      errors.push_back({"policy", url.status().message()});
+    }
+  } else if (!c.policy_path.empty()) {
     ParsedPolicy policy = ParsePolicyFile(c.policy_path);
     for (const ConfigError& e : policy.errors) {
       errors.push_back({e.path.empty() ? c.policy_path : c.policy_path + ": " + e.path, e.message});

@@ -175,14 +175,18 @@ Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
   return out;
 }
 
-Result<RangeReply> EtcdRange(const EtcdOptions& options) {
+namespace {
+
+// One unary gateway call, trying the endpoints in turn: the reply body.
+Result<std::string> Unary(const EtcdOptions& options, std::string_view path,
+                          const std::string& request) {
   Status last = UnavailableError("etcd: no endpoints");
   for (const auto& endpoint : options.url.endpoints) {
     Connection c;
     std::string buf;
     bool chunked = false;
     Status s = c.Open(endpoint, options.io_timeout);
-    if (s.ok()) s = c.Post("/v3/kv/range", RangeRequest(options.url.key));
+    if (s.ok()) s = c.Post(path, request);
     if (s.ok()) s = ReadHead(c, &buf, &chunked);
     std::string body;
     bool done = false;
@@ -190,18 +194,34 @@ Result<RangeReply> EtcdRange(const EtcdOptions& options) {
       if (chunked && !Dechunk(&buf, &body, &done)) s = UnavailableError("etcd: malformed chunk");
       if (!s.ok() || done) break;
       if (buf.size() + body.size() > kMaxReplyBytes + kMaxChunkHeader) {
-        s = UnavailableError("etcd " + c.where() + ": range reply too large");
+        s = UnavailableError("etcd " + c.where() + ": reply too large");
         break;
       }
       const ssize_t n = c.Read(&buf);
       if (n == 0) done = true;
-      if (n == -1) s = TimeoutError("etcd " + c.where() + ": range reply too slow");
+      if (n == -1) s = TimeoutError("etcd " + c.where() + ": reply too slow");
       if (n < -1) s = c.Error("read");
     }
-    if (s.ok()) return ParseRangeReply(chunked ? body : buf);
+    if (s.ok()) return chunked ? body : buf;
     last = s;
   }
   return last;
+}
+
+}  // namespace
+
+Result<RangeReply> EtcdRange(const EtcdOptions& options) {
+  Result<std::string> body = Unary(options, "/v3/kv/range", RangeRequest(options.url.key));
+  if (!body.ok()) return body.status();
+  return ParseRangeReply(*body);
+}
+
+Result<int64_t> EtcdPut(const EtcdOptions& options, std::string_view value) {
+  Result<std::string> body = Unary(options, "/v3/kv/put", PutRequest(options.url.key, value));
+  if (!body.ok()) return body.status();
+  Result<RangeReply> reply = ParseRangeReply(*body);  // a put reply is a header, as a range's
+  if (!reply.ok()) return reply.status();
+  return reply->revision;
 }
 
 EtcdWatch::EtcdWatch(EtcdOptions options, int64_t after_revision, OnValue on_value,

@@ -51,6 +51,8 @@ struct EtcdOptions {
 
 // The key's value and the store's revision; kv empty when the key is absent.
 Result<RangeReply> EtcdRange(const EtcdOptions& options);
+// Writes `value` to the key; the revision it was written at.
+Result<int64_t> EtcdPut(const EtcdOptions& options, std::string_view value);
 
 class EtcdWatch {
  public:
