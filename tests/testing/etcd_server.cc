@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -83,22 +84,71 @@ EtcdServer::StartResult EtcdServer::Start(std::chrono::milliseconds start_deadli
   return result;
 }
 
+EtcdServer::ClusterResult EtcdServer::StartCluster(int n,
+                                                   std::chrono::milliseconds start_deadline) {
+  ClusterResult result;
+  if (BinaryPath().empty()) {
+    result.missing = true;
+    result.error = "etcd is not installed (Debian: etcd-server)";
+    return result;
+  }
+  std::vector<int> ports;
+  for (int i = 0; i < 2 * n; ++i) {
+    int p = FreeLoopbackPort();
+    for (int tries = 0; tries < 10 && std::find(ports.begin(), ports.end(), p) != ports.end();
+         ++tries) {
+      p = FreeLoopbackPort();
+    }
+    if (p < 0 || std::find(ports.begin(), ports.end(), p) != ports.end()) {
+      result.error = "no free loopback ports";
+      return result;
+    }
+    ports.push_back(p);
+  }
+  std::string initial;
+  for (int i = 0; i < n; ++i) {
+    initial += (i ? "," : "") + std::string("m") + std::to_string(i) +
+               "=http://127.0.0.1:" + std::to_string(ports[size_t(2 * i + 1)]);
+  }
+  std::vector<std::unique_ptr<EtcdServer>> members;
+  for (int i = 0; i < n; ++i) {
+    members.emplace_back(
+        new EtcdServer(ports[size_t(2 * i)], ports[size_t(2 * i + 1)], start_deadline));
+    members.back()->name_ = "m" + std::to_string(i);
+    members.back()->initial_cluster_ = initial;
+    result.error = members.back()->Spawn();
+    if (!result.error.empty()) return result;
+  }
+  for (auto& m : members) {
+    result.error = m->WaitHealthy();
+    if (!result.error.empty()) return result;
+  }
+  result.members = std::move(members);
+  return result;
+}
+
 EtcdServer::EtcdServer(int client_port, int peer_port, std::chrono::milliseconds start_deadline)
     : client_port_(client_port), peer_port_(peer_port), start_deadline_(start_deadline) {}
 
 EtcdServer::~EtcdServer() { Kill(); }
 
 std::string EtcdServer::Launch() {
+  std::string error = Spawn();
+  return error.empty() ? WaitHealthy() : error;
+}
+
+std::string EtcdServer::Spawn() {
   const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-  std::vector<std::string> args = {BinaryPath(),
-                                   "--name=tollgate-test",
-                                   "--data-dir=" + dir_.File("data"),
-                                   "--listen-client-urls=" + client,
-                                   "--advertise-client-urls=" + client,
-                                   "--listen-peer-urls=" + peer,
-                                   "--initial-advertise-peer-urls=" + peer,
-                                   "--initial-cluster=tollgate-test=" + peer};
+  std::vector<std::string> args = {
+      BinaryPath(),
+      "--name=" + name_,
+      "--data-dir=" + dir_.File("data"),
+      "--listen-client-urls=" + client,
+      "--advertise-client-urls=" + client,
+      "--listen-peer-urls=" + peer,
+      "--initial-advertise-peer-urls=" + peer,
+      "--initial-cluster=" + (initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_)};
   const std::string log_path = dir_.File("etcd.log");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -119,6 +169,11 @@ std::string EtcdServer::Launch() {
     _exit(127);
   }
   pid_ = pid;
+  return "";
+}
+
+std::string EtcdServer::WaitHealthy() {
+  const std::string log_path = dir_.File("etcd.log");
   bool exited = false;
   const bool healthy = WaitFor(
       [&] {
@@ -141,6 +196,14 @@ void EtcdServer::Kill() {
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+void EtcdServer::Pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void EtcdServer::Resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 std::string EtcdServer::Restart() {

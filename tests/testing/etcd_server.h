@@ -1,11 +1,14 @@
-// EtcdServer: a real single-member etcd for integration tests (issue 21's
-// etcd policy source).
+// EtcdServer: a real etcd member for integration tests (issue 21's etcd
+// policy source): a single-member cluster (Start) or the members of one
+// cluster (StartCluster, e.g. three, to stop one and keep a quorum).
 //
 // Starts /usr/bin/etcd (Debian's etcd-server; TOLLGATE_ETCD_SERVER overrides)
 // with its client and peer URLs on free loopback ports and its data in a fresh
 // temp directory, and waits (bounded, polling GET /health) until it answers.
 // Kill and Restart let a test take etcd away and bring it back on the same
-// ports with the same data (revisions continue). Put/Get/Compact speak the v3
+// ports with the same data (revisions continue); Pause and Resume freeze and
+// thaw it (SIGSTOP / SIGCONT: it keeps its sockets, the kernel still accepts
+// connections, nothing answers). Put/Get/Compact speak the v3
 // API over etcd's HTTP/JSON gateway (POST /v3/kv/put, /v3/kv/range,
 // /v3/kv/compaction), as the policy source does.
 //
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "testing/scoped_temp_dir.h"
 
@@ -43,6 +47,16 @@ class EtcdServer {
   };
   // `start_deadline` is scaled (testing/timing.h).
   static StartResult Start(std::chrono::milliseconds start_deadline = std::chrono::seconds(20));
+  struct ClusterResult {
+    std::vector<std::unique_ptr<EtcdServer>> members;
+    std::string error;
+    bool missing = false;
+    explicit operator bool() const { return !members.empty(); }
+  };
+  // `n` members of one cluster, all started at once (a member answers once a
+  // quorum elected a leader); every one healthy, or an error and none.
+  static ClusterResult StartCluster(
+      int n, std::chrono::milliseconds start_deadline = std::chrono::seconds(30));
   static std::string BinaryPath();  // "" when not installed
 
   ~EtcdServer();
@@ -54,7 +68,9 @@ class EtcdServer {
   const std::string& dir() const { return dir_.path(); }
   bool running() const { return pid_ > 0; }
 
-  void Kill();  // SIGKILL, reaps the child
+  void Kill();    // SIGKILL, reaps the child
+  void Pause();   // SIGSTOP
+  void Resume();  // SIGCONT
   // Starts etcd again on the same ports with the same data; "" or why not.
   std::string Restart();
 
@@ -69,10 +85,14 @@ class EtcdServer {
  private:
   EtcdServer(int client_port, int peer_port, std::chrono::milliseconds start_deadline);
   std::string Launch();
+  std::string Spawn();        // fork + exec, no wait
+  std::string WaitHealthy();  // "" once it answers, or why not (then killed)
   bool Healthy() const;
 
   int client_port_;
   int peer_port_;
+  std::string name_ = "tollgate-test";
+  std::string initial_cluster_;  // name=peer-url,...; empty: this member alone
   std::chrono::milliseconds start_deadline_;
   ScopedTempDir dir_;
   pid_t pid_ = -1;
