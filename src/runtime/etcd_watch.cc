@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -15,11 +16,14 @@
 namespace tollgate::etcd {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr size_t kMaxHeadBytes = 16 * 1024;
 constexpr size_t kMaxChunkHeader = 16;
 
-// One blocking HTTP/1.1 connection to an etcd member, every wait bounded by
-// the timeout (SO_RCVTIMEO / SO_SNDTIMEO; Linux applies the latter to connect).
+// One blocking HTTP/1.1 connection to an etcd member, every wait bounded:
+// connect and send by SO_SNDTIMEO (Linux applies it to connect), each read by
+// the caller's deadline (poll).
 class Connection {
  public:
   ~Connection() {
@@ -40,7 +44,6 @@ class Connection {
     timeval tv{};
     tv.tv_sec = timeout.count() / 1000;
     tv.tv_usec = (timeout.count() % 1000) * 1000;
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       return Error("connect");
@@ -63,16 +66,24 @@ class Connection {
     return Status::Ok();
   }
 
-  // Appends what arrives to *buf: > 0 bytes, 0 at the end of the stream, -1
-  // when the timeout passed with nothing, -2 on an error.
-  ssize_t Read(std::string* buf) {
+  // Appends what arrives before `deadline` to *buf: > 0 bytes, 0 at the end
+  // of the stream, -1 when the deadline passed with nothing, -2 on an error.
+  ssize_t Read(std::string* buf, Clock::time_point deadline) {
     char tmp[16384];
     while (true) {
-      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return -1;
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, int(std::min<int64_t>(left, 60'000)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return -2;
+      if (ready == 0) continue;  // re-checks the deadline
+      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, MSG_DONTWAIT);
       if (n > 0) buf->append(tmp, size_t(n));
       if (n >= 0) return n;
-      if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return -2;
     }
   }
 
@@ -89,12 +100,12 @@ class Connection {
 
 // The response head, once it is complete: status 200 and whether the body is
 // chunked. `buf` keeps what follows the head.
-Status ReadHead(Connection& c, std::string* buf, bool* chunked) {
+Status ReadHead(Connection& c, std::string* buf, bool* chunked, Clock::time_point deadline) {
   size_t end;
   while ((end = buf->find("\r\n\r\n")) == std::string::npos) {
     if (buf->size() > kMaxHeadBytes)
       return UnavailableError("etcd " + c.where() + ": head too large");
-    const ssize_t n = c.Read(buf);
+    const ssize_t n = c.Read(buf, deadline);
     if (n == 0) return UnavailableError("etcd " + c.where() + ": closed before answering");
     if (n == -1) return TimeoutError("etcd " + c.where() + ": no answer in time");
     if (n < 0) return c.Error("read");
@@ -142,7 +153,11 @@ bool Dechunk(std::string* raw, std::string* body, bool* done) {
 
 Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
   constexpr std::string_view kScheme = "etcd://";
-  if (url.substr(0, kScheme.size()) != kScheme) return InvalidArgument("must start with etcd://");
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    return InvalidArgument(
+        "must start with etcd:// (plain HTTP; TLS to etcd is not supported: use a loopback "
+        "etcd gateway or proxy that holds the certificates)");
+  }
   url.remove_prefix(kScheme.size());
   const size_t slash = url.find('/');
   if (slash == std::string_view::npos || slash + 1 == url.size()) {
@@ -155,6 +170,12 @@ Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
     const size_t comma = hosts.find(',');
     const std::string_view one = hosts.substr(0, comma);
     hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
+    if (one.find('@') != std::string_view::npos) {
+      return InvalidArgument("endpoint '" + std::string(one) +
+                             "': user:password@ is not supported (etcd authentication is not "
+                             "implemented; give tollgated an etcd without auth on a trusted "
+                             "network, or a local proxy that authenticates)");
+    }
     const size_t colon = one.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
       return InvalidArgument("endpoint '" + std::string(one) + "' must be host:port");
@@ -168,7 +189,14 @@ Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
       port = port * 10 + (c - '0');
     }
     if (port < 1 || port > 65535) return InvalidArgument("bad port in " + std::string(one));
-    out.endpoints.emplace_back(std::string(one.substr(0, colon)), port);
+    const std::string host(one.substr(0, colon));
+    in_addr ignored{};
+    if (host != "localhost" && inet_pton(AF_INET, host.c_str(), &ignored) != 1) {
+      return InvalidArgument("endpoint '" + std::string(one) +
+                             "': the host must be an IPv4 address or localhost (names are not "
+                             "resolved, IPv6 is not supported)");
+    }
+    out.endpoints.emplace_back(host, port);
     if (out.endpoints.size() > 16) return InvalidArgument("more than 16 endpoints");
   }
   if (out.endpoints.empty()) return InvalidArgument("needs at least one host:port");
@@ -185,9 +213,11 @@ Result<std::string> Unary(const EtcdOptions& options, std::string_view path,
     Connection c;
     std::string buf;
     bool chunked = false;
+    // The whole call, connect to last byte, within io_timeout; then the next member.
+    const Clock::time_point deadline = Clock::now() + options.io_timeout;
     Status s = c.Open(endpoint, options.io_timeout);
     if (s.ok()) s = c.Post(path, request);
-    if (s.ok()) s = ReadHead(c, &buf, &chunked);
+    if (s.ok()) s = ReadHead(c, &buf, &chunked, deadline);
     std::string body;
     bool done = false;
     while (s.ok() && !done) {
@@ -197,7 +227,7 @@ Result<std::string> Unary(const EtcdOptions& options, std::string_view path,
         s = UnavailableError("etcd " + c.where() + ": reply too large");
         break;
       }
-      const ssize_t n = c.Read(&buf);
+      const ssize_t n = c.Read(&buf, deadline);
       if (n == 0) done = true;
       if (n == -1) s = TimeoutError("etcd " + c.where() + ": reply too slow");
       if (n < -1) s = c.Error("read");
@@ -277,8 +307,9 @@ Status EtcdWatch::WatchOnce(size_t endpoint, int64_t* revision,
   bool chunked = false;
   Status s = c.Open(options_.url.endpoints[endpoint], options_.io_timeout);
   if (s.ok()) s = c.Post("/v3/watch", WatchRequest(options_.url.key, *revision + 1));
-  if (s.ok()) s = ReadHead(c, &raw, &chunked);
+  if (s.ok()) s = ReadHead(c, &raw, &chunked, Clock::now() + options_.io_timeout);
   if (!s.ok()) return s;
+  Clock::time_point heard = Clock::now();  // the stream's last sign of life
   std::string lines;
   bool done = false;
   while (!stop_.load()) {
@@ -313,10 +344,31 @@ Status EtcdWatch::WatchOnce(size_t endpoint, int64_t* revision,
     }
     if (lines.size() > kMaxReplyBytes) return UnavailableError("etcd: watch line too large");
     if (done) return UnavailableError("etcd " + c.where() + ": watch stream ended");
-    const ssize_t n = c.Read(&raw);
+    const ssize_t n =
+        c.Read(&raw, Clock::now() + std::min(options_.io_timeout, options_.probe_interval));
     if (n == 0) return UnavailableError("etcd " + c.where() + ": connection closed");
     if (n < -1) return c.Error("read");
-    // n == -1: nothing to say within io_timeout; a watch may be quiet for hours.
+    if (n > 0) {
+      heard = Clock::now();
+      continue;
+    }
+    // Nothing said: a watch may be quiet for hours, or its member frozen (a
+    // stopped process keeps its sockets open). Past probe_interval, read the
+    // key from the same member: no answer in io_timeout moves to the next
+    // one; a newer value than the watch delivered means the stream is stale.
+    if (stop_.load() || Clock::now() - heard < options_.probe_interval) continue;
+    EtcdOptions one = options_;
+    one.url.endpoints = {options_.url.endpoints[endpoint]};
+    Result<RangeReply> probe = EtcdRange(one);
+    if (!probe.ok()) {
+      return UnavailableError("etcd " + c.where() + ": watch silent and a read failed (" +
+                              probe.status().message() + "); trying the next member");
+    }
+    if (probe->kv && probe->kv->mod_revision > *revision) {
+      return UnavailableError("etcd " + c.where() + ": watch behind the key (revision " +
+                              std::to_string(probe->kv->mod_revision) + "); re-reading");
+    }
+    heard = Clock::now();
   }
   return Status::Ok();
 }

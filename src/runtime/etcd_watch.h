@@ -11,9 +11,14 @@
 // endpoints in turn. Talks to etcd's v3 API over its HTTP/JSON gateway
 // (runtime/etcd_reply.h): plain HTTP/1.1 on loopback or a trusted network.
 //
-// Bounds: each read waits at most `io_timeout` (a watch with nothing to say
-// just waits again, checking Stop); a reply line is at most kMaxReplyBytes; a
-// chunk header at most 16 bytes.
+// Bounds: a read of the key (connect, request, whole reply) takes at most
+// `io_timeout` per member, then the next member is tried; a watch reply head
+// arrives within `io_timeout`. A watch with nothing to say waits in slices of
+// at most io_timeout (checking Stop); once silent for `probe_interval` it
+// reads the key from its member: no answer (a frozen, partitioned or dead
+// member) ends the stream and the watch moves to the next member and
+// re-reads; a newer value than the stream delivered does the same. A reply
+// line is at most kMaxReplyBytes; a chunk header at most 16 bytes.
 //
 // Thread safety: `on_value` and `on_error` run on the watch thread, one at a
 // time. The destructor stops and joins the thread (within about io_timeout).
@@ -40,11 +45,14 @@ struct EtcdUrl {
   std::string key;
 };
 // "etcd://127.0.0.1:2379,127.0.0.1:22379/tollgate/policy"; kInvalidArgument saying why.
+// Refused: other schemes (no TLS), user:password@ (no etcd auth), host names
+// other than localhost (not resolved) and IPv6.
 Result<EtcdUrl> ParseEtcdUrl(std::string_view url);
 
 struct EtcdOptions {
   EtcdUrl url;
   std::chrono::milliseconds io_timeout{2000};
+  std::chrono::milliseconds probe_interval{5000};  // a silent watch checks its member
   std::chrono::milliseconds retry_min{50};
   std::chrono::milliseconds retry_max{2000};
 };

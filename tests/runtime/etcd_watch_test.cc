@@ -1,6 +1,6 @@
 // The etcd policy source's client against a real etcd (tests/testing/etcd_server.h):
 // a read, new values through the watch, re-sync after etcd restarts, and after
-// the revision it would resume from was compacted.
+// the revision it would resume from was compacted; a frozen member of three.
 #include "runtime/etcd_watch.h"
 
 #include <gtest/gtest.h>
@@ -19,13 +19,20 @@ using namespace std::chrono_literals;
 
 TEST(EtcdUrl, ParsesEndpointsAndKey) {
   auto u = ParseEtcdUrl("etcd://127.0.0.1:2379,localhost:22379/tollgate/policy");
+  // Why a refused one is refused: the message names what to do instead.
+  EXPECT_NE(ParseEtcdUrl("etcd://u:p@127.0.0.1:2379/k").status().message().find("authentication"),
+            std::string::npos);
+  EXPECT_NE(ParseEtcdUrl("https://127.0.0.1:2379/k").status().message().find("TLS"),
+            std::string::npos);
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   ASSERT_EQ(u->endpoints.size(), 2u);
   EXPECT_EQ(u->endpoints[1].first, "localhost");
   EXPECT_EQ(u->endpoints[1].second, 22379);
   EXPECT_EQ(u->key, "/tollgate/policy");
-  for (const char* bad : {"http://h:1/k", "etcd://h:1", "etcd://h:1/", "etcd://h/k", "etcd://:1/k",
-                          "etcd://h:0/k", "etcd://h:65536/k", "etcd://h:1x/k", "etcd:///k"}) {
+  for (const char* bad :
+       {"http://h:1/k", "etcd://h:1", "etcd://h:1/", "etcd://h/k", "etcd://:1/k", "etcd://h:0/k",
+        "etcd://h:65536/k", "etcd://h:1x/k", "etcd:///k", "etcd://etcd.example:2379/k",
+        "etcd://[::1]:2379/k", "etcd://u:p@127.0.0.1:2379/k", "etcds://127.0.0.1:2379/k"}) {
     EXPECT_FALSE(ParseEtcdUrl(bad).ok()) << bad;
   }
 }
@@ -86,6 +93,65 @@ TEST(EtcdWatch, ReadsWatchesAndResyncsAfterRestartAndCompaction) {
   }
   std::lock_guard<std::mutex> lock(seen.mu);
   EXPECT_FALSE(seen.errors.empty());  // the restarts were reported
+}
+
+// One member of three frozen (SIGSTOP: its sockets stay open, connects still
+// succeed, nothing answers) while the watch streams from it: the silent watch
+// probes its member, gets no answer within io_timeout, moves on and re-reads;
+// a read that starts at the frozen member answers from the next one.
+TEST(EtcdWatch, MovesOffAFrozenMember) {
+  auto cluster = testing::EtcdServer::StartCluster(3);
+  if (cluster.missing) GTEST_SKIP() << cluster.error;
+  ASSERT_TRUE(cluster) << cluster.error;
+  auto& m = cluster.members;
+  ASSERT_GT(m[1]->Put("/p", "v1"), 0);
+  EtcdOptions options;
+  options.url = *ParseEtcdUrl("etcd://" + m[0]->endpoint() + "," + m[1]->endpoint() + "," +
+                              m[2]->endpoint() + "/p");
+  options.io_timeout = testing::Scaled(2s);
+  options.probe_interval = testing::Scaled(500ms);
+  auto first = EtcdRange(options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  Seen seen;
+  {
+    EtcdWatch watch(
+        options, first->revision,
+        [&](int64_t, std::string v) {
+          std::lock_guard<std::mutex> lock(seen.mu);
+          seen.values.push_back(std::move(v));
+        },
+        [&](const Status& s) {
+          std::lock_guard<std::mutex> lock(seen.mu);
+          seen.errors.push_back(s.ToString());
+        });
+    // The watch starts on member 0: a change through member 1 arrives.
+    ASSERT_GT(m[1]->Put("/p", "v2"), 0);
+    ASSERT_TRUE(testing::WaitFor([&] { return seen.Last() == "v2"; }, 10s)) << seen.Last();
+
+    {
+      // No error so far: the watch is still on member 0, where it started.
+      std::lock_guard<std::mutex> lock(seen.mu);
+      ASSERT_TRUE(seen.errors.empty()) << seen.errors.front();
+    }
+    m[0]->Pause();
+    // Member 0 may have led: the other two elect a leader before the put lands.
+    ASSERT_TRUE(testing::WaitFor([&] { return m[1]->Put("/p", "v3") > 0; }, 20s));
+    EXPECT_TRUE(testing::WaitFor([&] { return seen.Last() == "v3"; }, 30s)) << seen.Last();
+    auto read = EtcdRange(options);  // member 0 first: times out, member 1 answers
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_TRUE(read->kv);
+    EXPECT_EQ(read->kv->value, "v3");
+    m[0]->Resume();
+  }
+  std::lock_guard<std::mutex> lock(seen.mu);
+  bool reported = false;
+  std::string errors;
+  for (const auto& e : seen.errors) {
+    reported |= e.find("watch silent") != std::string::npos;
+    errors += e + "\n";
+  }
+  EXPECT_TRUE(reported) << "the frozen member was not reported; errors:\n" << errors;
 }
 
 }  // namespace
