@@ -2,6 +2,7 @@
 
 #include <array>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -39,6 +40,21 @@ net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request
 DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
   if (!rt.tracer) return {};
   return rt.tracer->Begin(trace ? trace->parent() : nullptr);
+}
+
+// Runs `f` (a reload or a policy write, which may wait on etcd) on the
+// state's source executor and resumes on this worker when it is done, so a
+// slow or frozen etcd member never holds up the worker's other connections.
+template <typename F>
+net::awaitable<Response> OffWorker(const Runtime& rt, F f) {
+  if (!rt.state->source_executor) co_return f();
+  co_return co_await net::co_spawn(
+      *rt.state->source_executor, [&f]() -> net::awaitable<Response> { co_return f(); },
+      net::use_awaitable);
+}
+
+net::awaitable<Response> Reload(const Request&, const Runtime& rt) {
+  co_return co_await OffWorker(rt, [&rt] { return HandleReload(rt); });
 }
 
 // Handlers that need neither the request nor a suspension point.
@@ -104,7 +120,9 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
 
 net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
   if (request.view.method != "PUT") co_return HandlePolicy(rt);
-  co_return HandlePolicyPut(rt, request.body, request.view.query, request.view.peer_address);
+  co_return co_await OffWorker(rt, [&] {
+    return HandlePolicyPut(rt, request.body, request.view.query, request.view.peer_address);
+  });
 }
 
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
@@ -123,7 +141,7 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kHealthz)] = &Plain<HandleHealthz>;
   h[size_t(Op::kReadyz)] = &Plain<HandleReadyz>;
   h[size_t(Op::kMetrics)] = &Plain<HandleMetrics>;
-  h[size_t(Op::kReload)] = &Plain<HandleReload>;
+  h[size_t(Op::kReload)] = &Reload;
   h[size_t(Op::kPolicy)] = &PolicyApi;
   h[size_t(Op::kTop)] = &Top;
   h[size_t(Op::kExplain)] = &Explain;

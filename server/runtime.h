@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,9 @@ struct ServerState {
   // caller, validated again here): writes it back to the policy file, then
   // reloads as `reload` does, audit-logged with `actor`. Empty when it is live.
   std::function<std::vector<ConfigError>(std::string_view text, std::string_view actor)> put_policy;
+  // Where the admin API runs `reload` and `put_policy`: a thread of their own,
+  // never a worker (they may wait on etcd for seconds). Empty: the caller's.
+  std::optional<boost::asio::any_io_executor> source_executor;
 
   bool Draining() const { return draining.load(std::memory_order_relaxed); }
 };

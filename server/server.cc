@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <filesystem>
@@ -138,8 +139,12 @@ class Server::Impl {
   // The policy source: a file (policy_path), or an etcd key when policy_path is
   // etcd://host:port[,host:port]/key (then the watch delivers new revisions).
   std::optional<etcd::EtcdOptions> etcd_source;
-  std::unique_ptr<etcd::EtcdWatch> etcd_watch;  // stopped first in Shutdown
+  std::unique_ptr<etcd::EtcdWatch> etcd_watch;  // stopped in Wait, after the workers
   int64_t etcd_revision = 0;                    // the revision the first policy was read at
+  // Reloads and policy writes from SIGHUP, the file watch and the admin API
+  // run here, not on a worker: an etcd read or write waits up to io_timeout per
+  // member. Joined in Wait once the workers (which await its answers) are done.
+  net::thread_pool source_pool{1};
 
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
@@ -240,7 +245,7 @@ class Server::Impl {
           changed = true;
         }
       }
-      if (changed) Reload("file_changed");
+      if (changed) net::post(source_pool, [this] { Reload("file_changed"); });
       ScheduleReloadPoll();
     });
   }
@@ -251,7 +256,7 @@ class Server::Impl {
       if (signo == SIGHUP) {
         policy_stamp = Stamp(config->policy_path);
         if (grpc) rls_stamps = StampRls(config->rls_config);
-        Reload("sighup");
+        net::post(source_pool, [this] { Reload("sighup"); });
       } else if (shutdown_started.load()) {
         log->Warn("shutdown_forced", {{"signal", signo}});
         state.drain_deadline_ns.store(0);
@@ -570,6 +575,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   }
   if (Status st = m.BindListeners(); !st.ok()) return st;
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
+  m.state.source_executor = m.source_pool.get_executor();
   m.state.put_policy = [&m](std::string_view text, std::string_view actor) {
     return m.PutPolicy(text, actor);
   };
@@ -628,6 +634,8 @@ void Server::Wait() {
   for (auto& t : m.threads) {
     if (t.joinable()) t.join();
   }
+  m.etcd_watch.reset();
+  m.source_pool.join();
   if (m.grpc) m.grpc->Shutdown();
   m.log->Info("stopped", {{"connections_total", m.metrics->connections_total.load()}});
   m.log->Flush();

@@ -3,12 +3,15 @@
 // etcd answers with the new policy on all three; a bad revision is rejected on
 // all three and the last good one keeps deciding; etcd killed and restarted
 // while they decide; PUT /v1/policy on one instance writes etcd and reaches all.
+// A reload while etcd is frozen waits off the decision worker.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server_fixture.h"
@@ -103,6 +106,68 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
   auto put = Fetch(fleet[1]->admin_port, "PUT", "/v1/policy", {}, Keyed(7));
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(7)).version); }, 10s));
+}
+
+// Sockets connected to 127.0.0.1:`port` on its side (ESTABLISHED, incl. those
+// a stopped process has not accepted yet), from /proc/net/tcp.
+int ConnectionsTo(int port) {
+  std::FILE* f = std::fopen("/proc/net/tcp", "r");
+  if (!f) return -1;
+  char line[512];
+  int n = 0;
+  char want[16];
+  std::snprintf(want, sizeof want, "0100007F:%04X", port);
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned slot = 0, state = 0;
+    char local[64], remote[64];
+    if (std::sscanf(line, " %u: %63s %63s %x", &slot, local, remote, &state) == 4 && state == 1 &&
+        std::string(local) == want) {
+      ++n;
+    }
+  }
+  std::fclose(f);
+  return n;
+}
+
+// POST /v1/reload with a frozen etcd (SIGSTOP) waits on etcd for io_timeout
+// per listed member; it must wait on its own thread, not on the worker that
+// also answers decisions (one worker here, so a blocked worker blocks all).
+TEST(EtcdPolicySource, ReloadFromAFrozenEtcdDoesNotBlockDecisions) {
+  auto etcd = testing::EtcdServer::Start();
+  if (etcd.missing) GTEST_SKIP() << etcd.error;
+  ASSERT_TRUE(etcd) << etcd.error;
+  ASSERT_GT(etcd->Put("/tollgate/policy", Keyed(3)), 0);
+  server::ServerConfig c = TestServer::DefaultConfig();
+  c.threads = 1;
+  // Listed eight times: a read with etcd frozen waits 8 x io_timeout (2 s).
+  c.policy_path = "etcd://";
+  for (int i = 0; i < 8; ++i) c.policy_path += (i ? "," : "") + etcd->endpoint();
+  c.policy_path += "/tollgate/policy";
+  std::string error;
+  auto s = TestServer::Start(c, "", &error);
+  ASSERT_TRUE(s) << error;
+
+  etcd->Pause();
+  const int before = ConnectionsTo(etcd->client_port());
+  std::atomic<bool> reloaded{false};
+  int reload_status = 0;
+  std::string reload_body;
+  std::thread reload([&] {
+    testing::HttpConnection admin(s->admin_port, 120s);
+    auto r = admin.Request("POST", "/v1/reload");
+    reload_status = r.status;
+    reload_body = r.body;
+    reloaded = true;
+  });
+  // The reload has reached etcd (its connection waits in the frozen etcd's queue).
+  EXPECT_TRUE(
+      WaitFor([&] { return reloaded || ConnectionsTo(etcd->client_port()) > before; }, 10s));
+  auto decided = Fetch(s->port, "GET", "/v1/auth", {{"X-Original-URI", "/"}, {"X-Api-Key", "a"}});
+  EXPECT_EQ(decided.status, 204);
+  EXPECT_FALSE(reloaded) << "the decision waited for the reload";
+  etcd->Resume();
+  reload.join();
+  EXPECT_EQ(reload_status, 200) << reload_body;  // once etcd answers, the reload reads the key
 }
 
 }  // namespace
