@@ -395,7 +395,7 @@ class Server::Impl {
   // The policy, the store and the Enforcer deciding with them.
   // The first policy: the file, or the etcd key's current value.
   Status OpenPolicy() {
-    if (config->policy_path.rfind("etcd://", 0) != 0) {
+    if (config->policy_path.find("://") == std::string::npos) {  // a URL: CheckServerConfig
       auto opened = PolicyStore::Open(config->policy_path, clock);
       if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
       policies = std::move(opened).value();

@@ -17,8 +17,9 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c) {
                             "' is not an address or CIDR (10.0.0.1, 10.0.0.0/8, fd00::/8)"});
     }
   }
-  if (c.policy_path.rfind("etcd://", 0) == 0) {
-    // The key is read at start-up, not here: only the URL is checked.
+  if (c.policy_path.find("://") != std::string::npos) {
+    // A URL: only etcd:// is a source (https://, etcds:// are refused saying
+    // TLS is not supported). The key is read at start-up, not here.
     if (auto url = etcd::ParseEtcdUrl(c.policy_path); !url.ok()) {
       errors.push_back({"policy", url.status().message()});
     }

@@ -108,6 +108,22 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(7)).version); }, 10s));
 }
 
+// What is not implemented is refused at start, saying so (no etcd needed).
+TEST(EtcdPolicySource, TlsAuthAndNamesAreRefusedSayingWhy) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"https://127.0.0.1:2379/tollgate/policy", "TLS"},
+      {"etcds://127.0.0.1:2379/tollgate/policy", "TLS"},
+      {"etcd://user:pw@127.0.0.1:2379/tollgate/policy", "authentication"},
+      {"etcd://etcd.internal:2379/tollgate/policy", "not resolved"}};
+  for (const auto& [url, why] : cases) {
+    server::ServerConfig c = TestServer::DefaultConfig();
+    c.policy_path = url;
+    std::string error;
+    EXPECT_FALSE(TestServer::Start(c, "", &error)) << url;
+    EXPECT_NE(error.find(why), std::string::npos) << url << ": " << error;
+  }
+}
+
 // Sockets connected to 127.0.0.1:`port` on its side (ESTABLISHED, incl. those
 // a stopped process has not accepted yet), from /proc/net/tcp.
 int ConnectionsTo(int port) {

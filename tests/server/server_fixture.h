@@ -71,8 +71,8 @@ struct TestServer {
     auto t = std::make_unique<TestServer>();
     t->policy_path = t->dir.File("policy.json");
     WriteFile(t->policy_path, policy);
-    // An etcd:// source stays as given (the file is then unused).
-    if (config.policy_path.rfind("etcd://", 0) != 0) config.policy_path = t->policy_path;
+    // A URL (etcd://, or one to be refused) stays as given (the file is then unused).
+    if (config.policy_path.find("://") == std::string::npos) config.policy_path = t->policy_path;
     auto created = server::Server::Create(config, log, clock);
     if (!created.ok()) {
       *error = created.status().ToString();
