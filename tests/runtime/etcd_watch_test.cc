@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,6 +47,19 @@ struct Seen {
     std::lock_guard<std::mutex> lock(mu);
     return values.empty() ? "" : values.back();
   }
+  // A watch recording into this (which must outlive it).
+  std::unique_ptr<EtcdWatch> Watch(const EtcdOptions& options, int64_t after_revision) {
+    return std::make_unique<EtcdWatch>(
+        options, after_revision,
+        [this](int64_t, std::string v) {
+          std::lock_guard<std::mutex> lock(mu);
+          values.push_back(std::move(v));
+        },
+        [this](const Status& s) {
+          std::lock_guard<std::mutex> lock(mu);
+          errors.push_back(s.ToString());
+        });
+  }
 };
 
 TEST(EtcdWatch, ReadsWatchesAndResyncsAfterRestartAndCompaction) {
@@ -63,16 +77,7 @@ TEST(EtcdWatch, ReadsWatchesAndResyncsAfterRestartAndCompaction) {
 
   Seen seen;
   {
-    EtcdWatch watch(
-        options, first->revision,
-        [&](int64_t, std::string v) {
-          std::lock_guard<std::mutex> lock(seen.mu);
-          seen.values.push_back(std::move(v));
-        },
-        [&](const Status& s) {
-          std::lock_guard<std::mutex> lock(seen.mu);
-          seen.errors.push_back(s.ToString());
-        });
+    auto watch = seen.Watch(options, first->revision);
     ASSERT_GT(etcd->Put("/p", "v2"), 0);
     EXPECT_TRUE(testing::WaitFor([&] { return seen.Last() == "v2"; }, 10s)) << seen.Last();
 
@@ -115,16 +120,7 @@ TEST(EtcdWatch, MovesOffAFrozenMember) {
 
   Seen seen;
   {
-    EtcdWatch watch(
-        options, first->revision,
-        [&](int64_t, std::string v) {
-          std::lock_guard<std::mutex> lock(seen.mu);
-          seen.values.push_back(std::move(v));
-        },
-        [&](const Status& s) {
-          std::lock_guard<std::mutex> lock(seen.mu);
-          seen.errors.push_back(s.ToString());
-        });
+    auto watch = seen.Watch(options, first->revision);
     // The watch starts on member 0: a change through member 1 arrives.
     ASSERT_GT(m[1]->Put("/p", "v2"), 0);
     ASSERT_TRUE(testing::WaitFor([&] { return seen.Last() == "v2"; }, 10s)) << seen.Last();
