@@ -64,6 +64,25 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
     ASSERT_TRUE(fleet.back()) << error;
     EXPECT_EQ(Policy(*fleet.back())["source"], c.policy_path);
   }
+  // Decisions on instance 0 throughout, racing the watch thread's reloads and
+  // the admin PUT (what TSan checks here); each must be answered.
+  std::atomic<bool> stop{false};
+  std::atomic<int> unanswered{0};
+  std::thread decider([&] {
+    while (!stop) {
+      auto r = Fetch(fleet[0]->port, "GET", "/v1/auth",
+                     {{"X-Original-URI", "/"}, {"X-Api-Key", "racing"}});
+      if (r.status != 204 && r.status != 403) ++unanswered;
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      t.join();
+    }
+  } join{stop, decider};
   const std::string v5 = ParsePolicy(Keyed(5)).version;
   auto all_at = [&](const std::string& version) {
     for (auto& s : fleet) {
@@ -106,6 +125,7 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
   auto put = Fetch(fleet[1]->admin_port, "PUT", "/v1/policy", {}, Keyed(7));
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(7)).version); }, 10s));
+  EXPECT_EQ(unanswered.load(), 0);
 }
 
 // What is not implemented is refused at start, saying so (no etcd needed).
