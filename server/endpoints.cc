@@ -167,10 +167,10 @@ std::optional<Response> CheckAdminToken(const Request& request, const Runtime& r
 }
 
 net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
-                                             const RequestView& request,
-                                             const RequestTrace* trace) {
+                                             const RequestView& request, RequestTrace* trace) {
   const int64_t t0 = rt.clock->Now();
   DecisionTracer::Active span = BeginSpan(rt, trace);
+  if (span.sampled && trace) trace->SetDecisionSpan(span.context);
   CheckOutcome outcome = co_await Check(rt, request);
   RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace ? trace->id() : "");
   if (span.sampled) rt.tracer->End(span, outcome);

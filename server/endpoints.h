@@ -34,10 +34,10 @@ namespace tollgate::server {
 // buffers, valid for the handler's call.
 struct Request {
   ListenerKind listener = ListenerKind::kMain;
-  RequestView view;           // method and target as sent, the TCP peer, the header fields
-  std::string_view body;      // the whole (bounded) body; "" for a bodyless request
-  std::string_view trace_id;  // from a valid traceparent, else ""
-  const RequestTrace* trace = nullptr;    // the request's trace context; null: none
+  RequestView view;               // method and target as sent, the TCP peer, the header fields
+  std::string_view body;          // the whole (bounded) body; "" for a bodyless request
+  std::string_view trace_id;      // from a valid traceparent, else ""
+  RequestTrace* trace = nullptr;  // the request's trace context; null: none
   ServerMetrics::Shard* shard = nullptr;  // the worker's metrics shard
 };
 
@@ -55,7 +55,7 @@ std::optional<Response> CheckAdminToken(const Request& request, const Runtime& r
 // request's context, may be null). Resumes on the caller's executor.
 boost::asio::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
                                                      const RequestView& request,
-                                                     const RequestTrace* trace);
+                                                     RequestTrace* trace);
 
 // The request /v1/auth decides: the method from X-Original-Method (else the
 // request's), path and query from X-Original-URI (else "/"), every header as

@@ -161,8 +161,9 @@ struct ProxyCall {
   unsigned client_version;
   bool head;  // a HEAD request: the response has no body
   std::string_view peer_ip;
-  bool peer_trusted;          // a trusted proxy: its forwarding fields are kept
-  std::string_view trace_id;  // "" without a valid traceparent
+  bool peer_trusted;                      // a trusted proxy: its forwarding fields are kept
+  std::string_view trace_id;              // "" without a valid traceparent
+  std::string_view upstream_traceparent;  // replaces the request's when not empty
   // The request header as it is now (the streamed path moves it into its own
   // parser and may rewrite the target): read only when logging a failure.
   const http::request_header<>* request = nullptr;
@@ -393,6 +394,7 @@ void RewriteStreamedHead(const ProxyCall& call, http::request_parser<http::buffe
     }
   }
   if (req.find("X-Forwarded-Proto") == req.end()) req.set("X-Forwarded-Proto", "http");
+  if (!call.upstream_traceparent.empty()) req.set("traceparent", call.upstream_traceparent);
   req.set(http::field::host, s.gateway->upstream.host_header);
   {
     std::string target;
@@ -667,7 +669,8 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
                                          http::request_parser<http::empty_body>& header_parser,
                                          std::string_view peer_ip,
                                          const std::vector<HeaderField>& response_headers,
-                                         std::string_view trace_id) {
+                                         std::string_view trace_id,
+                                         std::string_view upstream_traceparent) {
   const ServerConfig& cfg = *s.config;
   const auto& req = header_parser.get();
   ProxyCall call{s,
@@ -681,6 +684,7 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
                  peer_ip,
                  PeerTrusted(cfg, peer_ip),
                  trace_id,
+                 upstream_traceparent,
                  &req};
   ScratchLease scratch(w);
   char* buf = scratch->buffer.get();
@@ -688,8 +692,9 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
   // Requests with a body take the streaming path; bodyless ones (most) are
   // written upstream as one hand-rewritten header.
   scratch->head.clear();
-  if (!header_parser.is_done() || !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted,
-                                                             s.gateway->upstream, &scratch->head)) {
+  if (!header_parser.is_done() ||
+      !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted, s.gateway->upstream,
+                                 &scratch->head, upstream_traceparent)) {
     co_return co_await ProxyStreamed(call, client_buffer, header_parser, peer_ip, buf);
   }
 

@@ -42,7 +42,10 @@ net::awaitable<ProxyResult> ProxyRequest(
     boost::beast::flat_buffer& client_buffer,
     boost::beast::http::request_parser<boost::beast::http::empty_body>& header_parser,
     std::string_view peer_ip, const std::vector<HeaderField>& response_headers,
-    std::string_view trace_id = {});  // carried into upstream failure log lines
+    std::string_view trace_id = {},  // carried into upstream failure log lines
+    // Replaces the request's traceparent fields upstream when not empty (the
+    // sampled decision span, RequestTrace::upstream_traceparent).
+    std::string_view upstream_traceparent = {});
 
 }  // namespace tollgate::server
 

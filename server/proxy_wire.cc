@@ -141,7 +141,8 @@ void UpstreamResponseHead::on_field_impl(http::field id, std::string_view name,
 }
 
 bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_view peer_ip,
-                               bool peer_trusted, const UpstreamUrl& upstream, std::string* out) {
+                               bool peer_trusted, const UpstreamUrl& upstream, std::string* out,
+                               std::string_view traceparent) {
   std::array<std::string_view, 4> connection;
   size_t connection_count = 0;
   // equal_range spans, in arrival order, the first to the last match: filter.
@@ -182,6 +183,7 @@ bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_vi
         break;
     }
     if (IsHopByHop(name) || DroppedByConnection(name, named)) continue;
+    if (!traceparent.empty() && EqualsIgnoreCase(name, "traceparent")) continue;  // set below
     if (IsForwardingField(name)) {
       if (!peer_trusted || EqualsIgnoreCase(name, "x-forwarded-for")) continue;  // set below
       has_forwarded_host = has_forwarded_host || EqualsIgnoreCase(name, "x-forwarded-host");
@@ -208,6 +210,7 @@ bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_vi
   if (!has_forwarded_host && !host.empty()) AppendField("X-Forwarded-Host", host, out);
   if (!has_forwarded_proto) AppendField("X-Forwarded-Proto", "http", out);
   if (!peer_trusted) AppendField("X-Real-IP", peer_ip, out);
+  if (!traceparent.empty()) AppendField("traceparent", traceparent, out);
   out->append("\r\n");
   return true;
 }

@@ -340,8 +340,8 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
     co_return Next::kRespond;
   }
   co_await Pause(outcome.delay);
-  ProxyResult pr =
-      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.id());
+  ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
+                                         ex.trace.id(), ex.trace.upstream_traceparent());
   if (pr.status) shard_.CountRequest(Endpoint::kGateway, pr.status);
   if (!pr.keep_alive || rt_->state->Draining()) {
     linger_ = pr.status != 0;

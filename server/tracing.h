@@ -5,9 +5,10 @@
 // (one server or a cluster) a child span ("EVALSHA", kind CLIENT) covers the
 // store calls, with db.system=redis and db.operation=EVALSHA. A request's valid
 // traceparent is continued (same trace id, its span as parent); a missing or
-// malformed one starts a new trace. Sampling: trace::Sampler (ratio for new
-// traces, the parent's flag with parent_based). Spans go to an
-// OtlpHttpExporter (src/trace/exporter.h): bounded queue, never waits.
+// malformed one starts a new trace. In gateway mode the upstream receives a
+// traceparent naming the sampled decision span as its parent. Sampling: trace::Sampler (ratio for
+// new traces, the parent's flag with parent_based). Spans go to an OtlpHttpExporter
+// (src/trace/exporter.h): bounded queue, never waits.
 //
 // Ownership: the server owns the DecisionTracer; snapshots point to it.
 // Thread safety: Begin, End and stats may be called from any thread.
@@ -38,9 +39,19 @@ class RequestTrace {
   const trace::SpanContext* parent() const { return parent_ ? &*parent_ : nullptr; }
   std::string_view id() const { return parent_ ? std::string_view(hex_, 32) : std::string_view(); }
 
+  // After a sampled decision: its span, which the gateway names to the upstream
+  // as the parent (the traceparent it forwards). Unsampled decisions set
+  // nothing and the request's own traceparent passes unchanged.
+  void SetDecisionSpan(const trace::SpanContext& span) {
+    upstream_traceparent_ = trace::FormatTraceparent(span);
+  }
+  // The traceparent to send upstream instead of the request's; "" for none.
+  std::string_view upstream_traceparent() const { return upstream_traceparent_; }
+
  private:
   std::optional<trace::SpanContext> parent_;
   char hex_[32] = {};
+  std::string upstream_traceparent_;
 };
 
 class DecisionTracer {

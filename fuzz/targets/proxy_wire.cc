@@ -11,7 +11,8 @@
 //     same method, the base path + the accepted target (a normalised path
 //     under the base path, or "*"), one Host (the upstream's), no
 //     Transfer-Encoding, at most "Content-Length: 0", and the peer last in
-//     X-Forwarded-For (the only entry when the peer is not trusted);
+//     X-Forwarded-For (the only entry when the peer is not trusted), and, when
+//     the gateway names its decision span, exactly one traceparent: that one;
 //   - an upstream response with unambiguous framing (CheckFraming) that
 //     UpstreamResponseHead calls Relayable, rewritten by
 //     AppendClientResponseHead and followed by its body, is exactly one
@@ -53,7 +54,11 @@ const tollgate::server::UpstreamUrl& Upstream(bool with_base) {
   return with_base ? based : plain;
 }
 
-void CheckRequest(std::string_view client, bool with_base, bool trusted) {
+// The traceparent of a sampled decision span, as the gateway forwards it.
+constexpr std::string_view kDecisionSpan =
+    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+void CheckRequest(std::string_view client, bool with_base, bool trusted, bool traced) {
   http::request_parser<http::empty_body> parser;
   parser.header_limit(16 * 1024);
   boost::beast::error_code ec;
@@ -67,7 +72,8 @@ void CheckRequest(std::string_view client, bool with_base, bool trusted) {
              "accepted target is not normalised: " + Quote(accepted));
   const auto& upstream = Upstream(with_base);
   std::string out;
-  if (!tollgate::server::AppendUpstreamRequestHead(req, "203.0.113.9", trusted, upstream, &out)) {
+  if (!tollgate::server::AppendUpstreamRequestHead(req, "203.0.113.9", trusted, upstream, &out,
+                                                   traced ? kDecisionSpan : std::string_view())) {
     return;
   }
 
@@ -106,6 +112,16 @@ void CheckRequest(std::string_view client, bool with_base, bool trusted) {
   }
   FUZZ_CHECK(last.ends_with("203.0.113.9"), "peer not last in X-Forwarded-For");
   if (!trusted) FUZZ_CHECK(last == "203.0.113.9", "an untrusted peer's X-Forwarded-For kept");
+  if (traced) {
+    size_t parents = 0;
+    for (const auto& f : fwd) {
+      if (!boost::beast::iequals(f.name_string(), "traceparent")) continue;
+      ++parents;
+      FUZZ_CHECK(View(f.value()) == kDecisionSpan,
+                 "a request's traceparent forwarded: " + Quote(View(f.value())));
+    }
+    FUZZ_CHECK(parents == 1, std::to_string(parents) + " traceparent fields upstream");
+  }
 }
 
 void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version) {
@@ -159,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = in.Byte();
   const std::string_view client = in.Until('\0');
   const std::string_view upstream = in.Rest();
-  CheckRequest(client, mode & 1, mode & 8);
+  CheckRequest(client, mode & 1, mode & 8, mode & 16);
   CheckResponse(upstream, mode & 2, mode & 4 ? 10 : 11);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "server/server_fixture.h"
@@ -97,6 +98,45 @@ TEST(Tracing, ContinuesTheRequestsTraceAndStartsANewOneOnAMalformedTraceparent) 
   // The local store makes no store span.
   EXPECT_TRUE(Named(collector.spans(), "EVALSHA").empty());
   EXPECT_GE(MetricValue(t->admin_port, "tollgate_trace_spans_total{outcome=\"exported\"}"), 3);
+}
+
+// In gateway mode the upstream is told the decision span as its parent: a
+// sampled decision's traceparent replaces the request's (same trace, our span
+// id), on the one-string fast path (GET) and the streamed path (a POST body);
+// an unsampled parent's traceparent passes unchanged.
+TEST(Tracing, TheGatewayNamesTheDecisionSpanAsTheUpstreamsParent) {
+  OtlpCollector collector;
+  TestUpstream upstream;
+  server::ServerConfig config = TracingConfig(collector.endpoint());
+  config.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  std::string error;
+  auto t = TestServer::Start(config, GenerousPolicy(1000000), &error);
+  ASSERT_TRUE(t) << error;
+  const auto forwarded = [&](const std::string& method, const std::string& traceparent,
+                             const std::string& body) {
+    HttpResponse r =
+        Fetch(t->port, method, "/api/x", {{"x-api-key", "k1"}, {"traceparent", traceparent}}, body);
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+    if (r.status != 200) return std::string();
+    auto j = nlohmann::json::parse(r.body);
+    return j["headers"].value("traceparent", std::string());
+  };
+  const std::string get = forwarded("GET", Traceparent("01"), "");
+  const std::string post = forwarded("POST", Traceparent("01"), "a body");
+  EXPECT_EQ(forwarded("GET", Traceparent("00"), ""), Traceparent("00"));  // not recorded
+
+  ASSERT_TRUE(WaitFor([&] { return Named(collector.spans(), "tollgate.decision").size() >= 2; }))
+      << collector.spans().size() << " spans";
+  std::vector<ReceivedSpan> spans = Named(collector.spans(), "tollgate.decision");
+  ASSERT_EQ(spans.size(), 2u);
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(spans[i].trace_id, kTraceId) << i;
+    EXPECT_EQ(spans[i].parent_span_id, kParentId) << i;
+  }
+  EXPECT_EQ(get, "00-" + std::string(kTraceId) + "-" + spans[0].span_id + "-01");
+  EXPECT_EQ(post, "00-" + std::string(kTraceId) + "-" + spans[1].span_id + "-01");
 }
 
 #if TOLLGATE_TEST_REDIS
