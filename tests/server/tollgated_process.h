@@ -46,9 +46,9 @@ class Tollgated {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test
-      FILE* f = std::freopen(log_.c_str(), "w", stderr);
-      (void)f;
-      std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout);
+      // A child that cannot open its log files exits at once (126), which the test sees.
+      if (std::freopen(log_.c_str(), "w", stderr) == nullptr) ::_exit(126);
+      if (std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout) == nullptr) ::_exit(126);
       std::vector<char*> argv;
       std::string bin = Binary();
       argv.push_back(bin.data());
