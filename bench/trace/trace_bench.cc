@@ -56,7 +56,7 @@ void BM_DecisionTracingOff(benchmark::State& state) {
   for (auto _ : state) {
     DecisionTracer::Active span = tracer ? tracer->Begin(nullptr) : DecisionTracer::Active{};
     CheckOutcome outcome = s.enforcer->Check(kRequest);
-    if (span.sampled) tracer->End(span, outcome);
+    if (tracer && span.sampled) tracer->End(span, outcome);
     benchmark::DoNotOptimize(outcome);
   }
 }
