@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/config_errors.h"
+#include "base/json_fields.h"
 #include "server/secrets.h"
 #include "server/store_bundle.h"
 #include "trace/exporter.h"
@@ -20,108 +21,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// Reads typed fields out of one JSON object, recording errors with paths and
-// flagging fields nobody asked for.
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string path, std::vector<ConfigError>* errors)
-      : object_(object), path_(std::move(path)), errors_(errors) {}
-
-  std::string PathOf(std::string_view key) const { return base::FieldPath(path_, key); }
-  void Error(std::string_view key, std::string_view message) { errors_.Add(PathOf(key), message); }
-  const json* Find(std::string_view key) {
-    seen_.emplace_back(key);
-    auto it = object_.find(std::string(key));
-    return it == object_.end() ? nullptr : &*it;
-  }
-
-  void String(std::string_view key, std::string* out) {
-    if (const json* v = Find(key)) {
-      if (v->is_string()) {
-        *out = v->get<std::string>();
-      } else {
-        Error(key, "must be a string");
-      }
-    }
-  }
-  void Bool(std::string_view key, bool* out) {
-    if (const json* v = Find(key)) {
-      if (v->is_boolean()) {
-        *out = v->get<bool>();
-      } else {
-        Error(key, "must be true or false");
-      }
-    }
-  }
-  void Double(std::string_view key, double* out, double lo, double hi) {
-    if (const json* v = Find(key)) {
-      if (!v->is_number()) return Error(key, "must be a number");
-      double d = v->get<double>();
-      if (!(d >= lo && d <= hi)) {
-        std::ostringstream m;
-        m << "must be in [" << lo << ", " << hi << "]";
-        return Error(key, m.str());
-      }
-      *out = d;
-    }
-  }
-  template <typename Int>
-  void Integer(std::string_view key, Int* out, int64_t lo, int64_t hi) {
-    if (const json* v = Find(key)) {
-      if (!v->is_number_integer()) return Error(key, "must be an integer");
-      int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
-                      ? INT64_MAX
-                      : v->get<int64_t>();
-      if (i < lo || i > hi) {
-        return Error(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      }
-      *out = static_cast<Int>(i);
-    }
-  }
-  void Duration(std::string_view key, Millis* out, int64_t lo_ms, int64_t hi_ms) {
-    int64_t ms = out->count();
-    Integer(key, &ms, lo_ms, hi_ms);
-    *out = Millis(ms);
-  }
-  void StringList(std::string_view key, std::vector<std::string>* out) {
-    if (const json* v = Find(key)) {
-      if (!v->is_array()) return Error(key, "must be an array of strings");
-      out->clear();
-      for (size_t i = 0; i < v->size(); ++i) {
-        if (!(*v)[i].is_string()) {
-          Error(base::IndexPath(key, i), "must be a string");
-          continue;
-        }
-        out->push_back((*v)[i].get<std::string>());
-      }
-    }
-  }
-  // Call last: every field not read is an error.
-  void RejectUnknown() {
-    for (auto it = object_.begin(); it != object_.end(); ++it) {
-      bool known = false;
-      for (const auto& s : seen_) known = known || s == it.key();
-      if (!known) Error(it.key(), "unknown field");
-    }
-  }
-
- private:
-  const json& object_;
-  std::string path_;
-  base::ConfigErrors errors_;
-  std::vector<std::string> seen_;
-};
+// The config file's fields are read with the one typed reader every config
+// parser shares (base/json_fields.h), in its short messages ("must be a string").
+using base::JsonFields;
 
 constexpr int64_t kHour = 3600 * 1000;
 
 // Reads the object at `key` with `read(section reader)`, then flags its unknown
 // fields; any other JSON type is "<key>: must be an object".
 template <typename Read>
-void ReadSection(FieldReader& r, std::string_view key, std::vector<ConfigError>* errors,
-                 Read read) {
+void ReadSection(JsonFields& r, std::string_view key, Read read) {
   if (const json* v = r.Find(key)) {
     if (!v->is_object()) return r.Error(key, "must be an object");
-    FieldReader section(*v, r.PathOf(key), errors);
+    JsonFields section = r.Nested(*v, key);
     read(section);
     section.RejectUnknown();
   }
@@ -129,7 +41,7 @@ void ReadSection(FieldReader& r, std::string_view key, std::vector<ConfigError>*
 
 // metrics_on_main, decision_on_main: true, false, or null (the default of the
 // mode: on without a gateway, off with one).
-void ReadMainListenerModes(FieldReader& r, ServerConfig* c) {
+void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
   for (auto [key, field] : {std::pair{"metrics_on_main", &c->metrics_on_main},
                             std::pair{"decision_on_main", &c->decision_on_main}}) {
     if (const json* v = r.Find(key)) {
@@ -144,14 +56,14 @@ void ReadMainListenerModes(FieldReader& r, ServerConfig* c) {
   }
 }
 
-void ReadGrpc(FieldReader& g, ServerConfig* c) {
+void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("listen", &c->grpc_listen);
   g.StringList("rls_config", &c->rls_config);
   g.String("headers", &c->grpc_header_style);
   g.String("default_algorithm", &c->rls_default_algorithm);
 }
 
-void ReadAdmin(FieldReader& a, ServerConfig* c) {
+void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.String("listen", &c->admin_listen);
   std::string inline_token;
   a.Integer("max_connections", &c->admin_max_connections, 1, 1 << 20);
@@ -170,7 +82,7 @@ void ReadAdmin(FieldReader& a, ServerConfig* c) {
   }
 }
 
-void ReadBreaker(FieldReader& b, ServerConfig* c) {
+void ReadBreaker(JsonFields& b, ServerConfig* c) {
   b.Integer("consecutive_failures", &c->breaker_consecutive_failures, 1, 1000000);
   b.Double("failure_ratio", &c->breaker_failure_ratio, 0.0, 2.0);
   if (c->breaker_failure_ratio <= 0) b.Error("failure_ratio", "must be > 0");
@@ -180,7 +92,7 @@ void ReadBreaker(FieldReader& b, ServerConfig* c) {
   b.Integer("half_open_probes", &c->breaker_half_open_probes, 1, 65535);
 }
 
-void ReadStore(FieldReader& s, std::vector<ConfigError>* errors, ServerConfig* c) {
+void ReadStore(JsonFields& s, ServerConfig* c) {
   s.String("url", &c->store);
   s.String("failure_mode", &c->failure_mode);
   s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
@@ -190,7 +102,7 @@ void ReadStore(FieldReader& s, std::vector<ConfigError>* errors, ServerConfig* c
   s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
   s.Bool("charge_back", &c->charge_back);
   s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
-  ReadSection(s, "breaker", errors, [c](FieldReader& b) { ReadBreaker(b, c); });
+  ReadSection(s, "breaker", [c](JsonFields& b) { ReadBreaker(b, c); });
 }
 
 // The RS256 public key file: at most 64 KiB, read now (the name is kept for
@@ -210,7 +122,7 @@ std::string ReadPublicKeyFile(const std::string& key_file, std::string* why) {
   return pem.str();
 }
 
-void ReadJwt(FieldReader& j, ServerConfig* c) {
+void ReadJwt(JsonFields& j, ServerConfig* c) {
   j.String("hs256_secret", &c->jwt_hs256_secret);
   std::string inline_pem;
   std::string key_file;
@@ -241,7 +153,7 @@ void ReadJwt(FieldReader& j, ServerConfig* c) {
   j.Bool("verified_upstream", &c->jwt_verified_upstream);
 }
 
-void ReadHttp(FieldReader& h, ServerConfig* c) {
+void ReadHttp(JsonFields& h, ServerConfig* c) {
   h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
   h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
   h.Integer("max_chunk_extension_bytes", &c->max_chunk_extension_bytes, 0, 1 << 20);
@@ -256,7 +168,7 @@ void ReadHttp(FieldReader& h, ServerConfig* c) {
   h.Duration("drain_timeout_ms", &c->drain_timeout, 0, kHour);
 }
 
-void ReadGateway(FieldReader& g, ServerConfig* c) {
+void ReadGateway(JsonFields& g, ServerConfig* c) {
   g.String("upstream", &c->upstream);
   g.Duration("connect_timeout_ms", &c->upstream_connect_timeout, 1, kHour);
   g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
@@ -264,7 +176,7 @@ void ReadGateway(FieldReader& g, ServerConfig* c) {
   g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
 }
 
-void ReadLog(FieldReader& l, ServerConfig* c) {
+void ReadLog(JsonFields& l, ServerConfig* c) {
   l.String("level", &c->log_level);
   l.String("file", &c->log_file);
   l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
@@ -272,7 +184,7 @@ void ReadLog(FieldReader& l, ServerConfig* c) {
   l.Bool("access_log", &c->access_log);
 }
 
-void ReadIdentities(FieldReader& i, ServerConfig* c) {
+void ReadIdentities(JsonFields& i, ServerConfig* c) {
   i.Bool("raw", &c->raw_identities);
   std::string key_file;
   i.String("hash_key_file", &key_file);
@@ -286,7 +198,7 @@ void ReadIdentities(FieldReader& i, ServerConfig* c) {
   }
 }
 
-void ReadTracing(FieldReader& t, ServerConfig* c) {
+void ReadTracing(JsonFields& t, ServerConfig* c) {
   t.String("endpoint", &c->trace_endpoint);
   t.Double("sample_ratio", &c->trace_sample_ratio, 0.0, 1.0);
   t.Bool("parent_based", &c->trace_parent_based);
@@ -297,20 +209,20 @@ void ReadTracing(FieldReader& t, ServerConfig* c) {
   t.Duration("timeout_ms", &c->trace_timeout, 1, 60000);
 }
 
-void ReadTop(FieldReader& t, ServerConfig* c) {
+void ReadTop(JsonFields& t, ServerConfig* c) {
   t.Duration("window_ms", &c->top_window, 1000, 24 * kHour);
   t.Integer("capacity", &c->top_capacity, 1, 10000);
 }
 
 // `admin` and `store` take a string (their address, their URL) or an object.
 template <typename Read>
-void ReadStringOrSection(FieldReader& r, std::string_view key, std::string* as_string,
-                         std::string_view type_error, std::vector<ConfigError>* errors, Read read) {
+void ReadStringOrSection(JsonFields& r, std::string_view key, std::string* as_string,
+                         std::string_view type_error, Read read) {
   if (const json* v = r.Find(key)) {
     if (v->is_string()) {
       *as_string = v->get<std::string>();
     } else if (v->is_object()) {
-      FieldReader section(*v, r.PathOf(key), errors);
+      JsonFields section = r.Nested(*v, key);
       read(section);
       section.RejectUnknown();
     } else {
@@ -320,7 +232,7 @@ void ReadStringOrSection(FieldReader& r, std::string_view key, std::string* as_s
 }
 
 // The top-level fields and sections, in the order their errors are reported.
-void ReadServerConfig(FieldReader& r, std::vector<ConfigError>* errors, ServerConfig* c) {
+void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   r.String("policy", &c->policy_path);
   r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
   r.String("listen", &c->listen);
@@ -328,24 +240,24 @@ void ReadServerConfig(FieldReader& r, std::vector<ConfigError>* errors, ServerCo
   ReadMainListenerModes(r, c);
   r.String("grpc_listen", &c->grpc_listen);
   r.StringList("rls_config", &c->rls_config);
-  ReadSection(r, "grpc", errors, [c](FieldReader& g) { ReadGrpc(g, c); });
+  ReadSection(r, "grpc", [c](JsonFields& g) { ReadGrpc(g, c); });
   ReadStringOrSection(r, "admin", &c->admin_listen,
-                      "must be \"HOST:PORT\", \"\" (off) or an object", errors,
-                      [c](FieldReader& a) { ReadAdmin(a, c); });
-  ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object", errors,
-                      [c, errors](FieldReader& s) { ReadStore(s, errors, c); });
+                      "must be \"HOST:PORT\", \"\" (off) or an object",
+                      [c](JsonFields& a) { ReadAdmin(a, c); });
+  ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object",
+                      [c](JsonFields& s) { ReadStore(s, c); });
   r.String("failure_mode", &c->failure_mode);
   r.String("headers", &c->header_style);
   r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
   r.StringList("trusted_proxies", &c->trusted_proxies);
   r.String("forwarded_header", &c->forwarded_header);
-  ReadSection(r, "jwt", errors, [c](FieldReader& j) { ReadJwt(j, c); });
-  ReadSection(r, "http", errors, [c](FieldReader& h) { ReadHttp(h, c); });
-  ReadSection(r, "gateway", errors, [c](FieldReader& g) { ReadGateway(g, c); });
-  ReadSection(r, "log", errors, [c](FieldReader& l) { ReadLog(l, c); });
-  ReadSection(r, "identities", errors, [c](FieldReader& i) { ReadIdentities(i, c); });
-  ReadSection(r, "top", errors, [c](FieldReader& t) { ReadTop(t, c); });
-  ReadSection(r, "tracing", errors, [c](FieldReader& t) { ReadTracing(t, c); });
+  ReadSection(r, "jwt", [c](JsonFields& j) { ReadJwt(j, c); });
+  ReadSection(r, "http", [c](JsonFields& h) { ReadHttp(h, c); });
+  ReadSection(r, "gateway", [c](JsonFields& g) { ReadGateway(g, c); });
+  ReadSection(r, "log", [c](JsonFields& l) { ReadLog(l, c); });
+  ReadSection(r, "identities", [c](JsonFields& i) { ReadIdentities(i, c); });
+  ReadSection(r, "top", [c](JsonFields& t) { ReadTop(t, c); });
+  ReadSection(r, "tracing", [c](JsonFields& t) { ReadTracing(t, c); });
   r.Find("$schema");  // allowed, ignored
   r.Find("comment");  // allowed, ignored
 }
@@ -569,8 +481,9 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     errors.push_back({"", "must be a JSON object"});
     return errors;
   }
-  FieldReader r(doc, "", &errors);
-  ReadServerConfig(r, &errors, c);
+  base::ConfigErrors collector(&errors);
+  JsonFields r(doc, "", collector, JsonFields::Messages::kShort);
+  ReadServerConfig(r, c);
   r.RejectUnknown();
   return errors;
 }

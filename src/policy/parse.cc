@@ -15,6 +15,7 @@
 
 #include "base/config_errors.h"
 #include "base/json_depth.h"
+#include "base/json_fields.h"
 #include "policy/policy_impl.h"
 #include "tollgate/calendar.h"
 #include "tollgate/period.h"
@@ -28,31 +29,9 @@ using nlohmann::json;
 using base::ConfigErrors;
 using base::FieldPath;
 using base::IndexPath;
-
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.15g", v);
-  return buf;
-}
-
-std::string TypeName(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::discarded:
-      return "invalid";
-    default:
-      return "a number";
-  }
-}
+using base::JsonFields;
+using base::JsonTypeName;
+using base::NumberText;
 
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxRuleNameLength) return false;
@@ -64,70 +43,7 @@ bool ValidName(std::string_view name) {
   return true;
 }
 
-void CheckUnknown(const json& obj, const std::string& path,
-                  std::initializer_list<const char*> known, ConfigErrors& e) {
-  for (const auto& [k, v] : obj.items()) {
-    bool found = false;
-    for (const char* name : known) found = found || k == name;
-    if (!found) {
-      std::string list;
-      for (const char* name : known) list += (list.empty() ? "" : ", ") + std::string(name);
-      e.Add(FieldPath(path, k.size() > 64 ? k.substr(0, 64) + "..." : k),
-            "unknown field (expected one of: " + list + ")");
-    }
-  }
-}
-
-// A number field; reports a type error. Booleans are not numbers.
-std::optional<double> Number(const json& obj, const char* field, const std::string& path,
-                             ConfigErrors& e) {
-  auto it = obj.find(field);
-  if (it == obj.end()) return std::nullopt;
-  if (!it->is_number()) {
-    e.Add(FieldPath(path, field), "must be a number (got " + TypeName(*it) + ")");
-    return std::nullopt;
-  }
-  const double v = it->get<double>();
-  if (!std::isfinite(v)) {
-    e.Add(FieldPath(path, field), "must be a finite number");
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<std::string> String(const json& obj, const char* field, const std::string& path,
-                                  ConfigErrors& e) {
-  auto it = obj.find(field);
-  if (it == obj.end()) return std::nullopt;
-  if (!it->is_string()) {
-    e.Add(FieldPath(path, field), "must be a string (got " + TypeName(*it) + ")");
-    return std::nullopt;
-  }
-  return it->get<std::string>();
-}
-
 bool IsWhole(double v) { return std::floor(v) == v; }
-
-// A whole number >= 1 (costs, burst).
-std::optional<int64_t> Whole(const json& obj, const char* field, const std::string& path,
-                             ConfigErrors& e, int64_t max) {
-  auto v = Number(obj, field, path, e);
-  if (!v) return std::nullopt;
-  if (!(*v > 0)) {
-    e.Add(FieldPath(path, field), "must be > 0 (got " + Num(*v) + ")");
-    return std::nullopt;
-  }
-  if (!IsWhole(*v)) {
-    e.Add(FieldPath(path, field), "must be a whole number (got " + Num(*v) + ")");
-    return std::nullopt;
-  }
-  if (*v > static_cast<double>(max)) {
-    e.Add(FieldPath(path, field),
-          "must be at most " + std::to_string(max) + " (got " + Num(*v) + ")");
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(*v);
-}
 
 // "500ms", "10s", "1m", "1h", "1d" or a number of seconds.
 std::optional<int64_t> DurationNs(const json& v, const std::string& path, ConfigErrors& e) {
@@ -156,11 +72,11 @@ std::optional<int64_t> DurationNs(const json& v, const std::string& path, Config
     }
     seconds = n * scale;
   } else {
-    e.Add(path, "must be a number of seconds or a duration string (got " + TypeName(v) + ")");
+    e.Add(path, "must be a number of seconds or a duration string (got " + JsonTypeName(v) + ")");
     return std::nullopt;
   }
   if (!std::isfinite(seconds) || seconds <= 0 || seconds > 366.0 * 86400) {
-    e.Add(path, "must be > 0 and at most 366 days (got " + Num(seconds) + "s)");
+    e.Add(path, "must be > 0 and at most 366 days (got " + NumberText(seconds) + "s)");
     return std::nullopt;
   }
   return static_cast<int64_t>(std::llround(seconds * 1e9));
@@ -183,13 +99,13 @@ std::optional<int64_t> PeriodNs(const json& v, const std::string& path, ConfigEr
       e.Add(path,
             "must be a whole number of seconds from 1 to 366 days, or a period string like "
             "\"1h\" (got " +
-                Num(seconds) + ")");
+                NumberText(seconds) + ")");
       return std::nullopt;
     }
     return static_cast<int64_t>(seconds) * 1'000'000'000;
   }
   e.Add(path, "must be a period string like \"1h\", \"30d\", \"1w\" or a number of seconds (got " +
-                  TypeName(v) + ")");
+                  JsonTypeName(v) + ")");
   return std::nullopt;
 }
 
@@ -209,7 +125,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
     c.source = source;
     if (op == "equals" || op == "prefix" || op == "suffix") {
       if (!IsScalar(v)) {
-        e.Add(p, "must be a string (got " + TypeName(v) + ")");
+        e.Add(p, "must be a string (got " + JsonTypeName(v) + ")");
         continue;
       }
       c.op = op == "equals"   ? Condition::Op::kEquals
@@ -225,7 +141,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       bool bad = false;
       for (size_t i = 0; i < v.size(); ++i) {
         if (!IsScalar(v[i])) {
-          e.Add(IndexPath(p, i), "must be a string (got " + TypeName(v[i]) + ")");
+          e.Add(IndexPath(p, i), "must be a string (got " + JsonTypeName(v[i]) + ")");
           bad = true;
         } else {
           c.values.push_back(ScalarText(v[i]));
@@ -236,7 +152,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       c.text = source.spec + " one_of [" + std::to_string(c.values.size()) + " values]";
     } else if (op == "regex") {
       if (!v.is_string()) {
-        e.Add(p, "must be a string (got " + TypeName(v) + ")");
+        e.Add(p, "must be a string (got " + JsonTypeName(v) + ")");
         continue;
       }
       const std::string pattern = v.get<std::string>();
@@ -257,7 +173,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       c.text = source.spec + " regex " + pattern;
     } else if (op == "present" || op == "absent") {
       if (!v.is_boolean()) {
-        e.Add(p, "must be true or false (got " + TypeName(v) + ")");
+        e.Add(p, "must be true or false (got " + JsonTypeName(v) + ")");
         continue;
       }
       const bool want_present = (op == "present") == v.get<bool>();
@@ -276,7 +192,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
 std::vector<Condition> ParseMatch(const json& m, const std::string& path, ConfigErrors& e) {
   std::vector<Condition> out;
   if (!m.is_object()) {
-    e.Add(path, "must be an object of {\"<source>\": condition} (got " + TypeName(m) + ")");
+    e.Add(path, "must be an object of {\"<source>\": condition} (got " + JsonTypeName(m) + ")");
     return out;
   }
   if (m.size() > kMaxConditions) {
@@ -305,7 +221,7 @@ std::vector<Condition> ParseMatch(const json& m, const std::string& path, Config
       ParseConditionObject(v, source, p, out, e);
     } else {
       e.Add(p, "must be a string, an array of strings or an object of operators (got " +
-                   TypeName(v) + ")");
+                   JsonTypeName(v) + ")");
     }
   }
   return out;
@@ -328,8 +244,9 @@ struct CostConfig {
 std::shared_ptr<const Calendar> ParseCalendar(const json& c, Algorithm algorithm,
                                               const std::string& path, ConfigErrors& e) {
   const size_t before = e.count();
-  auto unit_name = String(c, "calendar", path, e);
-  auto zone_name = c.contains("time_zone") ? String(c, "time_zone", path, e) : "UTC";
+  JsonFields f(c, path, e);
+  auto unit_name = f.String("calendar");
+  auto zone_name = c.contains("time_zone") ? f.String("time_zone") : "UTC";
   if (algorithm != Algorithm::kFixedWindow) {
     e.Add(FieldPath(path, "calendar"),
           "is only used by fixed_window (got " + std::string(AlgorithmName(algorithm)) + ")");
@@ -354,19 +271,18 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
                           LimitSpec* spec, CostConfig* cost, ConfigErrors& e) {
   const size_t before = e.count();
   if (!c.is_object()) {
-    e.Add(path, "must be an object (got " + TypeName(c) + ")");
+    e.Add(path, "must be an object (got " + JsonTypeName(c) + ")");
     return false;
   }
-  CheckUnknown(
-      c, path,
-      {"tokens_per_second", "rps", "count", "period", "burst", "window_seconds", "window",
-       "calendar", "time_zone", "max_delay_ms", "cost_source", "fixed_cost", "default_cost"},
-      e);
+  JsonFields f(c, path, e);
+  f.RejectUnknown({"tokens_per_second", "rps", "count", "period", "burst", "window_seconds",
+                   "window", "calendar", "time_zone", "max_delay_ms", "cost_source", "fixed_cost",
+                   "default_cost"});
   spec->algorithm = algorithm;
   const bool window = IsWindowAlgorithm(algorithm);
 
-  auto tps = Number(c, "tokens_per_second", path, e);
-  auto rps = Number(c, "rps", path, e);
+  auto tps = f.Number("tokens_per_second");
+  auto rps = f.Number("rps");
   const char* rate_field = rps && !tps ? "rps" : "tokens_per_second";
   // A plain double plus a flag: GCC 12 warns (falsely) about optional<double> here.
   bool has_rate = tps.has_value() || rps.has_value();
@@ -375,7 +291,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     e.Add(FieldPath(path, "rps"), "is an alias of tokens_per_second: set only one");
   }
   if (has_rate && !(rate > 0)) {
-    e.Add(FieldPath(path, rate_field), "must be > 0 (got " + Num(rate) + ")");
+    e.Add(FieldPath(path, rate_field), "must be > 0 (got " + NumberText(rate) + ")");
     has_rate = false;
   }
   // A count per period: the exact form of a rate (buckets), or another way to
@@ -383,7 +299,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   const bool has_count = c.contains("count"), has_period = c.contains("period");
   std::optional<int64_t> count;
   std::optional<int64_t> period_ns;
-  if (has_count) count = Whole(c, "count", path, e, Limit::kMaxBurst);
+  if (has_count) count = f.Whole("count", Limit::kMaxBurst);
   if (has_period) period_ns = PeriodNs(c["period"], FieldPath(path, "period"), e);
   // A quota per calendar day / week / month in a time zone (fixed_window).
   const bool has_calendar = c.contains("calendar");
@@ -428,13 +344,13 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
             window ? "is required (the quota per window)" : "is required");
     }
   } else {
-    burst = Whole(c, "burst", path, e, Limit::kMaxBurst);
+    burst = f.Whole("burst", Limit::kMaxBurst);
     if (window && per_period) {
       e.Add(FieldPath(path, "burst"), "set count (the quota per period) or burst, not both");
     }
     if (!window && burst && has_rate && static_cast<double>(*burst) < rate) {
       e.Add(FieldPath(path, "burst"),
-            "must be >= " + std::string(rate_field) + " (" + Num(rate) + ")");
+            "must be >= " + std::string(rate_field) + " (" + NumberText(rate) + ")");
     }
   }
 
@@ -461,7 +377,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   }
 
   if (c.contains("max_delay_ms")) {
-    auto md = Number(c, "max_delay_ms", path, e);
+    auto md = f.Number("max_delay_ms");
     if (algorithm != Algorithm::kLeakyBucket) {
       e.Add(FieldPath(path, "max_delay_ms"), "is only used by leaky_bucket");
     } else if (md) {
@@ -469,14 +385,15 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
         spec->max_delay = Nanos(-1);
       } else if (*md < 0 || *md > 366.0 * 86400 * 1000) {
         e.Add(FieldPath(path, "max_delay_ms"),
-              "must be between 0 and 366 days, or -1 for burst * interval (got " + Num(*md) + ")");
+              "must be between 0 and 366 days, or -1 for burst * interval (got " + NumberText(*md) +
+                  ")");
       } else {
         spec->max_delay = Nanos(static_cast<int64_t>(std::llround(*md * 1e6)));
       }
     }
   }
 
-  if (auto src = String(c, "cost_source", path, e)) {
+  if (auto src = f.String("cost_source")) {
     if (*src == "fixed") {
       cost->kind = Rule::CostKind::kFixed;
     } else {
@@ -494,8 +411,8 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
       }
     }
   }
-  if (auto fc = Whole(c, "fixed_cost", path, e, kMaxCost)) cost->fixed_cost = *fc;
-  if (auto dc = Whole(c, "default_cost", path, e, kMaxCost)) cost->default_cost = *dc;
+  if (auto fc = f.Whole("fixed_cost", kMaxCost)) cost->fixed_cost = *fc;
+  if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
 
   if (e.count() != before) return false;
   spec->rate = window || per_period ? 0 : rate;
@@ -520,15 +437,17 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
 std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& path,
                                             ConfigErrors& e) {
   if (!r.is_object()) {
-    e.Add(path, "must be an object (got " + TypeName(r) + ")");
+    e.Add(path, "must be an object (got " + JsonTypeName(r) + ")");
     return std::nullopt;
   }
   const size_t before = e.count();
-  CheckUnknown(r, path, {"max_reject_ratio", "window_seconds", "min_requests"}, e);
+  JsonFields f(r, path, e);
+  f.RejectUnknown({"max_reject_ratio", "window_seconds", "min_requests"});
   RollbackConfig cfg;
-  if (auto v = Number(r, "max_reject_ratio", path, e)) {
+  if (auto v = f.Number("max_reject_ratio")) {
     if (!(*v > 0 && *v < 1)) {
-      e.Add(FieldPath(path, "max_reject_ratio"), "must be > 0 and < 1 (got " + Num(*v) + ")");
+      e.Add(FieldPath(path, "max_reject_ratio"),
+            "must be > 0 and < 1 (got " + NumberText(*v) + ")");
     }
     cfg.max_reject_ratio = *v;
   } else if (!r.contains("max_reject_ratio")) {
@@ -539,23 +458,22 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
       cfg.window_ns = *ns;
     }
   }
-  if (auto v = Whole(r, "min_requests", path, e, int64_t{1} << 40)) cfg.min_requests = *v;
+  if (auto v = f.Whole("min_requests", int64_t{1} << 40)) cfg.min_requests = *v;
   if (e.count() != before) return std::nullopt;
   return cfg;
 }
 
 std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErrors& e) {
   if (!j.is_object()) {
-    e.Add(path, "a rule must be an object (got " + TypeName(j) + ")");
+    e.Add(path, "a rule must be an object (got " + JsonTypeName(j) + ")");
     return std::nullopt;
   }
   const size_t before = e.count();
-  CheckUnknown(j, path,
-               {"name", "description", "limit_keys", "match", "algorithm", "algorithm_config",
-                "mode", "enforce_percent", "rollback", "missing_key", "group", "failure_mode"},
-               e);
+  JsonFields f(j, path, e);
+  f.RejectUnknown({"name", "description", "limit_keys", "match", "algorithm", "algorithm_config",
+                   "mode", "enforce_percent", "rollback", "missing_key", "group", "failure_mode"});
   std::string name;
-  if (auto n = String(j, "name", path, e)) {
+  if (auto n = f.String("name")) {
     if (!ValidName(*n)) {
       e.Add(FieldPath(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
     } else {
@@ -564,7 +482,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   } else if (!j.contains("name")) {
     e.Add(FieldPath(path, "name"), "is required");
   }
-  (void)String(j, "description", path, e);
+  (void)f.String("description");
 
   std::vector<Source> keys;
   auto lk = j.find("limit_keys");
@@ -578,7 +496,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
       const json& s = (*lk)[i];
       const std::string p = IndexPath(FieldPath(path, "limit_keys"), i);
       if (!s.is_string()) {
-        e.Add(p, "must be a string (got " + TypeName(s) + ")");
+        e.Add(p, "must be a string (got " + JsonTypeName(s) + ")");
         continue;
       }
       Source src;
@@ -595,7 +513,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   if (auto m = j.find("match"); m != j.end()) match = ParseMatch(*m, FieldPath(path, "match"), e);
 
   Algorithm algorithm = Algorithm::kTokenBucket;
-  if (auto a = String(j, "algorithm", path, e)) {
+  if (auto a = f.String("algorithm")) {
     if (!ParseAlgorithm(*a, &algorithm)) {
       e.Add(FieldPath(path, "algorithm"),
             "unknown algorithm \"" + a->substr(0, 64) +
@@ -615,7 +533,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   }
 
   bool shadow = false;
-  if (auto mode = String(j, "mode", path, e)) {
+  if (auto mode = f.String("mode")) {
     if (*mode == "shadow") {
       shadow = true;
     } else if (*mode != "enforce") {
@@ -623,14 +541,15 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
     }
   }
   double percent = 100;
-  if (auto p = Number(j, "enforce_percent", path, e)) {
+  if (auto p = f.Number("enforce_percent")) {
     if (*p < 0 || *p > 100) {
-      e.Add(FieldPath(path, "enforce_percent"), "must be between 0 and 100 (got " + Num(*p) + ")");
+      e.Add(FieldPath(path, "enforce_percent"),
+            "must be between 0 and 100 (got " + NumberText(*p) + ")");
     }
     percent = *p;
   }
   MissingKey missing = MissingKey::kSkip;
-  if (auto mk = String(j, "missing_key", path, e)) {
+  if (auto mk = f.String("missing_key")) {
     if (*mk == "shared") {
       missing = MissingKey::kShared;
     } else if (*mk != "skip") {
@@ -638,7 +557,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
     }
   }
   std::string failure_mode;
-  if (auto fm = String(j, "failure_mode", path, e)) {
+  if (auto fm = f.String("failure_mode")) {
     if (*fm == "open" || *fm == "closed" || *fm == "degrade") {
       failure_mode = *fm;
     } else {
@@ -650,7 +569,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
     rollback = ParseRollback(*r, FieldPath(path, "rollback"), e);
   }
   std::string group;
-  if (auto g = String(j, "group", path, e)) {
+  if (auto g = f.String("group")) {
     if (!ValidName(*g)) {
       e.Add(FieldPath(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
     }
@@ -718,14 +637,15 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
   json single;
   std::string base = "rules";
   if (doc.is_object() && doc.contains("rules")) {
-    CheckUnknown(doc, "", {"rules", "version", "description"}, e);
+    JsonFields f(doc, "", e);
+    f.RejectUnknown({"rules", "version", "description"});
     if (auto v = doc.find("version"); v != doc.end() && !(v->is_number() && *v == 1)) {
       e.Add("version", "must be 1");
     }
-    (void)String(doc, "description", "", e);
+    (void)f.String("description");
     rules = &doc["rules"];
     if (!rules->is_array()) {
-      e.Add("rules", "must be an array of rules (got " + TypeName(*rules) + ")");
+      e.Add("rules", "must be an array of rules (got " + JsonTypeName(*rules) + ")");
       return out;
     }
   } else if (doc.is_array()) {
@@ -736,7 +656,7 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
     base = "";
   } else {
     e.Add("", "a policy must be {\"rules\": [...]}, an array of rules or one rule object (got " +
-                  TypeName(doc) + ")");
+                  JsonTypeName(doc) + ")");
     return out;
   }
   if (rules->size() > kMaxRules) {
