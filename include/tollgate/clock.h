@@ -7,14 +7,26 @@
 //    for Redis in client-clock mode.
 // Both are int64 nanoseconds. Tests inject a ManualClock and move it by hand.
 //
+// A clock also times waits (abseil's Clock::AwaitWithDeadline, leveldb's
+// Env::SleepForMicroseconds): WaitUntil() blocks on a condition variable until
+// a predicate holds or the clock reaches a deadline, so deadline logic (a
+// store call's guard, a reconnect or probe timer) can take an injected clock
+// and a test can expire it with ManualClock::Advance() instead of waiting.
+// Libraries keep two injected clocks apart: the decision clock (Options::clock)
+// and the I/O clock (Options::io_clock: call deadlines, reconnect, topology
+// and probe timers), so that a test can freeze one and let the other run.
+//
 // Thread safety: every Clock is safe to call from any thread.
 #ifndef TOLLGATE_CLOCK_H_
 #define TOLLGATE_CLOCK_H_
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
+#include <functional>
+#include <mutex>
 
 namespace tollgate {
 
@@ -27,6 +39,21 @@ class Clock {
   virtual int64_t Now() const = 0;
   // Nanoseconds since the Unix epoch.
   virtual int64_t WallNow() const = 0;
+
+  // Blocks on `cv` (with `lock` held, as std::condition_variable::wait does)
+  // until `done()` is true or Now() >= deadline_ns; returns done(). Whoever
+  // makes done() true notifies `cv` under the lock. The default waits real
+  // time, which is right for any clock that moves with it (SystemClock,
+  // CoarseClock); ManualClock overrides it.
+  virtual bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                         int64_t deadline_ns, const std::function<bool()>& done) const {
+    while (!done()) {
+      const int64_t remaining = deadline_ns - Now();
+      if (remaining <= 0) return false;
+      cv.wait_for(lock, Nanos(remaining));
+    }
+    return true;
+  }
 };
 
 // The real clocks: std::chrono::steady_clock and system_clock.
@@ -76,6 +103,11 @@ class CoarseClock final : public Clock {
 };
 
 // A clock moved only by the test. Now() and WallNow() move together.
+// WaitUntil() returns when done() holds or once Advance()/Set() has reached
+// the deadline; real time alone never expires it. A waiter looks at the time
+// again every millisecond of real time (Advance() does not know the waiters'
+// condition variables), so it wakes at most that long after the clock passed
+// its deadline.
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(int64_t start_ns = 1'000'000'000'000LL,
@@ -84,6 +116,14 @@ class ManualClock final : public Clock {
 
   int64_t Now() const override { return now_.load(std::memory_order_acquire); }
   int64_t WallNow() const override { return Now() + wall_offset_; }
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                 int64_t deadline_ns, const std::function<bool()>& done) const override {
+    while (!done()) {
+      if (Now() >= deadline_ns) return false;
+      cv.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    return true;
+  }
 
   void Advance(Nanos d) { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
   // May move backwards: algorithms must survive it.

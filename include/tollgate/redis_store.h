@@ -87,6 +87,12 @@ struct RedisOptions {
   // Pass the caller's wall clock (clock->WallNow()) instead of Redis TIME.
   bool use_client_clock = false;
   const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the store
+  // Times the I/O: call_timeout and connect_timeout deadlines, reconnect
+  // backoff (and the cluster store's topology refresh and retry timers). A
+  // ManualClock here expires them only when moved; the I/O thread looks at it
+  // every 5 ms. Separate from `clock`, so a test can freeze decisions' time
+  // while calls still time out. Not owned; must outlive the store.
+  const Clock* io_clock = &SystemClock::Instance();
 
   // "Known denied until t": single-item decisions that Redis denied are answered
   // locally until the retry time passes (same key, cost and limit only). The

@@ -137,7 +137,7 @@ struct ResilientStoreOptions {
   // primary, through its AcquireAsync, then answers per the mode (kTimeout
   // counts as a failure). For primaries whose own deadline is not trusted;
   // useless with a primary whose AcquireAsync runs inline. AcquireAsync is not
-  // guarded (the primary's callback decides when it completes).
+  // guarded (the primary's callback decides when it completes). Timed on io_clock.
   Nanos call_deadline{0};
 
   CircuitBreakerOptions breaker;         // its clock and listener are used as given
@@ -156,6 +156,9 @@ struct ResilientStoreOptions {
   // RunMaintenance(), which then also sends the due probe (tests, embedders).
   bool background = true;
   const Clock* clock = &SystemClock::Instance();  // not owned
+  // Times the waits: call_deadline (Clock::WaitUntil). Not owned. The prober
+  // waits for the breaker's probe time on breaker.clock, the breaker's own.
+  const Clock* io_clock = &SystemClock::Instance();
 };
 
 struct ResilientStoreStats {

@@ -19,6 +19,8 @@
 #include <optional>
 #include <utility>
 
+#include "tollgate/clock.h"
+
 namespace tollgate::base {
 
 template <typename T>
@@ -43,6 +45,16 @@ class OneShot {
   std::optional<T> WaitFor(std::chrono::duration<Rep, Period> timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, timeout, [&] { return value_.has_value(); })) return std::nullopt;
+    return std::move(*value_);
+  }
+
+  // Blocks until Set() or until clock.Now() >= deadline_ns (Clock::WaitUntil,
+  // so a ManualClock expires it only when moved); nullopt on timeout.
+  std::optional<T> WaitUntil(const Clock& clock, int64_t deadline_ns) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!clock.WaitUntil(lock, cv_, deadline_ns, [&] { return value_.has_value(); })) {
+      return std::nullopt;
+    }
     return std::move(*value_);
   }
 

@@ -160,7 +160,7 @@ std::string Endpoint(const RedisOptions& o) { return o.host + ":" + std::to_stri
 void Connection::Connect() {
   if (state_ == State::kConnecting || state_ == State::kReady) return;
   state_ = State::kConnecting;
-  connect_deadline_ = std::chrono::steady_clock::now() + options_.connect_timeout;
+  connect_deadline_ = IoNow(options_) + options_.connect_timeout;
   const uint64_t gen = ++generation_;
   reader_ = std::make_unique<ReplyReader>();
   // A fresh TLS stream (and socket) per attempt: an older one may still have

@@ -46,6 +46,13 @@ namespace tollgate::redis {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// The I/O clock's time (RedisOptions::io_clock) as a deadline type: for the
+// real clock it is std::chrono::steady_clock::now().
+inline SteadyTime IoNow(const RedisOptions& options) {
+  return SteadyTime(std::chrono::duration_cast<SteadyTime::duration>(
+      std::chrono::nanoseconds(options.io_clock->Now())));
+}
+
 // RESP encoding, by hand (hiredis' formatter allocates and runs sprintf per
 // argument): a "*<n>\r\n" or "$<n>\r\n" header, one bulk string, one
 // integer as a bulk string.

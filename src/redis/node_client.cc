@@ -129,7 +129,7 @@ void NodeClient::OnDown(Connection& c, const Status&) {
     // Exponential backoff with jitter in [backoff/2, backoff].
     const auto b = backoff_[i];
     std::uniform_int_distribution<int64_t> jitter(b.count() / 2, b.count());
-    retry_at_[i] = std::chrono::steady_clock::now() + std::chrono::milliseconds(jitter(rng_));
+    retry_at_[i] = IoNow(options_) + std::chrono::milliseconds(jitter(rng_));
     backoff_[i] = std::min(options_.reconnect_backoff_max, b * 2);
   }
   // Posted, so that a job failing inside Connection::Fail() does not re-enter Pump.

@@ -179,7 +179,7 @@ class RedisClusterStore::Impl {
       job->limits.push_back(*it.limit);
       job->items.push_back(redis::MakeScriptItem(*it.limit, it.cost));
     }
-    job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+    job->deadline = redis::IoNow(options_.node) + options_.node.call_timeout;
     // Runs on the I/O thread; if the I/O thread stopped first, the holder's
     // destructor answers, so `done` always runs exactly once.
     struct Holder {
@@ -214,7 +214,7 @@ class RedisClusterStore::Impl {
     auto job = std::make_unique<NodeJob>();
     job->keys.push_back(std::move(key));
     job->argv = std::move(argv);
-    job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+    job->deadline = redis::IoNow(options_.node) + options_.node.call_timeout;
     auto shared = std::make_shared<std::function<void(Result<RedisReply>)>>(std::move(done));
     job->done = [this, shared](NodeJobPtr& j, const JobResult& r) { HandleCommand(j, r, *shared); };
     struct Holder {
@@ -237,7 +237,7 @@ class RedisClusterStore::Impl {
         return;
       }
       if (!have_map_) {
-        Park(std::move(j), std::chrono::steady_clock::now());
+        Park(std::move(j), redis::IoNow(options_.node));
         RequestRefresh(false);
         return;
       }
@@ -376,7 +376,7 @@ class RedisClusterStore::Impl {
       return;
     }
     if (!have_map_ || unknown) {
-      Park(std::move(job), std::chrono::steady_clock::now());
+      Park(std::move(job), redis::IoNow(options_.node));
       RequestRefresh(false);
       return;
     }
@@ -401,7 +401,7 @@ class RedisClusterStore::Impl {
   // sending; the script reads every key before it writes one, so a call that
   // failed on a moved key wrote nothing): no charge twice. False: give up.
   bool RetrySplit(NodeJobPtr& job) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = redis::IoNow(options_.node);
     if (stopping_ || ++job->redirects > options_.max_redirects) return false;
     const auto backoff = Backoff(*job);
     if (now + backoff >= job->deadline) return false;
@@ -417,7 +417,7 @@ class RedisClusterStore::Impl {
   }
 
   void Handle(NodeJobPtr& job, const JobResult& r, const Final& final, bool reroutable) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = redis::IoNow(options_.node);
     if (r.error.data() == kSplit.data()) {
       // Nothing of this job ran. A caller's batch becomes a cross-node batch
       // (dry run, then charges with refunds), decided within its deadline. A
@@ -542,7 +542,7 @@ class RedisClusterStore::Impl {
   // by max_redirects and the deadline); any other reply is the caller's.
   void HandleCommand(NodeJobPtr& job, const JobResult& r,
                      const std::function<void(Result<RedisReply>)>& done) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = redis::IoNow(options_.node);
     if (!r.status.ok()) {
       if (!RetryUnsent(job, r, now)) done(r.status);
       return;
@@ -783,7 +783,7 @@ class RedisClusterStore::Impl {
         job->argv.push_back(std::to_string(c.window_of[i]));
         job->argv.push_back(std::to_string(it.increment));
       }
-      job->deadline = std::chrono::steady_clock::now() + options_.node.call_timeout;
+      job->deadline = redis::IoNow(options_.node) + options_.node.call_timeout;
       job->done = [this, left](NodeJobPtr&, const JobResult& r) {
         if (!r.status.ok() || r.reply == nullptr || r.reply->type == REDIS_REPLY_ERROR) {
           errors_.fetch_add(1, std::memory_order_relaxed);
@@ -799,7 +799,7 @@ class RedisClusterStore::Impl {
 
   void RequestRefresh(bool force) {
     if (stopping_) return;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = redis::IoNow(options_.node);
     if (refresh_inflight_) return;
     if (!force && now - last_refresh_ < options_.refresh_interval) {
       refresh_wanted_ = true;  // Tick() runs it when the interval has passed
@@ -875,7 +875,7 @@ class RedisClusterStore::Impl {
     auto waiting = std::move(predispatch_);
     predispatch_.clear();
     for (auto& p : waiting) Dispatch(std::move(p.first), std::move(p.second));
-    RouteParked(std::chrono::steady_clock::now(), /*due_only=*/false);
+    RouteParked(redis::IoNow(options_.node), /*due_only=*/false);
   }
 
   // Closes the clients of nodes the topology no longer names (neither master,
@@ -942,7 +942,7 @@ class RedisClusterStore::Impl {
 
   void Tick() {
     if (stopping_) return;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = redis::IoNow(options_.node);
     for (auto& [ep, node] : nodes_) node->Tick(now);
     std::erase_if(retired_, [](const std::unique_ptr<NodeClient>& n) { return n->Released(); });
     RouteParked(now, /*due_only=*/true);
@@ -1052,6 +1052,7 @@ Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Create(
     return InvalidArgument("redis cluster: key_prefix must be <= 64 bytes without '{' or '}'");
   }
   if (options.node.clock == nullptr) return InvalidArgument("redis cluster: clock is null");
+  if (options.node.io_clock == nullptr) return InvalidArgument("redis cluster: io_clock is null");
   for (const auto& s : options.seeds) {
     std::string host;
     int port = 0;

@@ -99,7 +99,7 @@ class RedisStore::Impl {
         return;
       }
     }
-    job->deadline = std::chrono::steady_clock::now() + options_.call_timeout;
+    job->deadline = redis::IoNow(options_) + options_.call_timeout;
     job->caller_done = std::move(done);
     job->cache_entry = std::move(cache_entry);
     job->done = [this](NodeJobPtr& j, const redis::JobResult& r) {
@@ -131,7 +131,7 @@ class RedisStore::Impl {
     }
     auto job = std::make_unique<NodeJob>();
     job->argv = std::move(argv);
-    job->deadline = std::chrono::steady_clock::now() + options_.call_timeout;
+    job->deadline = redis::IoNow(options_) + options_.call_timeout;
     job->done = [done = std::move(done)](NodeJobPtr&, const redis::JobResult& r) {
       if (!r.status.ok()) {
         done(r.status);
@@ -161,7 +161,7 @@ class RedisStore::Impl {
  private:
   void Tick() {
     if (stopping_) return;
-    node_.Tick(std::chrono::steady_clock::now());
+    node_.Tick(redis::IoNow(options_));
     ticker_.expires_after(std::chrono::milliseconds(5));
     ticker_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) Tick();
@@ -197,6 +197,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& optio
     return InvalidArgument("redis: key_prefix must not contain '{' or '}'");
   }
   if (options.clock == nullptr) return InvalidArgument("redis: clock must not be null");
+  if (options.io_clock == nullptr) return InvalidArgument("redis: io_clock must not be null");
   auto tls = redis::MakeTlsContext(options);  // files are read once, here
   if (!tls.ok()) return tls.status();
   auto impl = std::make_unique<Impl>(options, std::move(tls).value());

@@ -119,9 +119,11 @@ class ResilientStore::Impl {
   // The primary's AcquireAsync, waited for at most call_deadline; a late answer
   // is dropped (its callback only fills the shared slot nobody reads any more).
   Result<BatchDecision> GuardedAcquire(std::span<const AcquireItem> items) {
+    const Clock& io_clock = *options_.io_clock;
+    const int64_t deadline = io_clock.Now() + options_.call_deadline.count();
     auto slot = std::make_shared<base::OneShot<Result<BatchDecision>>>();
     primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) { slot->Set(std::move(r)); });
-    std::optional<Result<BatchDecision>> result = slot->WaitFor(options_.call_deadline);
+    std::optional<Result<BatchDecision>> result = slot->WaitUntil(io_clock, deadline);
     if (!result) {
       Bump(deadline_expired_);
       return TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
@@ -426,9 +428,8 @@ class ResilientStore::Impl {
         probe_wake_ = false;
         continue;
       }
-      const int64_t wait = due - clock.Now();
-      if (wait > 0) {
-        probe_cv_.wait_for(lock, Nanos(wait), [this] { return stop_; });
+      if (clock.Now() < due) {
+        clock.WaitUntil(lock, probe_cv_, due, [this] { return stop_; });
         continue;
       }
       lock.unlock();
@@ -479,6 +480,7 @@ Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<S
   if (options.maintenance_period <= Nanos(0))
     return InvalidArgument("resilient.maintenance_period: must be positive");
   if (options.clock == nullptr) return InvalidArgument("resilient.clock: must not be null");
+  if (options.io_clock == nullptr) return InvalidArgument("resilient.io_clock: must not be null");
   if (options.call_deadline < Nanos(0))
     return InvalidArgument("resilient.call_deadline: must not be negative");
   if (options.probe_key.empty()) return InvalidArgument("resilient.probe_key: must not be empty");

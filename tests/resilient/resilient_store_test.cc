@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -585,6 +586,66 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
   EXPECT_EQ(s.short_circuited, 7u);
   primary->ReleaseAll();  // late answers are dropped harmlessly
   EXPECT_EQ(store->Stats().primary_failures, 3u);
+}
+
+// call_deadline is timed on io_clock (Clock::WaitUntil): with a ManualClock
+// the guard expires when the test moves the clock, never on real time alone.
+// One kOpen store over a HangingStore, and one caller thread in Acquire().
+struct IoClockGuard {
+  explicit IoClockGuard(Nanos deadline) {
+    ResilientStoreOptions o;
+    o.mode = FailureMode::kOpen;
+    o.background = false;
+    o.io_clock = &io;
+    o.call_deadline = deadline;
+    auto hanging = std::make_unique<HangingStore>();
+    primary = hanging.get();
+    store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
+    caller = std::thread([this] {
+      AcquireItem item{"r\x1fk", &limit, 1};
+      auto r = store->Acquire({&item, 1});
+      unenforced = r.ok() && !r->enforced;
+      returned = true;
+    });
+  }
+  ~IoClockGuard() {  // after a failed assertion: end the call whatever holds it
+    if (!caller.joinable()) return;
+    io.Advance(std::chrono::hours(2));
+    primary->ReleaseAll();
+    caller.join();
+  }
+  ManualClock io;
+  const Limit limit = Bucket(5);
+  HangingStore* primary = nullptr;
+  std::unique_ptr<ResilientStore> store;
+  std::atomic<bool> returned{false}, unenforced{false};
+  std::thread caller;
+};
+
+TEST(CallDeadlineTest, TheDeadlineRunsOnTheInjectedIoClock) {
+  IoClockGuard g(std::chrono::hours(1));
+  ASSERT_TRUE(testing::WaitFor([&] { return g.primary->HeldCount() == 1; }));
+  EXPECT_FALSE(g.returned.load());
+  g.io.Advance(std::chrono::hours(1));  // the hour passes on the I/O clock only
+  const bool expired = testing::WaitFor([&] { return g.returned.load(); });
+  if (!expired) g.primary->ReleaseAll();  // a real-time wait: let the caller go before failing
+  g.caller.join();
+  ASSERT_TRUE(expired) << "the guard did not expire when its clock passed the deadline";
+  EXPECT_TRUE(g.unenforced.load());
+  EXPECT_EQ(g.store->Stats().deadline_expired, 1u);
+}
+
+TEST(CallDeadlineTest, RealTimeAloneDoesNotExpireAnIoClockDeadline) {
+  IoClockGuard g(std::chrono::milliseconds(1));
+  ASSERT_TRUE(testing::WaitFor([&] { return g.primary->HeldCount() == 1; }));
+  // Not synchronisation: real time passes the 1 ms deadline many times over
+  // while the I/O clock stands still, and the call must keep waiting.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(g.returned.load()) << "the guard expired on real time";
+  g.primary->ReleaseAll();  // the primary's (failed) answer ends the call
+  g.caller.join();
+  EXPECT_EQ(g.store->Stats().deadline_expired, 0u);
+  EXPECT_EQ(g.store->Stats().primary_failures, 1u);
 }
 
 // With the background prober and a primary that never answers: the call that
