@@ -6,10 +6,16 @@
 //
 //   rls_bench [--seconds 5] [--threads 2] [--inflight 32] [--keys 10000]
 //             [--descriptors 1] [--server-threads-hint] [--redis HOST:PORT]
-//             [--target HOST:PORT]
+//             [--target HOST:PORT] [--direct 1]
 //
 // Prints calls/s, descriptor decisions/s, OK/OVER_LIMIT/error counts and
 // latency percentiles. Not a test: no assertions on speed.
+//
+// --direct 1: no gRPC; --threads threads call RlsDecider::DecideSync in this
+// process, in alternating rounds with the rules' Enforcer handles resolved
+// when the configuration is attached and with a by-name lookup per descriptor
+// (RlsDecideOptions::resolve_rule_handles), and print both rates and their
+// ratio: one run, the same machine load for both.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #include "tollgate/local_store.h"
@@ -46,6 +53,7 @@ struct Args {
   std::string redis;
   std::string target;
   std::string algorithm = "token_bucket";
+  bool direct = false;
 };
 
 Args Parse(int argc, char** argv) {
@@ -68,6 +76,8 @@ Args Parse(int argc, char** argv) {
       a.target = v;
     else if (k == "--algorithm")
       a.algorithm = v;
+    else if (k == "--direct")
+      a.direct = v != "0";
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
@@ -143,6 +153,75 @@ void Client(const Args& a, const std::string& address, int id, Clock::time_point
   }
 }
 
+pb::RateLimitRequest MakeRequest(const Args& a, uint64_t seq) {
+  pb::RateLimitRequest req;
+  req.set_domain("bench");
+  for (int d = 0; d < a.descriptors; ++d) {
+    auto* e = req.add_descriptors()->add_entries();
+    e->set_key(d == 0 ? "user" : "tenant");
+    e->set_value("u" + std::to_string((seq * 2654435761u + static_cast<uint64_t>(d)) %
+                                      static_cast<uint64_t>(a.keys)));
+  }
+  return req;
+}
+
+// Decisions per second of `decider` on a.threads threads for `seconds`.
+double DirectRound(const Args& a, tollgate::rls::RlsDecider& decider, double seconds) {
+  std::atomic<uint64_t> calls{0};
+  const auto stop = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(seconds));
+  const auto begin = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<pb::RateLimitRequest> requests;
+      for (uint64_t i = 0; i < 1024; ++i) {
+        requests.push_back(MakeRequest(a, static_cast<uint64_t>(t) * 7919 + i));
+      }
+      pb::RateLimitResponse response;
+      uint64_t n = 0;
+      while (Clock::now() < stop) {
+        for (int k = 0; k < 64; ++k) (void)decider.DecideSync(requests[n++ % 1024], &response);
+      }
+      calls.fetch_add(n, std::memory_order_relaxed);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+  return static_cast<double>(calls.load()) * a.descriptors / elapsed;
+}
+
+// --direct: handles vs by-name lookups, alternating rounds in one run.
+int RunDirect(const Args& a, tollgate::Store* store,
+              std::shared_ptr<const tollgate::rls::RlsConfig> config,
+              const std::string& store_name) {
+  tollgate::rls::RlsDecideOptions with_handles, by_name;
+  by_name.resolve_rule_handles = false;
+  tollgate::rls::RlsDecider handles(store, config, &tollgate::SystemClock::Instance(),
+                                    with_handles);
+  tollgate::rls::RlsDecider names(store, config, &tollgate::SystemClock::Instance(), by_name);
+  DirectRound(a, handles, 0.2);  // warm-up: key inserts
+  constexpr int kRounds = 6;
+  double sum_handles = 0, sum_names = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    const double slice = a.seconds / (2 * kRounds);
+    if (r % 2 == 0) {
+      sum_names += DirectRound(a, names, slice);
+      sum_handles += DirectRound(a, handles, slice);
+    } else {
+      sum_handles += DirectRound(a, handles, slice);
+      sum_names += DirectRound(a, names, slice);
+    }
+  }
+  const double h = sum_handles / kRounds, n = sum_names / kRounds;
+  std::printf(
+      "direct store=%s algorithm=%s threads=%d keys=%d descriptors=%d seconds=%.2f\n"
+      "decisions/s handles=%.0f by_name=%.0f ratio=%.3f\n",
+      store_name.c_str(), a.algorithm.c_str(), a.threads, a.keys, a.descriptors, a.seconds, h, n,
+      n > 0 ? h / n : 0.0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +272,7 @@ int main(int argc, char** argv) {
       for (const auto& e : parsed.errors) std::fprintf(stderr, "%s\n", e.ToString().c_str());
       return 1;
     }
+    if (a.direct) return RunDirect(a, store.get(), parsed.config, store_name);
     tollgate::rls::RlsServerOptions o;
     o.address = "127.0.0.1:0";
     o.store = store.get();

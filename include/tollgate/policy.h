@@ -218,6 +218,24 @@ struct EnforcerOptions {
 // decision API, the Envoy adapter). The bucket key is built exactly as Check()
 // builds it, so an item {rule "free", key "k1"} shares the bucket of a request
 // whose single limit key value is "k1" under rule "free".
+struct RuleState;  // private to the policy layer (src/policy/rule_state.h)
+
+// A rule's counters and rollback state, looked up by name once
+// (Enforcer::HandleFor) instead of on every item: an item that carries one
+// skips the Enforcer's lock and map lookup. Valid as long as the Enforcer that
+// made it; a default-constructed handle is empty (the item is looked up by name).
+class RuleHandle {
+ public:
+  RuleHandle() = default;
+  bool valid() const { return state_ != nullptr; }
+  RuleState* state() const { return state_; }
+
+ private:
+  friend class Enforcer;
+  explicit RuleHandle(RuleState* state) : state_(state) {}
+  RuleState* state_ = nullptr;
+};
+
 struct ExplicitItem {
   std::string_view rule = {};  // a rule name of the current policy; empty: see CheckItems
   std::string_view key = {};   // the identity; normalised and bounded like request values
@@ -247,6 +265,10 @@ struct ExplicitItem {
   Storeless storeless = Storeless::kNo;
   // The name in RateLimit headers and the problem body; empty: the rule name.
   std::string_view report_name = {};
+  // With an empty rule: HandleFor(override_name) of the Enforcer deciding the
+  // item, found once (a front end's compiled rule table); empty: looked up by
+  // override_name under the Enforcer's lock.
+  RuleHandle handle = {};
 };
 
 // The outcome of one rule for one request.
@@ -333,6 +355,10 @@ class Enforcer {
   // to) are only read before CheckItemsAsync returns.
   void CheckItemsAsync(std::span<const ExplicitItem> items,
                        std::function<void(Result<CheckOutcome>)> done);
+
+  // The handle of the ad-hoc rule `name` (ExplicitItem::handle): its counters
+  // and rollback state, created on first use and kept for the Enforcer's life.
+  RuleHandle HandleFor(std::string_view name);
 
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;

@@ -184,6 +184,22 @@ std::string RlsConfig::Dump() const {
 
 namespace {
 
+void VisitRules(const RlsConfig::Node& node, const std::function<void(const RlsRule&)>& fn) {
+  if (node.rule) fn(*node.rule);
+  for (const auto& [_, level] : node.keys) {
+    for (const auto& [__, child] : level.values) VisitRules(*child, fn);
+    if (level.any) VisitRules(*level.any, fn);
+  }
+}
+
+}  // namespace
+
+void RlsConfig::ForEachRule(const std::function<void(const RlsRule&)>& fn) const {
+  for (const auto& [_, node] : domains_) VisitRules(*node, fn);
+}
+
+namespace {
+
 void DumpNode(const RlsConfig::Node& node, std::vector<std::string>* lines) {
   if (node.rule) {
     const RlsRule& r = *node.rule;
@@ -299,7 +315,7 @@ struct RlsConfigBuilder {
       }
     }
     rule->counters = counters->ForRule(full_key);
-    ++rules;
+    rule->index = rules++;
     return rule;
   }
 

@@ -23,6 +23,7 @@
 #define TOLLGATE_SERVER_RLS_RLS_CONFIG_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -126,6 +127,7 @@ struct RlsRule {
   // so a reload that changes the algorithm or window never reinterprets state.
   std::string shape;
   RuleHits* counters = nullptr;  // hit counters; never null after compilation
+  size_t index = 0;              // 0 .. RlsConfig::rule_count() - 1, in compile order
 };
 
 // One request descriptor entry, borrowed.
@@ -163,6 +165,8 @@ class RlsConfig {
 
   size_t domain_count() const { return domains_.size(); }
   size_t rule_count() const { return rule_count_; }
+  // Calls fn once for every rule (any order).
+  void ForEachRule(const std::function<void(const RlsRule&)>& fn) const;
   RlsCounters& counters() const { return *counters_; }
   // The registry itself, to compile the next configuration with (reload).
   std::shared_ptr<RlsCounters> shared_counters() const { return counters_; }

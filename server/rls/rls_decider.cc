@@ -22,6 +22,12 @@
 #include "tollgate/policy_headers.h"
 
 namespace tollgate::rls {
+
+struct AttachedConfig {
+  std::shared_ptr<const RlsConfig> config;
+  std::vector<RuleHandle> handles;  // by RlsRule::index
+};
+
 namespace {
 
 // Any cost above every possible burst is simply "over"; keep it far from overflow.
@@ -46,10 +52,12 @@ struct Slot {
   std::string key;
   std::optional<Limit> own_limit;                      // a descriptor's limit override
   const google::protobuf::Struct* metadata = nullptr;  // the rule's, owned by the config
+  RuleHandle handle;  // the configured rule's, found when the config was attached
 };
 
 struct Call {
-  std::shared_ptr<const RlsConfig> config;
+  std::shared_ptr<const AttachedConfig> attached;  // keeps `config` alive
+  const RlsConfig* config = nullptr;
   rlspb::RateLimitResponse* response = nullptr;
   RlsDecider::Done done;
   std::vector<Slot> slots;
@@ -173,6 +181,7 @@ void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
     // Quota mode rides as shadow does: decided and charged with the batch, never rejecting.
     item.shadow = s.shadow || s.quota;
     item.report_name = s.report_name;
+    item.handle = s.handle;
     if (s.kind == Kind::kStore) {
       item.limit = &*s.own_limit;
       item.bucket_key = s.key;
@@ -221,6 +230,9 @@ std::optional<std::string> PlanDescriptors(const rlspb::RateLimitRequest& reques
     }
     for (const std::string& name : match.rule->replaces) replaced.insert(name);
     PlanRule(match, domain, s);
+    if (match.rule->index < call.attached->handles.size()) {
+      s.handle = call.attached->handles[match.rule->index];
+    }
   }
   MakeItems(replaced, call);
   return std::nullopt;
@@ -350,11 +362,25 @@ void Answer(Call& call, const Clock& clock, bool headers, Result<CheckOutcome> r
   call.done(Status::Ok());
 }
 
+std::shared_ptr<const AttachedConfig> Attach(Enforcer& enforcer,
+                                             std::shared_ptr<const RlsConfig> config,
+                                             bool resolve) {
+  auto attached = std::make_shared<AttachedConfig>();
+  attached->handles.resize(resolve ? config->rule_count() : 0);
+  config->ForEachRule([&](const RlsRule& r) {
+    if (r.index < attached->handles.size()) {
+      attached->handles[r.index] = enforcer.HandleFor(r.full_key);
+    }
+  });
+  attached->config = std::move(config);
+  return attached;
+}
+
 }  // namespace
 
 RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
                        RlsDecideOptions options)
-    : clock_(clock), options_(options), config_(std::move(config)) {
+    : clock_(clock), options_(options) {
   // An Enforcer without policy rules: every item names its own (ExplicitItem).
   auto policies = PolicyStore::FromText(R"({"rules": []})");
   EnforcerOptions eo;
@@ -370,16 +396,25 @@ RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, co
     std::abort();
   }
   enforcer_ = std::move(*enforcer);
-  config_->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
+  config->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
+  attached_ = Attach(*enforcer_, std::move(config), options_.resolve_rule_handles);
 }
+
+std::shared_ptr<const AttachedConfig> RlsDecider::attached() const {
+  std::lock_guard<std::mutex> lock(config_mu_);
+  return attached_;
+}
+
+std::shared_ptr<const RlsConfig> RlsDecider::config() const { return attached()->config; }
 
 RlsDecider::~RlsDecider() = default;
 
 void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
   config->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
+  auto attached = Attach(*enforcer_, std::move(config), options_.resolve_rule_handles);
   {
     std::lock_guard<std::mutex> lock(config_mu_);
-    config_.swap(config);
+    attached_.swap(attached);
   }
   Count(counters().service().config_reloads, 1);
 }
@@ -388,7 +423,8 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
                         Done done) {
   auto call = std::make_shared<Call>();
   call->start_ns = SteadyNs();
-  call->config = this->config();
+  call->attached = attached();
+  call->config = call->attached->config.get();
   call->response = response;
   call->done = std::move(done);
   RlsCounters& counters = call->config->counters();

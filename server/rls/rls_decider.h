@@ -49,6 +49,8 @@ namespace tollgate::rls {
 
 namespace rlspb = ::envoy::service::ratelimit::v3;
 
+struct AttachedConfig;  // a configuration with its rules' Enforcer handles (rls_decider.cc)
+
 struct RlsDecideOptions {
   // Rate-limit headers to put in response_headers_to_add, rendered by the
   // policy layer (tollgate/policy_headers.h): kDraft11 gives RateLimit-Policy
@@ -60,6 +62,10 @@ struct RlsDecideOptions {
   size_t max_entries = 32;  // per descriptor
   // Algorithm for descriptors that carry their own `limit` override.
   Algorithm override_algorithm = Algorithm::kTokenBucket;
+  // Find each configured rule's Enforcer state once, when the configuration is
+  // attached (the default); false looks it up by name under the Enforcer's
+  // lock for every descriptor (the baseline `rls_bench --direct` compares with).
+  bool resolve_rule_handles = true;
 };
 
 class RlsDecider {
@@ -81,10 +87,7 @@ class RlsDecider {
   Status DecideSync(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response);
 
   void SetConfig(std::shared_ptr<const RlsConfig> config);
-  std::shared_ptr<const RlsConfig> config() const {
-    std::lock_guard<std::mutex> lock(config_mu_);
-    return config_;
-  }
+  std::shared_ptr<const RlsConfig> config() const;
   // The counters registry (shared by every configuration compiled with it).
   RlsCounters& counters() const { return config()->counters(); }
   const RlsDecideOptions& options() const { return options_; }
@@ -96,7 +99,10 @@ class RlsDecider {
   // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's lock-bit
   // implementation of the latter is invisible to TSan. Held for a pointer copy.
   mutable std::mutex config_mu_;
-  std::shared_ptr<const RlsConfig> config_;
+  // The configuration and a handle (RuleHandle) per rule, resolved once when
+  // it is attached, so that no descriptor takes the Enforcer's lock to find its rule.
+  std::shared_ptr<const AttachedConfig> attached_;
+  std::shared_ptr<const AttachedConfig> attached() const;
 };
 
 }  // namespace tollgate::rls

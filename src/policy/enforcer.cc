@@ -370,6 +370,10 @@ void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
                   [done = std::move(done)](CheckOutcome outcome) { done(std::move(outcome)); });
 }
 
+RuleHandle Enforcer::HandleFor(std::string_view name) {
+  return RuleHandle(impl_->HandleFor(std::string(name)));
+}
+
 std::string Enforcer::ClientIp(const RequestView& request) const {
   return impl_->ClientIp(request);
 }

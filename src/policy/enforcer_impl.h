@@ -110,6 +110,11 @@ class Enforcer::Impl {
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
+  // The state of an ad-hoc rule, under mu_ (Enforcer::HandleFor).
+  RuleState* HandleFor(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return StateFor(name);
+  }
 
   const std::shared_ptr<PolicyStore> policies_;
   Store* const store_;

@@ -234,8 +234,7 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.failure_mode = rule->failure_mode_tag;
     } else {
       item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
-      std::lock_guard<std::mutex> lock(mu_);
-      item.state = StateFor(item.name);
+      item.state = it.handle.valid() ? it.handle.state() : HandleFor(item.name);
     }
     item.identity = NormalizeKeyValue(it.key);
     if (item.identity.empty()) item.identity = std::string(kMissingValue);

@@ -673,6 +673,28 @@ TEST(ExplicitItems, ErrorsAndOverrides) {
   EXPECT_EQ(s->rules[0].rule, "global-rps");
 }
 
+// A handle found once (HandleFor) names the same counters as the rule's name:
+// items with it and items looked up by name count together.
+TEST(ExplicitItems, AHandleCountsUnderItsRule) {
+  Harness h(R"({"rules": []})");
+  const Limit limit = *Limit::Create(LimitSpec{.rate = 1, .burst = 5});
+  const RuleHandle handle = h.enforcer->HandleFor("d.rule");
+  ASSERT_TRUE(handle.valid());
+  EXPECT_EQ(h.enforcer->HandleFor("d.rule").state(), handle.state());
+  ExplicitItem by_handle{.key = "k", .cost = 1, .override_name = "d.rule"};
+  by_handle.limit = &limit;
+  by_handle.handle = handle;
+  ExplicitItem by_name = by_handle;
+  by_name.handle = RuleHandle();
+  ASSERT_TRUE(h.enforcer->CheckItems(std::span(&by_handle, 1)).ok());
+  ASSERT_TRUE(h.enforcer->CheckItems(std::span(&by_name, 1)).ok());
+  uint64_t allowed = 0;
+  for (const RuleCounters& c : h.enforcer->Counters()) {
+    if (c.rule == "d.rule") allowed = c.allowed;
+  }
+  EXPECT_EQ(allowed, 2u);
+}
+
 // The fields a front end with its own rule table uses (the Envoy adapter):
 // a compiled limit, shadow, a verbatim bucket key, storeless items, the name
 // in headers, and the async entry point.
