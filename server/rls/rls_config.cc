@@ -263,6 +263,20 @@ struct RlsConfigBuilder {
     rule->quota_mode = spec.quota_mode;
     rule->replaces = rl.replaces;
     rule->metadata = CompileMetadata(d, spec, path);
+    CheckUnitAndReplaces(d, rl, p);
+    const Algorithm algorithm = rl.algorithm.value_or(options.default_algorithm);
+    CheckAlgorithm(d, rl, p, algorithm);
+    if (errors->size() == before && !rl.unlimited && rl.requests_per_unit > 0) {
+      CompileLimit(d, rl, p, algorithm, *rule);
+    }
+    rule->counters = counters->ForRule(full_key);
+    rule->index = rules++;
+    return rule;
+  }
+
+  // unit is required unless unlimited (then it must be absent); replaces names others.
+  void CheckUnitAndReplaces(const RlsDomainSpec& d, const RlsRateLimitSpec& rl,
+                            const std::string& p) {
     if (rl.unlimited && rl.unit != RlsUnit::kUnknown) {
       Error(d.source, p + ".unit", "should not specify rate limit unit when unlimited");
     } else if (!rl.unlimited && rl.unit == RlsUnit::kUnknown) {
@@ -276,9 +290,15 @@ struct RlsConfigBuilder {
         Error(d.source, rp, "replaces should not contain name of same descriptor");
       }
     }
-    const Algorithm algorithm = rl.algorithm.value_or(options.default_algorithm);
-    const bool bucket =
-        algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket;
+  }
+
+  static bool IsBucket(Algorithm a) {
+    return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
+  }
+
+  // The store runs the algorithm; burst only with a bucket algorithm.
+  void CheckAlgorithm(const RlsDomainSpec& d, const RlsRateLimitSpec& rl, const std::string& p,
+                      Algorithm algorithm) {
     const auto& supported = options.supported_algorithms;
     if (!rl.unlimited && !supported.empty() &&
         std::find(supported.begin(), supported.end(), algorithm) == supported.end()) {
@@ -286,37 +306,37 @@ struct RlsConfigBuilder {
             std::string(AlgorithmName(algorithm)) + " is not supported by " + options.store_name +
                 (rl.algorithm ? "" : " (it is the default algorithm: set rate_limit.algorithm)"));
     }
-    if (rl.burst < 0 || (rl.burst > 0 && !bucket)) {
+    if (rl.burst < 0 || (rl.burst > 0 && !IsBucket(algorithm))) {
       Error(d.source, p + ".burst",
             rl.burst < 0 ? "must be >= 1"
                          : "applies to token_bucket and leaky_bucket only (window algorithms "
                            "allow requests_per_unit per unit)");
     }
-    if (errors->size() == before && !rl.unlimited && rl.requests_per_unit > 0) {
-      for (const LimitError& e :
-           Limit::Validate(SpecForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst))) {
-        std::string field = ".requests_per_unit";
-        if (e.field == "burst" && rl.burst > 0) field = ".burst";
-        if (e.field == "window" || e.field == "period") field = ".unit";
-        std::string hint;
-        if (e.field == "burst" && !bucket)
-          hint = " (use algorithm: token_bucket for larger quotas)";
-        Error(d.source, p + field,
-              std::string(AlgorithmName(algorithm)) + " " + e.field + ": " + e.message + hint);
-      }
-      if (errors->size() == before) {
-        auto limit = LimitForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst);
-        if (limit.ok()) {
-          rule->shape = LimitShape(*limit);
-          rule->limit = *limit;
-        } else {
-          Error(d.source, p, limit.status().message());
-        }
-      }
+  }
+
+  // The core's checks of the limit, reported under the YAML's field names, then the limit.
+  void CompileLimit(const RlsDomainSpec& d, const RlsRateLimitSpec& rl, const std::string& p,
+                    Algorithm algorithm, RlsRule& rule) {
+    const size_t before = errors->size();
+    for (const LimitError& e :
+         Limit::Validate(SpecForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst))) {
+      std::string field = ".requests_per_unit";
+      if (e.field == "burst" && rl.burst > 0) field = ".burst";
+      if (e.field == "window" || e.field == "period") field = ".unit";
+      std::string hint;
+      if (e.field == "burst" && !IsBucket(algorithm))
+        hint = " (use algorithm: token_bucket for larger quotas)";
+      Error(d.source, p + field,
+            std::string(AlgorithmName(algorithm)) + " " + e.field + ": " + e.message + hint);
     }
-    rule->counters = counters->ForRule(full_key);
-    rule->index = rules++;
-    return rule;
+    if (errors->size() != before) return;
+    auto limit = LimitForUnit(rl.unit, rl.requests_per_unit, algorithm, rl.burst);
+    if (limit.ok()) {
+      rule.shape = LimitShape(*limit);
+      rule.limit = *limit;
+    } else {
+      Error(d.source, p, limit.status().message());
+    }
   }
 
   void Load(const RlsDomainSpec& d, const std::vector<RlsDescriptorSpec>& specs,

@@ -158,9 +158,33 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   out.store_start_ns = plan.store_start_ns;
   out.store_end_ns = plan.store_end_ns;
   out.trace = std::move(plan.trace);
+  // Item indexes in policy order (the plan holds enforced, shadow, storeless).
   std::vector<size_t> by_order(plan.items.size());
-  out.rules.reserve(plan.items.size());
   for (size_t i = 0; i < plan.items.size(); ++i) by_order[plan.items[i].order] = i;
+  CollectRules(plan, by_order, out);
+  if (plan.explain) {
+    ExplainVerdict(plan, by_order, out);
+  } else {
+    Count(plan);
+    if (!plan.error.ok() || (plan.unenforced && !plan.allowed)) {
+      FinishUnavailable(plan, out);
+    } else if (plan.unenforced) {
+      out.enforced = false;
+      if (!options_.unenforced_header.empty()) {
+        out.headers.push_back({options_.unenforced_header, "store-unavailable"});
+      }
+    } else if (plan.allowed) {
+      FinishAllowed(plan, by_order, out);
+    } else {
+      FinishRejected(plan, out);
+    }
+  }
+  return out;
+}
+
+void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& by_order,
+                                  CheckOutcome& out) const {
+  out.rules.reserve(plan.items.size());
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
     RuleOutcome r;
@@ -175,65 +199,57 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
       out.denied_rule = static_cast<int>(out.rules.size());
     out.rules.push_back(std::move(r));
   }
-  if (!plan.explain) Count(plan);
+}
 
-  if (plan.explain) {
-    for (size_t i : by_order) {
-      const PlannedItem& item = plan.items[i];
-      const Decision& d = plan.decisions[i];
-      const bool fits = item.cost <= d.remaining;
-      out.trace.push_back(item.name + ": " + std::to_string(d.remaining) + " of " +
-                          std::to_string(d.limit) + " left; cost " + std::to_string(item.cost) +
-                          (fits ? " would be allowed" : " would be rejected") +
-                          (item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)" : ""));
-      if (!fits && i < plan.enforced_count && out.verdict == CheckOutcome::Verdict::kAllow) {
-        out.verdict = CheckOutcome::Verdict::kReject;
-        out.http_status = 429;
-      }
+void Enforcer::Impl::ExplainVerdict(const Plan& plan, const std::vector<size_t>& by_order,
+                                    CheckOutcome& out) const {
+  for (size_t i : by_order) {
+    const PlannedItem& item = plan.items[i];
+    const Decision& d = plan.decisions[i];
+    const bool fits = item.cost <= d.remaining;
+    out.trace.push_back(item.name + ": " + std::to_string(d.remaining) + " of " +
+                        std::to_string(d.limit) + " left; cost " + std::to_string(item.cost) +
+                        (fits ? " would be allowed" : " would be rejected") +
+                        (item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)" : ""));
+    if (!fits && i < plan.enforced_count && out.verdict == CheckOutcome::Verdict::kAllow) {
+      out.verdict = CheckOutcome::Verdict::kReject;
+      out.http_status = 429;
     }
-    if (!plan.error.ok()) {
-      out.verdict = CheckOutcome::Verdict::kUnavailable;
-      out.http_status = 503;
-      out.status = plan.error;
-      out.trace.push_back("store error: " + plan.error.ToString());
-    }
-    return out;
   }
-
-  const bool unavailable = !plan.error.ok() || (plan.unenforced && !plan.allowed);
-  if (unavailable) {
+  if (!plan.error.ok()) {
     out.verdict = CheckOutcome::Verdict::kUnavailable;
     out.http_status = 503;
-    out.enforced = plan.error.ok() ? false : true;
-    out.status = plan.error.ok() ? UnavailableError("store answered without state (fail-closed)")
-                                 : plan.error;
-    out.body = ProblemJson(ProblemKind::kTemporaryReducedCapacity, options_.problem_type_base, {},
-                           "rate-limit state is unavailable; try again later", 0);
-    out.headers.push_back({"Cache-Control", "no-store"});
-    out.headers.push_back({"Content-Type", "application/problem+json"});
-    return out;
+    out.status = plan.error;
+    out.trace.push_back("store error: " + plan.error.ToString());
   }
-  if (plan.unenforced) {
-    out.enforced = false;
-    if (!options_.unenforced_header.empty()) {
-      out.headers.push_back({options_.unenforced_header, "store-unavailable"});
-    }
-    return out;
-  }
+}
 
+void Enforcer::Impl::FinishUnavailable(const Plan& plan, CheckOutcome& out) const {
+  out.verdict = CheckOutcome::Verdict::kUnavailable;
+  out.http_status = 503;
+  out.enforced = plan.error.ok() ? false : true;
+  out.status =
+      plan.error.ok() ? UnavailableError("store answered without state (fail-closed)") : plan.error;
+  out.body = ProblemJson(ProblemKind::kTemporaryReducedCapacity, options_.problem_type_base, {},
+                         "rate-limit state is unavailable; try again later", 0);
+  out.headers.push_back({"Cache-Control", "no-store"});
+  out.headers.push_back({"Content-Type", "application/problem+json"});
+}
+
+void Enforcer::Impl::FinishAllowed(const Plan& plan, const std::vector<size_t>& by_order,
+                                   CheckOutcome& out) const {
   std::vector<QuotaReport> reports;
   reports.reserve(plan.enforced_count);
-  if (plan.allowed) {
-    for (size_t i : by_order) {
-      if (i >= plan.enforced_count) continue;
-      const PlannedItem& item = plan.items[i];
-      reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
-      out.delay = std::max(out.delay, plan.decisions[i].delay);
-    }
-    out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
-    return out;
+  for (size_t i : by_order) {
+    if (i >= plan.enforced_count) continue;
+    const PlannedItem& item = plan.items[i];
+    reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
+    out.delay = std::max(out.delay, plan.decisions[i].delay);
   }
+  out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
+}
 
+void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const PlannedItem& denied = plan.items[static_cast<size_t>(plan.denied_item)];
   const Decision& d = plan.decisions[static_cast<size_t>(plan.denied_item)];
   out.verdict = CheckOutcome::Verdict::kReject;
@@ -241,6 +257,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   const std::string& denied_name = denied.ReportName();
   // A deny-all item has no quota to report (its limit is a placeholder).
   const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
+  std::vector<QuotaReport> reports;
   if (!deny_all) reports.push_back(MakeQuotaReport(denied_name, denied.limit, d));
   out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
   std::string detail;
@@ -267,7 +284,6 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   const std::string violated[] = {denied_name};
   out.body = ProblemJson(ProblemKind::kQuotaExceeded, options_.problem_type_base, violated, detail,
                          out.retry_after_seconds);
-  return out;
 }
 
 std::vector<RuleCounters> Enforcer::Impl::Counters() const {

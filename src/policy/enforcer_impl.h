@@ -127,7 +127,15 @@ class Enforcer::Impl {
   void AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item);
   // Returns true when the enforced items must be decided again on their own.
   bool Absorb(Plan& plan, Result<BatchDecision> r, bool second);
+  // The CheckOutcome of a decided (or explained) plan, in named steps.
   CheckOutcome Finish(Plan& plan);
+  void CollectRules(const Plan& plan, const std::vector<size_t>& by_order, CheckOutcome& out) const;
+  void ExplainVerdict(const Plan& plan, const std::vector<size_t>& by_order,
+                      CheckOutcome& out) const;
+  void FinishUnavailable(const Plan& plan, CheckOutcome& out) const;
+  void FinishAllowed(const Plan& plan, const std::vector<size_t>& by_order,
+                     CheckOutcome& out) const;
+  void FinishRejected(const Plan& plan, CheckOutcome& out) const;
   void StoreCallStarted(Plan& plan) const {
     if (options_.time_store_calls) plan.store_start_ns = clock_->Now();
   }

@@ -7,6 +7,13 @@
 #include <string_view>
 #include <utility>
 
+namespace tollgate::base {
+// Defined in the tollgate_base library (src/base/ascii.h, the one ASCII
+// case-insensitive compare), which tollgate::tollgate links; declared here
+// because src/base's headers are not installed.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+}  // namespace tollgate::base
+
 namespace tollgate::middleware {
 
 // Splits a request-target into path and raw query ("/a?b=1" -> "/a", "b=1").
@@ -16,15 +23,8 @@ inline std::pair<std::string_view, std::string_view> SplitTarget(std::string_vie
   return {target.substr(0, q), target.substr(q + 1)};
 }
 
-// ASCII case-insensitive equality (header names).
-inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
+// ASCII case-insensitive equality (header names): the one in src/base/ascii.h.
+using base::EqualsIgnoreCase;
 
 }  // namespace tollgate::middleware
 
