@@ -123,6 +123,7 @@ class Server::Impl {
   std::shared_ptr<const ServerConfig> config;
   std::shared_ptr<Logger> log;
   const Clock* clock = nullptr;
+  const Clock* io_clock = nullptr;         // the store's I/O timers
   std::unique_ptr<DecisionTracer> tracer;  // null without tracing.endpoint
   std::shared_ptr<PolicyStore> policies;
   StoreBundle store;
@@ -439,7 +440,7 @@ class Server::Impl {
   Status OpenEngine() {
     if (Status st = OpenPolicy(); !st.ok()) return st;
     policy_stamp = Stamp(config->policy_path);
-    auto created = CreateStore(*config, clock, log);
+    auto created = CreateStore(*config, clock, io_clock, log);
     if (!created.ok()) return created.status();
     store = std::move(created).value();
     auto tracing = DecisionTracer::Create(*config, clock);
@@ -541,7 +542,7 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_ptr<Logger> log,
-                                               const Clock* clock) {
+                                               const Clock* clock, const Clock* io_clock) {
   // The same checks as `tollgated --check` (server/startup_check.h).
   std::vector<ConfigError> errors = CheckServerConfig(config);
   if (!errors.empty()) {
@@ -549,7 +550,9 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     for (const auto& e : errors) text += "\n  " + e.ToString();
     return InvalidArgument(text);
   }
-  if (clock == nullptr) return InvalidArgument("Server::Create: clock must not be null");
+  if (clock == nullptr || io_clock == nullptr) {
+    return InvalidArgument("Server::Create: clock and io_clock must not be null");
+  }
   if (!log) {
     LogLevel level = LogLevel::kInfo;
     ParseLogLevel(config.log_level, &level);
@@ -562,6 +565,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   m.config = std::make_shared<const ServerConfig>(std::move(config));
   m.log = std::move(log);
   m.clock = clock;
+  m.io_clock = io_clock;
   m.start_wall_ns = clock->WallNow();
   if (Status st = m.OpenEngine(); !st.ok()) return st;
   m.CreateWorkers();

@@ -40,10 +40,14 @@ class Server {
   // `log` null: one is created from config.log_level / log_file. `clock`
   // (borrowed, must outlive the server) is the only time source of the server
   // and what it builds: decisions, the policy reload stamp, connection
-  // deadlines, the Date header, /v1/top's window, the start time.
+  // deadlines, the Date header, /v1/top's window, the start time. `io_clock`
+  // (borrowed) times the store's I/O: Redis call and connect deadlines,
+  // reconnect backoff, cluster topology timers, the resilient wrapper's call
+  // deadline and probes (tollgate/clock.h keeps the two apart).
   static Result<std::unique_ptr<Server>> Create(ServerConfig config,
                                                 std::shared_ptr<Logger> log = nullptr,
-                                                const Clock* clock = &SystemClock::Instance());
+                                                const Clock* clock = &SystemClock::Instance(),
+                                                const Clock* io_clock = &SystemClock::Instance());
   ~Server();  // Shutdown() + Wait()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

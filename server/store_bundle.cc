@@ -186,11 +186,12 @@ Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
 }
 
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                std::shared_ptr<Logger> log) {
+                                const Clock* io_clock, std::shared_ptr<Logger> log) {
   auto spec = StoreSpecOf(config);
   if (!spec.ok()) return spec.status();
   StoreEnv env;
   env.clock = clock;
+  env.io_clock = io_clock;
   // One log line per transition, never per request.
   std::weak_ptr<Logger> weak_log = log;
   env.on_breaker = [weak_log](const BreakerTransition& t) {

@@ -42,8 +42,9 @@ Result<StoreSpec> StoreSpecOf(const ServerConfig& config);
 // Opens the config's store through the runtime factory. `log`, when given,
 // gets one line per circuit breaker transition and the fleet's warnings.
 // Per-rule failure modes need nothing here: the Enforcer tags each item.
+// `clock` drives decisions and the breaker, `io_clock` the store's I/O timers.
 Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                std::shared_ptr<Logger> log = nullptr);
+                                const Clock* io_clock, std::shared_ptr<Logger> log = nullptr);
 
 }  // namespace tollgate::server
 

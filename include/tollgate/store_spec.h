@@ -91,6 +91,9 @@ Status CheckStoreSpec(const StoreSpec& spec);
 // What the opened store needs from its host.
 struct StoreEnv {
   const Clock* clock = &SystemClock::Instance();  // not owned; must outlive the store
+  // Times the remote store's I/O (call deadlines, reconnect backoff, topology
+  // timers, the resilient wrapper's call deadline and prober); not owned.
+  const Clock* io_clock = &SystemClock::Instance();
   // One call per breaker transition (never per request); optional.
   std::function<void(const BreakerTransition&)> on_breaker;
   // A problem that does not stop the store (the fleet registry could not be

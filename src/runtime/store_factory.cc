@@ -58,6 +58,7 @@ Status WrapResilient(const StoreSpec& spec, const StoreEnv& env,
   options.charge_back = r.charge_back;
   options.call_deadline = r.call_deadline;
   options.clock = env.clock;
+  options.io_clock = env.io_clock;
   options.breaker = r.breaker;
   options.breaker.clock = env.clock;
   options.breaker.listener = env.on_breaker;
@@ -95,6 +96,7 @@ void ApplyRemote(const StoreSpec& spec, const StoreEnv& env, RedisOptions& node)
     node.reconnect_backoff_max = spec.reconnect_backoff_max;
   }
   node.clock = env.clock;
+  node.io_clock = env.io_clock;
 }
 
 Result<OpenedStore> OpenRedis(const StoreSpec& spec, const StoreEnv& env) {
@@ -148,6 +150,7 @@ bool OpenedStore::BackingHealthy() const {
 
 Result<OpenedStore> OpenStore(const StoreSpec& spec, const StoreEnv& env) {
   if (env.clock == nullptr) return InvalidArgument("store: clock must not be null");
+  if (env.io_clock == nullptr) return InvalidArgument("store: io_clock must not be null");
   if (Status s = CheckStoreSpec(spec); !s.ok()) return s;
   const StoreScheme scheme = *StoreSchemeOf(spec.url);
   if (scheme == StoreScheme::kLocal) return OpenLocal(spec, env);

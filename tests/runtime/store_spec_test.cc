@@ -6,8 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
+#include "testing/hostile_redis.h"
+#include "testing/timing.h"
+#include "tollgate/clock.h"
 #include "tollgate/local_store.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
@@ -115,6 +121,57 @@ TEST(StoreSpec, OpensWhatTheSpecSays) {
   EXPECT_NE(cluster->description.find("failure mode closed"), std::string::npos)
       << cluster->description;
   EXPECT_FALSE(cluster->BackingHealthy());  // nothing to talk to
+}
+
+// StoreEnv::io_clock reaches the remote store: a call's deadline passes when the
+// injected I/O clock says so (a fake Redis that answers nothing after the
+// handshake), while the decision clock (StoreEnv::clock) is left alone.
+TEST(StoreSpec, TheEnvsIoClockTimesTheRemoteStoresDeadlines) {
+  testing::HostileRedis::Options ho;
+  ho.reply = testing::HostileRedis::Reply::kSilence;
+  ho.answer_script_load = true;
+  std::string error;
+  auto server = testing::HostileRedis::Start(ho, &error);
+  ASSERT_TRUE(server) << error;
+
+  ManualClock io;
+  StoreEnv env;
+  env.io_clock = &io;
+  auto opened = OpenStore(Spec(server->url() + "?timeout_ms=20&pool=1"), env);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+
+  LimitSpec spec;
+  spec.rate = 1;
+  spec.burst = 5;
+  const Limit limit = *Limit::Create(spec);
+  const AcquireItem item{"k", &limit, 1};
+  std::atomic<bool> answered{false}, timed_out{false};
+  opened->store->AcquireAsync({&item, 1}, [&](Result<BatchDecision> r) {
+    timed_out = !r.ok() && r.status().code() == StatusCode::kTimeout;
+    answered = true;
+  });
+  ASSERT_TRUE(testing::WaitFor([&] {
+    for (const auto& c : server->commands())
+      if (c.rfind("EVALSHA", 0) == 0) return true;
+    return false;
+  })) << "the call was never sent";
+  // Not synchronisation: real time passes the 20 ms deadline many times over
+  // while the I/O clock stands still; a store on the system clock answers.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(answered.load()) << "the deadline ran on real time: io_clock was not passed on";
+
+  io.Advance(std::chrono::milliseconds(21));
+  ASSERT_TRUE(testing::WaitFor([&] { return answered.load(); }))
+      << "the deadline did not pass when the I/O clock did";
+  EXPECT_TRUE(timed_out.load());
+}
+
+TEST(StoreSpec, ANullIoClockIsRefused) {
+  StoreEnv env;
+  env.io_clock = nullptr;
+  auto opened = OpenStore(Spec("local"), env);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("io_clock"), std::string::npos);
 }
 
 }  // namespace

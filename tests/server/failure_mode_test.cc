@@ -201,8 +201,8 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
   c.failure_mode = "degrade";
   c.store_timeout =
       Scaled(server::Millis(1000));  // the first heartbeat also waits for the handshake
-  auto a = server::CreateStore(c, &SystemClock::Instance());
-  auto b = server::CreateStore(c, &SystemClock::Instance());
+  auto a = server::CreateStore(c, &SystemClock::Instance(), &SystemClock::Instance());
+  auto b = server::CreateStore(c, &SystemClock::Instance(), &SystemClock::Instance());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   auto instances = [](const server::StoreBundle& bundle) {
