@@ -115,6 +115,13 @@ std::vector<std::string> HostileRedis::commands() const {
   return commands_;
 }
 
+bool HostileRedis::Received(std::string_view prefix) const {
+  for (const auto& c : commands()) {
+    if (c.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 std::string HostileRedis::TopologyReply(Reply reply, bool shards) const {
   long long start = 0, end = 16383;
   if (reply == Reply::kHugeSlotRange) end = 9223372036854775807LL;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,8 @@ class HostileRedis {
   size_t open_connections() const { return open_.load(); }
   // Commands received (each one's first word, upper case), oldest first.
   std::vector<std::string> commands() const;
+  // Whether a command starting with `prefix` ("EVALSHA") has been received.
+  bool Received(std::string_view prefix) const;
 
  private:
   struct Conn;
