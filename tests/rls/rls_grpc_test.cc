@@ -448,7 +448,9 @@ TEST(RlsGrpcTest, RetryAfterByDefaultWithDeterministicJitter) {
   for (int i = 0; i < 20; ++i) {
     const std::string v = "c" + std::to_string(i);
     Code c;
-    ASSERT_TRUE(g.Call(Request("simple", {{"fw", v}}, 4), &c).ok());
+    ASSERT_TRUE(g.Call(Request("simple", {{"fw", v}}), &c).ok());
+    ASSERT_TRUE(g.Call(Request("simple", {{"fw", v}}, 3), &c).ok());
+    ASSERT_EQ(c.overall_code(), Code::OVER_LIMIT);
     auto hh = headers(c);
     // The manual clock is 20 s or more before the minute's end: room to spread.
     ASSERT_GE(c.statuses(0).duration_until_reset().seconds(), 10);
@@ -464,7 +466,8 @@ TEST(RlsGrpcTest, RetryAfterByDefaultWithDeterministicJitter) {
   off.retry_after = false;
   RlsFixture n(kSimple, &clock, off);
   Code none;
-  ASSERT_TRUE(n.Call(Request("simple", {{"fw", "j"}}, 4), &none).ok());
+  ASSERT_TRUE(n.Call(Request("simple", {{"fw", "j"}}), &none).ok());
+  ASSERT_TRUE(n.Call(Request("simple", {{"fw", "j"}}, 3), &none).ok());
   EXPECT_EQ(none.overall_code(), Code::OVER_LIMIT);
   EXPECT_TRUE(headers(none).empty());
 }

@@ -154,7 +154,7 @@ TEST_F(PolicyOpsTest, ShadowRejectionsAreLoggedRedactedAndRateLimited) {
 // audit-logged, and the rule enforces again.
 TEST_F(PolicyOpsTest, UpstreamErrorsTripTheGuardAndAnAdminClearsIt) {
   TestUpstream upstream;
-  const std::string token = "t0ken-" + std::to_string(::getpid());
+  const std::string token = "admin-token-0123456789-" + std::to_string(::getpid());
   WriteFile(dir_ + "/admin.token", token + "\n");
   auto t = Start(R"({"rules": [{"name": "api", "limit_keys": ["header:x-api-key"],
       "algorithm_config": {"rps": 0.01, "burst": 2},

@@ -57,7 +57,8 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
 
 TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
   ServerConfig c;
-  auto errors = ParseServerConfig(R"({"headers": ["draft11", "draft03", "x-ratelimit"],
+  auto errors = ParseServerConfig(R"({"policy": "p.json",
+      "headers": ["draft11", "draft03", "x-ratelimit"],
       "log": {"shadow_sample": 2, "shadow_per_second": 5},
       "grpc": {"headers": ["draft11"], "retry_after": false, "retry_after_jitter": 0.25}})",
                                   &c);
@@ -79,6 +80,7 @@ TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
   for (const auto& e : errors) paths.push_back(e.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"grpc.headers", "headers[1]"}));
   bad = ServerConfig();
+  bad.policy_path = "p.json";
   bad.header_style = "x-ratelimit,x-ratelimit-epoch";
   bad.grpc_header_style = "none,draft11";
   std::vector<std::string> messages;
