@@ -25,6 +25,26 @@ using json = nlohmann::json;
 // parser shares (base/json_fields.h), in its short messages ("must be a string").
 using base::JsonFields;
 
+// Header styles: "draft11,x-ratelimit" or ["draft11", "x-ratelimit"], kept as
+// the comma-separated text ParseHeaderStyles reads (checked by Validate).
+void ReadStyleList(JsonFields& f, std::string_view key, std::string* out) {
+  const json* v = f.Find(key);
+  if (v == nullptr) return;
+  if (v->is_string()) {
+    *out = v->get<std::string>();
+    return;
+  }
+  if (!v->is_array() || v->empty()) {
+    return f.Error(key, "must be a style or a non-empty array of styles");
+  }
+  std::string joined;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) return f.Error(base::IndexPath(key, i), "must be a string");
+    joined += (i ? "," : "") + (*v)[i].get<std::string>();
+  }
+  *out = std::move(joined);
+}
+
 constexpr int64_t kHour = 3600 * 1000;
 
 // Reads the object at `key` with `read(section reader)`, then flags its unknown
@@ -59,7 +79,9 @@ void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
 void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("listen", &c->grpc_listen);
   g.StringList("rls_config", &c->rls_config);
-  g.String("headers", &c->grpc_header_style);
+  ReadStyleList(g, "headers", &c->grpc_header_style);
+  g.Bool("retry_after", &c->grpc_retry_after);
+  g.Double("retry_after_jitter", &c->grpc_retry_after_jitter, 0.0, 10.0);
   g.String("default_algorithm", &c->rls_default_algorithm);
 }
 
@@ -181,6 +203,8 @@ void ReadLog(JsonFields& l, ServerConfig* c) {
   l.String("file", &c->log_file);
   l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
   l.Integer("reject_per_second", &c->reject_logs_per_second, 0, 1 << 20);
+  l.Integer("shadow_sample", &c->shadow_log_sample, 0, 1 << 30);
+  l.Integer("shadow_per_second", &c->shadow_logs_per_second, 0, 1 << 20);
   l.Bool("access_log", &c->access_log);
 }
 
@@ -247,7 +271,7 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object",
                       [c](JsonFields& s) { ReadStore(s, c); });
   r.String("failure_mode", &c->failure_mode);
-  r.String("headers", &c->header_style);
+  ReadStyleList(r, "headers", &c->header_style);
   r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
   r.StringList("trusted_proxies", &c->trusted_proxies);
   r.String("forwarded_header", &c->forwarded_header);
@@ -308,11 +332,13 @@ void CheckGrpc(const ServerConfig& c, std::vector<ConfigError>* errors) {
       errors->push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
     }
   }
-  HeaderStyle grpc_style;
-  if (!ParseHeaderStyle(c.grpc_header_style, &grpc_style)) {
-    errors->push_back(
-        {"grpc.headers", "unknown style \"" + c.grpc_header_style +
-                             "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
+  std::vector<HeaderStyle> styles;
+  std::string style_error;
+  if (!ParseHeaderStyles(c.grpc_header_style, &styles, &style_error)) {
+    errors->push_back({"grpc.headers", style_error});
+  }
+  if (!(c.grpc_retry_after_jitter >= 0 && c.grpc_retry_after_jitter <= 10)) {
+    errors->push_back({"grpc.retry_after_jitter", "must be between 0 and 10"});
   }
   Algorithm rls_algorithm;
   if (!ParseAlgorithm(c.rls_default_algorithm, &rls_algorithm)) {
@@ -347,12 +373,9 @@ void CheckTracing(const ServerConfig& c, std::vector<ConfigError>* errors) {
 }
 
 void CheckDecisionHeaders(const ServerConfig& c, std::vector<ConfigError>* errors) {
-  HeaderStyle style;
-  if (!ParseHeaderStyle(c.header_style, &style)) {
-    errors->push_back(
-        {"headers", "unknown style \"" + c.header_style +
-                        "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)"});
-  }
+  std::vector<HeaderStyle> styles;
+  std::string why;
+  if (!ParseHeaderStyles(c.header_style, &styles, &why)) errors->push_back({"headers", why});
   if (c.forwarded_header != "x-forwarded-for" && c.forwarded_header != "forwarded") {
     errors->push_back({"forwarded_header", "must be x-forwarded-for or forwarded"});
   }
@@ -550,7 +573,8 @@ size_t ReadBufferLimit(const ServerConfig& c) {
 
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
   EnforcerOptions o;
-  ParseHeaderStyle(c.header_style, &o.header_style);
+  std::string why;
+  ParseHeaderStyles(c.header_style, &o.header_styles, &why);  // validated already
   o.retry_after_jitter = c.retry_after_jitter;
   o.trusted_proxies = c.trusted_proxies;
   o.forwarded_header = c.forwarded_header == "forwarded" ? ForwardedHeader::kForwarded

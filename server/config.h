@@ -66,9 +66,11 @@ struct ServerConfig {
   // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
   std::string grpc_listen;
   std::vector<std::string> rls_config;
-  // RateLimit headers in ShouldRateLimit's response_headers_to_add (same names as
+  // RateLimit headers in ShouldRateLimit's response_headers_to_add (a list as
   // `header_style`); "none" (default) leaves headers to Envoy.
   std::string grpc_header_style = "none";
+  bool grpc_retry_after = true;          // Retry-After on OVER_LIMIT (response_headers_to_add)
+  double grpc_retry_after_jitter = 0.5;  // as retry_after_jitter, for that Retry-After
   // Algorithm for YAML rate_limit blocks without `algorithm`.
   std::string rls_default_algorithm = "token_bucket";
 
@@ -92,6 +94,8 @@ struct ServerConfig {
   int breaker_half_open_probes = 1;
 
   // How decisions are rendered and who may tell us the client address.
+  // Comma-separated styles, each sent once ("draft11,draft03,x-ratelimit";
+  // ParseHeaderStyles); the JSON config also takes an array.
   std::string header_style = "draft11";
   double retry_after_jitter = 0.5;
   std::vector<std::string> trusted_proxies;
@@ -132,7 +136,10 @@ struct ServerConfig {
   std::string log_file;                  // "" = stderr
   uint32_t reject_log_sample = 100;      // log 1 in N rejections...
   uint32_t reject_logs_per_second = 10;  // ...and at most this many a second
-  bool access_log = false;               // one line per request (debugging; costs throughput)
+  // Shadow rules' would-be rejections ("shadow_rejected"): 1 in N, at most M a second.
+  uint32_t shadow_log_sample = 1;
+  uint32_t shadow_logs_per_second = 10;
+  bool access_log = false;  // one line per request (debugging; costs throughput)
 
   // Tracing: OpenTelemetry spans per decision, OTLP/HTTP JSON (server/tracing.h).
   std::string trace_endpoint;        // http://host:4318/v1/traces; "" = off

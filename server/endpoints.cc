@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "server/handlers.h"
+#include "server/rollback_admin.h"
 #include "server/secrets.h"
 
 namespace tollgate::server {
@@ -125,10 +126,16 @@ net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
   });
 }
 
+template <bool kTrip>
+net::awaitable<Response> RollbackAction(const Request& request, const Runtime& rt) {
+  co_return HandleRollbackAction(rt, kTrip, request.view.query, request.view.peer_address,
+                                 request.trace_id);
+}
+
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
   co_return Problem(404, "",
-                    "admin endpoints: /v1/reload /v1/policy /v1/top "
-                    "/v1/explain /metrics /healthz /readyz");
+                    "admin endpoints: /v1/reload /v1/policy /v1/top /v1/explain "
+                    "/v1/rollback /v1/rollback/clear /v1/rollback/trip /metrics /healthz /readyz");
 }
 
 net::awaitable<Response> NotFound(const Request&, const Runtime&) {
@@ -145,6 +152,9 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kPolicy)] = &PolicyApi;
   h[size_t(Op::kTop)] = &Top;
   h[size_t(Op::kExplain)] = &Explain;
+  h[size_t(Op::kRollbackView)] = &Plain<HandleRollbackView>;
+  h[size_t(Op::kRollbackClear)] = &RollbackAction<false>;
+  h[size_t(Op::kRollbackTrip)] = &RollbackAction<true>;
   h[size_t(Op::kAuth)] = &Auth;
   h[size_t(Op::kDecide)] = &DecideBody;
   h[size_t(Op::kAdminNotFound)] = &AdminNotFound;

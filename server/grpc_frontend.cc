@@ -79,7 +79,10 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.store = store;
   options.config = parsed.config;
   options.clock = clock;
-  ParseHeaderStyle(config.grpc_header_style, &options.decide.header_style);  // validated already
+  std::string why;  // validated already
+  ParseHeaderStyles(config.grpc_header_style, &options.decide.header_styles, &why);
+  options.decide.retry_after = config.grpc_retry_after;
+  options.decide.retry_after_jitter = config.grpc_retry_after_jitter;
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<GrpcFrontend>(

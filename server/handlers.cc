@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/rollback_admin.h"
 #include "tollgate/limit.h"
+#include "tollgate/policy_headers.h"
 
 namespace tollgate::server {
 namespace {
@@ -271,7 +273,10 @@ Response HandleReadyz(const Runtime& s) {
             {"store", s.store->description},
             {"store_healthy", backing_ok && can_decide},
             {"failure_mode", s.config->failure_mode},
-            {"draining", s.state->Draining()}};
+            {"draining", s.state->Draining()},
+            // Rules the rollback guard switched to shadow on this instance: the
+            // instance still decides (ready), but enforces less than its policy.
+            {"rolled_back", TrippedRules(s.enforcer->Counters())}};
   return JsonResponse(ready ? 200 : 503, j);
 }
 
@@ -314,6 +319,21 @@ Response HandleMetrics(const Runtime& s) {
   for (const auto& c : counters) {
     w.Sample("tollgate_rule_rolled_back", {"rule", c.rule}, c.rolled_back ? 1.0 : 0.0);
   }
+  w.Family("tollgate_rollback_trips_total", "counter",
+           "Rollback guard trips by rule and trigger (reject_ratio, latency_p99, "
+           "upstream_errors, admin).");
+  for (const auto& c : counters) {
+    for (size_t t = 1; t < kRollbackTriggerCount; ++t) {
+      w.Sample("tollgate_rollback_trips_total",
+               {"rule", c.rule, "trigger", RollbackTriggerName(RollbackTrigger(t))},
+               c.rollback_trips[t]);
+    }
+  }
+  w.Family("tollgate_rollback_clears_total", "counter",
+           "Tripped rollback guards cleared by an operator (POST /v1/rollback/clear).");
+  for (const auto& c : counters) {
+    w.Sample("tollgate_rollback_clears_total", {"rule", c.rule}, c.rollback_clears);
+  }
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
   w.Sample("tollgate_policy_reloads_total", {"result", "success"},
@@ -341,6 +361,9 @@ Response HandleMetrics(const Runtime& s) {
   w.Family("tollgate_rejection_logs_suppressed_total", "counter",
            "Rejections not logged because of sampling or the per-second cap.");
   w.Sample("tollgate_rejection_logs_suppressed_total", {}, s.reject_gate->suppressed());
+  w.Family("tollgate_shadow_logs_suppressed_total", "counter",
+           "Shadow rejections not logged because of sampling or the per-second cap.");
+  w.Sample("tollgate_shadow_logs_suppressed_total", {}, s.shadow_gate->suppressed());
   w.Family("tollgate_top_dropped_total", "counter",
            "Rejections not tracked by /v1/top because too many rules were seen.");
   w.Sample("tollgate_top_dropped_total", {}, s.top->dropped());
@@ -491,6 +514,31 @@ Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& requ
   return JsonResponse(200, j);
 }
 
+void LogShadowRejection(const Runtime& s, const RuleOutcome& r, int64_t now,
+                        const RequestView* request, std::string_view trace_id) {
+  if (!s.shadow_gate->Admit(now / 1'000'000'000)) return;
+  static constexpr const char* kWhy[] = {"enforced", "configured", "rollout", "rollback"};
+  const EnforcerOptions& eo = s.enforcer->options();
+  json f = json::object();
+  f["rule"] = r.rule;
+  f["shadow"] = kWhy[static_cast<size_t>(r.shadow_reason)];
+  f["key"] = s.identities.ShowInLog(r.key);
+  f["limit"] = r.limit ? r.limit->ToString() : std::string();
+  f["cost"] = r.cost;
+  f["remaining"] = r.decision.remaining;
+  // What a 429 would have said: the same jittered Retry-After; -1 = never fits.
+  f["would_retry_after_s"] =
+      RetryAfterSeconds(r.decision.retry_after, r.key, eo.retry_after_jitter, eo.jitter_seed);
+  if (request) {
+    f["method"] = Logger::Client(request->method);
+    f["path"] = Logger::Client(request->path);
+    f["peer"] = s.identities.ShowInLog(request->peer_address);
+  }
+  if (!trace_id.empty()) f["trace_id"] = std::string(trace_id);
+  f["suppressed_before"] = s.shadow_gate->TakeSuppressed();
+  s.log->Info("shadow_rejected", std::move(f));
+}
+
 void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
                    int64_t elapsed_ns, const RequestView* request, std::string_view trace_id) {
   if (outcome.rules.empty() && outcome.status.ok()) return;  // nothing applied: no store call
@@ -503,7 +551,9 @@ void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOut
   }
   int64_t now = s.clock->Now();
   for (const auto& r : outcome.rules) {
-    if (!r.decision.allowed && r.cost > 0) s.top->Record(r.rule, r.key, now);
+    if (r.decision.allowed || r.cost <= 0) continue;
+    s.top->Record(r.rule, r.key, now);
+    if (r.shadow && outcome.status.ok()) LogShadowRejection(s, r, now, request, trace_id);
   }
   if (outcome.allowed()) return;
   if (!s.reject_gate->Admit(now / 1'000'000'000)) return;

@@ -78,7 +78,15 @@ Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& requ
 bool RawRequested(std::string_view query);
 Response RawNeedsToken();
 
-// Counts the outcome, feeds /v1/top and emits a (gated) rejection log line.
+// One "shadow_rejected" line for a shadow rule's would-be rejection, when the
+// shadow gate admits it: rule, why it is shadow, the key (redacted as every
+// log's), limit, cost, remaining, the Retry-After a 429 would have carried,
+// the request, and how many such lines the gate suppressed since the last one.
+void LogShadowRejection(const Runtime& s, const RuleOutcome& r, int64_t now_ns,
+                        const RequestView* request, std::string_view trace_id);
+
+// Counts the outcome, feeds /v1/top and emits (gated) rejection and shadow
+// rejection log lines.
 void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,
                    int64_t elapsed_ns, const RequestView* request, std::string_view trace_id);
 

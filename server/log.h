@@ -86,6 +86,11 @@ class RejectionGate {
   // `now_s`: monotonic seconds. True when this rejection should be logged.
   bool Admit(int64_t now_s);
   uint64_t suppressed() const { return suppressed_.load(std::memory_order_relaxed); }
+  // Suppressed since the previous call (for the line an Admit let through).
+  uint64_t TakeSuppressed() {
+    const uint64_t total = suppressed_.load(std::memory_order_relaxed);
+    return total - reported_.exchange(total, std::memory_order_relaxed);
+  }
 
  private:
   const uint32_t sample_every_;
@@ -94,6 +99,7 @@ class RejectionGate {
   std::atomic<int64_t> second_{0};
   std::atomic<uint32_t> in_second_{0};
   std::atomic<uint64_t> suppressed_{0};
+  std::atomic<uint64_t> reported_{0};
 };
 
 // A W3C trace context (traceparent), validated. https://www.w3.org/TR/trace-context/

@@ -83,7 +83,8 @@ void CommandLine::Declare(CLI::App& app) {
   Flag(app, "-u,--upstream", &ServerConfig::upstream,
        "Gateway mode: http://HOST:PORT[/base] to forward allowed requests to");
   Flag(app, "--headers", &ServerConfig::header_style,
-       "Rate-limit header style: draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none");
+       "Rate-limit header styles, comma-separated, each sent once: draft11 | draft03 | "
+       "x-ratelimit | x-ratelimit-epoch | none (e.g. draft11,draft03,x-ratelimit)");
   Flag(app, "--log-level", &ServerConfig::log_level,
        "trace | debug | info | warn | error | off (JSON lines on stderr)");
   Flag(app, "--grpc", &ServerConfig::grpc_listen,
@@ -91,8 +92,8 @@ void CommandLine::Declare(CLI::App& app) {
   Flag(app, "--rls-config", &ServerConfig::rls_config,
        "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
   Flag(app, "--grpc-headers", &ServerConfig::grpc_header_style,
-       "RateLimit headers in gRPC responses (response_headers_to_add): draft11 | "
-       "draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
+       "RateLimit headers in gRPC responses (response_headers_to_add), comma-separated: "
+       "draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
   Flag(app, "--rls-default-algorithm", &ServerConfig::rls_default_algorithm,
        "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
        "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");

@@ -35,6 +35,11 @@ constexpr RouteEntry kRoutes[] = {
     {"/v1/policy", kAdminListener, Methods::kGetPut, Endpoint::kAdmin, Op::kPolicy, true},
     {"/v1/top", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kTop, true},
     {"/v1/explain", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kExplain, true},
+    {"/v1/rollback", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kRollbackView, true},
+    {"/v1/rollback/clear", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kRollbackClear,
+     true},
+    {"/v1/rollback/trip", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kRollbackTrip,
+     true},
     // /v1/auth takes any method: nginx's auth_request sends the client's.
     {"/v1/auth", kMainIfDecision, Methods::kAny, Endpoint::kAuth, Op::kAuth, false},
     {"/v1/decide", kMainIfDecision, Methods::kPost, Endpoint::kDecide, Op::kDecide, false},

@@ -54,6 +54,9 @@ enum class Op : uint8_t {
   kPolicy,
   kTop,
   kExplain,
+  kRollbackView,   // GET /v1/rollback
+  kRollbackClear,  // POST /v1/rollback/clear
+  kRollbackTrip,   // POST /v1/rollback/trip
   kAuth,
   kDecide,
   kAdminNotFound,  // any other path on the admin listener (after the token check)

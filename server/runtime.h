@@ -98,6 +98,7 @@ struct Runtime {
   ServerMetrics* metrics = nullptr;
   TopRejected* top = nullptr;
   RejectionGate* reject_gate = nullptr;
+  RejectionGate* shadow_gate = nullptr;          // shadow rejections' log lines
   RejectionGate* upstream_error_gate = nullptr;  // gateway failures: every one, N a second
   DecisionTracer* tracer = nullptr;              // null: tracing off
 

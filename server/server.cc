@@ -131,6 +131,7 @@ class Server::Impl {
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<TopRejected> top;
   std::unique_ptr<RejectionGate> reject_gate;
+  std::unique_ptr<RejectionGate> shadow_gate;
   std::unique_ptr<RejectionGate> upstream_error_gate;
   std::unique_ptr<ConnectionLimits> connection_limits;
   std::unique_ptr<GrpcFrontend> grpc;  // Envoy RLS, when grpc_listen is set
@@ -387,6 +388,7 @@ class Server::Impl {
     rt->metrics = metrics.get();
     rt->top = top.get();
     rt->reject_gate = reject_gate.get();
+    rt->shadow_gate = shadow_gate.get();
     rt->upstream_error_gate = upstream_error_gate.get();
     rt->state = &state;
     rt->start_wall_ns = start_wall_ns;
@@ -467,6 +469,7 @@ class Server::Impl {
     metrics = std::make_unique<ServerMetrics>(threads);
     top = std::make_unique<TopRejected>(c.top_capacity, Nanos(c.top_window).count());
     reject_gate = std::make_unique<RejectionGate>(c.reject_log_sample, c.reject_logs_per_second);
+    shadow_gate = std::make_unique<RejectionGate>(c.shadow_log_sample, c.shadow_logs_per_second);
     upstream_error_gate = std::make_unique<RejectionGate>(1, c.reject_logs_per_second);
     connection_limits = std::make_unique<ConnectionLimits>(
         c.max_connections, c.admin_max_connections, c.max_connections_per_ip);

@@ -342,7 +342,11 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   co_await Pause(outcome.delay);
   ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
                                          ex.trace.id(), ex.trace.upstream_traceparent());
-  if (pr.status) shard_.CountRequest(Endpoint::kGateway, pr.status);
+  if (pr.status) {
+    shard_.CountRequest(Endpoint::kGateway, pr.status);
+    // The upstream's answer (or our 502/504 for it) feeds the rollback guards.
+    rt_->enforcer->RecordUpstream(outcome, pr.status);
+  }
   if (!pr.keep_alive || rt_->state->Draining()) {
     linger_ = pr.status != 0;
     co_return Next::kClose;

@@ -33,7 +33,8 @@ void Help(FILE* out) {
       "  --jwt-hs256-secret S   verify HS256 tokens with secret S\n"
       "  --jwt-rs256-key FILE   verify RS256 tokens with this PEM public key\n"
       "  --jwt-verified-upstream  trust token claims without verifying signatures\n"
-      "  --header-style S       draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none\n"
+      "  --header-style S       comma-separated: draft11 | draft03 | x-ratelimit | "
+      "x-ratelimit-epoch | none\n"
       "  --jitter F             Retry-After jitter fraction (default 0.5)\n");
 }
 
@@ -124,8 +125,9 @@ int ExplainMain(std::vector<std::string> args) {
       options.jwt.verified_upstream = true;
     } else if (a == "--header-style") {
       if (!value(&v)) return 2;
-      if (!ParseHeaderStyle(v, &options.header_style)) {
-        std::fprintf(stderr, "tollgate explain: unknown header style '%s'\n", v.c_str());
+      std::string why;
+      if (!ParseHeaderStyles(v, &options.header_styles, &why)) {
+        std::fprintf(stderr, "tollgate explain: --header-style: %s\n", why.c_str());
         return 2;
       }
     } else if (a == "--jitter") {

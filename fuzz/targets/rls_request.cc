@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tollgate::ManualClock clock;
   const auto store = tollgate::fuzz::SmallStore(&clock);
   tollgate::rls::RlsDecideOptions options;
-  options.header_style = size % 2 ? tollgate::HeaderStyle::kDraft11 : tollgate::HeaderStyle::kNone;
+  if (size % 2) options.header_styles = {tollgate::HeaderStyle::kDraft11};
   tollgate::rls::RlsDecider decider(store.get(), ExampleConfig(), &clock, options);
 
   for (int round = 0; round < 2; ++round) {

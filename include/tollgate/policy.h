@@ -21,6 +21,7 @@
 #ifndef TOLLGATE_POLICY_H_
 #define TOLLGATE_POLICY_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -170,6 +171,14 @@ enum class HeaderStyle {
 };
 std::string_view HeaderStyleName(HeaderStyle style);  // "draft11", "draft03", "x-ratelimit", ...
 bool ParseHeaderStyle(std::string_view name, HeaderStyle* out);
+// A comma-separated list of styles ("draft11, draft03, x-ratelimit"), each
+// rendered once per response. Refused, with *error saying why: an empty list or
+// member, an unknown or repeated style, "none" beside another style, and
+// x-ratelimit with x-ratelimit-epoch (both would send X-RateLimit-Reset).
+// "none" alone gives an empty list.
+bool ParseHeaderStyles(std::string_view list, std::vector<HeaderStyle>* out, std::string* error);
+// The list back as text: "draft11,x-ratelimit"; "none" when empty.
+std::string HeaderStylesName(std::span<const HeaderStyle> styles);
 
 // Where a trusted proxy puts the client address.
 enum class ForwardedHeader { kXForwardedFor, kForwarded };
@@ -189,9 +198,16 @@ struct JwtOptions {
 Status ValidateJwtOptions(const JwtOptions& options);
 
 struct EnforcerOptions {
-  HeaderStyle header_style = HeaderStyle::kDraft11;
+  // The header styles every answer carries, each once (ParseHeaderStyles'
+  // rules; Create refuses a list they refuse). Empty: no rate-limit headers
+  // (Retry-After is still sent on 429 and 503).
+  std::vector<HeaderStyle> header_styles = {HeaderStyle::kDraft11};
   // Retry-After = ceil(wait * (1 + jitter_fraction * u)), u in [0,1) fixed per
-  // identity (rule + key). 0 disables jitter. Valid range [0, 10].
+  // identity (rule + key). 0 disables jitter. Valid range [0, 10]. On a 429 the
+  // reset of every header style (RateLimit t, RateLimit-Reset, X-RateLimit-Reset)
+  // of the denying policy equals the Retry-After sent. On a 503 (fail-closed)
+  // `wait` is the time until the store's next probe (Store::UnavailableFor),
+  // at least 1 s.
   double retry_after_jitter = 0.5;
   uint64_t jitter_seed = 0;  // same seed on every instance = same offset for a client everywhere
   // Peers allowed to tell us the client address ("10.0.0.0/8", "::1/128", "127.0.0.1").
@@ -271,6 +287,18 @@ struct ExplicitItem {
   RuleHandle handle = {};
 };
 
+// What tripped a rule's rollback guard (seed 000's three triggers, or an admin).
+enum class RollbackTrigger : uint8_t {
+  kNone,
+  kRejectRatio,     // rollback.max_reject_ratio
+  kLatencyP99,      // rollback.max_p99_ms (decision latency)
+  kUpstreamErrors,  // rollback.max_upstream_error_increase (gateway: upstream 5xx)
+  kAdmin,           // Enforcer::TripRollback
+};
+inline constexpr size_t kRollbackTriggerCount = 5;
+// "none", "reject_ratio", "latency_p99", "upstream_errors", "admin".
+std::string_view RollbackTriggerName(RollbackTrigger trigger);
+
 // The outcome of one rule for one request.
 struct RuleOutcome {
   enum class ShadowReason { kNone, kConfigured, kRollout, kRollback };
@@ -283,6 +311,9 @@ struct RuleOutcome {
   ShadowReason shadow_reason = ShadowReason::kNone;
   std::optional<Limit> limit;  // the limit applied (a copy: valid after a reload); always set
   Decision decision;
+  // Enforced and its rollback guard watches upstream answers: a front end that
+  // forwards the request reports the answer (Enforcer::RecordUpstream).
+  bool watches_upstream = false;
 };
 
 struct CheckOutcome {
@@ -324,6 +355,10 @@ struct RuleCounters {
   uint64_t missing_key = 0;      // rule skipped or shared bucket used: key source absent
   bool rolled_back = false;      // the rollback guard switched this rule to shadow
   std::string rollback_reason;   // why, when rolled_back
+  RollbackTrigger rollback_trigger = RollbackTrigger::kNone;  // which, when rolled_back
+  // Trips so far by trigger (index = RollbackTrigger; kNone stays 0), and clears.
+  std::array<uint64_t, kRollbackTriggerCount> rollback_trips{};
+  uint64_t rollback_clears = 0;
 };
 
 class Enforcer {
@@ -366,6 +401,14 @@ class Enforcer {
   std::vector<RuleCounters> Counters() const;
   // Clears a tripped rollback guard (admin). Returns false for an unknown rule.
   bool ResetRollback(std::string_view rule);
+  // Trips the guard of `rule` by hand (admin): the rule decides in shadow until
+  // cleared. False for a rule the current policy does not have.
+  bool TripRollback(std::string_view rule, std::string_view reason);
+  // Reports the upstream's answer to a request `outcome` allowed (gateway
+  // mode, middleware): feeds the upstream-error trigger of every rule with
+  // watches_upstream. `status` is the HTTP status, or 502/504 when the
+  // upstream gave none. Cheap when no rule watches.
+  void RecordUpstream(const CheckOutcome& outcome, int status);
 
   const EnforcerOptions& options() const;
   PolicyStore& policies() const;

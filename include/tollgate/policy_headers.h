@@ -49,6 +49,13 @@ int64_t CeilSeconds(Nanos d);
 std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
                                                 std::span<const QuotaReport> reports,
                                                 int64_t wall_now_ns);
+// Every style of `styles` in order, from the same reports (so the fields agree
+// with each other). Each header name is emitted at most once: a style whose
+// fields another style already produced (x-ratelimit after x-ratelimit-epoch)
+// is skipped; ParseHeaderStyles refuses such lists up front.
+std::vector<HeaderField> RenderRateLimitHeaders(std::span<const HeaderStyle> styles,
+                                                std::span<const QuotaReport> reports,
+                                                int64_t wall_now_ns);
 
 // Retry-After in delta seconds: ceil((wait + floor(wait * jitter * u)) / 1s)
 // with u in [0,1) derived from (seed, identity) only, so the same client

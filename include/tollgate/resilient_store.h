@@ -198,6 +198,9 @@ class ResilientStore final : public Store {
   bool AsyncNative() const override;  // the primary's
   // True unless the breaker is open and the default mode is kClosed.
   bool Healthy() const override;
+  // While the breaker is open: the time to its next probe (0 once it is due);
+  // half-open or closed: 0.
+  Nanos UnavailableFor() const override;
 
   // One heartbeat (when the breaker is not open) and, when it is closed, one
   // charge-back pass; with background = false, also one probe when one is due

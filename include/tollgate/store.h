@@ -83,6 +83,11 @@ class Store {
 
   // Whether the store can currently decide (for /readyz). Cheap, non-blocking.
   virtual bool Healthy() const { return true; }
+
+  // How long until the store may decide again after refusing calls: a circuit
+  // breaker's time to its next probe. Zero when unknown or not refusing (the
+  // policy layer then tells clients 1 s). Cheap, non-blocking.
+  virtual Nanos UnavailableFor() const { return Nanos(0); }
 };
 
 // Decides a single item through a store: convenience for callers without batches.

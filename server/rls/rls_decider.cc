@@ -320,7 +320,12 @@ void AddDynamicMetadata(const std::vector<Slot>& slots, const std::vector<bool>&
 }
 
 // The Enforcer's outcome -> the response (or UNAVAILABLE), and the counters.
-void Answer(Call& call, const Clock& clock, bool headers, Result<CheckOutcome> r) {
+struct HeadersToAdd {
+  bool rate_limit = false;   // the header styles' fields
+  bool retry_after = false;  // Retry-After on OVER_LIMIT
+};
+
+void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOutcome> r) {
   RlsCounters& counters = call.config->counters();
   ServiceCounters& service = counters.service();
   const bool failed = !r.ok() || r->verdict == CheckOutcome::Verdict::kUnavailable;
@@ -350,10 +355,13 @@ void Answer(Call& call, const Clock& clock, bool headers, Result<CheckOutcome> r
   resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
                                    : rlspb::RateLimitResponse::OK);
   Count(over_limit ? service.over_limit : service.ok, 1);
-  if (headers) {
+  if (headers.rate_limit || headers.retry_after) {
     for (const HeaderField& f : outcome.headers) {
       // The problem body's own headers belong to an HTTP 429/503 body Envoy does not send.
       if (f.name == "Content-Type" || f.name == "Cache-Control") continue;
+      // A shadow-only call is OK: its Retry-After would tell Envoy nothing.
+      const bool retry = f.name == "Retry-After";
+      if (retry ? !(headers.retry_after && over_limit) : !headers.rate_limit) continue;
       auto* h = resp.add_response_headers_to_add();
       h->set_key(f.name);
       h->set_value(f.value);
@@ -384,8 +392,9 @@ RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, co
   // An Enforcer without policy rules: every item names its own (ExplicitItem).
   auto policies = PolicyStore::FromText(R"({"rules": []})");
   EnforcerOptions eo;
-  eo.header_style = options_.header_style;
-  eo.retry_after_jitter = 0;  // Retry-After equals the descriptor's duration_until_reset
+  eo.header_styles = options_.header_styles;
+  eo.retry_after_jitter = options_.retry_after_jitter;
+  eo.jitter_seed = options_.jitter_seed;
   eo.reason_header.clear();
   eo.unenforced_header.clear();
   auto enforcer = policies.ok() ? Enforcer::Create(*policies, store, clock, std::move(eo))
@@ -456,7 +465,7 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
   if (auto error = PlanDescriptors(request, options_, *call)) return invalid(std::move(*error));
 
   const Clock* clock = clock_;
-  const bool headers = options_.header_style != HeaderStyle::kNone;
+  const HeadersToAdd headers{!options_.header_styles.empty(), options_.retry_after};
   enforcer_->CheckItemsAsync(call->items, [call, clock, headers](Result<CheckOutcome> r) {
     Answer(*call, *clock, headers, std::move(r));
   });

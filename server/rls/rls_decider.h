@@ -53,10 +53,19 @@ struct AttachedConfig;  // a configuration with its rules' Enforcer handles (rls
 
 struct RlsDecideOptions {
   // Rate-limit headers to put in response_headers_to_add, rendered by the
-  // policy layer (tollgate/policy_headers.h): kDraft11 gives RateLimit-Policy
-  // and RateLimit; any style but kNone adds Retry-After on OVER_LIMIT. kNone
+  // policy layer (tollgate/policy_headers.h), each style once
+  // (ParseHeaderStyles): kDraft11 gives RateLimit-Policy and RateLimit. Empty
   // by default: Envoy can render its own x-ratelimit-* headers from the statuses.
-  HeaderStyle header_style = HeaderStyle::kNone;
+  std::vector<HeaderStyle> header_styles;
+  // Retry-After in response_headers_to_add on OVER_LIMIT (Envoy adds it to
+  // its 429), whatever header_styles says.
+  bool retry_after = true;
+  // Retry-After = ceil(wait * (1 + jitter * u)), u in [0,1) fixed per
+  // descriptor value (EnforcerOptions::retry_after_jitter); the reset of the
+  // header styles on OVER_LIMIT equals it. duration_until_reset in the
+  // statuses stays the bucket's own time, without jitter. [0, 10].
+  double retry_after_jitter = 0.5;
+  uint64_t jitter_seed = 0;
   // Request bounds (INVALID_ARGUMENT beyond them).
   size_t max_descriptors = 64;
   size_t max_entries = 32;  // per descriptor

@@ -71,6 +71,7 @@ void Enforcer::Impl::DecideStoreless(Plan& plan) {
 
 CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   plan.decisions.assign(plan.items.size(), Decision{});
+  plan.started_ns = clock_->Now();
   if (plan.StoreCount() == 0) {
     plan.allowed = true;
     DecideStoreless(plan);
@@ -89,6 +90,7 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
 
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
+  plan->started_ns = clock_->Now();
   if (plan->StoreCount() == 0) {
     plan->allowed = true;
     DecideStoreless(*plan);
@@ -138,18 +140,44 @@ void Enforcer::Impl::Count(Plan& plan) {
     }
     if (plan.allowed) s.allowed.fetch_add(1, std::memory_order_relaxed);
     if (!plan.allowed && !fits) s.rejected.fetch_add(1, std::memory_order_relaxed);
-    if (item.rollback && s.Record(*item.rollback, !plan.allowed && !fits, now)) {
-      std::string reason;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        s.reason = "rejected " + std::to_string(s.window_rejected.load()) + " of " +
-                   std::to_string(s.window_total.load()) + " decisions in the window (max ratio " +
-                   std::to_string(item.rollback->max_reject_ratio) + ")";
-        reason = s.reason;
-      }
-      Log("rule '" + s.name + "': rollback guard tripped, rule switched to shadow: " + reason);
-    }
+    if (!item.rollback) continue;
+    const RollbackTrigger tripped =
+        s.Record(*item.rollback, !plan.allowed && !fits, now - plan.started_ns, now);
+    if (tripped != RollbackTrigger::kNone) NoteTrip(s, tripped, *item.rollback);
   }
+}
+
+void Enforcer::Impl::NoteTrip(RuleState& s, RollbackTrigger trigger, const RollbackConfig& c) {
+  std::string reason;
+  switch (trigger) {
+    case RollbackTrigger::kRejectRatio:
+      reason = "rejected " + std::to_string(s.window_rejected.load()) + " of " +
+               std::to_string(s.window_total.load()) + " decisions in the window (max ratio " +
+               std::to_string(c.max_reject_ratio) + ")";
+      break;
+    case RollbackTrigger::kLatencyP99:
+      reason = std::to_string(s.window_slow.load()) + " of " +
+               std::to_string(s.window_total.load()) +
+               " decisions in the window took longer than " + std::to_string(c.max_p99_ns / 1000) +
+               " us (p99 above max_p99_ms)";
+      break;
+    case RollbackTrigger::kUpstreamErrors:
+      reason = "upstream answered 5xx to " + std::to_string(s.window_upstream_errors.load()) +
+               " of " + std::to_string(s.window_upstream.load()) +
+               " requests in the window, more than " +
+               std::to_string(c.max_upstream_error_increase) + " over the baseline ratio " +
+               std::to_string(std::max<int64_t>(0, s.baseline_upstream_ppm.load()) / 1e6);
+      break;
+    case RollbackTrigger::kNone:
+    case RollbackTrigger::kAdmin:
+      return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.reason = reason;
+  }
+  Log("rule '" + s.name + "': rollback guard tripped (" +
+      std::string(RollbackTriggerName(trigger)) + "), rule switched to shadow: " + reason);
 }
 
 CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
@@ -195,6 +223,8 @@ void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& b
     r.shadow_reason = item.shadow;
     r.limit = item.limit;
     r.decision = plan.decisions[i];
+    r.watches_upstream =
+        !r.shadow && item.rollback && item.rollback->max_upstream_error_increase > 0;
     if (static_cast<int>(i) == plan.denied_item)
       out.denied_rule = static_cast<int>(out.rules.size());
     out.rules.push_back(std::move(r));
@@ -230,8 +260,16 @@ void Enforcer::Impl::FinishUnavailable(const Plan& plan, CheckOutcome& out) cons
   out.enforced = plan.error.ok() ? false : true;
   out.status =
       plan.error.ok() ? UnavailableError("store answered without state (fail-closed)") : plan.error;
-  out.body = ProblemJson(ProblemKind::kTemporaryReducedCapacity, options_.problem_type_base, {},
-                         "rate-limit state is unavailable; try again later", 0);
+  // Retry when the store may decide again (the breaker's next probe), at
+  // least 1 s, spread per client by the same jitter as a 429's.
+  const Nanos wait = std::max<Nanos>(store_->UnavailableFor(), std::chrono::seconds(1));
+  out.retry_after_seconds =
+      RetryAfterSeconds(wait, plan.items.empty() ? std::string_view() : plan.items[0].key,
+                        options_.retry_after_jitter, options_.jitter_seed);
+  out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
+  out.body =
+      ProblemJson(ProblemKind::kTemporaryReducedCapacity, options_.problem_type_base, {},
+                  "rate-limit state is unavailable; try again later", out.retry_after_seconds);
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});
 }
@@ -246,7 +284,7 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, const std::vector<size_t>& 
     reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
     out.delay = std::max(out.delay, plan.decisions[i].delay);
   }
-  out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
+  out.headers = RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
 }
 
 void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
@@ -257,10 +295,18 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const std::string& denied_name = denied.ReportName();
   // A deny-all item has no quota to report (its limit is a placeholder).
   const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
-  std::vector<QuotaReport> reports;
-  if (!deny_all) reports.push_back(MakeQuotaReport(denied_name, denied.limit, d));
-  out.headers = RenderRateLimitHeaders(options_.header_style, reports, clock_->WallNow());
   std::string detail;
+  std::vector<QuotaReport> reports;
+  if (!deny_all && d.retry_after != Decision::kNever) {
+    out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
+                                                options_.retry_after_jitter, options_.jitter_seed);
+  }
+  if (!deny_all) {
+    reports.push_back(MakeQuotaReport(denied_name, denied.limit, d));
+    // Every style's reset names the instant Retry-After names (jitter included).
+    if (out.retry_after_seconds > 0) reports.back().reset_seconds = out.retry_after_seconds;
+  }
+  out.headers = RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
   if (deny_all) {
     detail = "policy '" + denied_name + "' allows no requests";
   } else if (d.retry_after == Decision::kNever) {
@@ -268,8 +314,6 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
              ") exceeds the capacity of policy '" + denied_name + "' (" +
              std::to_string(denied.limit.burst()) + "); it can never be allowed";
   } else {
-    out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
-                                                options_.retry_after_jitter, options_.jitter_seed);
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
     detail = "rate limit of policy '" + denied_name + "' exceeded; retry after " +
              std::to_string(out.retry_after_seconds) + " s";
@@ -299,7 +343,14 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
     c.unavailable = s->unavailable.load(std::memory_order_relaxed);
     c.missing_key = s->missing_key.load(std::memory_order_relaxed);
     c.rolled_back = s->tripped.load(std::memory_order_acquire);
-    if (c.rolled_back) c.rollback_reason = s->reason;
+    if (c.rolled_back) {
+      c.rollback_reason = s->reason;
+      c.rollback_trigger = s->trigger.load(std::memory_order_acquire);
+    }
+    for (size_t t = 0; t < kRollbackTriggerCount; ++t) {
+      c.rollback_trips[t] = s->trips[t].load(std::memory_order_relaxed);
+    }
+    c.rollback_clears = s->clears.load(std::memory_order_relaxed);
     out.push_back(std::move(c));
   }
   return out;
@@ -309,9 +360,46 @@ bool Enforcer::Impl::ResetRollback(std::string_view rule) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = states_.find(rule);
   if (it == states_.end()) return false;
+  if (it->second->tripped.load(std::memory_order_acquire)) {
+    it->second->clears.fetch_add(1, std::memory_order_relaxed);
+  }
   it->second->ResetGuard();
   it->second->reason.clear();
   return true;
+}
+
+bool Enforcer::Impl::TripRollback(std::string_view rule, std::string_view reason) {
+  // Only a rule of the current policy: a state of a removed rule would trip nothing.
+  if (policies_->Current()->Find(rule) < 0) return false;
+  RuleState* s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = StateFor(std::string(rule));
+    if (!s->Trip(RollbackTrigger::kAdmin)) return true;  // tripped already: keep its reason
+    s->reason = "tripped by an operator: " + std::string(reason);
+  }
+  Log("rule '" + s->name + "': rollback guard tripped by an operator, rule switched to shadow");
+  return true;
+}
+
+void Enforcer::Impl::RecordUpstream(const CheckOutcome& outcome, int status) {
+  const bool server_error = status >= 500 && status <= 599;
+  const int64_t now = clock_->Now();
+  for (const RuleOutcome& r : outcome.rules) {
+    if (!r.watches_upstream) continue;
+    RuleState* s;
+    std::optional<RollbackConfig> config;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = states_.find(r.rule);
+      if (it == states_.end()) continue;
+      s = it->second.get();
+      config = s->rollback;
+    }
+    if (!config) continue;  // a reload removed the guard since the decision
+    const RollbackTrigger tripped = s->RecordUpstream(*config, server_error, now);
+    if (tripped != RollbackTrigger::kNone) NoteTrip(*s, tripped, *config);
+  }
 }
 
 Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> policies,
@@ -322,6 +410,13 @@ Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> 
   if (!clock) return InvalidArgument("enforcer: no clock");
   if (!(options.retry_after_jitter >= 0 && options.retry_after_jitter <= 10)) {
     return InvalidArgument("enforcer: retry_after_jitter must be between 0 and 10");
+  }
+  {
+    std::vector<HeaderStyle> styles;
+    std::string why;
+    if (!ParseHeaderStyles(HeaderStylesName(options.header_styles), &styles, &why)) {
+      return InvalidArgument("enforcer: header_styles: " + why);
+    }
   }
   // Header names we send: letters, digits, '-' and '_' (empty: not sent).
   auto header_name_ok = [](std::string_view name) {
@@ -397,6 +492,30 @@ std::string Enforcer::ClientIp(const RequestView& request) const {
 std::vector<RuleCounters> Enforcer::Counters() const { return impl_->Counters(); }
 
 bool Enforcer::ResetRollback(std::string_view rule) { return impl_->ResetRollback(rule); }
+
+bool Enforcer::TripRollback(std::string_view rule, std::string_view reason) {
+  return impl_->TripRollback(rule, reason);
+}
+
+void Enforcer::RecordUpstream(const CheckOutcome& outcome, int status) {
+  impl_->RecordUpstream(outcome, status);
+}
+
+std::string_view RollbackTriggerName(RollbackTrigger trigger) {
+  switch (trigger) {
+    case RollbackTrigger::kNone:
+      return "none";
+    case RollbackTrigger::kRejectRatio:
+      return "reject_ratio";
+    case RollbackTrigger::kLatencyP99:
+      return "latency_p99";
+    case RollbackTrigger::kUpstreamErrors:
+      return "upstream_errors";
+    case RollbackTrigger::kAdmin:
+      return "admin";
+  }
+  return "none";
+}
 
 const EnforcerOptions& Enforcer::options() const { return impl_->options_; }
 

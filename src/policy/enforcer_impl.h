@@ -57,6 +57,7 @@ struct Plan {
   std::shared_ptr<const Binding> binding;
   uint64_t generation = 0;
   bool explain = false;
+  int64_t started_ns = 0;          // clock_->Now() when the store was asked (decision latency)
   std::vector<PlannedItem> items;  // enforced first, then shadow, then storeless
   size_t enforced_count = 0;
   size_t storeless_count = 0;  // items decided without the store (at the end)
@@ -109,6 +110,8 @@ class Enforcer::Impl {
   void RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
+  bool TripRollback(std::string_view rule, std::string_view reason);
+  void RecordUpstream(const CheckOutcome& outcome, int status);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
   // The state of an ad-hoc rule, under mu_ (Enforcer::HandleFor).
   RuleState* HandleFor(const std::string& name) {
@@ -143,6 +146,8 @@ class Enforcer::Impl {
     if (options_.time_store_calls) plan.store_end_ns = clock_->Now();
   }
   void Count(Plan& plan);
+  // Logs a trip of `s` by `trigger` and keeps the reason (takes mu_).
+  void NoteTrip(RuleState& s, RollbackTrigger trigger, const RollbackConfig& config);
   void Log(const std::string& message) const;
 
   const ClientIpResolver ip_;

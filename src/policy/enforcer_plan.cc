@@ -59,6 +59,7 @@ std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy
       }
       s->fingerprint = rule.fingerprint;
     }
+    if (live) s->rollback = rule.rollback;
     nb->states.push_back(s);
   }
   std::lock_guard<std::mutex> swap(binding_mu_);

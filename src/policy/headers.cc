@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "base/ascii.h"
 #include "policy/policy_impl.h"
 #include "tollgate/policy_headers.h"
 
@@ -33,6 +34,64 @@ bool ParseHeaderStyle(std::string_view name, HeaderStyle* out) {
     }
   }
   return false;
+}
+
+bool ParseHeaderStyles(std::string_view list, std::vector<HeaderStyle>* out, std::string* error) {
+  std::vector<HeaderStyle> styles;
+  bool none = false;
+  size_t members = 0;
+  while (true) {
+    const size_t comma = list.find(',');
+    std::string_view name = list.substr(0, comma);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    ++members;
+    HeaderStyle s;
+    if (name.empty()) {
+      *error = "empty style in the list (member " + std::to_string(members) + ")";
+      return false;
+    }
+    if (!ParseHeaderStyle(name, &s)) {
+      *error = "unknown style \"" + std::string(name.substr(0, 64)) +
+               "\" (draft11, draft03, x-ratelimit, x-ratelimit-epoch, none)";
+      return false;
+    }
+    if (std::find(styles.begin(), styles.end(), s) != styles.end() ||
+        (none && s == HeaderStyle::kNone)) {
+      *error = "style \"" + std::string(name) + "\" is listed twice";
+      return false;
+    }
+    if (s == HeaderStyle::kNone) {
+      none = true;
+    } else {
+      styles.push_back(s);
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  if (none && !styles.empty()) {
+    *error = "\"none\" cannot be combined with other styles";
+    return false;
+  }
+  const auto has = [&](HeaderStyle s) {
+    return std::find(styles.begin(), styles.end(), s) != styles.end();
+  };
+  if (has(HeaderStyle::kXRateLimit) && has(HeaderStyle::kXRateLimitEpoch)) {
+    *error = "x-ratelimit and x-ratelimit-epoch both send X-RateLimit-Reset; choose one";
+    return false;
+  }
+  *out = std::move(styles);
+  return true;
+}
+
+std::string HeaderStylesName(std::span<const HeaderStyle> styles) {
+  if (styles.empty()) return "none";
+  std::string out;
+  for (HeaderStyle s : styles) {
+    if (!out.empty()) out += ",";
+    out += HeaderStyleName(s);
+  }
+  return out;
 }
 
 int64_t CeilSeconds(Nanos d) {
@@ -150,6 +209,23 @@ std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
   out.push_back({"X-RateLimit-Limit", std::to_string(tight->quota)});
   out.push_back({"X-RateLimit-Remaining", std::to_string(tight->remaining)});
   out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+  return out;
+}
+
+std::vector<HeaderField> RenderRateLimitHeaders(std::span<const HeaderStyle> styles,
+                                                std::span<const QuotaReport> reports,
+                                                int64_t wall_now_ns) {
+  std::vector<HeaderField> out;
+  for (HeaderStyle style : styles) {
+    std::vector<HeaderField> fields = RenderRateLimitHeaders(style, reports, wall_now_ns);
+    const bool seen = std::any_of(fields.begin(), fields.end(), [&](const HeaderField& f) {
+      return std::any_of(out.begin(), out.end(), [&](const HeaderField& o) {
+        return base::EqualsIgnoreCase(o.name, f.name);
+      });
+    });
+    if (seen) continue;  // never two copies of one field (ParseHeaderStyles refuses such lists)
+    for (HeaderField& f : fields) out.push_back(std::move(f));
+  }
   return out;
 }
 

@@ -442,7 +442,8 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   }
   const size_t before = e.count();
   JsonFields f(r, path, e);
-  f.RejectUnknown({"max_reject_ratio", "window_seconds", "min_requests"});
+  f.RejectUnknown({"max_reject_ratio", "max_p99_ms", "max_upstream_error_increase",
+                   "window_seconds", "min_requests"});
   RollbackConfig cfg;
   if (auto v = f.Number("max_reject_ratio")) {
     if (!(*v > 0 && *v < 1)) {
@@ -450,8 +451,27 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
             "must be > 0 and < 1 (got " + NumberText(*v) + ")");
     }
     cfg.max_reject_ratio = *v;
-  } else if (!r.contains("max_reject_ratio")) {
-    e.Add(FieldPath(path, "max_reject_ratio"), "is required");
+  }
+  if (auto v = f.Number("max_p99_ms")) {
+    if (!(*v > 0 && *v <= 3'600'000)) {
+      e.Add(FieldPath(path, "max_p99_ms"),
+            "must be > 0 and <= 3600000 (got " + NumberText(*v) + ")");
+    } else {
+      cfg.max_p99_ns = static_cast<int64_t>(std::ceil(*v * 1e6));
+    }
+  }
+  if (auto v = f.Number("max_upstream_error_increase")) {
+    if (!(*v > 0 && *v < 1)) {
+      e.Add(FieldPath(path, "max_upstream_error_increase"),
+            "must be > 0 and < 1 (a ratio: 0.05 = 5 points; got " + NumberText(*v) + ")");
+    }
+    cfg.max_upstream_error_increase = *v;
+  }
+  if (!r.contains("max_reject_ratio") && !r.contains("max_p99_ms") &&
+      !r.contains("max_upstream_error_increase")) {
+    e.Add(path,
+          "needs at least one trigger: max_reject_ratio, max_p99_ms or "
+          "max_upstream_error_increase");
   }
   if (r.contains("window_seconds")) {
     if (auto ns = DurationNs(r["window_seconds"], FieldPath(path, "window_seconds"), e)) {
@@ -638,7 +658,7 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
   std::string base = "rules";
   if (doc.is_object() && doc.contains("rules")) {
     JsonFields f(doc, "", e);
-    f.RejectUnknown({"rules", "version", "description"});
+    f.RejectUnknown({"rules", "version", "description", "rollback"});
     if (auto v = doc.find("version"); v != doc.end() && !(v->is_number() && *v == 1)) {
       e.Add("version", "must be 1");
     }
@@ -677,6 +697,17 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
       continue;
     }
     policy->rules.push_back(std::move(*rule));
+  }
+  // The policy-wide rollback guard: for every rule without its own.
+  if (doc.is_object() && doc.contains("rules") && doc.contains("rollback")) {
+    if (auto fallback = ParseRollback(doc["rollback"], "rollback", e)) {
+      const std::string text = doc["rollback"].dump();
+      for (Rule& rule : policy->rules) {
+        if (rule.rollback) continue;
+        rule.rollback = fallback;
+        rule.fingerprint += "\x1frollback:" + text;  // a change resets the guard like a rule edit
+      }
+    }
   }
   if (!out.errors.empty()) return out;
 

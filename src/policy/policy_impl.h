@@ -54,8 +54,15 @@ struct Condition {
 
 enum class MissingKey { kSkip, kShared };
 
+// The rollback guard's triggers (seed 000), each off when 0; at least one is on.
+// Evaluated per window of window_ns once it holds min_requests samples.
 struct RollbackConfig {
-  double max_reject_ratio = 0.5;  // trips when rejected / decided > this
+  double max_reject_ratio = 0;  // rejected / decided > this
+  int64_t max_p99_ns = 0;       // more than 1% of decisions took longer (p99 above it)
+  // Upstream 5xx / answered minus the previous window's ratio > this (0.05 =
+  // 5 points); the previous window counts only with min_requests answers,
+  // else the baseline is 0.
+  double max_upstream_error_increase = 0;
   int64_t window_ns = 60'000'000'000;
   int64_t min_requests = 100;
 };

@@ -1,19 +1,30 @@
 // RuleState: per-rule counters and the rollback guard, kept by rule name for
 // the Enforcer's lifetime (so they survive reloads).
 //
-// The rollback guard counts a rule's enforced decisions and rejections in
-// fixed windows of `window_ns`; once a window holds at least `min_requests`
-// decisions and rejected / decided > max_reject_ratio, the rule trips to
-// shadow until an operator resets it or a reload changes the rule.
+// The rollback guard (seed 000) counts a rule's samples in fixed windows of
+// `window_ns` and trips the rule to shadow on the first of its configured
+// triggers (RollbackConfig) to fire in a window holding at least
+// `min_requests` samples of that trigger's kind:
+//  - reject ratio: enforced decisions rejected / decided > max_reject_ratio;
+//  - latency: more than 1% of the window's decisions took longer than
+//    max_p99_ns, which is exactly "the window's p99 is above it" (no histogram);
+//  - upstream errors: upstream 5xx / upstream answers of the window, minus the
+//    previous window's ratio (when that window held min_requests answers,
+//    else 0), > max_upstream_error_increase.
+// A tripped rule stays in shadow until an operator clears it, a reload changes
+// the rule, or (never by itself) time passes.
 //
-// Thread safety: counters and the guard are atomics (the window reset is a
-// CAS: counts near a window edge may land in either window, which is fine for
-// a ratio); `reason` and `fingerprint` are guarded by the Enforcer's mutex.
+// Thread safety: counters and the guard are atomics (the window roll is a CAS:
+// samples near a window edge may land in either window, which is fine for a
+// ratio); `reason`, `fingerprint` and `rollback` are guarded by the Enforcer's
+// mutex.
 #ifndef TOLLGATE_SRC_POLICY_RULE_STATE_H_
 #define TOLLGATE_SRC_POLICY_RULE_STATE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "policy/policy_impl.h"
@@ -32,16 +43,36 @@ struct RuleState {
   std::atomic<uint64_t> missing_key{0};
 
   std::atomic<bool> tripped{false};
+  std::atomic<RollbackTrigger> trigger{RollbackTrigger::kNone};  // why, while tripped
+  // Trips by trigger (index = RollbackTrigger), and clears.
+  std::array<std::atomic<uint64_t>, kRollbackTriggerCount> trips{};
+  std::atomic<uint64_t> clears{0};
+
   std::atomic<int64_t> window_start{INT64_MIN};
   std::atomic<int64_t> window_total{0};
   std::atomic<int64_t> window_rejected{0};
+  std::atomic<int64_t> window_slow{0};
+  std::atomic<int64_t> window_upstream{0};
+  std::atomic<int64_t> window_upstream_errors{0};
+  // The previous window's upstream 5xx ratio in parts per million; -1: none.
+  std::atomic<int64_t> baseline_upstream_ppm{-1};
 
-  std::string fingerprint;  // guarded by Enforcer::Impl::mu_
-  std::string reason;       // guarded by Enforcer::Impl::mu_
+  std::string fingerprint;                 // guarded by Enforcer::Impl::mu_
+  std::string reason;                      // guarded by Enforcer::Impl::mu_
+  std::optional<RollbackConfig> rollback;  // the live policy's; guarded by Enforcer::Impl::mu_
 
-  // Records one enforced decision; returns true when this call tripped the guard.
-  bool Record(const RollbackConfig& config, bool rejected_now, int64_t now_ns);
+  // Records one enforced decision that took `latency_ns`; returns the trigger
+  // when this call tripped the guard, else kNone.
+  RollbackTrigger Record(const RollbackConfig& config, bool rejected_now, int64_t latency_ns,
+                         int64_t now_ns);
+  // Records one upstream answer (gateway mode); same return.
+  RollbackTrigger RecordUpstream(const RollbackConfig& config, bool server_error, int64_t now_ns);
+  // Trips the guard with `why` (admin); false if it was tripped already.
+  bool Trip(RollbackTrigger why);
   void ResetGuard();
+
+ private:
+  void Roll(const RollbackConfig& config, int64_t now_ns);
 };
 
 }  // namespace tollgate

@@ -519,6 +519,12 @@ bool ResilientStore::Healthy() const {
          impl_->options_.mode != FailureMode::kClosed;
 }
 
+Nanos ResilientStore::UnavailableFor() const {
+  const int64_t due = impl_->breaker_.ProbeDueNs();
+  if (due == 0) return Nanos(0);
+  return Nanos(std::max<int64_t>(0, due - impl_->options_.breaker.clock->Now()));
+}
+
 void ResilientStore::RunMaintenance() { impl_->RunMaintenance(); }
 ResilientStoreStats ResilientStore::Stats() const { return impl_->Stats(); }
 CircuitBreaker& ResilientStore::breaker() { return impl_->breaker_; }

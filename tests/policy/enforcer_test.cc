@@ -401,6 +401,117 @@ TEST(Rollback, ChangingTheRuleByReloadResetsTheGuard) {
   EXPECT_FALSE(h.enforcer->Counters()[0].rolled_back);
 }
 
+// A store that takes `delay` (on the manual clock) to answer, from the next call on.
+class SlowStore : public Store {
+ public:
+  SlowStore(Store* inner, ManualClock* clock) : inner_(inner), clock_(clock) {}
+  Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override {
+    clock_->Advance(delay);
+    return inner_->Acquire(items);
+  }
+  std::string Name() const override { return "slow"; }
+  Nanos delay{0};
+
+ private:
+  Store* inner_;
+  ManualClock* clock_;
+};
+
+TEST(Rollback, TripsWhenTheWindowsP99IsAboveTheMax) {
+  Harness h(R"({"name": "lat", "limit_keys": ["header:k"],
+    "algorithm_config": {"rps": 1000000, "burst": 1000000},
+    "rollback": {"max_p99_ms": 50, "window_seconds": 3600, "min_requests": 100}})");
+  SlowStore slow(h.store.get(), &h.clock);
+  std::vector<std::string> log;
+  EnforcerOptions o;
+  o.log = [&](std::string_view m) { log.emplace_back(m); };
+  auto enforcer = *Enforcer::Create(h.policies, &slow, &h.clock, o);
+  TestRequest r;
+  r.Header("k", "a");
+  // 300 fast decisions, then 3 slow ones: 3 of 303 (under 1%) above 50 ms, so
+  // the window's p99 is not above it yet.
+  for (int i = 0; i < 303; ++i) {
+    slow.delay = i >= 300 ? std::chrono::milliseconds(51) : Nanos(0);
+    ASSERT_TRUE(enforcer->Check(r.View()).allowed());
+    ASSERT_FALSE(enforcer->Counters()[0].rolled_back) << i;
+  }
+  // A decision of exactly 50 ms is not above it.
+  slow.delay = std::chrono::milliseconds(50);
+  (void)enforcer->Check(r.View());
+  EXPECT_FALSE(enforcer->Counters()[0].rolled_back);
+  // A fourth slow one: 4 of 305, above 1%, so p99 > 50 ms.
+  slow.delay = std::chrono::milliseconds(51);
+  (void)enforcer->Check(r.View());
+  auto c = enforcer->Counters()[0];
+  EXPECT_TRUE(c.rolled_back);
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kLatencyP99);
+  EXPECT_EQ(c.rollback_trips[size_t(RollbackTrigger::kLatencyP99)], 1u);
+  EXPECT_NE(c.rollback_reason.find("4 of 305"), std::string::npos) << c.rollback_reason;
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("latency_p99"), std::string::npos) << log[0];
+  EXPECT_EQ(enforcer->Check(r.View()).rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+}
+
+TEST(Rollback, TripsWhenUpstreamErrorsRiseOverThePreviousWindow) {
+  Harness h(R"({"rules": [{"name": "up", "limit_keys": ["header:k"],
+    "algorithm_config": {"rps": 1000000, "burst": 1000000}}],
+    "rollback": {"max_upstream_error_increase": 0.05, "window_seconds": 60, "min_requests": 50}})");
+  TestRequest r;
+  r.Header("k", "a");
+  CheckOutcome allowed = h.Check(r);
+  ASSERT_TRUE(allowed.allowed());
+  ASSERT_EQ(allowed.rules.size(), 1u);
+  EXPECT_TRUE(allowed.rules[0].watches_upstream);  // the policy-wide guard applies
+  auto tripped = [&] { return h.enforcer->Counters()[0].rolled_back; };
+  // Window 1: 100 answers, 4 of them 5xx. With no earlier window the baseline
+  // is 0 and 4% is not 5 points up.
+  // 4xx answers are the client's, not upstream errors (10 more would be 14%).
+  for (int i = 0; i < 100; ++i) {
+    h.enforcer->RecordUpstream(allowed, i % 25 == 24 ? 503 : (i % 10 == 5 ? 404 : 200));
+    ASSERT_FALSE(tripped()) << i;
+  }
+  EXPECT_FALSE(tripped());
+  // Window 2: baseline 4%; errors trip once the ratio is above 9%.
+  h.clock.Advance(std::chrono::seconds(61));
+  int answered = 0, errors = 0;
+  for (int i = 0; i < 100 && !tripped(); ++i) {
+    const bool error = i >= 40;  // 40 good answers, then only errors
+    h.enforcer->RecordUpstream(allowed, error ? 500 : 204);
+    ++answered;
+    errors += error;
+    const bool want = answered >= 50 && double(errors) / answered - 0.04 > 0.05;
+    ASSERT_EQ(tripped(), want) << answered << " answers, " << errors << " errors";
+  }
+  ASSERT_TRUE(tripped());
+  EXPECT_EQ(answered, 50);  // 10/50 = 20%: the first answer the window may judge
+  auto c = h.enforcer->Counters()[0];
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kUpstreamErrors);
+  EXPECT_NE(c.rollback_reason.find("5xx to 10 of 50"), std::string::npos) << c.rollback_reason;
+  // A tripped rule decides in shadow and no longer watches.
+  EXPECT_FALSE(h.Check(r).rules[0].watches_upstream);
+}
+
+TEST(Rollback, AnOperatorTripsAndClearsAndEachIsCounted) {
+  Harness h(kGuarded);
+  TestRequest r;
+  r.Header("k", "hot");
+  EXPECT_FALSE(h.enforcer->TripRollback("nope", "x"));
+  EXPECT_TRUE(h.enforcer->TripRollback("strict", "deploy 42"));
+  auto c = h.enforcer->Counters()[0];
+  EXPECT_TRUE(c.rolled_back);
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kAdmin);
+  EXPECT_NE(c.rollback_reason.find("deploy 42"), std::string::npos);
+  EXPECT_EQ(h.Check(r).rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+  EXPECT_TRUE(h.enforcer->ResetRollback("strict"));
+  c = h.enforcer->Counters()[0];
+  EXPECT_FALSE(c.rolled_back);
+  EXPECT_EQ(c.rollback_trips[size_t(RollbackTrigger::kAdmin)], 1u);
+  EXPECT_EQ(c.rollback_clears, 1u);
+  EXPECT_TRUE(h.enforcer->ResetRollback("strict"));  // not tripped: nothing to count
+  EXPECT_EQ(h.enforcer->Counters()[0].rollback_clears, 1u);
+  EXPECT_EQ(RollbackTriggerName(RollbackTrigger::kUpstreamErrors), "upstream_errors");
+}
+
 TEST(MissingKey, SkipOrShared) {
   Harness h(R"({"rules": [
     {"name": "skip", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 2}},
@@ -515,7 +626,9 @@ class FakeStore : public Store {
     return d;
   }
   std::string Name() const override { return "fake"; }
+  Nanos UnavailableFor() const override { return unavailable_for; }
   int calls = 0;
+  Nanos unavailable_for{0};
 };
 
 // The failure-mode tags of the last batch a store saw.
@@ -575,8 +688,33 @@ TEST(StoreFailure, UnavailableIsA503NeverA429) {
   EXPECT_EQ(json::parse(o.body)["type"],
             "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity");
   EXPECT_EQ(FindHeader(o, "Cache-Control"), "no-store");
-  EXPECT_FALSE(HasHeader(o, "Retry-After"));
+  // Nothing says when the store is back: 1 s, plus up to 50% jitter.
+  EXPECT_GE(o.retry_after_seconds, 1);
+  EXPECT_LE(o.retry_after_seconds, 2);
+  EXPECT_EQ(FindHeader(o, "Retry-After"), std::to_string(o.retry_after_seconds));
+  EXPECT_EQ(json::parse(o.body)["retry-after"], o.retry_after_seconds);
   EXPECT_EQ(enforcer->Counters()[0].unavailable, 1u);
+}
+
+TEST(StoreFailure, UnavailableRetryAfterIsTheBreakersNextProbe) {
+  FakeStore store;
+  store.error = UnavailableError("breaker open");
+  store.unavailable_for = std::chrono::milliseconds(7'300);
+  ManualClock clock;
+  EnforcerOptions no_jitter;
+  no_jitter.retry_after_jitter = 0;
+  auto plain = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, no_jitter);
+  TestRequest r;
+  EXPECT_EQ(FindHeader(plain->Check(r.View()), "Retry-After"), "8");  // 7.3 s rounded up
+  // With jitter: never earlier than the probe, at most 1 + jitter times later,
+  // and the same for the same client.
+  EnforcerOptions jitter;
+  jitter.retry_after_jitter = 1.0;
+  auto spread = *Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), &store, &clock, jitter);
+  const int64_t first = spread->Check(r.View()).retry_after_seconds;
+  EXPECT_GE(first, 8);
+  EXPECT_LE(first, 15);
+  EXPECT_EQ(spread->Check(r.View()).retry_after_seconds, first);
 }
 
 TEST(StoreFailure, FailOpenAnswerIsAllowedAndUnenforced) {
@@ -833,7 +971,7 @@ TEST(Shaping, LeakyBucketDelay) {
 
 TEST(HeaderStyles, ConfiguredPerEnforcer) {
   EnforcerOptions o;
-  o.header_style = HeaderStyle::kXRateLimitEpoch;
+  o.header_styles = {HeaderStyle::kXRateLimitEpoch};
   o.reason_header = "";
   Harness h(kSeedGlobalRps, o);
   TestRequest r;
@@ -847,6 +985,57 @@ TEST(HeaderStyles, ConfiguredPerEnforcer) {
   EXPECT_EQ(rej.http_status, 429);
   EXPECT_FALSE(HasHeader(rej, "X-RateLimit-Reason"));
   EXPECT_TRUE(HasHeader(rej, "Retry-After"));
+}
+
+TEST(HeaderStyles, SeveralAtOnceEachOnceAndConsistent) {
+  EnforcerOptions o;
+  o.header_styles = {HeaderStyle::kDraft11, HeaderStyle::kDraft03, HeaderStyle::kXRateLimit};
+  o.retry_after_jitter = 5;  // far from the raw wait, so a reset left unjittered would show
+  Harness h(kSeedGlobalRps, o);
+  TestRequest r;
+  auto count = [](const CheckOutcome& c, std::string_view name) {
+    int n = 0;
+    for (const auto& f : c.headers) n += f.name == name;
+    return n;
+  };
+  CheckOutcome first = h.Check(r);
+  for (std::string_view name :
+       {"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining",
+        "RateLimit-Reset", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}) {
+    EXPECT_EQ(count(first, name), 1) << name;
+  }
+  EXPECT_EQ(FindHeader(first, "RateLimit"), R"("global-rps";r=9;t=1)");
+  EXPECT_EQ(FindHeader(first, "RateLimit-Remaining"), "9");
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Remaining"), "9");
+  EXPECT_EQ(FindHeader(first, "RateLimit-Limit"), "10");
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Limit"), "10");
+  for (int i = 0; i < 9; ++i) (void)h.Check(r);
+  CheckOutcome rej = h.Check(r);
+  ASSERT_EQ(rej.http_status, 429);
+  EXPECT_EQ(count(rej, "Retry-After"), 1);
+  const std::string retry = FindHeader(rej, "Retry-After");
+  ASSERT_FALSE(retry.empty());
+  EXPECT_EQ(std::to_string(rej.retry_after_seconds), retry);
+  EXPECT_EQ(FindHeader(rej, "RateLimit"), R"("global-rps";r=0;t=)" + retry);
+  EXPECT_EQ(FindHeader(rej, "RateLimit-Reset"), retry);
+  EXPECT_EQ(FindHeader(rej, "X-RateLimit-Reset"), retry);
+  EXPECT_EQ(FindHeader(rej, "RateLimit-Remaining"), "0");
+}
+
+TEST(HeaderStyles, ConflictingListsAreRefused) {
+  ManualClock clock;
+  auto store = *LocalStore::Create({.clock = &clock});
+  EnforcerOptions o;
+  o.header_styles = {HeaderStyle::kXRateLimit, HeaderStyle::kXRateLimitEpoch};
+  auto e = Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), store.get(), &clock, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("X-RateLimit-Reset"), std::string::npos);
+  o.header_styles = {HeaderStyle::kDraft11, HeaderStyle::kDraft11};
+  EXPECT_FALSE(
+      Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), store.get(), &clock, o).ok());
+  o.header_styles = {};
+  EXPECT_TRUE(
+      Enforcer::Create(*PolicyStore::FromText(kSeedGlobalRps), store.get(), &clock, o).ok());
 }
 
 TEST(RetryAfterJitter, NeverBelowTheWaitAndStablePerClient) {

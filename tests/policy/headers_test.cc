@@ -187,6 +187,45 @@ TEST(Headers, CompatStyles) {
   EXPECT_FALSE(ParseHeaderStyle("draft99", &s));
 }
 
+TEST(HeaderStyles, ListsParseAndConflictsAreRefused) {
+  std::vector<HeaderStyle> styles;
+  std::string why;
+  ASSERT_TRUE(ParseHeaderStyles(" draft11 ,draft03,x-ratelimit", &styles, &why)) << why;
+  EXPECT_EQ(styles, (std::vector<HeaderStyle>{HeaderStyle::kDraft11, HeaderStyle::kDraft03,
+                                              HeaderStyle::kXRateLimit}));
+  EXPECT_EQ(HeaderStylesName(styles), "draft11,draft03,x-ratelimit");
+  ASSERT_TRUE(ParseHeaderStyles("none", &styles, &why));
+  EXPECT_TRUE(styles.empty());
+  EXPECT_EQ(HeaderStylesName(styles), "none");
+  struct {
+    const char* list;
+    const char* why;
+  } bad[] = {{"", "empty"},
+             {"draft11,", "empty"},
+             {"draft11,draft99", "unknown style \"draft99\""},
+             {"draft03,draft03", "twice"},
+             {"none,draft11", "cannot be combined"},
+             {"x-ratelimit,x-ratelimit-epoch", "X-RateLimit-Reset"}};
+  for (const auto& b : bad) {
+    styles = {HeaderStyle::kDraft11};
+    EXPECT_FALSE(ParseHeaderStyles(b.list, &styles, &why)) << b.list;
+    EXPECT_NE(why.find(b.why), std::string::npos) << b.list << ": " << why;
+    EXPECT_EQ(styles.size(), 1u) << "unchanged on error";
+  }
+}
+
+TEST(HeaderStyles, RenderingAListNeverRepeatsAField) {
+  const QuotaReport r{"p", 10, 2, 3, 1};
+  const HeaderStyle unchecked[] = {HeaderStyle::kXRateLimit, HeaderStyle::kXRateLimitEpoch,
+                                   HeaderStyle::kDraft11, HeaderStyle::kDraft11};
+  auto fields = RenderRateLimitHeaders(unchecked, std::span(&r, 1), 5'000'000'000);
+  std::map<std::string, int> seen;
+  for (const auto& f : fields) ++seen[f.name];
+  for (const auto& [name, n] : seen) EXPECT_EQ(n, 1) << name;
+  EXPECT_EQ(seen.size(), 5u);  // X-RateLimit trio + RateLimit-Policy + RateLimit
+  EXPECT_EQ(seen.count("X-RateLimit-Reset"), 1u);
+}
+
 TEST(RetryAfter, DeterministicPerIdentity) {
   const Nanos wait = std::chrono::seconds(10);
   for (int i = 0; i < 50; ++i) {

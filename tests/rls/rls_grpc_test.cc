@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "rls/rls_test_util.h"
@@ -389,7 +391,8 @@ TEST(RlsGrpcTest, UntrustedValuesStayInTheirBucket) {
 TEST(RlsGrpcTest, RateLimitHeaders) {
   ManualClock clock;
   RlsDecideOptions o;
-  o.header_style = HeaderStyle::kDraft11;
+  o.header_styles = {HeaderStyle::kDraft11};
+  o.retry_after_jitter = 0;  // Retry-After equals duration_until_reset
   RlsFixture f(kSimple, &clock, o);
   Code ok;
   ASSERT_TRUE(f.Call(Request("simple", {{"fw", "h"}}), &ok).ok());
@@ -405,6 +408,68 @@ TEST(RlsGrpcTest, RateLimitHeaders) {
   for (const auto& hv : over.response_headers_to_add()) h[hv.key()] = hv.value();
   EXPECT_EQ(h.count("Retry-After"), 1u);
   EXPECT_EQ(h["Retry-After"], std::to_string(over.statuses(0).duration_until_reset().seconds()));
+}
+
+// Retry-After on OVER_LIMIT by default (no header styles), with jitter: never
+// earlier than duration_until_reset, at most (1 + jitter) times it, the same for
+// the same descriptor value; the styles' reset equals it; duration_until_reset
+// itself stays the bucket's own time.
+TEST(RlsGrpcTest, RetryAfterByDefaultWithDeterministicJitter) {
+  ManualClock clock;
+  RlsDecideOptions plain;  // defaults: no styles, retry_after on, jitter 0.5
+  RlsFixture f(kSimple, &clock, plain);
+  auto headers = [](const Code& c) {
+    std::map<std::string, std::string> h;
+    for (const auto& hv : c.response_headers_to_add()) h[hv.key()] = hv.value();
+    return h;
+  };
+  Code ok;
+  ASSERT_TRUE(f.Call(Request("simple", {{"fw", "j"}}), &ok).ok());
+  EXPECT_TRUE(headers(ok).empty());  // nothing on OK without styles
+  Code over;
+  ASSERT_TRUE(f.Call(Request("simple", {{"fw", "j"}}, 3), &over).ok());
+  ASSERT_EQ(over.overall_code(), Code::OVER_LIMIT);
+  auto h = headers(over);
+  ASSERT_EQ(h.size(), 1u) << over.DebugString();
+  const int64_t wait = over.statuses(0).duration_until_reset().seconds();
+  const int64_t retry = std::stoll(h["Retry-After"]);
+  EXPECT_GE(retry, wait);
+  EXPECT_LE(retry, wait + (wait + 1) / 2 + 1);
+  Code again;
+  ASSERT_TRUE(f.Call(Request("simple", {{"fw", "j"}}, 3), &again).ok());
+  EXPECT_EQ(headers(again)["Retry-After"], h["Retry-After"]);  // same client, same offset
+
+  // Across many clients the jitter spreads the offsets.
+  RlsDecideOptions styled;
+  styled.header_styles = {HeaderStyle::kDraft11, HeaderStyle::kXRateLimit};
+  styled.retry_after_jitter = 1.0;
+  RlsFixture g(kSimple, &clock, styled);
+  std::set<std::string> seen;
+  for (int i = 0; i < 20; ++i) {
+    const std::string v = "c" + std::to_string(i);
+    Code c;
+    ASSERT_TRUE(g.Call(Request("simple", {{"fw", v}}), &c).ok());
+    ASSERT_TRUE(g.Call(Request("simple", {{"fw", v}}, 3), &c).ok());
+    ASSERT_EQ(c.overall_code(), Code::OVER_LIMIT);
+    auto hh = headers(c);
+    // The manual clock is 20 s or more before the minute's end: room to spread.
+    ASSERT_GE(c.statuses(0).duration_until_reset().seconds(), 10);
+    seen.insert(hh["Retry-After"]);
+    EXPECT_EQ(hh["X-RateLimit-Reset"], hh["Retry-After"]) << v;
+    EXPECT_NE(hh["RateLimit"].find(";t=" + hh["Retry-After"]), std::string::npos)
+        << hh["RateLimit"];
+    EXPECT_GE(std::stoll(hh["Retry-After"]), c.statuses(0).duration_until_reset().seconds());
+  }
+  EXPECT_GT(seen.size(), 3u);
+
+  RlsDecideOptions off;
+  off.retry_after = false;
+  RlsFixture n(kSimple, &clock, off);
+  Code none;
+  ASSERT_TRUE(n.Call(Request("simple", {{"fw", "j"}}), &none).ok());
+  ASSERT_TRUE(n.Call(Request("simple", {{"fw", "j"}}, 3), &none).ok());
+  EXPECT_EQ(none.overall_code(), Code::OVER_LIMIT);
+  EXPECT_TRUE(headers(none).empty());
 }
 
 TEST(RlsGrpcTest, ReloadSwapsAtomicallyAndKeepsConfigOnError) {

@@ -143,6 +143,48 @@ TEST_F(FailureModeE2E, PerRuleModesMarkerAnd429WhileRedisIsDown) {
   EXPECT_EQ(pay_open["headers"]["Tollgate-Unenforced"], "store-unavailable") << pay_open;
 }
 
+// Fail-closed with the breaker open: the 503 says when to come back, the time
+// to the breaker's next probe (breaker.open_ms), on /v1/decide, /v1/auth and
+// the gateway, in Retry-After and the problem body.
+TEST_F(FailureModeE2E, FailClosed503CarriesRetryAfterFromTheBreakersNextProbe) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  cfg.decision_on_main = true;
+  cfg.breaker_consecutive_failures = 1;
+  cfg.breaker_open = server::Millis(30'000);
+  cfg.retry_after_jitter = 0;
+  auto s = Start(cfg, ModesPolicy(""));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(Decide(s->port, "/pay", "warm")["status"], 200);
+  redis_->Kill();
+  const auto killed = std::chrono::steady_clock::now();
+  // The first failed call opens the breaker (503 either way); /readyz then says so.
+  EXPECT_EQ(Decide(s->port, "/pay", "k")["status"], 503);
+  ASSERT_TRUE(WaitFor([&] { return Fetch(s->port, "GET", "/readyz").status == 503; }));
+  json pay = Decide(s->port, "/pay", "k");
+  const int64_t elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - killed)
+          .count();
+  ASSERT_EQ(pay["status"], 503) << pay;
+  ASSERT_TRUE(pay["headers"].contains("Retry-After")) << pay;
+  const int retry = std::stoi(pay["headers"]["Retry-After"].get<std::string>());
+  // The probe is due 30 s after the breaker opened, which was after `killed`.
+  EXPECT_LE(retry, 30) << pay;
+  EXPECT_GE(retry, std::max<int64_t>(1, 30 - elapsed_s - 1)) << pay;
+  EXPECT_EQ(pay["retry_after_seconds"], retry) << pay;
+  EXPECT_EQ(pay["problem"]["retry-after"], retry) << pay;
+  auto auth = Fetch(s->port, "GET", "/v1/auth", Auth("/pay", "k"));
+  EXPECT_EQ(auth.status, 403);
+  EXPECT_EQ(auth.Header("x-ratelimit-decision"), "unavailable");
+  EXPECT_GE(std::atoi(auth.Header("retry-after").c_str()), 1) << auth.Header("retry-after");
+  auto gw = Fetch(s->port, "GET", "/pay", {{"X-Api-Key", "k"}});
+  EXPECT_EQ(gw.status, 503) << gw.body;
+  EXPECT_GE(std::atoi(gw.Header("retry-after").c_str()), 1);
+  EXPECT_LE(std::atoi(gw.Header("retry-after").c_str()), 30);
+  EXPECT_EQ(upstream.requests(), 0);
+}
+
 // Each "tollgate_..." name in a doc page.
 std::set<std::string> MetricNamesIn(const std::string& path) {
   std::ifstream in(path);

@@ -55,6 +55,43 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(ParseServerConfig("[]", &d).size(), 1u);
 }
 
+TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
+  ServerConfig c;
+  auto errors = ParseServerConfig(R"({"policy": "p.json",
+      "headers": ["draft11", "draft03", "x-ratelimit"],
+      "log": {"shadow_sample": 2, "shadow_per_second": 5},
+      "grpc": {"headers": ["draft11"], "retry_after": false, "retry_after_jitter": 0.25}})",
+                                  &c);
+  ASSERT_TRUE(errors.empty()) << errors[0].ToString();
+  EXPECT_EQ(c.header_style, "draft11,draft03,x-ratelimit");
+  EXPECT_EQ(c.shadow_log_sample, 2u);
+  EXPECT_EQ(c.shadow_logs_per_second, 5u);
+  EXPECT_EQ(c.grpc_header_style, "draft11");
+  EXPECT_FALSE(c.grpc_retry_after);
+  EXPECT_EQ(c.grpc_retry_after_jitter, 0.25);
+  EXPECT_TRUE(ValidateServerConfig(c).empty());
+  EXPECT_EQ(MakeEnforcerOptions(c).header_styles,
+            (std::vector<HeaderStyle>{HeaderStyle::kDraft11, HeaderStyle::kDraft03,
+                                      HeaderStyle::kXRateLimit}));
+
+  ServerConfig bad;
+  errors = ParseServerConfig(R"({"headers": ["draft11", 3], "grpc": {"headers": []}})", &bad);
+  std::vector<std::string> paths;
+  for (const auto& e : errors) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"grpc.headers", "headers[1]"}));
+  bad = ServerConfig();
+  bad.policy_path = "p.json";
+  bad.header_style = "x-ratelimit,x-ratelimit-epoch";
+  bad.grpc_header_style = "none,draft11";
+  std::vector<std::string> messages;
+  for (const auto& e : ValidateServerConfig(bad)) messages.push_back(e.ToString());
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_NE(messages[0].find("grpc.headers: \"none\" cannot be combined"), std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[1].find("headers: x-ratelimit and x-ratelimit-epoch"), std::string::npos)
+      << messages[1];
+}
+
 TEST(ServerConfig, ListenerLimitsAndExposure) {
   ServerConfig c;
   auto errors = ParseServerConfig(R"({"decision_on_main": true, "metrics_on_main": false,

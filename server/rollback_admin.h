@@ -1,0 +1,37 @@
+// Internal: the rollback guard's admin view and actions (docs/operations.md,
+// "Automated rollback").
+//
+//   GET  /v1/rollback                       every rule's guard: tripped, trigger, reason, counts
+//   POST /v1/rollback/clear?rule=NAME       clears a trip: the rule enforces again
+//   POST /v1/rollback/trip?rule=NAME&reason=TEXT
+//                                           trips by hand: the rule decides in shadow
+//
+// Admin listener only, behind the admin token like /v1/reload; every action
+// writes one audit log line ("rollback_cleared" / "rollback_tripped": rule,
+// whether it was tripped and why, the caller's address, the trace id). The
+// guard is per process: an action changes this instance only.
+//
+// Thread safety: as every handler (server/endpoints.h).
+#ifndef TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
+#define TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
+
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "server/http_util.h"
+#include "server/runtime.h"
+
+namespace tollgate::server {
+
+// The tripped rules ([{rule, trigger, reason}]), for /readyz and the view.
+nlohmann::json TrippedRules(const std::vector<RuleCounters>& counters);
+
+Response HandleRollbackView(const Runtime& s);
+// `trip`: /v1/rollback/trip, else /v1/rollback/clear. `peer` and `trace_id`
+// go into the audit line.
+Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
+                              std::string_view peer, std::string_view trace_id);
+
+}  // namespace tollgate::server
+
+#endif  // TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
