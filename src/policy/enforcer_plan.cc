@@ -5,6 +5,7 @@
 
 #include "policy/enforcer_impl.h"
 #include "policy/request_context.h"
+#include "policy/value_sets.h"
 
 namespace tollgate {
 namespace {
@@ -80,7 +81,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
-  std::vector<PlannedItem> shadow;
+  std::vector<PlannedItem> shadow, storeless;
   plan->items.reserve(policy->rules.size());
   std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
   size_t order = 0;
@@ -126,6 +127,18 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         values.push_back(NormalizeKeyValue(*v));
       }
     }
+    if (rule.action != RuleAction::kLimit) {
+      // allow, deny, unlimited: decided without the store; a missing key never skips them.
+      if (PlanAction(*plan, storeless, rule, state, JoinIdentity(values), order++, explain)) {
+        for (size_t j = i + 1; explain && j < policy->rules.size(); ++j) {
+          plan->trace.push_back(policy->rules[j].name + ": not evaluated (" +
+                                std::string(RuleActionName(rule.action)) + " rule '" + rule.name +
+                                "' matched first)");
+        }
+        break;
+      }
+      continue;
+    }
     if (missing) {
       if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
       if (rule.missing_key == MissingKey::kSkip) {
@@ -136,9 +149,11 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         continue;
       }
     }
-    PlannedItem item(rule.limit);
+    const std::string identity = JoinIdentity(values);
+    const Limit* tenant = rule.tenants && !missing ? rule.tenants->Find(identity) : nullptr;
+    PlannedItem item(tenant ? *tenant : rule.limit);
     item.name = rule.name;
-    item.identity = JoinIdentity(values);
+    item.identity = identity;
     item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
     item.state = state;
     item.rollback = rule.rollback;
@@ -160,26 +175,71 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         break;
       }
     }
-    if (rule.shadow) {
-      item.shadow = RuleOutcome::ShadowReason::kConfigured;
-    } else if (state->tripped.load(std::memory_order_acquire)) {
-      item.shadow = RuleOutcome::ShadowReason::kRollback;
-    } else if (rule.enforce_percent < 100) {
-      const uint64_t bucket = StableHash(rule.name + '\x1f' + item.identity, kRolloutSeed) % 10000;
-      if (static_cast<double>(bucket) >= rule.enforce_percent * 100) {
-        item.shadow = RuleOutcome::ShadowReason::kRollout;
-      }
-    }
+    item.shadow = ShadowOf(rule, *state, item.identity);
     if (explain) {
       plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
-                            std::to_string(item.cost) + ", " + rule.limit.ToString() +
-                            ShadowText(item.shadow));
+                            std::to_string(item.cost) + ", " + item.limit.ToString() +
+                            (tenant ? " (tenant limit)" : "") + ShadowText(item.shadow));
     }
     AddItem(*plan, shadow, std::move(item));
   }
   plan->enforced_count = plan->items.size();
   for (auto& s : shadow) plan->items.push_back(std::move(s));
+  plan->storeless_count = storeless.size();
+  for (auto& s : storeless) plan->items.push_back(std::move(s));
   return plan;
+}
+
+bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless, const Rule& rule,
+                                RuleState* state, std::string identity, size_t order,
+                                bool explain) {
+  PlannedItem item(rule.limit);
+  item.name = rule.name;
+  item.identity = identity.empty() ? std::string(kMissingValue) : std::move(identity);
+  item.key = item.identity;  // never sent to a store
+  item.state = state;
+  item.order = order;
+  item.cost = 1;
+  item.storeless = rule.action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
+                                                    : ExplicitItem::Storeless::kUnlimited;
+  item.forbid = rule.action == RuleAction::kDeny;
+  if (item.forbid) item.shadow = ShadowOf(rule, *state, item.identity);
+  const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
+  if (item.forbid && enforced) plan.peek = true;  // the store items are only peeked
+  const bool stop = rule.action == RuleAction::kAllow || (item.forbid && enforced);
+  if (explain) {
+    std::string line = rule.name + ": matches, key " + item.identity + ", action " +
+                       std::string(RuleActionName(rule.action));
+    switch (rule.action) {
+      case RuleAction::kAllow:
+        line += ": exempt, allowed without a limit; later rules not evaluated";
+        break;
+      case RuleAction::kDeny:
+        line += enforced ? ": refused (403); later rules not evaluated"
+                         : ": would refuse (403)" + std::string(ShadowText(item.shadow)) +
+                               "; evaluation goes on";
+        break;
+      default:
+        line += ": no limit; evaluation goes on";
+        break;
+    }
+    plan.trace.push_back(std::move(line));
+  }
+  storeless.push_back(std::move(item));
+  return stop;
+}
+
+RuleOutcome::ShadowReason Enforcer::Impl::ShadowOf(const Rule& rule, const RuleState& state,
+                                                   const std::string& identity) const {
+  if (rule.shadow) return RuleOutcome::ShadowReason::kConfigured;
+  if (state.tripped.load(std::memory_order_acquire)) return RuleOutcome::ShadowReason::kRollback;
+  if (rule.enforce_percent < 100) {
+    const uint64_t bucket = StableHash(rule.name + '\x1f' + identity, kRolloutSeed) % 10000;
+    if (static_cast<double>(bucket) >= rule.enforce_percent * 100) {
+      return RuleOutcome::ShadowReason::kRollout;
+    }
+  }
+  return RuleOutcome::ShadowReason::kNone;
 }
 
 namespace {
