@@ -242,16 +242,6 @@ RuleOutcome::ShadowReason Enforcer::Impl::ShadowOf(const Rule& rule, const RuleS
   return RuleOutcome::ShadowReason::kNone;
 }
 
-namespace {
-
-// The limit of storeless items (ExplicitItem::Storeless), never sent to a store.
-const Limit& PlaceholderLimit() {
-  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
-  return limit;
-}
-
-}  // namespace
-
 Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
   auto plan = std::make_shared<Plan>();
   auto policy = policies_->Current(&plan->generation);
@@ -274,8 +264,16 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       index = 0;
     }
     const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
+    const std::string identity = NormalizeKeyValue(it.key);
+    // A rule without a limit (allow, deny, unlimited) is decided as a
+    // request would be: without the store, whatever the item's limit says.
+    ExplicitItem::Storeless storeless_kind = it.storeless;
+    if (rule && rule->action != RuleAction::kLimit) {
+      storeless_kind = rule->action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
+                                                         : ExplicitItem::Storeless::kUnlimited;
+    }
     std::optional<Limit> limit;
-    if (it.storeless != ExplicitItem::Storeless::kNo) {
+    if (storeless_kind != ExplicitItem::Storeless::kNo) {
       limit = PlaceholderLimit();
     } else if (it.limit) {
       limit = *it.limit;
@@ -283,6 +281,8 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       auto l = Limit::Create(*it.limit_override);
       if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
       limit = *l;
+    } else if (const Limit* tenant = rule->tenants ? rule->tenants->Find(identity) : nullptr) {
+      limit = *tenant;  // the same limit a request with this key gets
     } else {
       limit = rule->limit;
     }
@@ -296,23 +296,21 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
       item.state = it.handle.valid() ? it.handle.state() : HandleFor(item.name);
     }
-    item.identity = NormalizeKeyValue(it.key);
+    item.identity = identity;
     if (item.identity.empty()) item.identity = std::string(kMissingValue);
     item.key = it.bucket_key.empty() ? BucketKey(item.name, limit->algorithm(), item.identity)
                                      : std::string(it.bucket_key);
     item.cost = std::min<int64_t>(it.cost, kMaxCost);
     item.order = order++;
-    item.storeless = it.storeless;
+    item.storeless = storeless_kind;
+    item.forbid = rule && rule->action == RuleAction::kDeny;
     item.report_name = std::string(it.report_name);
-    if ((rule && rule->shadow) || it.shadow) {
+    if (it.shadow) {
       item.shadow = RuleOutcome::ShadowReason::kConfigured;
+    } else if (rule) {
+      item.shadow = ShadowOf(*rule, *item.state, item.identity);
     } else if (item.state->tripped.load(std::memory_order_acquire)) {
       item.shadow = RuleOutcome::ShadowReason::kRollback;
-    } else if (rule && rule->enforce_percent < 100) {
-      const uint64_t bucket = StableHash(rule->name + '\x1f' + item.identity, kRolloutSeed) % 10000;
-      if (static_cast<double>(bucket) >= rule->enforce_percent * 100) {
-        item.shadow = RuleOutcome::ShadowReason::kRollout;
-      }
     }
     if (item.storeless != ExplicitItem::Storeless::kNo) {
       const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;

@@ -696,13 +696,6 @@ std::shared_ptr<const TenantTable> ParseTenants(const json& t, const std::string
   return table;
 }
 
-// The limit of rules whose action needs none (allow, deny, unlimited); never
-// sent to a store.
-const Limit& NoLimit() {
-  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
-  return limit;
-}
-
 // "action": limit (the default), allow, deny or unlimited; the fields an action
 // other than limit has no use for are refused, not ignored.
 RuleAction ParseAction(JsonFields& f, const json& j) {
@@ -868,7 +861,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   }
 
   if (e.count() != before || !limit_ok) return std::nullopt;
-  auto limit = limited ? Limit::Create(spec) : Result<Limit>(NoLimit());
+  auto limit = limited ? Limit::Create(spec) : Result<Limit>(PlaceholderLimit());
   if (!limit.ok()) {
     e.Add(FieldPath(path, "algorithm_config"), limit.status().message());
     return std::nullopt;
@@ -900,6 +893,11 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
 }
 
 }  // namespace
+
+const Limit& PlaceholderLimit() {
+  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
+  return limit;
+}
 
 std::string_view RuleActionName(RuleAction action) {
   switch (action) {

@@ -96,6 +96,9 @@ enum class RuleAction {
   kUnlimited,  // applies (takes its tier group) with no limit; evaluation goes on
 };
 std::string_view RuleActionName(RuleAction action);
+// The limit of rules without one (allow, deny, unlimited) and of storeless
+// explicit items: a valid Limit that is never sent to a store.
+const Limit& PlaceholderLimit();
 
 struct Rule {
   std::string name;

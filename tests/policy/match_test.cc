@@ -310,6 +310,21 @@ TEST(Actions, ExplainShowsTheMatchAndWhatWasSkipped) {
   EXPECT_TRUE(Contains(od.trace, "blocked: matches, key \\missing, action deny: refused (403)"));
 }
 
+TEST(Actions, ExplicitItemsNamingARuleFollowItsAction) {
+  Harness h(kActions);
+  ExplicitItem deny{.rule = "blocked", .key = "x"};
+  auto denied = h.enforcer->CheckItems(std::span(&deny, 1));
+  ASSERT_TRUE(denied.ok());
+  EXPECT_EQ(denied->http_status, 403);
+  ExplicitItem allow{.rule = "internal", .key = "x", .cost = 1000};
+  for (int i = 0; i < 3; ++i) {
+    auto allowed = h.enforcer->CheckItems(std::span(&allow, 1));
+    ASSERT_TRUE(allowed.ok());
+    EXPECT_TRUE(allowed->allowed());
+    EXPECT_EQ(allowed->rules[0].decision.remaining, INT64_MAX);
+  }
+}
+
 TEST(Actions, FieldsWithoutUseAreRefused) {
   struct Case {
     std::string rule, error;
@@ -417,6 +432,11 @@ TEST(Tenants, RuleUsesTheTenantsOwnLimitAndReloadsWithThePolicy) {
   };
   EXPECT_EQ(allowed("big", 8), 5);
   EXPECT_EQ(allowed("small", 8), 2);
+  // An explicit item (POST /v1/decide) on the rule gets the tenant's limit too.
+  ExplicitItem item{.rule = "per-key", .key = "big", .cost = 0};
+  auto peek = (*e)->CheckItems(std::span(&item, 1));
+  ASSERT_TRUE(peek.ok());
+  EXPECT_EQ(peek->rules[0].decision.limit, 5);
   // Explain says which limit applied.
   TestRequest r;
   r.Header("x-api-key", "big");
