@@ -99,7 +99,9 @@ inline void CheckOutcome(const CheckOutcome& o) {
       FUZZ_CHECK(o.http_status == 200, "allowed with status " + std::to_string(o.http_status));
       break;
     case CheckOutcome::Verdict::kReject:
-      FUZZ_CHECK(o.http_status == 429, "rejected with status " + std::to_string(o.http_status));
+      // 429 over a limit, 403 from a deny rule (with a problem body).
+      FUZZ_CHECK(o.http_status == 429 || o.http_status == 403,
+                 "rejected with status " + std::to_string(o.http_status));
       break;
     case CheckOutcome::Verdict::kUnavailable:
       FUZZ_CHECK(o.http_status == 503, "unavailable with status " + std::to_string(o.http_status));

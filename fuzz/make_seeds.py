@@ -137,7 +137,7 @@ write("jwt", "rs256", bytes([0x04]) + b"sub\nBearer " +
 
 # --- policies (policy_json) -------------------------------------------------------------
 copy("policy_json", "examples/policy.json", "examples-policy.json")
-for f in sorted(os.listdir(os.path.join(ROOT, "examples", "policies"))):
+for f in sorted(x for x in os.listdir(os.path.join(ROOT, "examples", "policies")) if x.endswith(".json")):
     copy("policy_json", os.path.join("examples", "policies", f), "examples-" + f)
 copy("policy_json", "fuzz/policies/request.json", "fuzz-request.json")
 
@@ -225,4 +225,18 @@ for name, text in CLIENT.items():
 for i, p in enumerate(["1h", "30d", "1w", "13s", "1h30m", "1500ms", "7us", "366d", "1month",
                        "1.5s", "999999999999999999w", "1d1d1d"]):
     write("period", "%02d" % i, p)
+# --- tenant tables (tenant_table): first byte = algorithm (index mod 5), then the CSV -----------
+TENANTS = {
+    "example": b"\x00" + open(os.path.join(ROOT, "examples", "policies", "tenants.csv"), "rb").read(),
+    "count-period": b"\x00identity,count,period\nacme,1000,1h\nglobex,5,1m\n",
+    "rps-burst": b"\x01identity,rps,burst\na,0.5,1\nb,1000,2000\n",
+    "window": b"\x02identity,period,count\n# comment\n\nt1,30d,1000000\n",
+    "window-rps": b"\x03identity,rps,burst\nx,1,1\n",
+    "duplicate": b"\x00identity,count,period\na,1,1s\na,2,1s\n",
+    "crlf": b"\x04identity,count,period\r\nk 1 ,  7 , 1h30m \r\n",
+    "cidrs": b"\x00# value file lines double as CIDRs\n10.0.0.0/8\n2001:db8::/32\n::ffff:1.2.3.4/120\n0.0.0.0/0\n",
+    "bad": b"\x00identity,count\n,,,\nz,-1,\n",
+}
+for name, data in TENANTS.items():
+    write("tenant_table", name, data)
 print("seeds written under", CORPUS)

@@ -110,6 +110,16 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
     CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
     co_return RenderDecision(outcome);
   }
+  if (input.has_limits) {
+    // A per-item limit replaces the policy's: only a caller holding the admin
+    // token may set one (without a token configured, nobody may).
+    std::optional<std::string_view> authz = request.view.Header("authorization");
+    if (rt.bearer.empty() || !authz || !SecretEquals(*authz, rt.bearer)) {
+      co_return Problem(403, "Per-item limits need the admin token",
+                        rt.bearer.empty() ? "no admin token is configured (admin.token)"
+                                          : "send Authorization: Bearer <admin token>");
+    }
+  }
   const int64_t t0 = rt.clock->Now();
   DecisionTracer::Active span = BeginSpan(rt, request.trace);
   Result<CheckOutcome> outcome = rt.enforcer->CheckItems(input.items);

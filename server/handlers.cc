@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/config_errors.h"
+#include "base/json_fields.h"
 #include "server/rollback_admin.h"
 #include "tollgate/limit.h"
+#include "tollgate/period.h"
 #include "tollgate/policy_headers.h"
 
 namespace tollgate::server {
@@ -125,6 +128,81 @@ void ParseDescribedRequest(const json& r, DecideInput* out, std::vector<ConfigEr
   out->request = std::move(d);
 }
 
+// An item's "limit": {"count": N, "period": "1h"} or {"rps": R, "burst": B},
+// with an optional "algorithm" (token_bucket by default). Bounded like a
+// policy's algorithm_config; Limit::Validate has the last word.
+std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
+                                        std::vector<ConfigError>* errors) {
+  base::ConfigErrors e(errors);
+  if (!l.is_object()) {
+    e.Add(path,
+          "must be an object {count, period} or {rps, burst} (got " + base::JsonTypeName(l) + ")");
+    return std::nullopt;
+  }
+  const size_t before = e.count();
+  base::JsonFields f(l, path, e);
+  f.RejectUnknown({"algorithm", "count", "period", "rps", "burst"});
+  LimitSpec spec;
+  if (auto a = f.String("algorithm"); a && !ParseAlgorithm(*a, &spec.algorithm)) {
+    f.Error("algorithm",
+            "unknown algorithm (expected token_bucket, leaky_bucket, fixed_window, "
+            "sliding_window or sliding_log)");
+  }
+  const bool window = spec.algorithm == Algorithm::kFixedWindow ||
+                      spec.algorithm == Algorithm::kSlidingWindow ||
+                      spec.algorithm == Algorithm::kSlidingLog;
+  if (f.Has("count") || f.Has("period")) {
+    auto count = f.Whole("count", Limit::kMaxBurst);
+    auto period = f.String("period");
+    if (count && period) {
+      auto p = ParsePeriod(*period);
+      if (!p.ok()) {
+        f.Error("period", p.status().message());
+      } else {
+        spec.burst = *count;
+        if (window) {
+          spec.window = *p;
+        } else {
+          spec.count = *count;
+          spec.period = *p;
+        }
+      }
+    } else if (e.count() == before) {
+      f.Error(count ? "period" : "count", "is required: count and period go together");
+    }
+    if (f.Has("rps") || f.Has("burst")) {
+      e.Add(path, "set count and period, or rps and burst, not both");
+    }
+  } else {
+    auto rps = f.Number("rps");
+    if (!f.Has("rps")) {
+      f.Error("rps", "is required (a number > 0), or count and period");
+    } else if (rps && !(*rps > 0 && *rps <= Limit::kMaxRate)) {
+      f.Error("rps", "must be > 0 and at most " + base::NumberText(Limit::kMaxRate) + " (got " +
+                         base::NumberText(*rps) + ")");
+    } else if (rps && window) {
+      f.Error("rps", "is not used by window algorithms: set count and period");
+    } else if (rps) {
+      spec.rate = *rps;
+    }
+    if (!f.Has("burst")) {
+      f.Error("burst", "is required with rps");
+    } else if (auto burst = f.Whole("burst", Limit::kMaxBurst)) {
+      spec.burst = *burst;
+    }
+  }
+  if (e.count() != before) return std::nullopt;
+  for (const LimitError& le : Limit::Validate(spec)) {
+    // Core's names for the fields this object spells differently.
+    const std::string field = le.field == "rate"     ? "rps"
+                              : le.field == "window" ? "period"
+                                                     : le.field;
+    f.Error(field, le.message);
+  }
+  if (e.count() != before) return std::nullopt;
+  return spec;
+}
+
 // The "items" member of a decide body.
 void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* errors) {
   // These two replace any error found so far: the body is answered with them alone.
@@ -158,8 +236,11 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
         cost = c->get<int64_t>();
       }
     }
+    std::optional<LimitSpec> limit;
+    if (auto l = it.find("limit"); l != it.end())
+      limit = ParseItemLimit(*l, path + ".limit", errors);
     for (auto f = it.begin(); f != it.end(); ++f) {
-      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost") {
+      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost" && f.key() != "limit") {
         errors->push_back({path + "." + f.key(), "unknown field"});
       }
     }
@@ -171,6 +252,8 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
     item.rule = rule_ref;
     item.key = key_ref;
     item.cost = cost;
+    item.limit_override = limit;
+    out->has_limits = out->has_limits || limit.has_value();
     out->items.push_back(item);
   }
 }

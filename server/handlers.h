@@ -37,6 +37,7 @@ struct DecideInput {
   std::optional<DescribedRequest> request;
   std::vector<std::string> item_storage;  // rule and key strings the items point to
   std::vector<ExplicitItem> items;
+  bool has_limits = false;  // an item carries its own "limit" (needs the admin token)
 };
 // Returns errors (with JSON paths) when the body is not a valid decide request.
 std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out);

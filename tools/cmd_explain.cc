@@ -179,7 +179,8 @@ int ExplainMain(std::vector<std::string> args) {
     std::printf("\nafter %ld decisions, the last one:\n", repeat);
     PrintOutcome(last);
   } else {
-    std::printf("\nnext decision would be: %s\n", VerdictName(e.verdict).data());
+    std::printf("\nnext decision would be: %s (HTTP %d)\n", VerdictName(e.verdict).data(),
+                e.http_status);
   }
   return 0;
 }

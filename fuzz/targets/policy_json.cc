@@ -19,7 +19,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  tollgate::ParsedPolicy parsed = tollgate::ParsePolicy(text);
+  // Files named by the policy (value sets, tenant tables) are not read: the
+  // fuzzer must not depend on the machine's files (the tenant_table target
+  // fuzzes the table format).
+  tollgate::ParsedPolicy parsed =
+      tollgate::ParsePolicy(text, tollgate::PolicyParseOptions{.base_dir = "", .files = false});
   FUZZ_CHECK((parsed.policy == nullptr) == !parsed.errors.empty(),
              "a policy and errors, or neither");
   for (const auto& e : parsed.errors) {
@@ -39,9 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   for (const auto& set : header_sets) {
     std::vector<tollgate::HeaderPair> headers(set.begin(), set.end());
-    tollgate::RequestView view{"GET", "/api/v1/items", "tenant=t1&cost=2", "203.0.113.9", headers};
-    for (int i = 0; i < 3; ++i) tollgate::fuzz::CheckOutcome(enforcer.Check(view));
-    tollgate::fuzz::CheckOutcome(enforcer.Explain(view));
+    // Both address families, so CIDR conditions are decided both ways.
+    for (std::string_view peer : {"203.0.113.9", "2001:db8::7"}) {
+      tollgate::RequestView view{"GET", "/api/v1/items", "tenant=t1&cost=2", peer, headers};
+      for (int i = 0; i < 3; ++i) tollgate::fuzz::CheckOutcome(enforcer.Check(view));
+      tollgate::fuzz::CheckOutcome(enforcer.Explain(view));
+    }
   }
   for (const auto& r : rules) {
     tollgate::ExplicitItem item;

@@ -58,8 +58,16 @@ struct ParsedPolicy {
   std::string version;  // "" when errors is non-empty
   std::string text;     // the document as given; "" when errors is non-empty
 };
-ParsedPolicy ParsePolicy(std::string_view json_text);
-ParsedPolicy ParsePolicyFile(const std::string& path);
+// Where the files a policy names (match value sets, tenant tables) are read.
+struct PolicyParseOptions {
+  // Relative file names are resolved against this directory; empty: the
+  // current directory (ParsePolicyFile: the policy file's directory).
+  std::string base_dir;
+  // false: a policy naming a file is refused (fuzzing, untrusted text).
+  bool files = true;
+};
+ParsedPolicy ParsePolicy(std::string_view json_text, const PolicyParseOptions& options = {});
+ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options = {});
 
 // A read-only description of one rule (admin pages, explain, the Envoy adapter).
 struct RuleSummary {

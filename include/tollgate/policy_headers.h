@@ -69,6 +69,7 @@ double JitterUnit(std::string_view identity, uint64_t seed);
 enum class ProblemKind {
   kQuotaExceeded,             // 429
   kTemporaryReducedCapacity,  // 503: the store could not decide
+  kForbidden,                 // 403: a deny rule matched (type about:blank, RFC 9457 4.2.1)
 };
 std::string ProblemJson(ProblemKind kind, std::string_view type_base,
                         std::span<const std::string> violated_policies, std::string_view detail,

@@ -237,13 +237,19 @@ void Enforcer::Impl::ExplainVerdict(const Plan& plan, const std::vector<size_t>&
     const PlannedItem& item = plan.items[i];
     const Decision& d = plan.decisions[i];
     const bool fits = item.cost <= d.remaining;
-    out.trace.push_back(item.name + ": " + std::to_string(d.remaining) + " of " +
-                        std::to_string(d.limit) + " left; cost " + std::to_string(item.cost) +
-                        (fits ? " would be allowed" : " would be rejected") +
-                        (item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)" : ""));
-    if (!fits && i < plan.enforced_count && out.verdict == CheckOutcome::Verdict::kAllow) {
+    const char* shadow = item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)" : "";
+    if (item.storeless == ExplicitItem::Storeless::kUnlimited) {
+      out.trace.push_back(item.name + ": no limit, allowed");
+    } else if (item.forbid) {
+      out.trace.push_back(item.name + ": denied by the policy, would be refused (403)" + shadow);
+    } else {
+      out.trace.push_back(item.name + ": " + std::to_string(d.remaining) + " of " +
+                          std::to_string(d.limit) + " left; cost " + std::to_string(item.cost) +
+                          (fits ? " would be allowed" : " would be rejected") + shadow);
+    }
+    if (!fits && plan.Enforced(i) && out.verdict == CheckOutcome::Verdict::kAllow) {
       out.verdict = CheckOutcome::Verdict::kReject;
-      out.http_status = 429;
+      out.http_status = item.forbid ? 403 : 429;
     }
   }
   if (!plan.error.ok()) {
@@ -293,6 +299,19 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   out.verdict = CheckOutcome::Verdict::kReject;
   out.http_status = 429;
   const std::string& denied_name = denied.ReportName();
+  if (denied.forbid) {
+    // A deny rule: refused by the policy, no quota involved, nothing to retry.
+    out.http_status = 403;
+    if (!options_.reason_header.empty()) {
+      out.headers.push_back({options_.reason_header, "denied; policy=" + SfString(denied_name)});
+    }
+    out.headers.push_back({"Cache-Control", "no-store"});
+    out.headers.push_back({"Content-Type", "application/problem+json"});
+    const std::string violated[] = {denied_name};
+    out.body = ProblemJson(ProblemKind::kForbidden, options_.problem_type_base, violated,
+                           "refused by policy '" + denied_name + "'", 0);
+    return;
+  }
   // A deny-all item has no quota to report (its limit is a placeholder).
   const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
   std::string detail;

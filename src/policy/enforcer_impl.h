@@ -44,6 +44,7 @@ struct PlannedItem {
   // name for headers and the problem body when it differs from `name`.
   ExplicitItem::Storeless storeless = ExplicitItem::Storeless::kNo;
   std::string report_name;
+  bool forbid = false;  // a deny rule's item: refused with 403, not 429
   const std::string& ReportName() const { return report_name.empty() ? name : report_name; }
 
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
@@ -128,6 +129,13 @@ class Enforcer::Impl {
   std::shared_ptr<const Binding> Bind(std::shared_ptr<const Policy> policy);
   RuleState* StateFor(const std::string& name);
   void AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item);
+  // The storeless item of an allow, deny or unlimited rule that matched;
+  // returns true when evaluation stops there (allow, an enforced deny).
+  bool PlanAction(Plan& plan, std::vector<PlannedItem>& storeless, const Rule& rule,
+                  RuleState* state, std::string identity, size_t order, bool explain);
+  // Why a rule's item is decided in shadow mode (mode, rollback guard, rollout), or kNone.
+  RuleOutcome::ShadowReason ShadowOf(const Rule& rule, const RuleState& state,
+                                     const std::string& identity) const;
   // Returns true when the enforced items must be decided again on their own.
   bool Absorb(Plan& plan, Result<BatchDecision> r, bool second);
   // The CheckOutcome of a decided (or explained) plan, in named steps.

@@ -5,6 +5,7 @@
 
 #include "policy/enforcer_impl.h"
 #include "policy/request_context.h"
+#include "policy/value_sets.h"
 
 namespace tollgate {
 namespace {
@@ -81,7 +82,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
-  std::vector<PlannedItem> shadow;
+  std::vector<PlannedItem> shadow, storeless;
   plan->items.reserve(policy->rules.size());
   std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
   size_t order = 0;
@@ -127,6 +128,18 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         values.push_back(NormalizeKeyValue(*v));
       }
     }
+    if (rule.action != RuleAction::kLimit) {
+      // allow, deny, unlimited: decided without the store; a missing key never skips them.
+      if (PlanAction(*plan, storeless, rule, state, JoinIdentity(values), order++, explain)) {
+        for (size_t j = i + 1; explain && j < policy->rules.size(); ++j) {
+          plan->trace.push_back(policy->rules[j].name + ": not evaluated (" +
+                                std::string(RuleActionName(rule.action)) + " rule '" + rule.name +
+                                "' matched first)");
+        }
+        break;
+      }
+      continue;
+    }
     if (missing) {
       if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
       if (rule.missing_key == MissingKey::kSkip) {
@@ -137,9 +150,11 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         continue;
       }
     }
-    PlannedItem item(rule.limit);
+    const std::string identity = JoinIdentity(values);
+    const Limit* tenant = rule.tenants && !missing ? rule.tenants->Find(identity) : nullptr;
+    PlannedItem item(tenant ? *tenant : rule.limit);
     item.name = rule.name;
-    item.identity = JoinIdentity(values);
+    item.identity = identity;
     item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
     item.state = state;
     item.rollback = rule.rollback;
@@ -161,37 +176,72 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         break;
       }
     }
-    if (rule.shadow) {
-      item.shadow = RuleOutcome::ShadowReason::kConfigured;
-    } else if (state->tripped.load(std::memory_order_acquire)) {
-      item.shadow = RuleOutcome::ShadowReason::kRollback;
-    } else if (rule.enforce_percent < 100) {
-      const uint64_t bucket = StableHash(rule.name + '\x1f' + item.identity, kRolloutSeed) % 10000;
-      if (static_cast<double>(bucket) >= rule.enforce_percent * 100) {
-        item.shadow = RuleOutcome::ShadowReason::kRollout;
-      }
-    }
+    item.shadow = ShadowOf(rule, *state, item.identity);
     if (explain) {
       plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
-                            std::to_string(item.cost) + ", " + rule.limit.ToString() +
-                            ShadowText(item.shadow));
+                            std::to_string(item.cost) + ", " + item.limit.ToString() +
+                            (tenant ? " (tenant limit)" : "") + ShadowText(item.shadow));
     }
     AddItem(*plan, shadow, std::move(item));
   }
   plan->enforced_count = plan->items.size();
   for (auto& s : shadow) plan->items.push_back(std::move(s));
+  plan->storeless_count = storeless.size();
+  for (auto& s : storeless) plan->items.push_back(std::move(s));
   return plan;
 }
 
-namespace {
-
-// The limit of storeless items (ExplicitItem::Storeless), never sent to a store.
-const Limit& PlaceholderLimit() {
-  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
-  return limit;
+bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless, const Rule& rule,
+                                RuleState* state, std::string identity, size_t order,
+                                bool explain) {
+  PlannedItem item(rule.limit);
+  item.name = rule.name;
+  item.identity = identity.empty() ? std::string(kMissingValue) : std::move(identity);
+  item.key = item.identity;  // never sent to a store
+  item.state = state;
+  item.order = order;
+  item.cost = 1;
+  item.storeless = rule.action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
+                                                    : ExplicitItem::Storeless::kUnlimited;
+  item.forbid = rule.action == RuleAction::kDeny;
+  if (item.forbid) item.shadow = ShadowOf(rule, *state, item.identity);
+  const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
+  if (item.forbid && enforced) plan.peek = true;  // the store items are only peeked
+  const bool stop = rule.action == RuleAction::kAllow || (item.forbid && enforced);
+  if (explain) {
+    std::string line = rule.name + ": matches, key " + item.identity + ", action " +
+                       std::string(RuleActionName(rule.action));
+    switch (rule.action) {
+      case RuleAction::kAllow:
+        line += ": exempt, allowed without a limit; later rules not evaluated";
+        break;
+      case RuleAction::kDeny:
+        line += enforced ? ": refused (403); later rules not evaluated"
+                         : ": would refuse (403)" + std::string(ShadowText(item.shadow)) +
+                               "; evaluation goes on";
+        break;
+      default:
+        line += ": no limit; evaluation goes on";
+        break;
+    }
+    plan.trace.push_back(std::move(line));
+  }
+  storeless.push_back(std::move(item));
+  return stop;
 }
 
-}  // namespace
+RuleOutcome::ShadowReason Enforcer::Impl::ShadowOf(const Rule& rule, const RuleState& state,
+                                                   const std::string& identity) const {
+  if (rule.shadow) return RuleOutcome::ShadowReason::kConfigured;
+  if (state.tripped.load(std::memory_order_acquire)) return RuleOutcome::ShadowReason::kRollback;
+  if (rule.enforce_percent < 100) {
+    const uint64_t bucket = StableHash(rule.name + '\x1f' + identity, kRolloutSeed) % 10000;
+    if (static_cast<double>(bucket) >= rule.enforce_percent * 100) {
+      return RuleOutcome::ShadowReason::kRollout;
+    }
+  }
+  return RuleOutcome::ShadowReason::kNone;
+}
 
 Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
   auto plan = std::make_shared<Plan>();
@@ -215,8 +265,16 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       index = 0;
     }
     const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
+    const std::string identity = NormalizeKeyValue(it.key);
+    // A rule without a limit (allow, deny, unlimited) is decided as a
+    // request would be: without the store, whatever the item's limit says.
+    ExplicitItem::Storeless storeless_kind = it.storeless;
+    if (rule && rule->action != RuleAction::kLimit) {
+      storeless_kind = rule->action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
+                                                         : ExplicitItem::Storeless::kUnlimited;
+    }
     std::optional<Limit> limit;
-    if (it.storeless != ExplicitItem::Storeless::kNo) {
+    if (storeless_kind != ExplicitItem::Storeless::kNo) {
       limit = PlaceholderLimit();
     } else if (it.limit) {
       limit = *it.limit;
@@ -224,6 +282,8 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       auto l = Limit::Create(*it.limit_override);
       if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
       limit = *l;
+    } else if (const Limit* tenant = rule->tenants ? rule->tenants->Find(identity) : nullptr) {
+      limit = *tenant;  // the same limit a request with this key gets
     } else {
       limit = rule->limit;
     }
@@ -237,23 +297,21 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
       item.state = it.handle.valid() ? it.handle.state() : HandleFor(item.name);
     }
-    item.identity = NormalizeKeyValue(it.key);
+    item.identity = identity;
     if (item.identity.empty()) item.identity = std::string(kMissingValue);
     item.key = it.bucket_key.empty() ? BucketKey(item.name, limit->algorithm(), item.identity)
                                      : std::string(it.bucket_key);
     item.cost = std::min<int64_t>(it.cost, kMaxCost);
     item.order = order++;
-    item.storeless = it.storeless;
+    item.storeless = storeless_kind;
+    item.forbid = rule && rule->action == RuleAction::kDeny;
     item.report_name = std::string(it.report_name);
-    if ((rule && rule->shadow) || it.shadow) {
+    if (it.shadow) {
       item.shadow = RuleOutcome::ShadowReason::kConfigured;
+    } else if (rule) {
+      item.shadow = ShadowOf(*rule, *item.state, item.identity);
     } else if (item.state->tripped.load(std::memory_order_acquire)) {
       item.shadow = RuleOutcome::ShadowReason::kRollback;
-    } else if (rule && rule->enforce_percent < 100) {
-      const uint64_t bucket = StableHash(rule->name + '\x1f' + item.identity, kRolloutSeed) % 10000;
-      if (static_cast<double>(bucket) >= rule->enforce_percent * 100) {
-        item.shadow = RuleOutcome::ShadowReason::kRollout;
-      }
     }
     if (item.storeless != ExplicitItem::Storeless::kNo) {
       const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;

@@ -253,6 +253,15 @@ std::string ProblemJson(ProblemKind kind, std::string_view type_base,
                         std::span<const std::string> violated_policies, std::string_view detail,
                         int64_t retry_after_seconds) {
   nlohmann::json body;
+  if (kind == ProblemKind::kForbidden) {
+    body["type"] = "about:blank";
+    body["title"] = "Forbidden";
+    body["status"] = 403;
+    if (!detail.empty()) body["detail"] = std::string(detail);
+    auto& list = body["violated-policies"] = nlohmann::json::array();
+    for (const std::string& p : violated_policies) list.push_back(p);
+    return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   const bool quota = kind == ProblemKind::kQuotaExceeded;
   body["type"] = std::string(type_base) + (quota ? "quota-exceeded" : "temporary-reduced-capacity");
   body["title"] = quota ? "Request cannot be satisfied as assigned quota has been exceeded"

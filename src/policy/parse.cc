@@ -17,6 +17,7 @@
 #include "base/json_depth.h"
 #include "base/json_fields.h"
 #include "policy/policy_impl.h"
+#include "policy/value_sets.h"
 #include "tollgate/calendar.h"
 #include "tollgate/period.h"
 #include "tollgate/policy.h"
@@ -116,8 +117,122 @@ std::string ScalarText(const json& v) {
 
 bool IsScalar(const json& v) { return v.is_string() || v.is_number() || v.is_boolean(); }
 
+// Where a policy's value files are read from, and a rule's match-tree budget.
+struct MatchCtx {
+  const PolicyParseOptions* options;
+  ConfigErrors* e;
+  size_t nodes = 0;  // conditions built for the current rule (kMaxMatchNodes)
+};
+
+std::string ResolvePath(const PolicyParseOptions& o, const std::string& file) {
+  if (file.empty() || file.front() == '/' || o.base_dir.empty()) return file;
+  return o.base_dir + "/" + file;
+}
+
+// {"file": "<path>"} at `path`: the file name (1 to 4096 characters), or
+// nullopt after reporting why not. `what` names the form for the message
+// ("an array of values or ").
+std::optional<std::string> FileRef(const json& v, const std::string& path, std::string_view what,
+                                   MatchCtx& m) {
+  if (!v.is_object() || !v.contains("file")) {
+    m.e->Add(path, "must be " + std::string(what) + "{\"file\": \"<path>\"} (got " +
+                       JsonTypeName(v) + ")");
+    return std::nullopt;
+  }
+  JsonFields f(v, path, *m.e);
+  const size_t before = m.e->count();
+  auto file = f.String("file");
+  f.RejectUnknown();
+  if (m.e->count() != before || !file) return std::nullopt;
+  if (file->empty() || file->size() > 4096) {
+    f.Error("file", "must be a path of 1 to 4096 characters");
+    return std::nullopt;
+  }
+  if (!m.options->files) {
+    f.Error("file", "files are not read here (the policy was given as text without files)");
+    return std::nullopt;
+  }
+  return file;
+}
+
+// Reads the value file `file` named at `path`; reports errors at `path` and
+// returns nullopt when the file is unusable. `lines` (optional) receives each
+// value's line number.
+std::optional<std::vector<std::string>> ValueFile(const std::string& file, const std::string& path,
+                                                  MatchCtx& m,
+                                                  std::vector<size_t>* lines = nullptr) {
+  std::string text, why;
+  if (!ReadBoundedFile(ResolvePath(*m.options, file), &text, &why)) {
+    m.e->Add(FieldPath(path, "file"), why);
+    return std::nullopt;
+  }
+  std::vector<LineError> errors;
+  auto values = ParseValueLines(text, &errors, lines);
+  for (const LineError& le : errors) {
+    m.e->Add(path, file + " line " + std::to_string(le.line) + ": " + le.message);
+  }
+  if (!errors.empty()) return std::nullopt;
+  return values;
+}
+
+// "cidr": ["10.0.0.0/8", ...], "10.0.0.0/8" or {"file": "allow.txt"}.
+bool ParseCidrs(const json& v, const std::string& p, MatchCtx& m, Condition* c) {
+  std::vector<std::string> texts;
+  std::vector<size_t> lines;
+  std::string file;
+  if (v.is_array()) {
+    if (v.empty() || v.size() > kMaxInlineCidrs) {
+      m.e->Add(p, "must be an array of 1 to " + std::to_string(kMaxInlineCidrs) +
+                      " CIDRs, or {\"file\": \"<path>\"}");
+      return false;
+    }
+    bool bad = false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        m.e->Add(IndexPath(p, i), "must be a string (got " + JsonTypeName(v[i]) + ")");
+        bad = true;
+      } else {
+        texts.push_back(v[i].get<std::string>());
+      }
+    }
+    if (bad) return false;
+  } else if (v.is_string()) {
+    texts.push_back(v.get<std::string>());
+  } else {
+    auto name = FileRef(v, p, "a CIDR, an array of CIDRs or ", m);
+    if (!name) return false;
+    auto values = ValueFile(*name, p, m, &lines);
+    if (!values) return false;
+    if (values->empty()) {
+      m.e->Add(p, *name + ": no CIDRs in the file");
+      return false;
+    }
+    texts = std::move(*values);
+    file = *name;
+  }
+  const size_t before = m.e->count();
+  size_t reported = 0;
+  c->cidrs = CidrSet::Build(texts, [&](size_t i, const std::string& why) {
+    if (++reported > 20) return;  // one bad file must not flood the log
+    if (!file.empty()) {
+      m.e->Add(p, file + " line " + std::to_string(lines[i]) + ": " + why);
+    } else {
+      m.e->Add(v.is_array() ? IndexPath(p, i) : p, why);
+    }
+  });
+  if (m.e->count() != before) return false;
+  c->op = Condition::Op::kCidr;
+  c->text = c->source.spec + " cidr " +
+            (file.empty() ? "[" + std::to_string(texts.size()) + " ranges]"
+                          : file + " (" + std::to_string(texts.size()) + " ranges)");
+  return true;
+}
+
+std::vector<Condition> ParseMatch(const json& m, const std::string& path, MatchCtx& ctx, int depth);
+
 void ParseConditionObject(const json& ops, const Source& source, const std::string& path,
-                          std::vector<Condition>& out, ConfigErrors& e) {
+                          std::vector<Condition>& out, MatchCtx& m) {
+  ConfigErrors& e = *m.e;
   if (ops.empty()) e.Add(path, "needs at least one operator");
   for (const auto& [op, v] : ops.items()) {
     const std::string p = FieldPath(path, op);
@@ -133,9 +248,18 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
                               : Condition::Op::kSuffix;
       c.values.push_back(ScalarText(v));
       c.text = source.spec + " " + op + " " + c.values.front();
+    } else if (op == "one_of" && v.is_object()) {
+      auto file = FileRef(v, p, "an array of values or ", m);
+      if (!file) continue;
+      auto values = ValueFile(*file, p, m);
+      if (!values) continue;
+      c.op = Condition::Op::kInSet;
+      c.set = std::make_shared<ValueSet>(std::move(*values));
+      c.text = source.spec + " one_of " + *file + " (" + std::to_string(c.set->size()) + " values)";
     } else if (op == "one_of") {
       if (!v.is_array() || v.empty() || v.size() > kMaxMatchValues) {
-        e.Add(p, "must be an array of 1 to " + std::to_string(kMaxMatchValues) + " strings");
+        e.Add(p, "must be an array of 1 to " + std::to_string(kMaxMatchValues) +
+                     " strings, or {\"file\": \"<path>\"}");
         continue;
       }
       bool bad = false;
@@ -150,6 +274,8 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       if (bad) continue;
       c.op = Condition::Op::kOneOf;
       c.text = source.spec + " one_of [" + std::to_string(c.values.size()) + " values]";
+    } else if (op == "cidr") {
+      if (!ParseCidrs(v, p, m, &c)) continue;
     } else if (op == "regex") {
       if (!v.is_string()) {
         e.Add(p, "must be a string (got " + JsonTypeName(v) + ")");
@@ -181,7 +307,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       c.text = source.spec + (want_present ? " present" : " absent");
     } else {
       e.Add(p,
-            "unknown operator (expected equals, one_of, prefix, suffix, regex, present, "
+            "unknown operator (expected equals, one_of, prefix, suffix, regex, cidr, present, "
             "absent)");
       continue;
     }
@@ -189,20 +315,96 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
   }
 }
 
-std::vector<Condition> ParseMatch(const json& m, const std::string& path, ConfigErrors& e) {
+// Joins the children's texts: "any of (a; b)".
+std::string GroupText(const char* word, const std::vector<Condition>& children) {
+  std::string t = std::string(word) + " (";
+  for (size_t i = 0; i < children.size(); ++i) t += (i ? "; " : "") + children[i].text;
+  if (t.size() > 400) t = t.substr(0, 400) + "...";
+  return t + ")";
+}
+
+// Several conditions of one match object as one condition (all must hold).
+Condition AllOf(std::vector<Condition> inner) {
+  if (inner.size() == 1) return std::move(inner.front());
+  Condition all;
+  all.op = Condition::Op::kAll;
+  all.children = std::move(inner);
+  all.text = GroupText("all of", all.children);
+  return all;
+}
+
+// "any": [match, ...] / "all": [match, ...] / "not": match.
+std::optional<Condition> ParseComposite(const std::string& word, const json& v,
+                                        const std::string& p, MatchCtx& m, int depth) {
+  if (depth >= kMaxMatchDepth) {
+    m.e->Add(p, "any / all / not nested deeper than " + std::to_string(kMaxMatchDepth) + " levels");
+    return std::nullopt;
+  }
+  Condition c;
+  const size_t before = m.e->count();
+  if (word == "not") {
+    c.op = Condition::Op::kNot;
+    std::vector<Condition> inner = ParseMatch(v, p, m, depth + 1);
+    if (m.e->count() != before) return std::nullopt;
+    c.children.push_back(AllOf(std::move(inner)));
+    c.text = "not (" + c.children.front().text + ")";
+    return c;
+  }
+  if (!v.is_array() || v.empty() || v.size() > kMaxConditions) {
+    m.e->Add(p, "must be an array of 1 to " + std::to_string(kMaxConditions) +
+                    " match objects (got " + JsonTypeName(v) + ")");
+    return std::nullopt;
+  }
+  c.op = word == "any" ? Condition::Op::kAny : Condition::Op::kAll;
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::vector<Condition> inner = ParseMatch(v[i], IndexPath(p, i), m, depth + 1);
+    if (!inner.empty()) c.children.push_back(AllOf(std::move(inner)));
+  }
+  if (m.e->count() != before) return std::nullopt;
+  c.text = GroupText(word == "any" ? "any of" : "all of", c.children);
+  return c;
+}
+
+std::vector<Condition> ParseMatch(const json& mj, const std::string& path, MatchCtx& m, int depth) {
+  ConfigErrors& e = *m.e;
   std::vector<Condition> out;
-  if (!m.is_object()) {
-    e.Add(path, "must be an object of {\"<source>\": condition} (got " + JsonTypeName(m) + ")");
+  if (!mj.is_object()) {
+    e.Add(path, "must be an object of {\"<source>\": condition} (got " + JsonTypeName(mj) + ")");
     return out;
   }
-  if (m.size() > kMaxConditions) {
+  if (mj.empty()) {
+    if (depth > 0) e.Add(path, "needs at least one condition");
+    return out;
+  }
+  if (mj.size() > kMaxConditions) {
     e.Add(path, "at most " + std::to_string(kMaxConditions) + " conditions");
     return out;
   }
-  for (const auto& [spec, v] : m.items()) {
+  m.nodes += mj.size();
+  if (m.nodes > kMaxMatchNodes) {
+    // Reported once per rule: the count only grows.
+    if (m.nodes - mj.size() <= kMaxMatchNodes) {
+      e.Add(path, "the rule's match has more than " + std::to_string(kMaxMatchNodes) +
+                      " conditions in all");
+    }
+    return out;
+  }
+  for (const auto& [spec, v] : mj.items()) {
     const std::string p = FieldPath(path, spec.size() > 64 ? spec.substr(0, 64) + "..." : spec);
+    if (spec == "any" || spec == "all" || spec == "not") {
+      if (auto c = ParseComposite(spec, v, p, m, depth)) out.push_back(std::move(*c));
+      continue;
+    }
     Source source;
     std::string why;
+    if (spec == "cidr") {
+      // Shorthand: the client address ("cidr": [...] is "ip:address": {"cidr": [...]}).
+      ParseSource("ip:address", &source, &why);
+      Condition c;
+      c.source = source;
+      if (ParseCidrs(v, p, m, &c)) out.push_back(std::move(c));
+      continue;
+    }
     if (!ParseSource(spec, &source, &why)) {
       e.Add(p, why);
       continue;
@@ -216,9 +418,9 @@ std::vector<Condition> ParseMatch(const json& m, const std::string& path, Config
       out.push_back(std::move(c));
     } else if (v.is_array()) {
       json ops = {{"one_of", v}};
-      ParseConditionObject(ops, source, p, out, e);
+      ParseConditionObject(ops, source, p, out, m);
     } else if (v.is_object()) {
-      ParseConditionObject(v, source, p, out, e);
+      ParseConditionObject(v, source, p, out, m);
     } else {
       e.Add(p, "must be a string, an array of strings or an object of operators (got " +
                    JsonTypeName(v) + ")");
@@ -483,15 +685,83 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   return cfg;
 }
 
-std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErrors& e) {
+// "tenants": "file.csv" or {"file": "file.csv"}: the rule's per-identity limits.
+std::shared_ptr<const TenantTable> ParseTenants(const json& t, const std::string& path,
+                                                Algorithm algorithm, MatchCtx& m) {
+  std::optional<std::string> file;
+  if (t.is_string()) {
+    file = t.get<std::string>();
+    if (file->empty() || file->size() > 4096) {
+      m.e->Add(path, "must be a path of 1 to 4096 characters");
+      return nullptr;
+    }
+    if (!m.options->files) {
+      m.e->Add(path, "files are not read here (the policy was given as text without files)");
+      return nullptr;
+    }
+  } else {
+    file = FileRef(t, path, "a file path or ", m);
+    if (!file) return nullptr;
+  }
+  std::string text, why;
+  if (!ReadBoundedFile(ResolvePath(*m.options, *file), &text, &why)) {
+    m.e->Add(path, why);
+    return nullptr;
+  }
+  std::vector<LineError> errors;
+  auto table = TenantTable::Parse(text, algorithm, &errors);
+  for (const LineError& le : errors) {
+    m.e->Add(path, *file + (le.line ? " line " + std::to_string(le.line) : "") + ": " + le.message);
+  }
+  return table;
+}
+
+// "action": limit (the default), allow, deny or unlimited; the fields an action
+// other than limit has no use for are refused, not ignored.
+RuleAction ParseAction(JsonFields& f, const json& j) {
+  RuleAction action = RuleAction::kLimit;
+  if (auto a = f.String("action")) {
+    if (*a == "allow") {
+      action = RuleAction::kAllow;
+    } else if (*a == "deny") {
+      action = RuleAction::kDeny;
+    } else if (*a == "unlimited") {
+      action = RuleAction::kUnlimited;
+    } else if (*a != "limit") {
+      f.Error("action", "must be one of limit, allow, deny, unlimited");
+    }
+  }
+  if (action == RuleAction::kLimit) return action;
+  const std::string name(RuleActionName(action));
+  for (const char* field :
+       {"algorithm", "algorithm_config", "tenants", "rollback", "failure_mode", "missing_key"}) {
+    if (j.contains(field)) f.Error(field, "is not used by action " + name);
+  }
+  if (action != RuleAction::kDeny) {
+    for (const char* field : {"mode", "enforce_percent"}) {
+      if (j.contains(field)) {
+        f.Error(field,
+                "is not used by action " + name + " (only limit and deny rules can be shadowed)");
+      }
+    }
+  }
+  return action;
+}
+
+std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& mctx) {
+  ConfigErrors& e = *mctx.e;
+  mctx.nodes = 0;
   if (!j.is_object()) {
     e.Add(path, "a rule must be an object (got " + JsonTypeName(j) + ")");
     return std::nullopt;
   }
   const size_t before = e.count();
   JsonFields f(j, path, e);
-  f.RejectUnknown({"name", "description", "limit_keys", "match", "algorithm", "algorithm_config",
-                   "mode", "enforce_percent", "rollback", "missing_key", "group", "failure_mode"});
+  f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
+                   "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
+                   "missing_key", "group", "failure_mode"});
+  const RuleAction action = ParseAction(f, j);
+  const bool limited = action == RuleAction::kLimit;
   std::string name;
   if (auto n = f.String("name")) {
     if (!ValidName(*n)) {
@@ -507,7 +777,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   std::vector<Source> keys;
   auto lk = j.find("limit_keys");
   if (lk == j.end()) {
-    e.Add(FieldPath(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
+    if (limited) e.Add(FieldPath(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
   } else if (!lk->is_array() || lk->empty() || lk->size() > kMaxLimitKeys) {
     e.Add(FieldPath(path, "limit_keys"),
           "must be an array of 1 to " + std::to_string(kMaxLimitKeys) + " sources");
@@ -530,7 +800,9 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   }
 
   std::vector<Condition> match;
-  if (auto m = j.find("match"); m != j.end()) match = ParseMatch(*m, FieldPath(path, "match"), e);
+  if (auto m = j.find("match"); m != j.end()) {
+    match = ParseMatch(*m, FieldPath(path, "match"), mctx, 0);
+  }
 
   Algorithm algorithm = Algorithm::kTokenBucket;
   if (auto a = f.String("algorithm")) {
@@ -545,7 +817,9 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
   LimitSpec spec;
   CostConfig cost;
   bool limit_ok = false;
-  if (auto ac = j.find("algorithm_config"); ac == j.end()) {
+  if (!limited) {
+    limit_ok = true;
+  } else if (auto ac = j.find("algorithm_config"); ac == j.end()) {
     e.Add(FieldPath(path, "algorithm_config"), "is required");
   } else {
     limit_ok =
@@ -596,14 +870,27 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
     group = "group:" + *g;
   }
 
+  std::shared_ptr<const TenantTable> tenants;
+  if (auto t = j.find("tenants"); t != j.end() && limited) {
+    if (keys.size() != 1) {
+      e.Add(FieldPath(path, "tenants"),
+            "needs exactly one limit key (the identity the table is keyed by)");
+    } else if (limit_ok && e.count() == before) {
+      tenants = ParseTenants(*t, FieldPath(path, "tenants"), algorithm, mctx);
+    }
+  }
+
   if (e.count() != before || !limit_ok) return std::nullopt;
-  auto limit = Limit::Create(spec);
+  auto limit = limited ? Limit::Create(spec) : Result<Limit>(PlaceholderLimit());
   if (!limit.ok()) {
     e.Add(FieldPath(path, "algorithm_config"), limit.status().message());
     return std::nullopt;
   }
   Rule rule(*limit);
   rule.name = name;
+  rule.action = action;
+  rule.tenants = std::move(tenants);
+  if (group.empty() && !limited) group = "rule:" + name;  // never a tier of keyed rules
   if (group.empty()) {
     group = "keys:";
     for (const Source& s : keys) group += s.spec + ",";
@@ -627,10 +914,30 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, ConfigErro
 
 }  // namespace
 
+const Limit& PlaceholderLimit() {
+  static const Limit limit = *Limit::Create({.rate = 1, .burst = 1});
+  return limit;
+}
+
+std::string_view RuleActionName(RuleAction action) {
+  switch (action) {
+    case RuleAction::kLimit:
+      return "limit";
+    case RuleAction::kAllow:
+      return "allow";
+    case RuleAction::kDeny:
+      return "deny";
+    case RuleAction::kUnlimited:
+      return "unlimited";
+  }
+  return "limit";
+}
+
 // ParsePolicy without the version and text.
-static ParsedPolicy ParseUnversioned(std::string_view text) {
+static ParsedPolicy ParseUnversioned(std::string_view text, const PolicyParseOptions& options) {
   ParsedPolicy out;
   ConfigErrors e(&out.errors);
+  MatchCtx mctx{&options, &e};
   if (text.size() > kMaxPolicyBytes) {
     e.Add("", "policy is larger than " + std::to_string(kMaxPolicyBytes >> 20) + " MiB");
     return out;
@@ -688,7 +995,7 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
   std::map<std::string, size_t> names;
   for (size_t i = 0; i < rules->size(); ++i) {
     const std::string path = base.empty() ? std::string() : IndexPath(base, i);
-    auto rule = ParseRule((*rules)[i], path, e);
+    auto rule = ParseRule((*rules)[i], path, mctx);
     if (!rule) continue;
     auto [it, inserted] = names.emplace(rule->name, i);
     if (!inserted) {
@@ -721,8 +1028,8 @@ static ParsedPolicy ParseUnversioned(std::string_view text) {
   return out;
 }
 
-ParsedPolicy ParsePolicy(std::string_view json_text) {
-  ParsedPolicy out = ParseUnversioned(json_text);
+ParsedPolicy ParsePolicy(std::string_view json_text, const PolicyParseOptions& options) {
+  ParsedPolicy out = ParseUnversioned(json_text, options);
   if (!out.policy) return out;
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(json_text.data()), json_text.size(), digest);
@@ -736,7 +1043,7 @@ ParsedPolicy ParsePolicy(std::string_view json_text) {
   return out;
 }
 
-ParsedPolicy ParsePolicyFile(const std::string& path) {
+ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     ParsedPolicy out;
@@ -749,7 +1056,11 @@ ParsedPolicy ParsePolicyFile(const std::string& path) {
     text.append(buf, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxPolicyBytes) break;
   }
-  return ParsePolicy(text);
+  if (options.base_dir.empty()) {
+    const size_t slash = path.rfind('/');
+    options.base_dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return ParsePolicy(text, options);
 }
 
 std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
@@ -761,7 +1072,10 @@ std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
     s.shadow = r.shadow;
     s.enforce_percent = r.enforce_percent;
     s.failure_mode = r.failure_mode;
-    s.description = r.limit.ToString();
+    s.description = r.action == RuleAction::kLimit
+                        ? r.limit.ToString()
+                        : "action=" + std::string(RuleActionName(r.action));
+    if (r.tenants) s.description += " tenants=" + std::to_string(r.tenants->size());
     std::string keys;
     for (const Source& k : r.keys) keys += (keys.empty() ? "" : ",") + k.spec;
     s.description += " keys=" + keys;

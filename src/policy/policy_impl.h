@@ -32,6 +32,14 @@ inline constexpr size_t kMaxRegexLength = 512;
 inline constexpr size_t kMaxMatchValues = 256;
 inline constexpr size_t kMaxKeyValueLength = 256;  // longer values are replaced by a hash
 inline constexpr int64_t kMaxCost = Limit::kMaxBurst + 1;
+// Match trees (any / all / not): nesting and total size per rule.
+inline constexpr int kMaxMatchDepth = 8;
+inline constexpr size_t kMaxMatchNodes = 128;
+// Values and CIDR ranges loaded from one file (value sets): entries and bytes.
+inline constexpr size_t kMaxValueFileEntries = 1'000'000;
+inline constexpr size_t kMaxValueFileBytes = 64 << 20;
+// A CIDR list written inline in the policy.
+inline constexpr size_t kMaxInlineCidrs = 1024;
 
 // Where a value comes from: "ip:address", "header:x-api-key", "jwt:plan", ...
 struct Source {
@@ -43,12 +51,32 @@ struct Source {
 // Parses a source spec; on failure sets *error to the reason.
 bool ParseSource(std::string_view spec, Source* out, std::string* error);
 
+class CidrSet;   // policy/value_sets.h
+class ValueSet;  // policy/value_sets.h
+class TenantTable;
+
 struct Condition {
-  enum class Op { kEquals, kOneOf, kPrefix, kSuffix, kRegex, kPresent, kAbsent };
-  Source source;
+  enum class Op {
+    kEquals,
+    kOneOf,
+    kPrefix,
+    kSuffix,
+    kRegex,
+    kPresent,
+    kAbsent,
+    kInSet,  // one_of with values from a file (set)
+    kCidr,   // the value is an IP address inside one of the ranges (cidrs)
+    kAll,    // every child holds
+    kAny,    // at least one child holds
+    kNot,    // the one child does not hold
+  };
+  Source source;  // leaves only; kCidr on an ip source reads the client address
   Op op = Op::kEquals;
   std::vector<std::string> values;        // equals (1), one_of, prefix, suffix
   std::shared_ptr<const re2::RE2> regex;  // kRegex; searched (unanchored unless ^ / $)
+  std::shared_ptr<const ValueSet> set;    // kInSet
+  std::shared_ptr<const CidrSet> cidrs;   // kCidr
+  std::vector<Condition> children;        // kAll, kAny, kNot
   std::string text;                       // "jwt:plan equals enterprise", for explain
 };
 
@@ -67,8 +95,21 @@ struct RollbackConfig {
   int64_t min_requests = 100;
 };
 
+// What a rule does when it matches (docs/configuration.md, "Actions").
+enum class RuleAction {
+  kLimit,      // decide against the rule's limit (default)
+  kAllow,      // exempt: allowed, no later rule is evaluated
+  kDeny,       // refused with 403, no later rule is evaluated
+  kUnlimited,  // applies (takes its tier group) with no limit; evaluation goes on
+};
+std::string_view RuleActionName(RuleAction action);
+// The limit of rules without one (allow, deny, unlimited) and of storeless
+// explicit items: a valid Limit that is never sent to a store.
+const Limit& PlaceholderLimit();
+
 struct Rule {
   std::string name;
+  RuleAction action = RuleAction::kLimit;
   std::string group;  // tier group: first matching rule of a group applies
   std::vector<Source> keys;
   std::vector<Condition> match;  // all must hold
@@ -85,6 +126,8 @@ struct Rule {
   // failure_mode as the tag the Enforcer puts on the rule's store items.
   std::optional<FailureMode> failure_mode_tag;
   std::optional<RollbackConfig> rollback;
+  // Per-identity limits (the rule's "tenants" file), or null.
+  std::shared_ptr<const TenantTable> tenants;
   std::string fingerprint;  // canonical text of the rule: changes when anything changes
 
   explicit Rule(Limit l) : limit(l) {}

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/ascii.h"
+#include "policy/value_sets.h"
 
 namespace tollgate {
 namespace {
@@ -90,6 +91,28 @@ std::optional<std::string> RequestContext::Value(const Source& source) {
 }
 
 bool RequestContext::Matches(const Condition& c) {
+  switch (c.op) {
+    case Condition::Op::kAll:
+      for (const Condition& child : c.children) {
+        if (!Matches(child)) return false;
+      }
+      return true;
+    case Condition::Op::kAny:
+      for (const Condition& child : c.children) {
+        if (Matches(child)) return true;
+      }
+      return false;
+    case Condition::Op::kNot:
+      return !Matches(c.children.front());
+    case Condition::Op::kCidr:
+      // The client address as resolved (trusted proxies respected); another
+      // source's value is read as an address.
+      if (c.source.kind == Source::Kind::kIp) return c.cidrs->Contains(ClientIp());
+      if (auto v = Value(c.source)) return c.cidrs->Contains(*v);
+      return false;
+    default:
+      break;
+  }
   const std::optional<std::string> v = Value(c.source);
   switch (c.op) {
     case Condition::Op::kPresent:
@@ -114,6 +137,8 @@ bool RequestContext::Matches(const Condition& c) {
       return std::string_view(*v).ends_with(c.values.front());
     case Condition::Op::kRegex:
       return RE2::PartialMatch(*v, *c.regex);
+    case Condition::Op::kInSet:
+      return c.set->Contains(*v);
     default:
       return false;
   }

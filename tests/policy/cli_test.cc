@@ -95,5 +95,27 @@ TEST_F(CliTest, ExplainShowsRulesAndTheRejection) {
   EXPECT_EQ(RunCli("explain --nope", &bad), 2);
 }
 
+// Issue 18: explain on a request from an allow-listed CIDR shows it exempt and
+// the rules it skipped; from the deny list, the 403.
+TEST_F(CliTest, ExplainShowsExemptionsAndDenials) {
+  const std::string policy = testing::SourcePath("examples/policies/exemptions.json");
+  std::string out;
+  ASSERT_EQ(RunCli("explain --policy " + policy + " --ip 10.1.2.3", &out), 0);
+  EXPECT_NE(out.find("denylist: no match"), std::string::npos) << out;
+  EXPECT_NE(out.find("office-and-vpn: matches, key \\missing, action allow: exempt"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("per-ip: not evaluated (allow rule 'office-and-vpn' matched first)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("next decision would be: allow (HTTP 200)"), std::string::npos) << out;
+  std::string denied;
+  ASSERT_EQ(RunCli("explain --policy " + policy + " --ip 192.0.2.9", &denied), 0);
+  EXPECT_NE(denied.find("denylist: matches, key \\missing, action deny: refused (403)"),
+            std::string::npos)
+      << denied;
+  EXPECT_NE(denied.find("next decision would be: reject (HTTP 403)"), std::string::npos) << denied;
+}
+
 }  // namespace
 }  // namespace tollgate

@@ -94,6 +94,88 @@ TEST_F(ProcessTest, ReloadsOnSighupAndWhenThePolicyFileChanges) {
   EXPECT_EQ(t.WaitExit(5s), 0);
 }
 
+// Issue 18 through the real binary: a deny list (403 with a problem body on
+// the gateway, /v1/auth and /v1/decide), a CIDR allow list matched on the
+// client address a trusted proxy forwards, a tenant table from a file beside
+// the policy, and /v1/decide's per-item limits behind the admin token.
+TEST_F(ProcessTest, ExemptionsTenantsAndItemLimitsOverSockets) {
+  TestUpstream upstream;
+  WriteFile(dir_ + "/denied.txt", "# abusive networks\n192.0.2.0/24\n2001:db8:bad::/48\n");
+  WriteFile(dir_ + "/tenants.csv", "identity,count,period\nbig,4,1h\n");
+  WriteFile(policy_, R"({"rules": [
+    {"name": "denylist", "action": "deny", "match": {"cidr": {"file": "denied.txt"}}},
+    {"name": "internal", "action": "allow", "match": {"cidr": ["10.0.0.0/8"]}},
+    {"name": "per-tenant", "limit_keys": ["header:x-api-key"], "tenants": "tenants.csv",
+     "algorithm_config": {"count": 2, "period": "1h"}},
+    {"name": "per-ip", "limit_keys": ["ip:address"], "match": {"header:x-api-key": {"absent": true}},
+     "algorithm_config": {"count": 2, "period": "1h"}}]})");
+  const std::string token = "tok-" + std::to_string(::getpid()) + "-policy-match";
+  WriteFile(dir_ + "/tollgated.json", R"({"policy": ")" + policy_ + R"(", "listen": "127.0.0.1:0",
+      "admin": {"listen": "127.0.0.1:0", "token": ")" +
+                                          token + R"("}, "threads": 1,
+      "decision_on_main": true, "trusted_proxies": ["127.0.0.1"],
+      "gateway": {"upstream": "http://127.0.0.1:)" +
+                                          std::to_string(upstream.port()) + R"("}})");
+  Tollgated t({"--config", dir_ + "/tollgated.json"}, dir_);
+  ASSERT_TRUE(t.WaitStarted()) << "log: " << t.Log() << " stdout: " << t.Stdout();
+  auto via = [&](const std::string& client, Headers extra = {}) {
+    extra.push_back({"X-Forwarded-For", client});
+    return Fetch(t.port(), "GET", "/items", extra);
+  };
+
+  // Deny list: 403 with a problem body, never forwarded.
+  HttpResponse denied = via("192.0.2.77");
+  ASSERT_TRUE(denied.ok) << denied.error;
+  EXPECT_EQ(denied.status, 403);
+  EXPECT_EQ(json::parse(denied.body)["status"], 403) << denied.body;
+  EXPECT_EQ(json::parse(denied.body)["violated-policies"][0], "denylist");
+  EXPECT_EQ(via("2001:db8:bad::1").status, 403);
+  EXPECT_EQ(upstream.requests(), 0);
+  // nginx auth_request sees 403 too.
+  EXPECT_EQ(Fetch(t.port(), "GET", "/v1/auth", {{"X-Forwarded-For", "192.0.2.77"}}).status, 403);
+
+  // Allow list: past the per-ip limit (2), every request is forwarded.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(via("10.9.8.7").status, 200) << i;
+  // Anyone else: the per-ip limit.
+  EXPECT_EQ(via("203.0.113.5").status, 200);
+  EXPECT_EQ(via("203.0.113.5").status, 200);
+  EXPECT_EQ(via("203.0.113.5").status, 429);
+
+  // Tenant table: "big" has 4 an hour, an unknown key the rule's 2.
+  int big = 0, other = 0;
+  for (int i = 0; i < 6; ++i) {
+    big += via("203.0.113.6", {{"X-Api-Key", "big"}}).status == 200;
+    other += via("203.0.113.6", {{"X-Api-Key", "someone"}}).status == 200;
+  }
+  EXPECT_EQ(big, 4);
+  EXPECT_EQ(other, 2);
+
+  // /v1/decide with a described request: the deny rule's verdict and status.
+  HttpResponse d = Fetch(t.port(), "POST", "/v1/decide", {{"Content-Type", "application/json"}},
+                         R"({"request": {"path": "/x", "client_ip": "192.0.2.1"}})");
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(json::parse(d.body)["status"], 403) << d.body;
+  EXPECT_EQ(json::parse(d.body)["denied_rule"], "denylist") << d.body;
+
+  // Per-item limits: refused without the admin token, honoured with it.
+  const std::string items =
+      R"({"items": [{"rule": "per-ip", "key": "k-item", "limit": {"count": 1, "period": "1h"}}]})";
+  EXPECT_EQ(Fetch(t.port(), "POST", "/v1/decide", {}, items).status, 403);
+  const Headers auth = {{"Authorization", "Bearer " + token}};
+  HttpResponse first = Fetch(t.port(), "POST", "/v1/decide", auth, items);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(json::parse(first.body)["verdict"], "allow") << first.body;
+  EXPECT_EQ(json::parse(first.body)["rules"][0]["limit"], 1) << first.body;
+  EXPECT_EQ(json::parse(Fetch(t.port(), "POST", "/v1/decide", auth, items).body)["verdict"],
+            "reject");
+  // A bad limit is a 400 naming the field.
+  HttpResponse bad = Fetch(
+      t.port(), "POST", "/v1/decide", auth,
+      R"({"items": [{"rule": "per-ip", "key": "k", "limit": {"count": 0, "period": "1h"}}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("items[0].limit.count"), std::string::npos) << bad.body;
+}
+
 TEST_F(ProcessTest, ServesEnvoyRateLimitServiceWhenAsked) {
   const char* src = std::getenv("TOLLGATE_SOURCE_DIR");
   std::string rls = std::string(src ? src : ".") + "/examples/envoy/ratelimit";

@@ -1,0 +1,67 @@
+// Fuzz target: the tenant limits table (src/policy/value_sets.cc
+// TenantTable::Parse), the CSV file a rule's "tenants" names, and the value
+// file reader (ParseValueLines) with the CIDR set built from its lines.
+//
+// Input: the first byte picks the rule's algorithm; the rest is the file.
+// Properties:
+//   - a table xor errors; at most max_errors errors, each with a message and a
+//     line number within the text (0: the file as a whole);
+//   - a table holds at most one entry per data line, finds nothing for an
+//     identity it never saw, and its memory is at least its slots and arena;
+//   - every line a value file yields is non-empty and trimmed; a CIDR set
+//     contains the base address of each range that parsed.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz_input.h"
+#include "policy/client_ip.h"
+#include "policy/value_sets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using tollgate::Algorithm;
+  if (size == 0) return 0;
+  const Algorithm algorithms[] = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+                                  Algorithm::kFixedWindow, Algorithm::kSlidingWindow,
+                                  Algorithm::kSlidingLog};
+  const Algorithm algorithm = algorithms[data[0] % 5];
+  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+
+  std::vector<tollgate::LineError> errors;
+  auto table = tollgate::TenantTable::Parse(text, algorithm, &errors, 20);
+  FUZZ_CHECK((table == nullptr) == !errors.empty(), "a table and errors, or neither");
+  FUZZ_CHECK(errors.size() <= 20, "more errors than asked for");
+  for (const auto& e : errors) {
+    FUZZ_CHECK(!e.message.empty(), "an error without a message");
+    FUZZ_CHECK(e.line <= lines,
+               "error on line " + std::to_string(e.line) + " of " + std::to_string(lines));
+  }
+  if (table) {
+    FUZZ_CHECK(table->size() < lines, "more entries than data lines");
+    FUZZ_CHECK(table->Find("\\never-an-identity") == nullptr, "found an identity never written");
+    FUZZ_CHECK(table->MemoryBytes() >= table->size() * 16, "memory below the slots");
+  }
+
+  std::vector<tollgate::LineError> value_errors;
+  std::vector<size_t> line_numbers;
+  const auto values = tollgate::ParseValueLines(text, &value_errors, &line_numbers);
+  FUZZ_CHECK(values.size() == line_numbers.size(), "a value without its line");
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& v = values[i];
+    FUZZ_CHECK(!v.empty() && v.front() != ' ' && v.back() != ' ', "an untrimmed value");
+    FUZZ_CHECK(line_numbers[i] >= 1 && line_numbers[i] <= lines, "a value's line out of range");
+  }
+  std::vector<size_t> bad;
+  auto cidrs =
+      tollgate::CidrSet::Build(values, [&](size_t i, const std::string&) { bad.push_back(i); });
+  for (size_t i = 0; i < values.size() && i < 64; ++i) {
+    if (std::find(bad.begin(), bad.end(), i) != bad.end()) continue;
+    auto c = tollgate::Cidr::Parse(values[i]);
+    FUZZ_CHECK(c.has_value(), "a CIDR the set took but Cidr::Parse refuses");
+    FUZZ_CHECK(cidrs->Contains(c->base), "the set misses its own range's base: " + values[i]);
+  }
+  return 0;
+}
