@@ -62,69 +62,50 @@ json OutcomeJson(const CheckOutcome& o) {
   return j;
 }
 
-bool ReadString(const json& obj, const char* field, const std::string& path, std::string* out,
-                std::vector<ConfigError>* errors) {
-  auto it = obj.find(field);
-  if (it == obj.end()) return false;
-  if (!it->is_string()) {
-    errors->push_back({path + "." + field, "must be a string"});
-    return false;
-  }
-  *out = it->get<std::string>();
-  return true;
-}
-
 // The "request" member of a decide body (an object).
-void ParseDescribedRequest(const json& r, DecideInput* out, std::vector<ConfigError>* errors) {
+void ParseDescribedRequest(const json& r, DecideInput* out, base::ConfigErrors& e) {
   DescribedRequest d;
-  ReadString(r, "method", "request", &d.method, errors);
-  if (ReadString(r, "path", "request", &d.path, errors)) {
-    if (d.path.empty() || d.path[0] != '/')
-      errors->push_back({"request.path", "must start with /"});
+  base::JsonFields f(r, "request", e);
+  f.String("method", &d.method);
+  if (auto path = f.String("path")) {
+    d.path = std::move(*path);
+    if (d.path.empty() || d.path[0] != '/') f.Error("path", "must start with /");
   }
-  ReadString(r, "query", "request", &d.query, errors);
-  if (!r.contains("query")) {
-    size_t q = d.path.find('?');
-    if (q != std::string::npos) {
-      d.query = d.path.substr(q + 1);
-      d.path.resize(q);
-    }
+  if (auto query = f.String("query")) {
+    d.query = std::move(*query);
+  } else if (size_t q = d.path.find('?'); !f.Has("query") && q != std::string::npos) {
+    d.query = d.path.substr(q + 1);
+    d.path.resize(q);
   }
-  if (!ReadString(r, "client_ip", "request", &d.client_ip, errors)) {
-    ReadString(r, "ip", "request", &d.client_ip, errors);
+  if (auto ip = f.String("client_ip")) {
+    d.client_ip = std::move(*ip);
+  } else if (!f.Has("client_ip")) {
+    f.String("ip", &d.client_ip);
   }
-  if (auto h = r.find("headers"); h != r.end()) {
+  if (const json* h = f.Find("headers")) {
     if (h->is_object()) {
-      for (auto f = h->begin(); f != h->end(); ++f) {
-        if (!f.value().is_string()) {
-          errors->push_back({"request.headers." + f.key(), "must be a string"});
-          continue;
-        }
-        d.header_storage.emplace_back(f.key(), f.value().get<std::string>());
+      base::JsonFields names = f.Nested(*h, "headers");
+      for (auto it = h->begin(); it != h->end(); ++it) {
+        if (auto value = names.String(it.key())) d.header_storage.emplace_back(it.key(), *value);
       }
     } else if (h->is_array()) {
       for (size_t i = 0; i < h->size(); ++i) {
         const json& p = (*h)[i];
         if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string()) {
-          errors->push_back(
-              {"request.headers[" + std::to_string(i) + "]", "must be [\"name\", \"value\"]"});
+          e.Add(f.PathOf("headers") + "[" + std::to_string(i) + "]",
+                "must be [\"name\", \"value\"]");
           continue;
         }
         d.header_storage.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
       }
     } else {
-      errors->push_back({"request.headers", "must be an object or an array of [name, value]"});
+      f.Error("headers", "must be an object or an array of [name, value]");
     }
     if (d.header_storage.size() > kMaxHeaders) {
-      errors->push_back({"request.headers", "at most " + std::to_string(kMaxHeaders) + " headers"});
+      f.Error("headers", "at most " + std::to_string(kMaxHeaders) + " headers");
     }
   }
-  for (auto it = r.begin(); it != r.end(); ++it) {
-    static const char* kKnown[] = {"method", "path", "query", "client_ip", "ip", "headers"};
-    bool known = false;
-    for (const char* k : kKnown) known = known || it.key() == k;
-    if (!known) errors->push_back({"request." + it.key(), "unknown field"});
-  }
+  f.RejectUnknown({"method", "path", "query", "client_ip", "ip", "headers"});
   out->request = std::move(d);
 }
 
@@ -222,28 +203,20 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
       errors->push_back({path, "must be an object {rule?, key, cost?}"});
       continue;
     }
+    base::ConfigErrors e(errors);
+    base::JsonFields f(it, path, e);
+    f.RejectUnknown({"rule", "key", "cost", "limit"});
     std::string rule, key;
-    ReadString(it, "rule", path, &rule, errors);
-    if (!ReadString(it, "key", path, &key, errors) && !it.contains("key")) {
-      errors->push_back({path + ".key", "is required"});
+    f.String("rule", &rule);
+    if (!f.Has("key")) {
+      f.Error("key", "is required");
+    } else {
+      f.String("key", &key);
     }
     int64_t cost = 1;
-    if (auto c = it.find("cost"); c != it.end()) {
-      if (!c->is_number_integer() || c->get<int64_t>() < 0 ||
-          (c->is_number_unsigned() && c->get<uint64_t>() > uint64_t(Limit::kMaxBurst))) {
-        errors->push_back({path + ".cost", "must be an integer >= 0"});
-      } else {
-        cost = c->get<int64_t>();
-      }
-    }
+    f.Integer("cost", &cost, 0, Limit::kMaxBurst);
     std::optional<LimitSpec> limit;
-    if (auto l = it.find("limit"); l != it.end())
-      limit = ParseItemLimit(*l, path + ".limit", errors);
-    for (auto f = it.begin(); f != it.end(); ++f) {
-      if (f.key() != "rule" && f.key() != "key" && f.key() != "cost" && f.key() != "limit") {
-        errors->push_back({path + "." + f.key(), "unknown field"});
-      }
-    }
+    if (const json* l = f.Find("limit")) limit = ParseItemLimit(*l, f.PathOf("limit"), errors);
     out->item_storage.push_back(std::move(rule));
     const std::string& rule_ref = out->item_storage.back();
     out->item_storage.push_back(std::move(key));
@@ -301,7 +274,8 @@ std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out
   if (has_request) {
     const json& r = doc["request"];
     if (!r.is_object()) return {{"request", "must be an object"}};
-    ParseDescribedRequest(r, out, &errors);
+    base::ConfigErrors e(&errors);
+    ParseDescribedRequest(r, out, e);
     return errors;
   }
   ParseItems(doc["items"], out, &errors);
