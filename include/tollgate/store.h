@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tollgate/decision.h"
+#include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/status.h"
 
@@ -83,6 +84,26 @@ class Store {
 
   // Whether the store can currently decide (for /readyz). Cheap, non-blocking.
   virtual bool Healthy() const { return true; }
+
+  // Concurrency limits (see lease.h). A store that holds leases overrides all
+  // three; the defaults refuse with kInvalidArgument, so a policy that asks a
+  // store without leases for one fails loudly instead of admitting unlimited.
+  virtual bool SupportsLeases() const { return false; }
+  // Admits when fewer than limit.max_in_flight() leases on `key` are live,
+  // recording a new one that expires limit.lease_ns() from now.
+  virtual Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) {
+    (void)key;
+    (void)limit;
+    return InvalidArgument("store " + Name() + " does not hold concurrency leases");
+  }
+  // Ends lease `lease_id` on `key`: true if it was live, false if it was
+  // unknown or had expired already (a no-op). kInvalidArgument for an id
+  // ValidLeaseId() refuses.
+  virtual Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) {
+    (void)key;
+    (void)lease_id;
+    return InvalidArgument("store " + Name() + " does not hold concurrency leases");
+  }
 };
 
 // Decides a single item through a store: convenience for callers without batches.
