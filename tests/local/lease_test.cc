@@ -2,13 +2,10 @@
 // back at their expiry (driven by a ManualClock), bounded key count.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <barrier>
 #include <set>
 #include <string>
-#include <thread>
-#include <vector>
 
+#include "lease_cases.h"
 #include "tollgate/local_store.h"
 
 namespace tollgate {
@@ -43,55 +40,16 @@ TEST(LeaseLimitTest, ValidatesAndNamesTheField) {
 TEST(LocalLeaseTest, SimultaneousAcquiresGrantExactlyMaxInFlight) {
   ManualClock clock;
   auto store = MakeStore(&clock);
-  const LeaseLimit limit = *LeaseLimit::Create(5, Nanos(60 * kSecond));
-  std::atomic<int> granted{0};
-  std::barrier start(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      start.arrive_and_wait();
-      for (int i = 0; i < 100; ++i) {
-        if (store->AcquireLease("tenant", limit)->allowed) granted.fetch_add(1);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(granted.load(), 5);
+  testing::ExpectSimultaneousAcquiresGrantExactly(
+      {store.get()}, "tenant", *LeaseLimit::Create(5, Nanos(60 * kSecond)), kThreads, 100);
 }
 
 TEST(LocalLeaseTest, NeverMoreThanMaxInFlightWhileHoldersComeAndGo) {
   ManualClock clock;
   auto store = MakeStore(&clock);
-  constexpr int kMax = 3;
-  const LeaseLimit limit = *LeaseLimit::Create(kMax, Nanos(60 * kSecond));
-  std::atomic<int> in_flight{0}, peak{0}, granted{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 2000; ++i) {
-        auto d = store->AcquireLease("tenant", limit);
-        ASSERT_TRUE(d.ok());
-        if (!d->allowed) {
-          EXPECT_GT(d->retry_after.count(), 0);
-          continue;
-        }
-        const int now = in_flight.fetch_add(1) + 1;
-        int seen = peak.load();
-        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-        }
-        granted.fetch_add(1);
-        in_flight.fetch_sub(1);  // before the release: the count can only be high
-        EXPECT_TRUE(*store->ReleaseLease("tenant", d->lease_id));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_LE(peak.load(), kMax);
-  EXPECT_GT(granted.load(), 0);
-  // Everything was released: the key is gone and all slots are free.
-  EXPECT_EQ(store->Stats().lease_keys, 0u);
-  for (int i = 0; i < kMax; ++i) EXPECT_TRUE(store->AcquireLease("tenant", limit)->allowed);
-  EXPECT_FALSE(store->AcquireLease("tenant", limit)->allowed);
+  testing::ExpectNeverMoreThanMaxInFlight(
+      {store.get()}, "tenant", *LeaseLimit::Create(3, Nanos(60 * kSecond)), kThreads, 2000);
+  EXPECT_EQ(store->Stats().lease_keys, 1u);
 }
 
 TEST(LocalLeaseTest, LeakedLeasesComeBackAtTheirExpiry) {
