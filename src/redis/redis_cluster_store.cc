@@ -9,6 +9,7 @@
 
 #include "base/one_shot.h"
 #include "redis/cluster_slots.h"
+#include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
 
@@ -145,6 +146,9 @@ class RedisClusterStore::Impl {
     const Status why = UnavailableError("redis cluster store is shutting down");
     for (auto& [ep, node] : nodes_) node->Close(why);
   }
+
+  redis::LeaseIdSource& lease_ids() { return lease_ids_; }
+  const RedisOptions& node_options() const { return options_.node; }
 
   std::string KeyFor(std::string_view key) const {
     return redis::ClusterRedisKey(options_.node.key_prefix, key);
@@ -961,6 +965,7 @@ class RedisClusterStore::Impl {
   }
 
   const RedisClusterOptions options_;
+  redis::LeaseIdSource lease_ids_;
   const redis::TlsContextPtr tls_;  // null without TLS; shared by every node's connections
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -1092,6 +1097,21 @@ Result<RedisReply> RedisClusterStore::Command(std::string_view key, std::vector<
   impl_->CommandAsync(std::string(key), std::move(argv),
                       [w](Result<RedisReply> r) { w->Set(std::move(r)); });
   return w->Wait();
+}
+
+Result<LeaseDecision> RedisClusterStore::AcquireLease(std::string_view key,
+                                                      const LeaseLimit& limit) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  return redis::AcquireLease(
+      [&](std::vector<std::string> argv) { return Command(redis_key, std::move(argv)); }, redis_key,
+      limit, impl_->lease_ids(), impl_->node_options());
+}
+
+Result<bool> RedisClusterStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  return redis::ReleaseLease(
+      [&](std::vector<std::string> argv) { return Command(redis_key, std::move(argv)); }, redis_key,
+      lease_id, impl_->node_options());
 }
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {
