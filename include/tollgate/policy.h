@@ -36,6 +36,7 @@
 #include "tollgate/clock.h"
 #include "tollgate/config_error.h"
 #include "tollgate/decision.h"
+#include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/request.h"
 #include "tollgate/status.h"
@@ -66,6 +67,9 @@ struct RuleSummary {
   std::string group;  // rules of one group are tiers: the first that matches applies
   std::vector<std::string> limit_keys;
   Limit limit;
+  // Set for a concurrency rule ("algorithm": "concurrency"); `limit` is then
+  // max_in_flight per lease time as a fixed_window, for display only.
+  std::optional<LeaseLimit> lease;
   bool shadow = false;  // mode: shadow
   double enforce_percent = 100;
   // When the remote store fails: "open", "closed" or "degrade" for this rule's
@@ -205,6 +209,12 @@ struct EnforcerOptions {
   std::string unenforced_header = "Tollgate-Unenforced";
   // RFC 9457 problem types: base + "quota-exceeded" / "temporary-reduced-capacity".
   std::string problem_type_base = "https://iana.org/assignments/http-problem-types#";
+  // Whether the front end releases the leases of concurrency rules
+  // (CheckOutcome::leases, Enforcer::Release) when a request ends. When false,
+  // a request that a concurrency rule applies to is answered 503 (kUnavailable)
+  // instead of taking a lease nobody would give back. The asynchronous calls
+  // (CheckAsync, CheckItemsAsync) do not take leases yet and answer the same.
+  bool releases_leases = false;
   // Called for notable events (rollback guard trips, JWT key problems). Never on
   // every request. Must be thread-safe. Null: messages go to stderr.
   std::function<void(std::string_view message)> log;
@@ -285,6 +295,14 @@ struct RuleOutcome {
   Decision decision;
 };
 
+// A lease a concurrency rule took for an allowed request; give it back with
+// Enforcer::Release when the request ends (else it comes back at its expiry).
+struct HeldLease {
+  std::string rule;
+  std::string key;  // the store key
+  std::string id;
+};
+
 struct CheckOutcome {
   enum class Verdict { kAllow, kReject, kUnavailable };
   Verdict verdict = Verdict::kAllow;
@@ -297,6 +315,7 @@ struct CheckOutcome {
   Nanos delay{0};                    // leaky-bucket shaping: wait this long, then proceed
   int64_t retry_after_seconds = 0;   // the Retry-After sent (0 when none)
   Status status;                     // why kUnavailable (the store error), ok otherwise
+  std::vector<HeldLease> leases;     // allowed only: the concurrency leases to release
   uint64_t policy_generation = 0;    // PolicyStore generation decided with
   // Clock::Now() before the first and after the last store call, with
   // EnforcerOptions::time_store_calls; both 0 otherwise or when no store was called.
@@ -359,6 +378,12 @@ class Enforcer {
   // The handle of the ad-hoc rule `name` (ExplicitItem::handle): its counters
   // and rollback state, created on first use and kept for the Enforcer's life.
   RuleHandle HandleFor(std::string_view name);
+
+  // Gives back the leases of an allowed outcome (CheckOutcome::leases) when
+  // its request ends. Blocking (a store call per lease): never call it from a
+  // store callback. Returns the first store error; a lease that was already
+  // released or had expired is not an error.
+  Status Release(std::span<const HeldLease> leases);
 
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;

@@ -53,6 +53,7 @@ void Enforcer::Impl::DecideStoreless(Plan& plan) {
   for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
     const PlannedItem& item = plan.items[i];
     Decision& d = plan.decisions[i];
+    if (item.lease) continue;  // decided by AcquireLeases
     if (item.storeless == ExplicitItem::Storeless::kUnlimited) {
       d.allowed = true;
       d.limit = d.remaining = INT64_MAX;
@@ -69,11 +70,86 @@ void Enforcer::Impl::DecideStoreless(Plan& plan) {
   }
 }
 
+void Enforcer::Impl::AcquireLeases(Plan& plan) {
+  for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+    PlannedItem& item = plan.items[i];
+    if (!item.lease) continue;
+    Decision& d = plan.decisions[i];
+    d.limit = item.lease->max_in_flight();
+    if (plan.explain) {
+      // Explain charges nothing, and a lease cannot be peeked: report the rule only.
+      d.allowed = true;
+      d.remaining = d.limit;
+      plan.trace.push_back(item.name + ": concurrency leases are not peeked by explain");
+      continue;
+    }
+    if (!options_.releases_leases) {
+      plan.error = UnavailableError("rule '" + item.name +
+                                    "' limits concurrency, and this front end does not release "
+                                    "leases");
+      break;
+    }
+    if (plan.lease_denied) continue;  // rejected already: take no more slots
+    auto r = store_->AcquireLease(item.key, *item.lease);
+    if (!r.ok()) {
+      plan.error = r.status();
+      break;
+    }
+    d.allowed = r->allowed;
+    d.remaining = r->remaining;
+    d.retry_after = r->retry_after;
+    d.reset_after = r->allowed ? r->expires_in : r->retry_after;
+    if (r->allowed) {
+      item.lease_id = std::move(r->lease_id);
+    } else if (plan.Enforced(i)) {
+      plan.lease_denied = true;
+      plan.peek = true;  // the batch then charges nothing
+    }
+  }
+  if (!plan.error.ok()) SettleLeases(plan);
+}
+
+void Enforcer::Impl::SettleLeases(Plan& plan) {
+  if (plan.lease_denied && plan.error.ok()) {
+    for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+      if (plan.items[i].lease && !plan.decisions[i].allowed && plan.Enforced(i)) {
+        plan.allowed = false;
+        plan.unenforced = false;
+        if (plan.denied_item < 0) plan.denied_item = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  const bool keep = plan.error.ok() && plan.allowed;
+  std::vector<HeldLease> release;
+  for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+    PlannedItem& item = plan.items[i];
+    if (item.lease_id.empty()) continue;
+    HeldLease held{item.name, item.key, std::move(item.lease_id)};
+    item.lease_id.clear();
+    (keep ? plan.held : release).push_back(std::move(held));
+  }
+  // A failed release is not the request's failure: the lease expires.
+  (void)Release(release);
+}
+
+Status Enforcer::Impl::Release(std::span<const HeldLease> leases) {
+  Status first;
+  for (const HeldLease& lease : leases) {
+    auto r = store_->ReleaseLease(lease.key, lease.id);
+    if (!r.ok() && first.ok()) first = r.status();
+  }
+  return first;
+}
+
 CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   plan.decisions.assign(plan.items.size(), Decision{});
+  AcquireLeases(plan);
+  if (!plan.error.ok()) return Finish(plan);
   if (plan.StoreCount() == 0) {
     plan.allowed = true;
     DecideStoreless(plan);
+    SettleLeases(plan);
     return Finish(plan);
   }
   auto batch = plan.Batch(plan.StoreCount());
@@ -84,11 +160,19 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   }
   StoreCallEnded(plan);
   DecideStoreless(plan);
+  SettleLeases(plan);
   return Finish(plan);
 }
 
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
+  if (plan->HasLeases() && !plan->explain) {
+    // Lease calls block, and a release must not run on a store thread.
+    plan->error = UnavailableError(
+        "concurrency rules are decided by the synchronous Check / CheckItems only (for now)");
+    done(Finish(*plan));
+    return;
+  }
   if (plan->StoreCount() == 0) {
     plan->allowed = true;
     DecideStoreless(*plan);
@@ -157,6 +241,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   out.policy_generation = plan.generation;
   out.store_start_ns = plan.store_start_ns;
   out.store_end_ns = plan.store_end_ns;
+  out.leases = std::move(plan.held);
   out.trace = std::move(plan.trace);
   // Item indexes in policy order (the plan holds enforced, shadow, storeless).
   std::vector<size_t> by_order(plan.items.size());
@@ -267,6 +352,16 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     detail = "the cost of this request (" + std::to_string(denied.cost) +
              ") exceeds the capacity of policy '" + denied_name + "' (" +
              std::to_string(denied.limit.burst()) + "); it can never be allowed";
+  } else if (denied.lease) {
+    // A slot usually frees when a request ends, long before the soonest
+    // lease expires (retry_after, an upper bound): ask to retry within 1 s.
+    out.retry_after_seconds =
+        RetryAfterSeconds(std::min<Nanos>(d.retry_after, Nanos(1'000'000'000)), denied.key,
+                          options_.retry_after_jitter, options_.jitter_seed);
+    out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
+    detail = "concurrency limit of policy '" + denied_name + "' reached (" +
+             std::to_string(denied.lease->max_in_flight()) + " in flight); retry after " +
+             std::to_string(out.retry_after_seconds) + " s";
   } else {
     out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
                                                 options_.retry_after_jitter, options_.jitter_seed);
@@ -275,9 +370,10 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
              std::to_string(out.retry_after_seconds) + " s";
   }
   if (!options_.reason_header.empty()) {
-    out.headers.push_back(
-        {options_.reason_header, std::string(AlgorithmName(denied.limit.algorithm())) +
-                                     "_exceeded; policy=" + SfString(denied_name)});
+    out.headers.push_back({options_.reason_header,
+                           (denied.lease ? std::string("concurrency")
+                                         : std::string(AlgorithmName(denied.limit.algorithm()))) +
+                               "_exceeded; policy=" + SfString(denied_name)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});
@@ -389,6 +485,8 @@ void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
 RuleHandle Enforcer::HandleFor(std::string_view name) {
   return RuleHandle(impl_->HandleFor(std::string(name)));
 }
+
+Status Enforcer::Release(std::span<const HeldLease> leases) { return impl_->Release(leases); }
 
 std::string Enforcer::ClientIp(const RequestView& request) const {
   return impl_->ClientIp(request);

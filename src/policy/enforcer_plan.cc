@@ -80,7 +80,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
-  std::vector<PlannedItem> shadow;
+  std::vector<PlannedItem> shadow, leases;
   plan->items.reserve(policy->rules.size());
   std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
   size_t order = 0;
@@ -170,15 +170,27 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         item.shadow = RuleOutcome::ShadowReason::kRollout;
       }
     }
+    if (rule.lease) {
+      item.lease = rule.lease;
+      item.key = LeaseKey(rule.name, item.identity);
+      item.cost = 1;
+    }
     if (explain) {
       plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
-                            std::to_string(item.cost) + ", " + rule.limit.ToString() +
+                            std::to_string(item.cost) + ", " +
+                            (rule.lease ? rule.lease->ToString() : rule.limit.ToString()) +
                             ShadowText(item.shadow));
+    }
+    if (item.lease) {
+      leases.push_back(std::move(item));
+      continue;
     }
     AddItem(*plan, shadow, std::move(item));
   }
   plan->enforced_count = plan->items.size();
   for (auto& s : shadow) plan->items.push_back(std::move(s));
+  plan->storeless_count = leases.size();
+  for (auto& s : leases) plan->items.push_back(std::move(s));
   return plan;
 }
 
@@ -253,6 +265,14 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       if (static_cast<double>(bucket) >= rule->enforce_percent * 100) {
         item.shadow = RuleOutcome::ShadowReason::kRollout;
       }
+    }
+    if (rule && rule->lease && item.storeless == ExplicitItem::Storeless::kNo && !it.limit &&
+        !it.limit_override) {
+      item.lease = rule->lease;
+      item.key = LeaseKey(item.name, item.identity);
+      item.cost = 1;
+      storeless.push_back(std::move(item));
+      continue;
     }
     if (item.storeless != ExplicitItem::Storeless::kNo) {
       const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
