@@ -6,16 +6,18 @@
 namespace tollgate::redis {
 namespace {
 
+// `now` in microseconds: ARGV[now_arg] when the caller passed its clock, else Redis TIME.
+std::string ScriptWithNow(int now_arg, std::string_view body) {
+  const std::string arg = "ARGV[" + std::to_string(now_arg) + "]";
+  return "local now\nif " + arg + " then\n  now = tonumber(" + arg +
+         ")\nelse\n  local t = redis.call('TIME')\n"
+         "  now = tonumber(t[1]) * 1000000 + tonumber(t[2])\nend" +
+         std::string(body);
+}
+
 // KEYS[1]: the lease set. ARGV: max_in_flight, lease_us, lease_id[, now_us].
 // Returns {1, live after, 0} or {0, live, us until the soonest expiry}.
-constexpr std::string_view kAcquireScript = R"lua(
-local now
-if ARGV[4] then
-  now = tonumber(ARGV[4])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+constexpr std::string_view kAcquireBody = R"lua(
 local max = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -34,20 +36,23 @@ return {1, live + 1, 0}
 
 // KEYS[1]: the lease set. ARGV: lease_id[, now_us]. Returns 1 when the lease
 // was live, 0 when unknown or already expired (removed either way).
-constexpr std::string_view kReleaseScript = R"lua(
-local now
-if ARGV[2] then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+constexpr std::string_view kReleaseBody = R"lua(
 local expires = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not expires then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 if tonumber(expires) > now then return 1 end
 return 0
 )lua";
+
+const std::string& AcquireScript() {
+  static const std::string script = ScriptWithNow(4, kAcquireBody);
+  return script;
+}
+
+const std::string& ReleaseScript() {
+  static const std::string script = ScriptWithNow(2, kReleaseBody);
+  return script;
+}
 
 bool IsInteger(const RedisReply& r) { return r.type == RedisReply::Type::kInteger; }
 
@@ -82,18 +87,20 @@ std::vector<std::string> AcquireLeaseArgv(const std::string& redis_key, const Le
                                           std::optional<int64_t> now_us) {
   // Round the lease up to whole microseconds: never shorter than asked.
   const int64_t lease_us = (limit.lease_ns() + 999) / 1000;
-  std::vector<std::string> argv{
-      "EVAL",    std::string(kAcquireScript),           "1",
-      redis_key, std::to_string(limit.max_in_flight()), std::to_string(lease_us),
-      lease_id};
+  std::vector<std::string> argv{"EVAL",
+                                AcquireScript(),
+                                "1",
+                                redis_key,
+                                std::to_string(limit.max_in_flight()),
+                                std::to_string(lease_us),
+                                lease_id};
   if (now_us) argv.push_back(std::to_string(*now_us));
   return argv;
 }
 
 std::vector<std::string> ReleaseLeaseArgv(const std::string& redis_key, std::string_view lease_id,
                                           std::optional<int64_t> now_us) {
-  std::vector<std::string> argv{"EVAL", std::string(kReleaseScript), "1", redis_key,
-                                std::string(lease_id)};
+  std::vector<std::string> argv{"EVAL", ReleaseScript(), "1", redis_key, std::string(lease_id)};
   if (now_us) argv.push_back(std::to_string(*now_us));
   return argv;
 }
