@@ -71,6 +71,9 @@ struct LeaseDecision {
   // Allowed: the new lease's lifetime (lease_time). Zero when denied.
   Nanos expires_in{0};
   std::string lease_id;  // allowed: the id to release; empty when denied
+  // False when a failure mode answered without the backend (ResilientStore
+  // fail-open): allowed, no lease held, nothing to release.
+  bool enforced = true;
 };
 
 }  // namespace tollgate

@@ -97,6 +97,10 @@ class RedisClusterStore final : public Store {
   bool SupportsLeases() const override { return true; }
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
   Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                         LeaseCallback done) override;
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         ReleaseCallback done) override;
 
   // Runs one plain command (e.g. {"EVAL", script, "1", key, ...}) on the master
   // owning the slot of `key`, a Redis key as sent (its {hash tag} decides the

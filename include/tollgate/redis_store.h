@@ -155,6 +155,10 @@ class RedisStore final : public Store {
   bool SupportsLeases() const override { return true; }
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
   Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                         LeaseCallback done) override;
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         ReleaseCallback done) override;
 
   // Runs one plain command (e.g. {"SET", k, v, "PX", "3000"}) on the pool, with
   // the same timeouts. Error replies come back as a value of Type::kError.

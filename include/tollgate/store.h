@@ -104,6 +104,20 @@ class Store {
     (void)lease_id;
     return InvalidArgument("store " + Name() + " does not hold concurrency leases");
   }
+  // The same without blocking: `done` runs exactly once, inline or on a store
+  // thread, and must not block. `key` and `lease_id` are copied before the call
+  // returns. The defaults run the blocking calls inline (an in-memory store);
+  // a remote store (AsyncNative) overrides them.
+  using LeaseCallback = std::function<void(Result<LeaseDecision>)>;
+  using ReleaseCallback = std::function<void(Result<bool>)>;
+  virtual void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                 LeaseCallback done) {
+    done(AcquireLease(key, limit));
+  }
+  virtual void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                 ReleaseCallback done) {
+    done(ReleaseLease(key, lease_id));
+  }
 };
 
 // Decides a single item through a store: convenience for callers without batches.

@@ -136,23 +136,33 @@ Result<LeaseDecision> ParseAcquireLeaseReply(Result<RedisReply> reply, const Lea
   return d;
 }
 
-Result<LeaseDecision> AcquireLease(const LeaseCommand& command, const std::string& redis_key,
-                                   const LeaseLimit& limit, LeaseIdSource& ids,
-                                   const RedisOptions& options) {
+void AcquireLease(const LeaseCommand& command, const std::string& redis_key,
+                  const LeaseLimit& limit, LeaseIdSource& ids, const RedisOptions& options,
+                  Store::LeaseCallback done) {
   std::string id = ids.Next();
-  auto reply = command(AcquireLeaseArgv(redis_key, limit, id, ClientNowUs(options)));
-  return ParseAcquireLeaseReply(std::move(reply), limit, std::move(id));
+  auto argv = AcquireLeaseArgv(redis_key, limit, id, ClientNowUs(options));
+  command(std::move(argv),
+          [limit, id = std::move(id), done = std::move(done)](Result<RedisReply> reply) mutable {
+            done(ParseAcquireLeaseReply(std::move(reply), limit, std::move(id)));
+          });
 }
 
-Result<bool> ReleaseLease(const LeaseCommand& command, const std::string& redis_key,
-                          std::string_view lease_id, const RedisOptions& options) {
+void ReleaseLease(const LeaseCommand& command, const std::string& redis_key,
+                  std::string_view lease_id, const RedisOptions& options,
+                  Store::ReleaseCallback done) {
   if (!ValidLeaseId(lease_id)) {
-    return InvalidArgument("lease_id: must be 1 to 32 lowercase hex digits");
+    done(InvalidArgument("lease_id: must be 1 to 32 lowercase hex digits"));
+    return;
   }
-  auto released =
-      IntegerReply(command(ReleaseLeaseArgv(redis_key, lease_id, ClientNowUs(options))));
-  if (!released.ok()) return released.status();
-  return *released == 1;
+  command(ReleaseLeaseArgv(redis_key, lease_id, ClientNowUs(options)),
+          [done = std::move(done)](Result<RedisReply> reply) {
+            auto released = IntegerReply(std::move(reply));
+            if (!released.ok()) {
+              done(released.status());
+              return;
+            }
+            done(*released == 1);
+          });
 }
 
 }  // namespace tollgate::redis

@@ -56,17 +56,21 @@ std::vector<std::string> ReleaseLeaseArgv(const std::string& redis_key, std::str
 Result<LeaseDecision> ParseAcquireLeaseReply(Result<RedisReply> reply, const LeaseLimit& limit,
                                              std::string lease_id);
 
-// A store's blocking Command, bound to the routing of the lease set's key.
-using LeaseCommand = std::function<Result<RedisReply>(std::vector<std::string>)>;
+// A store's CommandAsync, bound to the routing of the lease set's key: sends
+// argv and calls back exactly once with the reply.
+using LeaseCommand =
+    std::function<void(std::vector<std::string>, std::function<void(Result<RedisReply>)>)>;
 
 // The whole acquire / release for a store: draws the id, picks the clock
 // (options.use_client_clock), runs the script through `command`, parses the
-// reply. Release refuses a malformed id (kInvalidArgument) before any I/O.
-Result<LeaseDecision> AcquireLease(const LeaseCommand& command, const std::string& redis_key,
-                                   const LeaseLimit& limit, LeaseIdSource& ids,
-                                   const RedisOptions& options);
-Result<bool> ReleaseLease(const LeaseCommand& command, const std::string& redis_key,
-                          std::string_view lease_id, const RedisOptions& options);
+// reply, calls `done` exactly once (on the store's thread, or inline).
+// Release refuses a malformed id (kInvalidArgument) before any I/O.
+void AcquireLease(const LeaseCommand& command, const std::string& redis_key,
+                  const LeaseLimit& limit, LeaseIdSource& ids, const RedisOptions& options,
+                  Store::LeaseCallback done);
+void ReleaseLease(const LeaseCommand& command, const std::string& redis_key,
+                  std::string_view lease_id, const RedisOptions& options,
+                  Store::ReleaseCallback done);
 
 }  // namespace tollgate::redis
 

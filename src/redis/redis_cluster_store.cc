@@ -1099,19 +1099,37 @@ Result<RedisReply> RedisClusterStore::Command(std::string_view key, std::vector<
   return w->Wait();
 }
 
+void RedisClusterStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                          LeaseCallback done) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  redis::AcquireLease(
+      [this, redis_key](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(redis_key, std::move(argv), std::move(cb));
+      },
+      redis_key, limit, impl_->lease_ids(), impl_->node_options(), std::move(done));
+}
+
+void RedisClusterStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                          ReleaseCallback done) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  redis::ReleaseLease(
+      [this, redis_key](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(redis_key, std::move(argv), std::move(cb));
+      },
+      redis_key, lease_id, impl_->node_options(), std::move(done));
+}
+
 Result<LeaseDecision> RedisClusterStore::AcquireLease(std::string_view key,
                                                       const LeaseLimit& limit) {
-  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
-  return redis::AcquireLease(
-      [&](std::vector<std::string> argv) { return Command(redis_key, std::move(argv)); }, redis_key,
-      limit, impl_->lease_ids(), impl_->node_options());
+  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
+  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 Result<bool> RedisClusterStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
-  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
-  return redis::ReleaseLease(
-      [&](std::vector<std::string> argv) { return Command(redis_key, std::move(argv)); }, redis_key,
-      lease_id, impl_->node_options());
+  auto w = std::make_shared<base::OneShot<Result<bool>>>();
+  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {

@@ -245,17 +245,36 @@ Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }
 
-Result<LeaseDecision> RedisStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
-  return redis::AcquireLease(
-      [this](std::vector<std::string> argv) { return Command(std::move(argv)); },
+void RedisStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                   LeaseCallback done) {
+  redis::AcquireLease(
+      [this](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(std::move(argv), std::move(cb));
+      },
       RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), limit, impl_->lease_ids_,
-      impl_->options_);
+      impl_->options_, std::move(done));
+}
+
+void RedisStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                   ReleaseCallback done) {
+  redis::ReleaseLease(
+      [this](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(std::move(argv), std::move(cb));
+      },
+      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), lease_id, impl_->options_,
+      std::move(done));
+}
+
+Result<LeaseDecision> RedisStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
+  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
+  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 Result<bool> RedisStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
-  return redis::ReleaseLease(
-      [this](std::vector<std::string> argv) { return Command(std::move(argv)); },
-      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), lease_id, impl_->options_);
+  auto w = std::make_shared<base::OneShot<Result<bool>>>();
+  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 std::string RedisStore::RedisKeyFor(std::string_view key) const {
