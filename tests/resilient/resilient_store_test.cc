@@ -280,6 +280,52 @@ TEST_F(ResilientStoreTest, DegradeDecidesAtTheFraction) {
   EXPECT_EQ(store_->Stats().degraded_decisions, 22u);
 }
 
+// Leases pass through while the primary answers; in an outage the store's
+// mode answers: open admits without a lease, closed refuses, degrade holds
+// leases locally at the share and releases them there.
+TEST_F(ResilientStoreTest, LeasesPassThroughAndFollowTheModeInAnOutage) {
+  const LeaseLimit limit = *LeaseLimit::Create(4, std::chrono::seconds(30));
+  for (FailureMode mode : {FailureMode::kOpen, FailureMode::kClosed, FailureMode::kDegrade}) {
+    SCOPED_TRACE(std::string(FailureModeName(mode)));
+    Make(Options(mode));
+    ASSERT_TRUE(store_->SupportsLeases());
+    auto held = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_TRUE(held->allowed && held->enforced);
+    auto released = store_->ReleaseLease("r\x1fk", held->lease_id);
+    ASSERT_TRUE(released.ok());
+    EXPECT_TRUE(*released);
+
+    fake_->fail = StatusCode::kConnection;
+    auto down = store_->AcquireLease("r\x1fk", limit);
+    if (mode == FailureMode::kClosed) {
+      EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
+      continue;
+    }
+    ASSERT_TRUE(down.ok()) << down.status().ToString();
+    if (mode == FailureMode::kOpen) {
+      EXPECT_TRUE(down->allowed);
+      EXPECT_FALSE(down->enforced);
+      EXPECT_TRUE(down->lease_id.empty());
+      continue;
+    }
+    // Degrade: 4 x 0.5 = 2 local slots.
+    EXPECT_TRUE(down->allowed && down->enforced);
+    auto second = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(second.ok());
+    EXPECT_TRUE(second->allowed);
+    auto third = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(third.ok());
+    EXPECT_FALSE(third->allowed);
+    auto back = store_->ReleaseLease("r\x1fk", down->lease_id);
+    ASSERT_TRUE(back.ok());
+    EXPECT_TRUE(*back) << "released in the local table while the primary is down";
+    auto again = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->allowed);
+  }
+}
+
 TEST_F(ResilientStoreTest, DegradeDividesByTheFleet) {
   auto o = Options(FailureMode::kDegrade);
   o.fleet = std::make_unique<FixedFleet>(4);
