@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tollgate/clock.h"
@@ -212,8 +213,8 @@ struct EnforcerOptions {
   // Whether the front end releases the leases of concurrency rules
   // (CheckOutcome::leases, Enforcer::Release) when a request ends. When false,
   // a request that a concurrency rule applies to is answered 503 (kUnavailable)
-  // instead of taking a lease nobody would give back. The asynchronous calls
-  // (CheckAsync, CheckItemsAsync) do not take leases yet and answer the same.
+  // instead of taking a lease nobody would give back. Applies to the
+  // synchronous and asynchronous calls alike (both take leases).
   bool releases_leases = false;
   // Called for notable events (rollback guard trips, JWT key problems). Never on
   // every request. Must be thread-safe. Null: messages go to stderr.
@@ -341,8 +342,13 @@ struct RuleCounters {
   uint64_t unenforced = 0;       // answered by a failure mode without a store decision
   uint64_t unavailable = 0;      // store failed: 503
   uint64_t missing_key = 0;      // rule skipped or shared bucket used: key source absent
-  bool rolled_back = false;      // the rollback guard switched this rule to shadow
-  std::string rollback_reason;   // why, when rolled_back
+  // Concurrency rules (this process): leases taken, given back while live,
+  // and given back after they had expired (or twice, or unknown ids).
+  uint64_t leases_acquired = 0;
+  uint64_t leases_released = 0;
+  uint64_t leases_expired = 0;
+  bool rolled_back = false;     // the rollback guard switched this rule to shadow
+  std::string rollback_reason;  // why, when rolled_back
 };
 
 class Enforcer {
@@ -384,6 +390,11 @@ class Enforcer {
   // store callback. Returns the first store error; a lease that was already
   // released or had expired is not an error.
   Status Release(std::span<const HeldLease> leases);
+  // The same without blocking (safe on an event loop and in a store
+  // callback): `done`, if given, runs once with how many leases were still
+  // live, inline or on a store thread.
+  void ReleaseAsync(std::vector<HeldLease> leases,
+                    std::function<void(int64_t released)> done = nullptr);
 
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;
@@ -395,11 +406,46 @@ class Enforcer {
   const EnforcerOptions& options() const;
   PolicyStore& policies() const;
 
+  // Lease tokens for front ends that hand leases to clients (/v1/decide):
+  // "<lease id>.<store key in hex>", at most kMaxLeaseTokenLength characters.
+  // Not a secret beyond the id's 128 random bits; a forged or stale token only
+  // releases nothing. ParseLeaseToken refuses (kInvalidArgument, saying why)
+  // a malformed token and one whose key is not a concurrency rule of the
+  // current policy, so a release can only ever touch a lease set.
+  static constexpr size_t kMaxLeaseTokenLength = 2048;
+  static std::string LeaseToken(const HeldLease& lease);
+  Result<HeldLease> ParseLeaseToken(std::string_view token) const;
+
   class Impl;
 
  private:
   explicit Enforcer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// Gives back an allowed outcome's leases when it goes out of scope (RAII):
+// hold one for as long as the request is in flight. Releases through
+// Enforcer::ReleaseAsync, so destroying it never blocks. Move-only; the
+// Enforcer must outlive it.
+class LeaseRelease {
+ public:
+  LeaseRelease() = default;
+  LeaseRelease(Enforcer& enforcer, std::vector<HeldLease> leases)
+      : enforcer_(&enforcer), leases_(std::move(leases)) {}
+  LeaseRelease(LeaseRelease&& other) noexcept
+      : enforcer_(std::exchange(other.enforcer_, nullptr)), leases_(std::move(other.leases_)) {
+    other.leases_.clear();
+  }
+  LeaseRelease& operator=(LeaseRelease&& other) noexcept;
+  LeaseRelease(const LeaseRelease&) = delete;
+  LeaseRelease& operator=(const LeaseRelease&) = delete;
+  ~LeaseRelease();
+
+  const std::vector<HeldLease>& leases() const { return leases_; }
+
+ private:
+  Enforcer* enforcer_ = nullptr;
+  std::vector<HeldLease> leases_;
 };
 
 // The bucket key for (rule, identity): "<rule>\x1f<algorithm>\x1f<identity>".

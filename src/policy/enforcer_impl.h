@@ -134,10 +134,17 @@ class Enforcer::Impl {
   void RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   // Concurrency rules: takes the leases before the batch (a denial makes the
   // batch a peek, so nothing is charged), then keeps them for an allowed
-  // outcome or gives them back. Blocking store calls: synchronous paths only.
+  // outcome or gives them back (AcquireLeasesAsync: the same one store call
+  // at a time, then `next`). Releases never block.
   void AcquireLeases(Plan& plan);
+  void AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i, std::function<void()> next);
+  void RunBatchAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
+  bool NeedsLease(Plan& plan, size_t i);
+  void AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r);
   void SettleLeases(Plan& plan);
   Status Release(std::span<const HeldLease> leases);
+  void ReleaseAsync(std::vector<HeldLease> leases, std::function<void(int64_t)> done = nullptr);
+  RuleState* LeaseState(std::string_view rule);
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }

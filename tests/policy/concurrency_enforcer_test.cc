@@ -120,14 +120,89 @@ TEST(ConcurrencyRule, FrontEndsThatDoNotReleaseGet503) {
   EXPECT_TRUE(h.Check(other).allowed());
 }
 
-TEST(ConcurrencyRule, AsyncChecksDoNotTakeLeasesYet) {
+CheckOutcome CheckAsync(Harness& h, TestRequest& r) {
+  std::promise<CheckOutcome> p;
+  h.enforcer->CheckAsync(r.View(), [&](CheckOutcome o) { p.set_value(std::move(o)); });
+  return p.get_future().get();
+}
+
+TEST(ConcurrencyRule, AsyncChecksTakeLeasesAndReleaseAsyncGivesThemBack) {
   Harness h(kPolicy, Releasing());
   TestRequest a = Tenant("acme");
-  std::promise<CheckOutcome> p;
-  h.enforcer->CheckAsync(a.View(), [&](CheckOutcome o) { p.set_value(std::move(o)); });
-  CheckOutcome o = p.get_future().get();
-  EXPECT_EQ(o.http_status, 503);
-  EXPECT_EQ(h.store->Stats().lease_keys, 0u);
+  CheckOutcome first = CheckAsync(h, a), second = CheckAsync(h, a);
+  ASSERT_TRUE(first.allowed() && second.allowed()) << first.status.ToString();
+  ASSERT_EQ(first.leases.size(), 1u);
+  CheckOutcome third = CheckAsync(h, a);
+  EXPECT_EQ(third.http_status, 429);
+  EXPECT_TRUE(third.leases.empty());
+  std::promise<int64_t> released;
+  h.enforcer->ReleaseAsync(first.leases, [&](int64_t n) { released.set_value(n); });
+  EXPECT_EQ(released.get_future().get(), 1);
+  // Twice: harmless, and reported as not live.
+  std::promise<int64_t> again;
+  h.enforcer->ReleaseAsync(first.leases, [&](int64_t n) { again.set_value(n); });
+  EXPECT_EQ(again.get_future().get(), 0);
+  EXPECT_TRUE(CheckAsync(h, a).allowed());
+  std::vector<RuleCounters> counters = h.enforcer->Counters();
+  for (const auto& c : counters) {
+    if (c.rule != "inflight") continue;
+    EXPECT_EQ(c.leases_acquired, 3u);
+    EXPECT_EQ(c.leases_released, 1u);
+    EXPECT_EQ(c.leases_expired, 1u);
+  }
+}
+
+TEST(ConcurrencyRule, LeaseReleaseGivesLeasesBackWhenItGoesOutOfScope) {
+  Harness h(kPolicy, Releasing());
+  TestRequest a = Tenant("acme");
+  {
+    LeaseRelease one(*h.enforcer, h.Check(a).leases);
+    LeaseRelease two(*h.enforcer, h.Check(a).leases);
+    EXPECT_EQ(h.Check(a).http_status, 429);
+    LeaseRelease moved = std::move(two);  // the move keeps one release
+    EXPECT_TRUE(two.leases().empty());
+  }
+  // Both given back (the rate rule's burst of 3 allows one more request):
+  // this one holds the only live lease, one slot is free.
+  CheckOutcome after = h.Check(a);
+  ASSERT_TRUE(after.allowed());
+  ASSERT_EQ(after.rules[0].rule, "inflight");
+  EXPECT_EQ(after.rules[0].decision.remaining, 1);
+}
+
+TEST(ConcurrencyRule, AllowedOutcomesDescribeTheConcurrencyLimitInHeaders) {
+  Harness h(kPolicy, Releasing());
+  TestRequest a = Tenant("acme");
+  CheckOutcome o = h.Check(a);
+  ASSERT_TRUE(o.allowed());
+  const std::string rl = FindHeader(o, "RateLimit");
+  // limit 2 in flight, one taken: one free slot.
+  EXPECT_NE(rl.find("\"inflight\";r=1"), std::string::npos) << rl;
+  EXPECT_NE(FindHeader(o, "RateLimit-Policy").find("\"inflight\";q=2"), std::string::npos)
+      << FindHeader(o, "RateLimit-Policy");
+}
+
+TEST(ConcurrencyRule, LeaseTokensRoundTripAndRefuseWhatIsNotALeaseSet) {
+  Harness h(kPolicy, Releasing());
+  TestRequest a = Tenant("acme");
+  CheckOutcome o = h.Check(a);
+  ASSERT_EQ(o.leases.size(), 1u);
+  const std::string token = Enforcer::LeaseToken(o.leases[0]);
+  auto back = h.enforcer->ParseLeaseToken(token);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->rule, "inflight");
+  EXPECT_EQ(back->key, o.leases[0].key);
+  EXPECT_EQ(back->id, o.leases[0].id);
+  // A rate rule's bucket key, bad hex, no id, an overlong token: refused.
+  HeldLease bucket{"rate",
+                   "rate\x1ftoken_bucket\x1f"
+                   "acme",
+                   o.leases[0].id};
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken(Enforcer::LeaseToken(bucket)).ok());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken(o.leases[0].id + ".0g").ok());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken("." + token.substr(token.find('.') + 1)).ok());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken(std::string(5000, 'a')).ok());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken("").ok());
 }
 
 }  // namespace
