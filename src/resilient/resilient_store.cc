@@ -228,18 +228,7 @@ class ResilientStore::Impl {
   Result<LeaseDecision> SettleLease(const CircuitBreaker::Permit& permit, int64_t started,
                                     Result<LeaseDecision> r, std::string_view key,
                                     const LeaseLimit& limit) {
-    if (r.ok() || !IsOutage(r.status().code())) {
-      breaker_.Record(permit, true);
-      NoteAnswer();
-      Bump(primary_decisions_);
-      return r;
-    }
-    Bump(primary_failures_);
-    if (r.status().code() == StatusCode::kTimeout && NoAnswerSince(started)) {
-      breaker_.RecordNoAnswer(permit);
-    } else {
-      breaker_.Record(permit, false);
-    }
+    if (Record(permit, started, r.ok() ? Status() : r.status())) return r;
     return LeaseFallback(key, limit);
   }
 
@@ -278,23 +267,31 @@ class ResilientStore::Impl {
   // `started` is options_.clock->Now() when the call was sent.
   Result<BatchDecision> Settle(const CircuitBreaker::Permit& permit, int64_t started,
                                Result<BatchDecision> r, std::span<const AcquireItem> items) {
-    if (r.ok() || !IsOutage(r.status().code())) {
+    if (Record(permit, started, r.ok() ? Status() : r.status())) return r;
+    return Fallback(items);
+  }
+
+  // Records the primary's outcome (`status` of a call sent at `started`) on
+  // the breaker and in the counters; true when the primary answered (its
+  // answer stands), false for an outage (the mode answers).
+  bool Record(const CircuitBreaker::Permit& permit, int64_t started, const Status& status) {
+    if (status.ok() || !IsOutage(status.code())) {
       breaker_.Record(permit, true);
       NoteAnswer();
       Bump(primary_decisions_);
-      return r;
+      return true;
     }
     Bump(primary_failures_);
     // A call that met its deadline while the primary answered nothing since it
     // was sent (or nothing at all yet): the primary is hung, not slow on one
     // call. Open now, so that no caller waits the deadline a second time while
     // the streak fills up.
-    if (r.status().code() == StatusCode::kTimeout && NoAnswerSince(started)) {
+    if (status.code() == StatusCode::kTimeout && NoAnswerSince(started)) {
       breaker_.RecordNoAnswer(permit);
     } else {
       breaker_.Record(permit, false);
     }
-    return Fallback(items);
+    return false;
   }
 
   // Remembers that the primary answered (to kAnswerGrainNs: at most one store
