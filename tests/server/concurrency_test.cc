@@ -153,10 +153,16 @@ TEST_P(ConcurrencyE2E, GatewayHoldsAtMostMaxInFlightAtTheUpstreamAndReleasesWhen
   EXPECT_GT(passed.load(), kMaxInFlight);
   EXPECT_EQ(upstream.in_flight(), 0);
 
-  // Metrics count the leases; all were given back.
-  auto metrics = Fetch(s->admin_port, "GET", "/metrics");
-  EXPECT_NE(metrics.body.find("tollgate_leases_in_flight{rule=\"inflight\"} 0"), std::string::npos)
-      << metrics.body;
+  // Metrics count the leases; all are given back (releases run after the
+  // response was sent, so the last ones may still be on their way).
+  std::string metrics;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        metrics = Fetch(s->admin_port, "GET", "/metrics").body;
+        return metrics.find("tollgate_leases_in_flight{rule=\"inflight\"} 0") != std::string::npos;
+      },
+      10s))
+      << metrics;
 }
 
 // A request whose upstream fails (the connection drops mid-body) still gives
