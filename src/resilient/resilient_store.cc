@@ -116,14 +116,22 @@ class ResilientStore::Impl {
     return Settle(permit, started, std::move(r), items);
   }
 
-  // The primary's AcquireAsync, waited for at most call_deadline; a late answer
-  // is dropped (its callback only fills the shared slot nobody reads any more).
+  // The primary's AcquireAsync, waited for at most call_deadline.
   Result<BatchDecision> GuardedAcquire(std::span<const AcquireItem> items) {
+    return Guarded<BatchDecision>(
+        [&](auto done) { primary_->AcquireAsync(items, std::move(done)); });
+  }
+
+  // Starts a primary call (`start` takes its callback) and waits for its
+  // answer at most call_deadline on the I/O clock; a late answer is dropped
+  // (its callback only fills the shared slot nobody reads any more).
+  template <typename T, typename Start>
+  Result<T> Guarded(Start&& start) {
     const Clock& io_clock = *options_.io_clock;
     const int64_t deadline = io_clock.Now() + options_.call_deadline.count();
-    auto slot = std::make_shared<base::OneShot<Result<BatchDecision>>>();
-    primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) { slot->Set(std::move(r)); });
-    std::optional<Result<BatchDecision>> result = slot->WaitUntil(io_clock, deadline);
+    auto slot = std::make_shared<base::OneShot<Result<T>>>();
+    start([slot](Result<T> r) { slot->Set(std::move(r)); });
+    std::optional<Result<T>> result = slot->WaitUntil(io_clock, deadline);
     if (!result) {
       Bump(deadline_expired_);
       return TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
@@ -165,8 +173,7 @@ class ResilientStore::Impl {
   }
 
   // Leases: through the breaker like a batch; the store's default mode answers
-  // an outage (rules' own failure modes tag batch items only). A lease granted
-  // after the sync call's deadline is not used and comes back at its expiry.
+  // an outage (rules' own failure modes tag batch items only).
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) {
     const CircuitBreaker::Permit permit = breaker_.Allow();
     if (!permit.admitted()) {
@@ -174,21 +181,15 @@ class ResilientStore::Impl {
       return LeaseFallback(key, limit);
     }
     const int64_t started = options_.clock->Now();
-    auto slot = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
-    primary_->AcquireLeaseAsync(key, limit,
-                                [slot](Result<LeaseDecision> r) { slot->Set(std::move(r)); });
-    std::optional<Result<LeaseDecision>> r;
     if (options_.call_deadline > Nanos(0)) {
-      r = slot->WaitFor(options_.call_deadline);
-      if (!r) {
-        Bump(deadline_expired_);
-        r = TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
-                         std::to_string(options_.call_deadline.count() / 1'000'000) + "ms");
-      }
-    } else {
-      r = slot->Wait();
+      // A lease granted after the deadline is not used and comes back at its expiry.
+      return SettleLease(permit, started, Guarded<LeaseDecision>([&](auto done) {
+                           primary_->AcquireLeaseAsync(key, limit, std::move(done));
+                         }),
+                         key, limit);
     }
-    return SettleLease(permit, started, std::move(*r), key, limit);
+    Result<LeaseDecision> r = primary_->AcquireLease(key, limit);
+    return SettleLease(permit, started, std::move(r), key, limit);
   }
 
   void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit, Store::LeaseCallback done) {

@@ -580,23 +580,35 @@ class HangingStore final : public Store {
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(done));
   }
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view, const LeaseLimit&) override {
+    return InternalError("the guard must use AcquireLeaseAsync");
+  }
+  void AcquireLeaseAsync(std::string_view, const LeaseLimit&, LeaseCallback done) override {
+    std::lock_guard<std::mutex> lock(mu);
+    held_leases.push_back(std::move(done));
+  }
   std::string Name() const override { return "hanging"; }
   void ReleaseAll() {
     std::vector<Callback> callbacks;
+    std::vector<LeaseCallback> lease_callbacks;
     {
       std::lock_guard<std::mutex> lock(mu);
       callbacks.swap(held);
+      lease_callbacks.swap(held_leases);
     }
     for (auto& cb : callbacks) cb(ConnectionError("released late"));
+    for (auto& cb : lease_callbacks) cb(ConnectionError("released late"));
   }
   size_t HeldCount() {
     std::lock_guard<std::mutex> lock(mu);
-    return held.size();
+    return held.size() + held_leases.size();
   }
 
   bool answer_at_once = false;
   std::mutex mu;
-  std::vector<Callback> held;  // guarded by mu
+  std::vector<Callback> held;              // guarded by mu
+  std::vector<LeaseCallback> held_leases;  // guarded by mu
 };
 
 TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
@@ -636,9 +648,10 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
 
 // call_deadline is timed on io_clock (Clock::WaitUntil): with a ManualClock
 // the guard expires when the test moves the clock, never on real time alone.
-// One kOpen store over a HangingStore, and one caller thread in Acquire().
+// One kOpen store over a HangingStore, and one caller thread in Acquire() (or
+// AcquireLease()).
 struct IoClockGuard {
-  explicit IoClockGuard(Nanos deadline) {
+  explicit IoClockGuard(Nanos deadline, bool lease = false) {
     ResilientStoreOptions o;
     o.mode = FailureMode::kOpen;
     o.background = false;
@@ -647,10 +660,15 @@ struct IoClockGuard {
     auto hanging = std::make_unique<HangingStore>();
     primary = hanging.get();
     store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
-    caller = std::thread([this] {
-      AcquireItem item{"r\x1fk", &limit, 1};
-      auto r = store->Acquire({&item, 1});
-      unenforced = r.ok() && !r->enforced;
+    caller = std::thread([this, lease] {
+      if (lease) {
+        auto r = store->AcquireLease("r\x1fk", *LeaseLimit::Create(2, std::chrono::seconds(5)));
+        unenforced = r.ok() && r->allowed && !r->enforced;
+      } else {
+        AcquireItem item{"r\x1fk", &limit, 1};
+        auto r = store->Acquire({&item, 1});
+        unenforced = r.ok() && !r->enforced;
+      }
       returned = true;
     });
   }
@@ -678,6 +696,19 @@ TEST(CallDeadlineTest, TheDeadlineRunsOnTheInjectedIoClock) {
   g.caller.join();
   ASSERT_TRUE(expired) << "the guard did not expire when its clock passed the deadline";
   EXPECT_TRUE(g.unenforced.load());
+  EXPECT_EQ(g.store->Stats().deadline_expired, 1u);
+}
+
+TEST(CallDeadlineTest, ALeaseCallsDeadlineRunsOnTheInjectedIoClock) {
+  IoClockGuard g(std::chrono::hours(1), /*lease=*/true);
+  ASSERT_TRUE(testing::WaitFor([&] { return g.primary->HeldCount() == 1; }));
+  EXPECT_FALSE(g.returned.load());
+  g.io.Advance(std::chrono::hours(1));
+  const bool expired = testing::WaitFor([&] { return g.returned.load(); });
+  if (!expired) g.primary->ReleaseAll();
+  g.caller.join();
+  ASSERT_TRUE(expired) << "the lease call did not expire when its clock passed the deadline";
+  EXPECT_TRUE(g.unenforced.load());  // kOpen: admitted without a lease
   EXPECT_EQ(g.store->Stats().deadline_expired, 1u);
 }
 
