@@ -52,6 +52,13 @@ TEST(LocalLeaseTest, NeverMoreThanMaxInFlightWhileHoldersComeAndGo) {
   EXPECT_EQ(store->Stats().lease_keys, 1u);
 }
 
+TEST(LocalLeaseTest, AsyncCallsGrantExactlyMaxInFlight) {
+  ManualClock clock;
+  auto store = MakeStore(&clock);
+  testing::ExpectAsyncAcquiresGrantExactly({store.get()}, "tenant",
+                                           *LeaseLimit::Create(4, Nanos(60 * kSecond)), 30);
+}
+
 TEST(LocalLeaseTest, LeakedLeasesComeBackAtTheirExpiry) {
   ManualClock clock;
   auto store = MakeStore(&clock);

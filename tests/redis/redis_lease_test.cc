@@ -47,6 +47,14 @@ TEST(RedisLeaseTest, NeverMoreThanMaxInFlightWhileHoldersComeAndGo) {
                                           *LeaseLimit::Create(3, Nanos(60 * kSecond)), 4, 150);
 }
 
+TEST(RedisLeaseTest, AsyncCallsInFlightAtOnceGrantExactlyMaxInFlight) {
+  TOLLGATE_START_REDIS(server);
+  auto a = MakeStore(server), b = MakeStore(server), c = MakeStore(server);
+  ASSERT_TRUE(a && b && c);
+  testing::ExpectAsyncAcquiresGrantExactly({a.get(), b.get(), c.get()}, "tenant",
+                                           *LeaseLimit::Create(5, Nanos(60 * kSecond)), 20);
+}
+
 TEST(RedisLeaseTest, LeakedLeasesComeBackAtTheirExpiryOnTheClientClock) {
   TOLLGATE_START_REDIS(server);
   ManualClock clock;
