@@ -585,6 +585,10 @@ EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
   o.jwt.issuer = c.jwt_issuer;
   o.jwt.audience = c.jwt_audience;
   o.jwt.leeway = std::chrono::seconds(c.jwt_leeway_s);
+  // The gateway releases when the upstream response ends, /v1/decide answers
+  // carry lease tokens for /v1/release; /v1/auth and RLS callers rely on
+  // lease expiry (docs/configuration.md, "Concurrency rules").
+  o.releases_leases = true;
   return o;
 }
 

@@ -142,6 +142,34 @@ net::awaitable<Response> RollbackAction(const Request& request, const Runtime& r
                                  request.trace_id);
 }
 
+// Awaits Enforcer::ReleaseAsync (never blocks the loop); the count of leases
+// that were still live is posted back to `ex`.
+template <typename Token>
+auto AsyncRelease(Enforcer& enforcer, std::vector<HeldLease> leases, net::any_io_executor ex,
+                  Token&& token) {
+  return net::async_initiate<Token, void(int64_t)>(
+      [&enforcer, ex](auto handler, std::vector<HeldLease> leases) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        enforcer.ReleaseAsync(std::move(leases), [h, ex](int64_t released) {
+          net::post(ex, [h, released]() mutable { (*h)(released); });
+        });
+      },
+      token, std::move(leases));
+}
+
+// POST /v1/release: gives back leases a /v1/decide answer handed out. Unknown,
+// expired or already released leases are not errors ("not_held").
+net::awaitable<Response> Release(const Request& request, const Runtime& rt) {
+  std::vector<HeldLease> leases;
+  std::vector<ConfigError> errors = ParseReleaseBody(request.body, *rt.enforcer, &leases);
+  if (!errors.empty()) co_return Problem(400, "Invalid release request", "see errors", errors);
+  const int64_t asked = static_cast<int64_t>(leases.size());
+  auto ex = co_await net::this_coro::executor;
+  const int64_t released =
+      co_await AsyncRelease(*rt.enforcer, std::move(leases), ex, net::use_awaitable);
+  co_return RenderRelease(released, asked - released);
+}
+
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
   co_return Problem(404, "",
                     "admin endpoints: /v1/reload /v1/policy /v1/top /v1/explain "
@@ -167,6 +195,7 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kRollbackTrip)] = &RollbackAction<true>;
   h[size_t(Op::kAuth)] = &Auth;
   h[size_t(Op::kDecide)] = &DecideBody;
+  h[size_t(Op::kRelease)] = &Release;
   h[size_t(Op::kAdminNotFound)] = &AdminNotFound;
   h[size_t(Op::kNotFound)] = &NotFound;
   h[size_t(Op::kGateway)] = nullptr;

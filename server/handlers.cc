@@ -55,6 +55,14 @@ json OutcomeJson(const CheckOutcome& o) {
                          ? json(o.rules[o.denied_rule].rule)
                          : json(nullptr);
   if (!o.status.ok()) j["error"] = o.status.ToString();
+  if (!o.leases.empty()) {
+    // Concurrency rules: tokens to POST to /v1/release when the work ends.
+    json leases = json::array();
+    for (const HeldLease& l : o.leases) {
+      leases.push_back({{"rule", l.rule}, {"lease", Enforcer::LeaseToken(l)}});
+    }
+    j["leases"] = std::move(leases);
+  }
   if (!o.allowed() && !o.body.empty()) {
     json problem = json::parse(o.body, nullptr, false);
     if (!problem.is_discarded()) j["problem"] = std::move(problem);
@@ -282,6 +290,42 @@ std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out
   return errors;
 }
 
+std::vector<ConfigError> ParseReleaseBody(std::string_view body, const Enforcer& enforcer,
+                                          std::vector<HeldLease>* out) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return {{"", "body is not valid JSON"}};
+  if (!doc.is_object()) return {{"", "body must be a JSON object with \"leases\""}};
+  std::vector<ConfigError> errors;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "leases") errors.push_back({it.key(), "unknown field"});
+  }
+  auto leases = doc.find("leases");
+  if (leases == doc.end()) return {{"leases", "is required"}};
+  if (!leases->is_array() || leases->empty() || leases->size() > kMaxReleaseLeases) {
+    return {{"leases", "must be an array of 1 to " + std::to_string(kMaxReleaseLeases) +
+                           " lease strings (the \"lease\" of a /v1/decide answer)"}};
+  }
+  for (size_t i = 0; i < leases->size(); ++i) {
+    const std::string path = "leases[" + std::to_string(i) + "]";
+    const json& v = (*leases)[i];
+    if (!v.is_string()) {
+      errors.push_back({path, "must be a string"});
+      continue;
+    }
+    Result<HeldLease> lease = enforcer.ParseLeaseToken(v.get_ref<const std::string&>());
+    if (!lease.ok()) {
+      errors.push_back({path, lease.status().message()});
+      continue;
+    }
+    out->push_back(std::move(*lease));
+  }
+  return errors;
+}
+
+Response RenderRelease(int64_t released, int64_t not_held) {
+  return JsonResponse(200, {{"released", released}, {"not_held", not_held}});
+}
+
 Response RenderDecision(const CheckOutcome& outcome) {
   Response r = JsonResponse(200, OutcomeJson(outcome));
   r.headers.reserve(outcome.headers.size());
@@ -350,6 +394,26 @@ Response HandleMetrics(const Runtime& s) {
              c.shadow_rejected);
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unenforced"}, c.unenforced);
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unavailable"}, c.unavailable);
+  }
+  // Concurrency rules only (a rule that never took a lease has no series).
+  w.Family("tollgate_leases_total", "counter",
+           "Concurrency leases by rule: acquired, released (while live), expired (released "
+           "after expiry, twice, or unknown).");
+  for (const auto& c : counters) {
+    if (c.leases_acquired == 0) continue;
+    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "acquired"}, c.leases_acquired);
+    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "released"}, c.leases_released);
+    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "expired"}, c.leases_expired);
+  }
+  w.Family("tollgate_leases_in_flight", "gauge",
+           "Concurrency leases this process took and has not given back (acquired - released "
+           "- expired); leases handed to /v1/auth, /v1/decide and RLS callers count until "
+           "released.");
+  for (const auto& c : counters) {
+    if (c.leases_acquired == 0) continue;
+    const uint64_t back = c.leases_released + c.leases_expired;
+    w.Sample("tollgate_leases_in_flight", {"rule", c.rule},
+             c.leases_acquired > back ? c.leases_acquired - back : 0);
   }
   // The Envoy RLS front end's decisions, in the same family: HTTP series keep
   // their labels, gRPC ones add frontend="grpc" (docs/operations.md).

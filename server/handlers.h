@@ -42,6 +42,16 @@ struct DecideInput {
 // Returns errors (with JSON paths) when the body is not a valid decide request.
 std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out);
 
+// The body of /v1/release: {"leases": ["<lease token>", ...]}, at most
+// kMaxReleaseLeases tokens, each checked by Enforcer::ParseLeaseToken.
+inline constexpr size_t kMaxReleaseLeases = 64;
+std::vector<ConfigError> ParseReleaseBody(std::string_view body, const Enforcer& enforcer,
+                                          std::vector<HeldLease>* out);
+
+// {"released": n, "not_held": m}: leases that were live, and the others
+// (expired, released already, or never granted).
+Response RenderRelease(int64_t released, int64_t not_held);
+
 // The JSON answer of /v1/decide: decision, per-rule state, headers to send.
 Response RenderDecision(const CheckOutcome& outcome);
 

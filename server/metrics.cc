@@ -10,6 +10,8 @@ std::string_view EndpointName(Endpoint e) {
       return "decide";
     case Endpoint::kAuth:
       return "auth";
+    case Endpoint::kRelease:
+      return "release";
     case Endpoint::kGateway:
       return "gateway";
     case Endpoint::kMetrics:

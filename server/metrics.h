@@ -34,6 +34,7 @@ using tollgate::PrometheusWriter;
 enum class Endpoint : uint8_t {
   kDecide,
   kAuth,
+  kRelease,
   kGateway,
   kMetrics,
   kHealth,

@@ -43,6 +43,8 @@ constexpr RouteEntry kRoutes[] = {
     // /v1/auth takes any method: nginx's auth_request sends the client's.
     {"/v1/auth", kMainIfDecision, Methods::kAny, Endpoint::kAuth, Op::kAuth, false},
     {"/v1/decide", kMainIfDecision, Methods::kPost, Endpoint::kDecide, Op::kDecide, false},
+    // Gives back the concurrency leases a /v1/decide answer handed out.
+    {"/v1/release", kMainIfDecision, Methods::kPost, Endpoint::kRelease, Op::kRelease, false},
 };
 
 bool Serves(const RouteEntry& r, ListenerKind kind, const Exposure& exposure) {

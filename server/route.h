@@ -39,7 +39,7 @@ enum class ListenerKind { kMain, kAdmin };
 // What the main listener serves besides the gateway and the health checks.
 struct Exposure {
   bool gateway = false;   // gateway mode: unknown paths go upstream
-  bool decision = false;  // /v1/decide and /v1/auth
+  bool decision = false;  // /v1/decide, /v1/release and /v1/auth
   bool metrics = false;   // /metrics
 };
 Exposure ExposureOf(const ServerConfig& config);
@@ -59,6 +59,7 @@ enum class Op : uint8_t {
   kRollbackTrip,   // POST /v1/rollback/trip
   kAuth,
   kDecide,
+  kRelease,
   kAdminNotFound,  // any other path on the admin listener (after the token check)
   kNotFound,       // any other path on a main listener without a gateway
   kGateway,        // any other path on a gateway's main listener

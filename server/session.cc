@@ -339,6 +339,10 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
     if (hp.content_length().value_or(0) > 0 || hp.chunked()) ex.resp.close = true;
     co_return Next::kRespond;
   }
+  // Concurrency leases are held until the upstream exchange ends, however it
+  // ends (response relayed, upstream error or timeout, client gone, or this
+  // coroutine destroyed at shutdown); the release never blocks the loop.
+  const LeaseRelease leases(*rt_->enforcer, std::move(outcome.leases));
   co_await Pause(outcome.delay);
   ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
                                          ex.trace.id(), ex.trace.upstream_traceparent());

@@ -33,6 +33,9 @@
 // never crosses groups. At most kMaxGroups groups are told apart; further
 // groups share the last one's count.
 //
+// Leases (concurrency limits) live in a separate mutex-sharded table, see
+// AcquireLease below and src/local/lease_table.h.
+//
 // Memory: 32 bytes a slot plus 2 (its group), slots = max_keys * ~1.4; a
 // sliding_log key lives in a map beside the slots (about 700 bytes with up to
 // 32 entries, 512 more per further 32); Stats().bytes counts both.
@@ -74,8 +77,12 @@ struct LocalStoreStats {
   uint64_t reclaimed = 0;     // idle keys reclaimed to make room
   uint64_t overflow_rejected = 0;
   uint64_t overflow_allowed = 0;
-  uint64_t evicted = 0;  // buckets in debt evicted for a new key (kEvict)
+  uint64_t evicted = 0;   // buckets in debt evicted for a new key (kEvict)
+  size_t lease_keys = 0;  // keys holding concurrency leases (at most max_keys, apart from `keys`)
+  uint64_t lease_overflow_rejected = 0;  // lease acquires denied because lease_keys was full
 };
+
+class LeaseTable;
 
 class LocalStore final : public Store {
  public:
@@ -114,6 +121,15 @@ class LocalStore final : public Store {
   Status AcquireEach(std::span<const AcquireItem> items, std::span<Decision> out);
   Status AcquireEachAt(std::span<const AcquireItem> items, std::span<Decision> out, int64_t now_ns);
 
+  // Concurrency leases (lease.h), exact under contention: each key's check
+  // and insert run under its shard's mutex. At most max_keys keys hold
+  // leases (a separate table from the buckets'); when it is full a new key is
+  // denied with retry_after 1 s once keys whose leases all expired are swept.
+  // Lease ids are 16 hex digits. Expiry follows the store's clock.
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
+  Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+
   // Forgets every key (tests, admin).
   void Clear();
 
@@ -125,6 +141,7 @@ class LocalStore final : public Store {
  private:
   explicit LocalStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<LeaseTable> leases_;
 };
 
 // "evict", "allow" or "reject"; false for anything else.

@@ -32,11 +32,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tollgate/clock.h"
 #include "tollgate/config_error.h"
 #include "tollgate/decision.h"
+#include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/request.h"
 #include "tollgate/status.h"
@@ -75,6 +77,9 @@ struct RuleSummary {
   std::string group;  // rules of one group are tiers: the first that matches applies
   std::vector<std::string> limit_keys;
   Limit limit;
+  // Set for a concurrency rule ("algorithm": "concurrency"); `limit` is then
+  // max_in_flight per lease time as a fixed_window, for display only.
+  std::optional<LeaseLimit> lease;
   bool shadow = false;  // mode: shadow
   double enforce_percent = 100;
   // When the remote store fails: "open", "closed" or "degrade" for this rule's
@@ -229,6 +234,12 @@ struct EnforcerOptions {
   std::string unenforced_header = "Tollgate-Unenforced";
   // RFC 9457 problem types: base + "quota-exceeded" / "temporary-reduced-capacity".
   std::string problem_type_base = "https://iana.org/assignments/http-problem-types#";
+  // Whether the front end releases the leases of concurrency rules
+  // (CheckOutcome::leases, Enforcer::Release) when a request ends. When false,
+  // a request that a concurrency rule applies to is answered 503 (kUnavailable)
+  // instead of taking a lease nobody would give back. Applies to the
+  // synchronous and asynchronous calls alike (both take leases).
+  bool releases_leases = false;
   // Called for notable events (rollback guard trips, JWT key problems). Never on
   // every request. Must be thread-safe. Null: messages go to stderr.
   std::function<void(std::string_view message)> log;
@@ -324,6 +335,14 @@ struct RuleOutcome {
   bool watches_upstream = false;
 };
 
+// A lease a concurrency rule took for an allowed request; give it back with
+// Enforcer::Release when the request ends (else it comes back at its expiry).
+struct HeldLease {
+  std::string rule;
+  std::string key;  // the store key
+  std::string id;
+};
+
 struct CheckOutcome {
   enum class Verdict { kAllow, kReject, kUnavailable };
   Verdict verdict = Verdict::kAllow;
@@ -336,6 +355,7 @@ struct CheckOutcome {
   Nanos delay{0};                    // leaky-bucket shaping: wait this long, then proceed
   int64_t retry_after_seconds = 0;   // the Retry-After sent (0 when none)
   Status status;                     // why kUnavailable (the store error), ok otherwise
+  std::vector<HeldLease> leases;     // allowed only: the concurrency leases to release
   uint64_t policy_generation = 0;    // PolicyStore generation decided with
   // Clock::Now() before the first and after the last store call, with
   // EnforcerOptions::time_store_calls; both 0 otherwise or when no store was called.
@@ -361,8 +381,13 @@ struct RuleCounters {
   uint64_t unenforced = 0;       // answered by a failure mode without a store decision
   uint64_t unavailable = 0;      // store failed: 503
   uint64_t missing_key = 0;      // rule skipped or shared bucket used: key source absent
-  bool rolled_back = false;      // the rollback guard switched this rule to shadow
-  std::string rollback_reason;   // why, when rolled_back
+  // Concurrency rules (this process): leases taken, given back while live,
+  // and given back after they had expired (or twice, or unknown ids).
+  uint64_t leases_acquired = 0;
+  uint64_t leases_released = 0;
+  uint64_t leases_expired = 0;
+  bool rolled_back = false;     // the rollback guard switched this rule to shadow
+  std::string rollback_reason;  // why, when rolled_back
   RollbackTrigger rollback_trigger = RollbackTrigger::kNone;  // which, when rolled_back
   // Trips so far by trigger (index = RollbackTrigger; kNone stays 0), and clears.
   std::array<uint64_t, kRollbackTriggerCount> rollback_trips{};
@@ -403,6 +428,17 @@ class Enforcer {
   // and rollback state, created on first use and kept for the Enforcer's life.
   RuleHandle HandleFor(std::string_view name);
 
+  // Gives back the leases of an allowed outcome (CheckOutcome::leases) when
+  // its request ends. Blocking (a store call per lease): never call it from a
+  // store callback. Returns the first store error; a lease that was already
+  // released or had expired is not an error.
+  Status Release(std::span<const HeldLease> leases);
+  // The same without blocking (safe on an event loop and in a store
+  // callback): `done`, if given, runs once with how many leases were still
+  // live, inline or on a store thread.
+  void ReleaseAsync(std::vector<HeldLease> leases,
+                    std::function<void(int64_t released)> done = nullptr);
+
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;
 
@@ -421,11 +457,46 @@ class Enforcer {
   const EnforcerOptions& options() const;
   PolicyStore& policies() const;
 
+  // Lease tokens for front ends that hand leases to clients (/v1/decide):
+  // "<lease id>.<store key in hex>", at most kMaxLeaseTokenLength characters.
+  // Not a secret beyond the id's 128 random bits; a forged or stale token only
+  // releases nothing. ParseLeaseToken refuses (kInvalidArgument, saying why)
+  // a malformed token and one whose key is not a concurrency rule of the
+  // current policy, so a release can only ever touch a lease set.
+  static constexpr size_t kMaxLeaseTokenLength = 2048;
+  static std::string LeaseToken(const HeldLease& lease);
+  Result<HeldLease> ParseLeaseToken(std::string_view token) const;
+
   class Impl;
 
  private:
   explicit Enforcer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// Gives back an allowed outcome's leases when it goes out of scope (RAII):
+// hold one for as long as the request is in flight. Releases through
+// Enforcer::ReleaseAsync, so destroying it never blocks. Move-only; the
+// Enforcer must outlive it.
+class LeaseRelease {
+ public:
+  LeaseRelease() = default;
+  LeaseRelease(Enforcer& enforcer, std::vector<HeldLease> leases)
+      : enforcer_(&enforcer), leases_(std::move(leases)) {}
+  LeaseRelease(LeaseRelease&& other) noexcept
+      : enforcer_(std::exchange(other.enforcer_, nullptr)), leases_(std::move(other.leases_)) {
+    other.leases_.clear();
+  }
+  LeaseRelease& operator=(LeaseRelease&& other) noexcept;
+  LeaseRelease(const LeaseRelease&) = delete;
+  LeaseRelease& operator=(const LeaseRelease&) = delete;
+  ~LeaseRelease();
+
+  const std::vector<HeldLease>& leases() const { return leases_; }
+
+ private:
+  Enforcer* enforcer_ = nullptr;
+  std::vector<HeldLease> leases_;
 };
 
 // The bucket key for (rule, identity): "<rule>\x1f<algorithm>\x1f<identity>".

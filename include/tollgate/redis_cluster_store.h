@@ -91,6 +91,17 @@ class RedisClusterStore final : public Store {
   // The slot map covers every slot and every master has a connection up.
   bool Healthy() const override;
 
+  // Concurrency leases, as RedisStore's: one sorted set per key on the master
+  // owning the key's hash tag (RedisKeyFor(key) + "|cc"), followed through
+  // MOVED / ASK like Command.
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
+  Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                         LeaseCallback done) override;
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         ReleaseCallback done) override;
+
   // Runs one plain command (e.g. {"EVAL", script, "1", key, ...}) on the master
   // owning the slot of `key`, a Redis key as sent (its {hash tag} decides the
   // slot; key_prefix is not added). MOVED, ASK, TRYAGAIN-like errors and calls

@@ -147,6 +147,19 @@ class RedisStore final : public Store {
   // At least one connection is up.
   bool Healthy() const override;
 
+  // Concurrency leases (lease.h): one sorted set per key (RedisKeyFor(key) +
+  // "|cc"), changed by one Lua script, so exact across every client of this
+  // Redis. Ids are 32 hex digits. Blocking (up to call_timeout): never call
+  // from a callback. kTimeout leaves it unknown whether a lease was taken; an
+  // untracked lease then comes back at its expiry.
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
+  Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                         LeaseCallback done) override;
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         ReleaseCallback done) override;
+
   // Runs one plain command (e.g. {"SET", k, v, "PX", "3000"}) on the pool, with
   // the same timeouts. Error replies come back as a value of Type::kError.
   void CommandAsync(std::vector<std::string> argv, std::function<void(Result<RedisReply>)> done);

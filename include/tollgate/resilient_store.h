@@ -194,6 +194,19 @@ class ResilientStore final : public Store {
   // items are copied first, so a failure can still be answered per the mode.
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
 
+  // Leases go to the primary through the breaker; an outage is answered by
+  // the store's default mode: closed 503, open admits without a lease
+  // (unenforced), degrade takes a local lease at this instance's share of
+  // max_in_flight (at least 1). A release goes to the local table first, then
+  // the primary (not while the breaker is open: the lease then expires).
+  bool SupportsLeases() const override;  // the primary's
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
+  Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                         LeaseCallback done) override;
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         ReleaseCallback done) override;
+
   std::string Name() const override;  // "resilient(<primary>)"
   bool AsyncNative() const override;  // the primary's
   // True unless the breaker is open and the default mode is kClosed.

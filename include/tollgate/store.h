@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tollgate/decision.h"
+#include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/status.h"
 
@@ -88,6 +89,40 @@ class Store {
   // breaker's time to its next probe. Zero when unknown or not refusing (the
   // policy layer then tells clients 1 s). Cheap, non-blocking.
   virtual Nanos UnavailableFor() const { return Nanos(0); }
+
+  // Concurrency limits (see lease.h). A store that holds leases overrides all
+  // three; the defaults refuse with kInvalidArgument, so a policy that asks a
+  // store without leases for one fails loudly instead of admitting unlimited.
+  virtual bool SupportsLeases() const { return false; }
+  // Admits when fewer than limit.max_in_flight() leases on `key` are live,
+  // recording a new one that expires limit.lease_ns() from now.
+  virtual Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) {
+    (void)key;
+    (void)limit;
+    return InvalidArgument("store " + Name() + " does not hold concurrency leases");
+  }
+  // Ends lease `lease_id` on `key`: true if it was live, false if it was
+  // unknown or had expired already (a no-op). kInvalidArgument for an id
+  // ValidLeaseId() refuses.
+  virtual Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) {
+    (void)key;
+    (void)lease_id;
+    return InvalidArgument("store " + Name() + " does not hold concurrency leases");
+  }
+  // The same without blocking: `done` runs exactly once, inline or on a store
+  // thread, and must not block. `key` and `lease_id` are copied before the call
+  // returns. The defaults run the blocking calls inline (an in-memory store);
+  // a remote store (AsyncNative) overrides them.
+  using LeaseCallback = std::function<void(Result<LeaseDecision>)>;
+  using ReleaseCallback = std::function<void(Result<bool>)>;
+  virtual void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                 LeaseCallback done) {
+    done(AcquireLease(key, limit));
+  }
+  virtual void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                 ReleaseCallback done) {
+    done(ReleaseLease(key, lease_id));
+  }
 };
 
 // Decides a single item through a store: convenience for callers without batches.

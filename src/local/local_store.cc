@@ -12,6 +12,7 @@
 
 #include "local/gcra_step.h"
 #include "local/key_hash.h"
+#include "local/lease_table.h"
 #include "tollgate/algorithm.h"
 
 namespace tollgate {
@@ -723,7 +724,9 @@ Result<std::unique_ptr<LocalStore>> LocalStore::Create(const LocalStoreOptions& 
   return std::unique_ptr<LocalStore>(new LocalStore(std::make_unique<Impl>(options)));
 }
 
-LocalStore::LocalStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LocalStore::LocalStore(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)),
+      leases_(std::make_unique<LeaseTable>(impl_->options_.max_keys, impl_->options_.shards)) {}
 LocalStore::~LocalStore() = default;
 
 Decision LocalStore::Acquire(std::string_view key, const Limit& limit, int64_t cost) {
@@ -766,8 +769,24 @@ Status LocalStore::AcquireEachAt(std::span<const AcquireItem> items, std::span<D
   return impl_->Each(items, out, impl_->Relative(now_ns));
 }
 
-void LocalStore::Clear() { impl_->Clear(); }
+Result<LeaseDecision> LocalStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
+  return leases_->Acquire(key, limit, impl_->options_.clock->Now());
+}
 
-LocalStoreStats LocalStore::Stats() const { return impl_->Stats(); }
+Result<bool> LocalStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
+  return leases_->Release(key, lease_id, impl_->options_.clock->Now());
+}
+
+void LocalStore::Clear() {
+  impl_->Clear();
+  leases_->Clear();
+}
+
+LocalStoreStats LocalStore::Stats() const {
+  LocalStoreStats stats = impl_->Stats();
+  stats.lease_keys = leases_->keys();
+  stats.lease_overflow_rejected = leases_->overflow_rejected();
+  return stats;
+}
 
 }  // namespace tollgate

@@ -5,11 +5,16 @@
 // did not fit, the enforced items are decided again on their own (a shadow
 // rule must never reject), which is the only case needing a second round trip.
 #include <algorithm>
+#include <atomic>
+#include <utility>
 
 #include "policy/enforcer_impl.h"
 #include "tollgate/policy_headers.h"
 
 namespace tollgate {
+namespace {
+constexpr Nanos kLeaseRetryCap{1'000'000'000};
+}  // namespace
 
 bool Enforcer::Impl::Absorb(Plan& plan, Result<BatchDecision> r, bool second) {
   if (!r.ok()) {
@@ -53,6 +58,7 @@ void Enforcer::Impl::DecideStoreless(Plan& plan) {
   for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
     const PlannedItem& item = plan.items[i];
     Decision& d = plan.decisions[i];
+    if (item.lease) continue;  // decided by AcquireLeases
     if (item.storeless == ExplicitItem::Storeless::kUnlimited) {
       d.allowed = true;
       d.limit = d.remaining = INT64_MAX;
@@ -69,12 +75,154 @@ void Enforcer::Impl::DecideStoreless(Plan& plan) {
   }
 }
 
+// Whether item i needs a lease from the store (false: decided already, or
+// nothing more to take). Sets plan.error when this front end cannot release.
+bool Enforcer::Impl::NeedsLease(Plan& plan, size_t i) {
+  PlannedItem& item = plan.items[i];
+  if (!item.lease || !plan.error.ok()) return false;
+  Decision& d = plan.decisions[i];
+  d.limit = item.lease->max_in_flight();
+  if (plan.explain) {
+    // Explain charges nothing, and a lease cannot be peeked: report the rule only.
+    d.allowed = true;
+    d.remaining = d.limit;
+    plan.trace.push_back(item.name + ": concurrency leases are not peeked by explain");
+    return false;
+  }
+  if (!options_.releases_leases) {
+    plan.error = UnavailableError("rule '" + item.name +
+                                  "' limits concurrency, and this front end does not release "
+                                  "leases");
+    return false;
+  }
+  return !plan.lease_denied;  // rejected already: take no more slots
+}
+
+void Enforcer::Impl::AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r) {
+  PlannedItem& item = plan.items[i];
+  if (!r.ok()) {
+    plan.error = r.status();
+    return;
+  }
+  Decision& d = plan.decisions[i];
+  d.allowed = r->allowed;
+  d.remaining = r->remaining;
+  d.retry_after = std::min<Nanos>(r->retry_after, kLeaseRetryCap);
+  // Denied: a slot usually frees when a request ends, long before the soonest
+  // lease expires (retry_after, an upper bound), so the reset is at most 1 s,
+  // as the Retry-After (Finish).
+  d.reset_after = r->allowed ? r->expires_in : std::min<Nanos>(r->retry_after, kLeaseRetryCap);
+  if (!r->enforced) plan.unenforced = true;
+  if (r->allowed) {
+    item.lease_id = std::move(r->lease_id);
+    if (!item.lease_id.empty()) item.state->leases_held.fetch_add(1, std::memory_order_relaxed);
+  } else if (plan.Enforced(i)) {
+    plan.lease_denied = true;
+    plan.peek = true;  // the batch then charges nothing
+  }
+}
+
+void Enforcer::Impl::AcquireLeases(Plan& plan) {
+  for (size_t i = plan.StoreCount(); i < plan.items.size() && plan.error.ok(); ++i) {
+    if (NeedsLease(plan, i))
+      AbsorbLease(plan, i, store_->AcquireLease(plan.items[i].key, *plan.items[i].lease));
+  }
+  if (!plan.error.ok()) SettleLeases(plan);
+}
+
+void Enforcer::Impl::AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i,
+                                        std::function<void()> next) {
+  while (i < plan->items.size() && plan->error.ok() && !NeedsLease(*plan, i)) ++i;
+  if (i >= plan->items.size() || !plan->error.ok()) {
+    if (!plan->error.ok()) SettleLeases(*plan);
+    next();
+    return;
+  }
+  const PlannedItem& item = plan->items[i];
+  store_->AcquireLeaseAsync(item.key, *item.lease,
+                            [this, plan, i, next = std::move(next)](Result<LeaseDecision> r) {
+                              AbsorbLease(*plan, i, std::move(r));
+                              AcquireLeasesAsync(plan, i + 1, std::move(next));
+                            });
+}
+
+void Enforcer::Impl::SettleLeases(Plan& plan) {
+  if (plan.lease_denied && plan.error.ok()) {
+    for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+      if (plan.items[i].lease && !plan.decisions[i].allowed && plan.Enforced(i)) {
+        plan.allowed = false;
+        plan.unenforced = false;
+        if (plan.denied_item < 0) plan.denied_item = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  const bool keep = plan.error.ok() && plan.allowed;
+  std::vector<HeldLease> release;
+  for (size_t i = plan.StoreCount(); i < plan.items.size(); ++i) {
+    PlannedItem& item = plan.items[i];
+    if (item.lease_id.empty()) continue;
+    HeldLease held{item.name, item.key, std::move(item.lease_id)};
+    item.lease_id.clear();
+    (keep ? plan.held : release).push_back(std::move(held));
+  }
+  // Never blocks (this may run on a store thread); a failed release is not
+  // the request's failure: the lease expires.
+  ReleaseAsync(std::move(release));
+}
+
+RuleState* Enforcer::Impl::LeaseState(std::string_view rule) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = states_.find(rule);
+  return it == states_.end() ? nullptr : it->second.get();
+}
+
+Status Enforcer::Impl::Release(std::span<const HeldLease> leases) {
+  Status first;
+  for (const HeldLease& lease : leases) {
+    auto r = store_->ReleaseLease(lease.key, lease.id);
+    if (!r.ok() && first.ok()) first = r.status();
+    if (RuleState* s = LeaseState(lease.rule)) s->NoteRelease(r.ok() && *r);
+  }
+  return first;
+}
+
+void Enforcer::Impl::ReleaseAsync(std::vector<HeldLease> leases,
+                                  std::function<void(int64_t released)> done) {
+  if (leases.empty()) {
+    if (done) done(0);
+    return;
+  }
+  struct Pending {
+    std::atomic<size_t> left;
+    std::atomic<int64_t> released{0};
+    std::function<void(int64_t)> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left.store(leases.size());
+  pending->done = std::move(done);
+  for (const HeldLease& lease : leases) {
+    RuleState* s = LeaseState(lease.rule);
+    store_->ReleaseLeaseAsync(lease.key, lease.id, [s, pending](Result<bool> r) {
+      const bool live = r.ok() && *r;
+      if (s) s->NoteRelease(live);
+      if (live) pending->released.fetch_add(1, std::memory_order_relaxed);
+      if (pending->left.fetch_sub(1, std::memory_order_acq_rel) == 1 && pending->done) {
+        pending->done(pending->released.load(std::memory_order_relaxed));
+      }
+    });
+  }
+}
+
 CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   plan.decisions.assign(plan.items.size(), Decision{});
   plan.started_ns = clock_->Now();
+  AcquireLeases(plan);
+  if (!plan.error.ok()) return Finish(plan);
   if (plan.StoreCount() == 0) {
     plan.allowed = true;
     DecideStoreless(plan);
+    SettleLeases(plan);
     return Finish(plan);
   }
   auto batch = plan.Batch(plan.StoreCount());
@@ -85,15 +233,29 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   }
   StoreCallEnded(plan);
   DecideStoreless(plan);
+  SettleLeases(plan);
   return Finish(plan);
 }
 
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
   plan->started_ns = clock_->Now();
+  const size_t first = plan->StoreCount();
+  AcquireLeasesAsync(plan, first, [this, plan, done = std::move(done)]() mutable {
+    if (!plan->error.ok()) {
+      done(Finish(*plan));
+      return;
+    }
+    RunBatchAsync(std::move(plan), std::move(done));
+  });
+}
+
+void Enforcer::Impl::RunBatchAsync(std::shared_ptr<Plan> plan,
+                                   std::function<void(CheckOutcome)> done) {
   if (plan->StoreCount() == 0) {
     plan->allowed = true;
     DecideStoreless(*plan);
+    SettleLeases(*plan);
     done(Finish(*plan));
     return;
   }
@@ -103,6 +265,7 @@ void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(Che
     if (!Absorb(*plan, std::move(r), false)) {
       StoreCallEnded(*plan);
       DecideStoreless(*plan);
+      SettleLeases(*plan);
       done(Finish(*plan));
       return;
     }
@@ -111,6 +274,7 @@ void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(Che
       Absorb(*plan, std::move(r2), true);
       StoreCallEnded(*plan);
       DecideStoreless(*plan);
+      SettleLeases(*plan);
       done(Finish(*plan));
     });
   });
@@ -185,6 +349,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   out.policy_generation = plan.generation;
   out.store_start_ns = plan.store_start_ns;
   out.store_end_ns = plan.store_end_ns;
+  out.leases = std::move(plan.held);
   out.trace = std::move(plan.trace);
   // Item indexes in policy order (the plan holds enforced, shadow, storeless).
   std::vector<size_t> by_order(plan.items.size());
@@ -285,8 +450,10 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, const std::vector<size_t>& 
   std::vector<QuotaReport> reports;
   reports.reserve(plan.enforced_count);
   for (size_t i : by_order) {
-    if (i >= plan.enforced_count) continue;
     const PlannedItem& item = plan.items[i];
+    // Store items and concurrency rules (limit = max_in_flight, remaining =
+    // free slots); not shadow items nor deny-all / unlimited placeholders.
+    if (i >= plan.enforced_count && !(item.lease && plan.Enforced(i))) continue;
     reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
     out.delay = std::max(out.delay, plan.decisions[i].delay);
   }
@@ -332,15 +499,26 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     detail = "the cost of this request (" + std::to_string(denied.cost) +
              ") exceeds the capacity of policy '" + denied_name + "' (" +
              std::to_string(denied.limit.burst()) + "); it can never be allowed";
+  } else if (denied.lease) {
+    // A slot usually frees when a request ends, long before the soonest
+    // lease expires (retry_after, an upper bound): ask to retry within 1 s.
+    out.retry_after_seconds =
+        RetryAfterSeconds(std::min<Nanos>(d.retry_after, kLeaseRetryCap), denied.key,
+                          options_.retry_after_jitter, options_.jitter_seed);
+    out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
+    detail = "concurrency limit of policy '" + denied_name + "' reached (" +
+             std::to_string(denied.lease->max_in_flight()) + " in flight); retry after " +
+             std::to_string(out.retry_after_seconds) + " s";
   } else {
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
     detail = "rate limit of policy '" + denied_name + "' exceeded; retry after " +
              std::to_string(out.retry_after_seconds) + " s";
   }
   if (!options_.reason_header.empty()) {
-    out.headers.push_back(
-        {options_.reason_header, std::string(AlgorithmName(denied.limit.algorithm())) +
-                                     "_exceeded; policy=" + SfString(denied_name)});
+    out.headers.push_back({options_.reason_header,
+                           (denied.lease ? std::string("concurrency")
+                                         : std::string(AlgorithmName(denied.limit.algorithm()))) +
+                               "_exceeded; policy=" + SfString(denied_name)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});
@@ -361,6 +539,9 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
     c.unenforced = s->unenforced.load(std::memory_order_relaxed);
     c.unavailable = s->unavailable.load(std::memory_order_relaxed);
     c.missing_key = s->missing_key.load(std::memory_order_relaxed);
+    c.leases_acquired = s->leases_held.load(std::memory_order_relaxed);
+    c.leases_released = s->leases_released.load(std::memory_order_relaxed);
+    c.leases_expired = s->leases_expired.load(std::memory_order_relaxed);
     c.rolled_back = s->tripped.load(std::memory_order_acquire);
     if (c.rolled_back) {
       c.rollback_reason = s->reason;
@@ -502,6 +683,80 @@ void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
 
 RuleHandle Enforcer::HandleFor(std::string_view name) {
   return RuleHandle(impl_->HandleFor(std::string(name)));
+}
+
+Status Enforcer::Release(std::span<const HeldLease> leases) { return impl_->Release(leases); }
+
+void Enforcer::ReleaseAsync(std::vector<HeldLease> leases,
+                            std::function<void(int64_t released)> done) {
+  impl_->ReleaseAsync(std::move(leases), std::move(done));
+}
+
+std::string Enforcer::LeaseToken(const HeldLease& lease) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token = lease.id;
+  token.push_back('.');
+  for (unsigned char c : lease.key) {
+    token.push_back(kHex[c >> 4]);
+    token.push_back(kHex[c & 15]);
+  }
+  return token;
+}
+
+Result<HeldLease> Enforcer::ParseLeaseToken(std::string_view token) const {
+  if (token.size() > kMaxLeaseTokenLength) {
+    return InvalidArgument("lease: longer than " + std::to_string(kMaxLeaseTokenLength) +
+                           " characters");
+  }
+  const size_t dot = token.find('.');
+  if (dot == std::string_view::npos) return InvalidArgument("lease: no '.' after the lease id");
+  HeldLease lease;
+  lease.id = std::string(token.substr(0, dot));
+  if (!ValidLeaseId(lease.id)) {
+    return InvalidArgument("lease: the id must be 1 to 32 lowercase hex digits");
+  }
+  const std::string_view hex = token.substr(dot + 1);
+  if (hex.empty() || hex.size() % 2 != 0) {
+    return InvalidArgument("lease: the key must be an even number of hex digits");
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) {
+      return InvalidArgument("lease: byte " + std::to_string(dot + 1 + i) +
+                             " is not a lowercase hex digit");
+    }
+    lease.key.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  // Only a concurrency rule's lease set: "<rule>\x1fconcurrency\x1f<identity>".
+  static constexpr std::string_view kMarker =
+      "\x1f"
+      "concurrency"
+      "\x1f";
+  const size_t at = lease.key.find(kMarker);
+  if (at == std::string::npos || at == 0 || lease.key.find('\x1f') != at) {
+    return InvalidArgument("lease: the key is not a concurrency rule's");
+  }
+  lease.rule = lease.key.substr(0, at);
+  return lease;
+}
+
+LeaseRelease::~LeaseRelease() {
+  if (enforcer_ != nullptr && !leases_.empty()) enforcer_->ReleaseAsync(std::move(leases_));
+}
+
+LeaseRelease& LeaseRelease::operator=(LeaseRelease&& other) noexcept {
+  if (this != &other) {
+    LeaseRelease old(std::move(*this));
+    enforcer_ = std::exchange(other.enforcer_, nullptr);
+    leases_ = std::move(other.leases_);
+    other.leases_.clear();
+  }
+  return *this;
 }
 
 std::string Enforcer::ClientIp(const RequestView& request) const {

@@ -52,7 +52,24 @@ struct PlannedItem {
   std::optional<RollbackConfig> rollback;
   size_t order = 0;                         // position in policy order
   std::optional<FailureMode> failure_mode;  // the rule's, as the store item's tag
+  // Concurrency rules: decided by AcquireLease before the batch (kept with
+  // the storeless items, never in the batch); the id while it is held.
+  std::optional<LeaseLimit> lease;
+  std::string lease_id;
 };
+
+// The store key of a concurrency rule's leases for `identity`.
+inline std::string LeaseKey(std::string_view rule, std::string_view identity) {
+  std::string key;
+  key.reserve(rule.size() + identity.size() + 13);
+  key.append(rule)
+      .append(
+          "\x1f"
+          "concurrency"
+          "\x1f")
+      .append(identity);
+  return key;
+}
 
 struct Plan {
   std::shared_ptr<const Binding> binding;
@@ -72,6 +89,8 @@ struct Plan {
   int denied_item = -1;
   int64_t store_start_ns = 0;  // EnforcerOptions::time_store_calls: around the store calls
   int64_t store_end_ns = 0;
+  bool lease_denied = false;    // an enforced concurrency rule had no free slot
+  std::vector<HeldLease> held;  // leases kept for an allowed outcome
 
   std::vector<AcquireItem> Batch(size_t count) const {
     std::vector<AcquireItem> batch;
@@ -86,6 +105,12 @@ struct Plan {
     return batch;
   }
   size_t StoreCount() const { return items.size() - storeless_count; }
+  bool HasLeases() const {
+    for (size_t i = StoreCount(); i < items.size(); ++i) {
+      if (items[i].lease) return true;
+    }
+    return false;
+  }
   bool Enforced(size_t i) const {
     return i < enforced_count ||
            (i >= StoreCount() && items[i].shadow == RuleOutcome::ShadowReason::kNone);
@@ -109,6 +134,19 @@ class Enforcer::Impl {
   // Decisions of the storeless items, after the store's answer.
   void DecideStoreless(Plan& plan);
   void RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
+  // Concurrency rules: takes the leases before the batch (a denial makes the
+  // batch a peek, so nothing is charged), then keeps them for an allowed
+  // outcome or gives them back (AcquireLeasesAsync: the same one store call
+  // at a time, then `next`). Releases never block.
+  void AcquireLeases(Plan& plan);
+  void AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i, std::function<void()> next);
+  void RunBatchAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
+  bool NeedsLease(Plan& plan, size_t i);
+  void AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r);
+  void SettleLeases(Plan& plan);
+  Status Release(std::span<const HeldLease> leases);
+  void ReleaseAsync(std::vector<HeldLease> leases, std::function<void(int64_t)> done = nullptr);
+  RuleState* LeaseState(std::string_view rule);
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
   bool TripRollback(std::string_view rule, std::string_view reason);

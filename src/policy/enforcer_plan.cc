@@ -177,10 +177,20 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
       }
     }
     item.shadow = ShadowOf(rule, *state, item.identity);
+    if (rule.lease) {
+      item.lease = rule.lease;
+      item.key = LeaseKey(rule.name, item.identity);
+      item.cost = 1;
+    }
     if (explain) {
       plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
-                            std::to_string(item.cost) + ", " + item.limit.ToString() +
+                            std::to_string(item.cost) + ", " +
+                            (rule.lease ? rule.lease->ToString() : item.limit.ToString()) +
                             (tenant ? " (tenant limit)" : "") + ShadowText(item.shadow));
+    }
+    if (item.lease) {
+      storeless.push_back(std::move(item));
+      continue;
     }
     AddItem(*plan, shadow, std::move(item));
   }
@@ -312,6 +322,14 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.shadow = ShadowOf(*rule, *item.state, item.identity);
     } else if (item.state->tripped.load(std::memory_order_acquire)) {
       item.shadow = RuleOutcome::ShadowReason::kRollback;
+    }
+    if (rule && rule->lease && item.storeless == ExplicitItem::Storeless::kNo && !it.limit &&
+        !it.limit_override) {
+      item.lease = rule->lease;
+      item.key = LeaseKey(item.name, item.identity);
+      item.cost = 1;
+      storeless.push_back(std::move(item));
+      continue;
     }
     if (item.storeless != ExplicitItem::Storeless::kNo) {
       const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;

@@ -748,6 +748,37 @@ RuleAction ParseAction(JsonFields& f, const json& j) {
   return action;
 }
 
+// algorithm_config of a concurrency rule: {"max_in_flight": N, "lease": "30s"}.
+std::optional<LeaseLimit> ParseConcurrencyConfig(const json& c, const std::string& path,
+                                                 ConfigErrors& e) {
+  if (!c.is_object()) {
+    e.Add(path, "must be an object (got " + JsonTypeName(c) + ")");
+    return std::nullopt;
+  }
+  const size_t before = e.count();
+  JsonFields f(c, path, e);
+  f.RejectUnknown({"max_in_flight", "lease"});
+  auto max = f.Whole("max_in_flight", LeaseLimit::kMaxInFlight);
+  if (!f.Has("max_in_flight")) {
+    f.Error("max_in_flight", "is required (requests in flight at once per key)");
+  }
+  std::optional<int64_t> lease_ns;
+  if (const json* l = f.Find("lease"); l == nullptr) {
+    f.Error("lease",
+            "is required (how long before a slot whose holder never released comes back, "
+            "e.g. \"60s\"; longer than the slowest request)");
+  } else {
+    lease_ns = PeriodNs(*l, f.PathOf("lease"), e);
+  }
+  if (e.count() != before || !max || !lease_ns) return std::nullopt;
+  auto limit = LeaseLimit::Create(*max, Nanos(*lease_ns));
+  if (!limit.ok()) {
+    f.Error("lease", limit.status().message());
+    return std::nullopt;
+  }
+  return *limit;
+}
+
 std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& mctx) {
   ConfigErrors& e = *mctx.e;
   mctx.nodes = 0;
@@ -805,22 +836,35 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   }
 
   Algorithm algorithm = Algorithm::kTokenBucket;
+  bool concurrency = false;
   if (auto a = f.String("algorithm")) {
-    if (!ParseAlgorithm(*a, &algorithm)) {
+    if (*a == "concurrency") {
+      concurrency = true;
+    } else if (!ParseAlgorithm(*a, &algorithm)) {
       e.Add(FieldPath(path, "algorithm"),
             "unknown algorithm \"" + a->substr(0, 64) +
-                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window or "
-                "sliding_log)");
+                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window, "
+                "sliding_log or concurrency)");
     }
   }
 
   LimitSpec spec;
   CostConfig cost;
+  std::optional<LeaseLimit> lease;
   bool limit_ok = false;
   if (!limited) {
     limit_ok = true;
   } else if (auto ac = j.find("algorithm_config"); ac == j.end()) {
     e.Add(FieldPath(path, "algorithm_config"), "is required");
+  } else if (concurrency) {
+    lease = ParseConcurrencyConfig(*ac, FieldPath(path, "algorithm_config"), e);
+    limit_ok = lease.has_value();
+    if (lease) {
+      // The quota headers describe: max_in_flight per lease time.
+      spec.algorithm = Algorithm::kFixedWindow;
+      spec.burst = lease->max_in_flight();
+      spec.window = Nanos(lease->lease_ns());
+    }
   } else {
     limit_ok =
         ParseAlgorithmConfig(*ac, algorithm, FieldPath(path, "algorithm_config"), &spec, &cost, e);
@@ -887,6 +931,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
     return std::nullopt;
   }
   Rule rule(*limit);
+  rule.lease = lease;
   rule.name = name;
   rule.action = action;
   rule.tenants = std::move(tenants);
@@ -1066,13 +1111,14 @@ ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options
 std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
   std::vector<RuleSummary> out;
   for (const Rule& r : policy.rules) {
-    RuleSummary s{.name = r.name, .limit = r.limit};
+    RuleSummary s{.name = r.name, .limit = r.limit, .lease = r.lease};
     s.group = r.group;
     for (const Source& k : r.keys) s.limit_keys.push_back(k.spec);
     s.shadow = r.shadow;
     s.enforce_percent = r.enforce_percent;
     s.failure_mode = r.failure_mode;
-    s.description = r.action == RuleAction::kLimit
+    s.description = r.lease ? r.lease->ToString()
+                    : r.action == RuleAction::kLimit
                         ? r.limit.ToString()
                         : "action=" + std::string(RuleActionName(r.action));
     if (r.tenants) s.description += " tenants=" + std::to_string(r.tenants->size());

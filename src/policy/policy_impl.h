@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 
@@ -114,6 +115,10 @@ struct Rule {
   std::vector<Source> keys;
   std::vector<Condition> match;  // all must hold
   Limit limit;
+  // Concurrency rules ("algorithm": "concurrency"): the lease limit the
+  // Enforcer acquires; `limit` is then a fixed_window of max_in_flight per
+  // lease time, only to describe the rule in headers and summaries.
+  std::optional<LeaseLimit> lease;
   enum class CostKind { kFixed, kHeader, kQuery };
   CostKind cost_kind = CostKind::kFixed;
   std::string cost_arg;  // header (lower case) or query name

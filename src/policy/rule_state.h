@@ -41,6 +41,15 @@ struct RuleState {
   std::atomic<uint64_t> unenforced{0};
   std::atomic<uint64_t> unavailable{0};
   std::atomic<uint64_t> missing_key{0};
+  // Concurrency rules: leases taken, released while live, and released after
+  // they had expired (or twice): held now = taken - released - expired, not
+  // counting leases handed to clients that never release (/v1/auth, RLS).
+  std::atomic<uint64_t> leases_held{0};
+  std::atomic<uint64_t> leases_released{0};
+  std::atomic<uint64_t> leases_expired{0};
+  void NoteRelease(bool live) {
+    (live ? leases_released : leases_expired).fetch_add(1, std::memory_order_relaxed);
+  }
 
   std::atomic<bool> tripped{false};
   std::atomic<RollbackTrigger> trigger{RollbackTrigger::kNone};  // why, while tripped

@@ -9,6 +9,7 @@
 
 #include "base/one_shot.h"
 #include "redis/cluster_slots.h"
+#include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
 
@@ -145,6 +146,9 @@ class RedisClusterStore::Impl {
     const Status why = UnavailableError("redis cluster store is shutting down");
     for (auto& [ep, node] : nodes_) node->Close(why);
   }
+
+  redis::LeaseIdSource& lease_ids() { return lease_ids_; }
+  const RedisOptions& node_options() const { return options_.node; }
 
   std::string KeyFor(std::string_view key) const {
     return redis::ClusterRedisKey(options_.node.key_prefix, key);
@@ -961,6 +965,7 @@ class RedisClusterStore::Impl {
   }
 
   const RedisClusterOptions options_;
+  redis::LeaseIdSource lease_ids_;
   const redis::TlsContextPtr tls_;  // null without TLS; shared by every node's connections
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -1091,6 +1096,39 @@ Result<RedisReply> RedisClusterStore::Command(std::string_view key, std::vector<
   auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
   impl_->CommandAsync(std::string(key), std::move(argv),
                       [w](Result<RedisReply> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
+
+void RedisClusterStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                          LeaseCallback done) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  redis::AcquireLease(
+      [this, redis_key](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(redis_key, std::move(argv), std::move(cb));
+      },
+      redis_key, limit, impl_->lease_ids(), impl_->node_options(), std::move(done));
+}
+
+void RedisClusterStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                          ReleaseCallback done) {
+  const std::string redis_key = RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix);
+  redis::ReleaseLease(
+      [this, redis_key](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(redis_key, std::move(argv), std::move(cb));
+      },
+      redis_key, lease_id, impl_->node_options(), std::move(done));
+}
+
+Result<LeaseDecision> RedisClusterStore::AcquireLease(std::string_view key,
+                                                      const LeaseLimit& limit) {
+  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
+  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
+
+Result<bool> RedisClusterStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
+  auto w = std::make_shared<base::OneShot<Result<bool>>>();
+  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
   return w->Wait();
 }
 

@@ -14,6 +14,7 @@
 #include "redis/connection.h"
 #include "redis/deny_cache.h"
 #include "redis/gcra_script.h"
+#include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
 
@@ -157,6 +158,7 @@ class RedisStore::Impl {
   }
 
   const RedisOptions options_;
+  redis::LeaseIdSource lease_ids_;
 
  private:
   void Tick() {
@@ -242,6 +244,38 @@ Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
 }
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }
+
+void RedisStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                   LeaseCallback done) {
+  redis::AcquireLease(
+      [this](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(std::move(argv), std::move(cb));
+      },
+      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), limit, impl_->lease_ids_,
+      impl_->options_, std::move(done));
+}
+
+void RedisStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                   ReleaseCallback done) {
+  redis::ReleaseLease(
+      [this](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
+        impl_->CommandAsync(std::move(argv), std::move(cb));
+      },
+      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), lease_id, impl_->options_,
+      std::move(done));
+}
+
+Result<LeaseDecision> RedisStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
+  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
+  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
+
+Result<bool> RedisStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
+  auto w = std::make_shared<base::OneShot<Result<bool>>>();
+  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
 
 std::string RedisStore::RedisKeyFor(std::string_view key) const {
   return redis::RedisKey(impl_->options_.key_prefix, key);

@@ -116,14 +116,22 @@ class ResilientStore::Impl {
     return Settle(permit, started, std::move(r), items);
   }
 
-  // The primary's AcquireAsync, waited for at most call_deadline; a late answer
-  // is dropped (its callback only fills the shared slot nobody reads any more).
+  // The primary's AcquireAsync, waited for at most call_deadline.
   Result<BatchDecision> GuardedAcquire(std::span<const AcquireItem> items) {
+    return Guarded<BatchDecision>(
+        [&](auto done) { primary_->AcquireAsync(items, std::move(done)); });
+  }
+
+  // Starts a primary call (`start` takes its callback) and waits for its
+  // answer at most call_deadline on the I/O clock; a late answer is dropped
+  // (its callback only fills the shared slot nobody reads any more).
+  template <typename T, typename Start>
+  Result<T> Guarded(Start&& start) {
     const Clock& io_clock = *options_.io_clock;
     const int64_t deadline = io_clock.Now() + options_.call_deadline.count();
-    auto slot = std::make_shared<base::OneShot<Result<BatchDecision>>>();
-    primary_->AcquireAsync(items, [slot](Result<BatchDecision> r) { slot->Set(std::move(r)); });
-    std::optional<Result<BatchDecision>> result = slot->WaitUntil(io_clock, deadline);
+    auto slot = std::make_shared<base::OneShot<Result<T>>>();
+    start([slot](Result<T> r) { slot->Set(std::move(r)); });
+    std::optional<Result<T>> result = slot->WaitUntil(io_clock, deadline);
     if (!result) {
       Bump(deadline_expired_);
       return TimeoutError("rate-limit store " + primary_name_ + " did not answer within " +
@@ -164,27 +172,127 @@ class ResilientStore::Impl {
     });
   }
 
+  // Leases: through the breaker like a batch; the store's default mode answers
+  // an outage (rules' own failure modes tag batch items only).
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) {
+    const CircuitBreaker::Permit permit = breaker_.Allow();
+    if (!permit.admitted()) {
+      Bump(short_circuited_);
+      return LeaseFallback(key, limit);
+    }
+    const int64_t started = options_.clock->Now();
+    if (options_.call_deadline > Nanos(0)) {
+      // A lease granted after the deadline is not used and comes back at its expiry.
+      return SettleLease(permit, started, Guarded<LeaseDecision>([&](auto done) {
+                           primary_->AcquireLeaseAsync(key, limit, std::move(done));
+                         }),
+                         key, limit);
+    }
+    Result<LeaseDecision> r = primary_->AcquireLease(key, limit);
+    return SettleLease(permit, started, std::move(r), key, limit);
+  }
+
+  void AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit, Store::LeaseCallback done) {
+    const CircuitBreaker::Permit permit = breaker_.Allow();
+    if (!permit.admitted()) {
+      Bump(short_circuited_);
+      done(LeaseFallback(key, limit));
+      return;
+    }
+    const int64_t started = options_.clock->Now();
+    primary_->AcquireLeaseAsync(key, limit,
+                                [this, key = std::string(key), limit, permit, started,
+                                 done = std::move(done)](Result<LeaseDecision> r) {
+                                  done(SettleLease(permit, started, std::move(r), key, limit));
+                                });
+  }
+
+  // A lease granted by the degrade table is released there; any other goes
+  // to the primary unless the breaker is open (then it expires).
+  void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                         Store::ReleaseCallback done) {
+    // The local table's ids are shorter than the primary's: it refuses those
+    // (not an error here) and answers false for ids it never granted.
+    Result<bool> local = local_->ReleaseLease(key, lease_id);
+    if (local.ok() && *local) {
+      done(true);
+      return;
+    }
+    if (breaker_.state() == BreakerState::kOpen) {
+      done(UnavailableError("rate-limit store " + primary_name_ +
+                            " unavailable; the lease comes back at its expiry"));
+      return;
+    }
+    primary_->ReleaseLeaseAsync(key, lease_id, std::move(done));
+  }
+
+  Result<LeaseDecision> SettleLease(const CircuitBreaker::Permit& permit, int64_t started,
+                                    Result<LeaseDecision> r, std::string_view key,
+                                    const LeaseLimit& limit) {
+    if (Record(permit, started, r.ok() ? Status() : r.status())) return r;
+    return LeaseFallback(key, limit);
+  }
+
+  // The default mode's answer for a lease: closed refuses (503), open admits
+  // unenforced without a lease, degrade takes a lease in the local table at
+  // this instance's share of max_in_flight (at least 1).
+  Result<LeaseDecision> LeaseFallback(std::string_view key, const LeaseLimit& limit) {
+    switch (options_.mode) {
+      case FailureMode::kClosed:
+        Bump(closed_rejections_);
+        return UnavailableError("rate-limit store " + primary_name_ +
+                                " unavailable (fail-closed, breaker " +
+                                std::string(BreakerStateName(breaker_.state())) + ")");
+      case FailureMode::kOpen: {
+        Bump(open_decisions_);
+        LeaseDecision d;
+        d.allowed = true;
+        d.enforced = false;
+        d.limit = d.remaining = limit.max_in_flight();
+        return d;
+      }
+      case FailureMode::kDegrade:
+        break;
+    }
+    const double share =
+        options_.degrade_fraction / static_cast<double>(instances_.load(std::memory_order_relaxed));
+    const auto scaled_max = std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(limit.max_in_flight()) * std::min(1.0, share)));
+    auto scaled = LeaseLimit::Create(scaled_max, Nanos(limit.lease_ns()));
+    if (!scaled.ok()) return scaled.status();
+    Bump(degraded_decisions_);
+    return local_->AcquireLease(key, *scaled);
+  }
+
   // Records the primary's outcome and answers: the primary's answer, or the mode's.
   // `started` is options_.clock->Now() when the call was sent.
   Result<BatchDecision> Settle(const CircuitBreaker::Permit& permit, int64_t started,
                                Result<BatchDecision> r, std::span<const AcquireItem> items) {
-    if (r.ok() || !IsOutage(r.status().code())) {
+    if (Record(permit, started, r.ok() ? Status() : r.status())) return r;
+    return Fallback(items);
+  }
+
+  // Records the primary's outcome (`status` of a call sent at `started`) on
+  // the breaker and in the counters; true when the primary answered (its
+  // answer stands), false for an outage (the mode answers).
+  bool Record(const CircuitBreaker::Permit& permit, int64_t started, const Status& status) {
+    if (status.ok() || !IsOutage(status.code())) {
       breaker_.Record(permit, true);
       NoteAnswer();
       Bump(primary_decisions_);
-      return r;
+      return true;
     }
     Bump(primary_failures_);
     // A call that met its deadline while the primary answered nothing since it
     // was sent (or nothing at all yet): the primary is hung, not slow on one
     // call. Open now, so that no caller waits the deadline a second time while
     // the streak fills up.
-    if (r.status().code() == StatusCode::kTimeout && NoAnswerSince(started)) {
+    if (status.code() == StatusCode::kTimeout && NoAnswerSince(started)) {
       breaker_.RecordNoAnswer(permit);
     } else {
       breaker_.Record(permit, false);
     }
-    return Fallback(items);
+    return false;
   }
 
   // Remembers that the primary answered (to kAnswerGrainNs: at most one store
@@ -508,6 +616,28 @@ Result<BatchDecision> ResilientStore::Acquire(std::span<const AcquireItem> items
 
 void ResilientStore::AcquireAsync(std::span<const AcquireItem> items, Callback done) {
   impl_->AcquireAsync(items, std::move(done));
+}
+
+bool ResilientStore::SupportsLeases() const { return impl_->primary_->SupportsLeases(); }
+
+Result<LeaseDecision> ResilientStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
+  return impl_->AcquireLease(key, limit);
+}
+
+Result<bool> ResilientStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
+  auto slot = std::make_shared<base::OneShot<Result<bool>>>();
+  impl_->ReleaseLeaseAsync(key, lease_id, [slot](Result<bool> r) { slot->Set(std::move(r)); });
+  return slot->Wait();
+}
+
+void ResilientStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
+                                       LeaseCallback done) {
+  impl_->AcquireLeaseAsync(key, limit, std::move(done));
+}
+
+void ResilientStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
+                                       ReleaseCallback done) {
+  impl_->ReleaseLeaseAsync(key, lease_id, std::move(done));
 }
 
 std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_name_ + ")"; }

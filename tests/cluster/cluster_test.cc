@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cluster/redis_cluster.h"
+#include "lease_cases.h"
 #include "period_cases.h"
 #include "redis/window_agreement.h"
 #include "store_contract.h"
@@ -655,6 +656,26 @@ TEST(RedisClusterStore, CommandIsRoutedBySlotAndFollowsAskAndMoved) {
   back.MoveKeys();
   back.Finish();
   EXPECT_EQ(cluster->MasterOfSlot(slot), 0);
+}
+
+// Concurrency leases on every master: exact across two stores, the lease set
+// on the master that owns the key's hash tag (so beside the identity's
+// buckets), released through the same routing.
+TEST(RedisClusterStore, LeasesAreExactOnEveryMaster) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto a = MakeClusterStore(cluster->url()), b = MakeClusterStore(cluster->url());
+  ASSERT_TRUE(a && b);
+  const LeaseLimit limit = *LeaseLimit::Create(3, Nanos(60'000'000'000));
+  std::map<int, int> slot_master;
+  for (int m = 0; m < 3; ++m) {
+    const std::string key = KeyOnMaster(*cluster, *a, m, "lease" + std::to_string(m), slot_master);
+    ASSERT_FALSE(key.empty());
+    const std::string lease_key = a->RedisKeyFor(key) + "|cc";
+    EXPECT_EQ(cluster->MasterOfSlot(RedisClusterStore::SlotOf(lease_key)), m);
+    ExpectNeverMoreThanMaxInFlight({a.get(), b.get()}, key, limit, 3, 60);
+    EXPECT_EQ(cluster->node(m).Command({"ZCARD", lease_key}), "3");
+  }
 }
 
 }  // namespace

@@ -207,6 +207,24 @@ TEST(BeastCheckTest, AsyncCheckRendersTheSameOutcome) {
   EXPECT_NE(res.find(http::field::retry_after), res.end());
 }
 
+// A concurrency rule's lease is held while the handler runs and given back
+// when it returns (RAII in BeastCheck).
+TEST(BeastCheckTest, ConcurrencyLeaseIsHeldWhileTheHandlerRuns) {
+  testing::EnforcerFixture f;
+  Request req{http::verb::get, "/inflight/x", 11};
+  req.set("X-Api-Key", "k1");
+  int inner_status = 0;
+  auto limited = middleware::BeastRateLimited(*f.enforcer, [&](const Request& r) {
+    // A second request of the same key while this one is in flight.
+    inner_status = middleware::CheckBeastRequest(*f.enforcer, r, "127.0.0.1").outcome().http_status;
+    return Ok(r);
+  });
+  EXPECT_EQ(limited(req, "127.0.0.1").result_int(), 200);
+  EXPECT_EQ(inner_status, 429);
+  // Returned: the slot is free again.
+  EXPECT_EQ(limited(req, "127.0.0.1").result_int(), 200);
+}
+
 // A handler (or an upstream it proxies) that already set the fields tollgate
 // owns: Decorate replaces them, one line each, and leaves the others alone.
 TEST(BeastCheckTest, DecorateReplacesRateLimitFieldsTheHandlerSet) {

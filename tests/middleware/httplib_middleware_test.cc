@@ -38,6 +38,11 @@ class HttplibMiddlewareTest : public ::testing::Test {
     server_.Get("/api/items", handler);
     server_.Post("/api/items", handler);
     server_.Get("/shadow/items", handler);
+    // While this handler runs, a second request of its key is over the limit.
+    server_.Get("/inflight/x", [this](const httplib::Request&, httplib::Response& res) {
+      auto inner = Get("/inflight/x", {{"X-Api-Key", "k1"}});
+      res.set_content(inner ? std::to_string(inner->status) : "error", "text/plain");
+    });
     server_.Get("/healthz", handler);
     // A handler that sets a field tollgate owns (differently cased) and one of its own.
     server_.Get("/api/own-headers", [](const httplib::Request&, httplib::Response& res) {
@@ -84,6 +89,17 @@ TEST_F(HttplibMiddlewareTest, AllowedResponsesCarryRateLimitHeaders) {
   EXPECT_EQ(info.Tightest()->remaining, 1);
   EXPECT_EQ(info.Tightest()->quota, 2);
   EXPECT_FALSE(info.retry_after.has_value());
+}
+
+// A concurrency rule's lease is held while the handler runs and given back
+// by FinishHttplib (post-routing) when it returned.
+TEST_F(HttplibMiddlewareTest, ConcurrencyLeaseIsHeldWhileTheHandlerRuns) {
+  for (int i = 0; i < 2; ++i) {
+    auto res = Get("/inflight/x", {{"X-Api-Key", "k1"}});
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, "429") << "the inner request, while the outer one held the slot";
+  }
 }
 
 TEST_F(HttplibMiddlewareTest, OverTheLimitIs429BeforeAuthAndHandler) {

@@ -16,6 +16,7 @@
 namespace tollgate::testing {
 
 // per-key: 2 per key, cost from X-Cost. shadowed: 1 per key on /shadow, shadow mode.
+// inflight: 1 request in flight per key on /inflight.
 inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
   {"name": "per-key", "limit_keys": ["header:x-api-key"],
    "match": {"path": {"prefix": "/api"}},
@@ -23,7 +24,10 @@ inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
    "algorithm_config": {"rps": 1, "burst": 2, "cost_source": "header:x-cost", "default_cost": 1}},
   {"name": "shadowed", "limit_keys": ["header:x-api-key"], "mode": "shadow",
    "match": {"path": {"prefix": "/shadow"}},
-   "algorithm": "token_bucket", "algorithm_config": {"rps": 1, "burst": 1}}
+   "algorithm": "token_bucket", "algorithm_config": {"rps": 1, "burst": 1}},
+  {"name": "inflight", "group": "inflight", "limit_keys": ["header:x-api-key"],
+   "match": {"path": {"prefix": "/inflight"}},
+   "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 1, "lease": "1h"}}
 ]})";
 
 struct EnforcerFixture {
@@ -39,6 +43,7 @@ struct EnforcerFixture {
     EXPECT_TRUE(policies.ok()) << policies.status().ToString();
     EnforcerOptions eo;
     eo.retry_after_jitter = 0;
+    eo.releases_leases = true;  // the adapters give leases back when the handler returns
     auto e = Enforcer::Create(*policies, store.get(), &clock, eo);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     enforcer = std::move(*e);

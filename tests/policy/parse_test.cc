@@ -257,6 +257,30 @@ INSTANTIATE_TEST_SUITE_P(
                   "algorithm_config.fixed_cost: must be > 0"},
         ErrorCase{RuleWith(R"({"rps": 1, "burst": 1, "default_cost": 2.5})"),
                   "algorithm_config.default_cost: must be a whole number"},
+        ErrorCase{RuleWith(R"({"lease": "30s"})", R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config.max_in_flight: is required"},
+        ErrorCase{RuleWith(R"({"max_in_flight": 5})", R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config.lease: is required"},
+        ErrorCase{
+            RuleWith(R"({"max_in_flight": 0, "lease": "30s"})", R"(, "algorithm": "concurrency")"),
+            "rules[0].algorithm_config.max_in_flight: must be > 0"},
+        ErrorCase{RuleWith(R"({"max_in_flight": 2.5, "lease": "30s"})",
+                           R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config.max_in_flight: must be a whole number"},
+        ErrorCase{RuleWith(R"({"max_in_flight": 65537, "lease": "30s"})",
+                           R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config.max_in_flight: must be at most 65536"},
+        ErrorCase{
+            RuleWith(R"({"max_in_flight": 5, "lease": "30x"})", R"(, "algorithm": "concurrency")"),
+            "rules[0].algorithm_config.lease: at byte"},
+        ErrorCase{
+            RuleWith(R"({"max_in_flight": 5, "lease": "8d"})", R"(, "algorithm": "concurrency")"),
+            "rules[0].algorithm_config.lease: lease_time: must be between 1ms and 7d"},
+        ErrorCase{RuleWith(R"({"max_in_flight": 5, "lease": "30s", "rps": 1})",
+                           R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config.rps: unknown field"},
+        ErrorCase{RuleWith(R"([5])", R"(, "algorithm": "concurrency")"),
+                  "rules[0].algorithm_config: must be an object"},
         ErrorCase{RuleWith(kOk, R"(, "mode": "dry")"), "rules[0].mode: must be \"enforce\""},
         ErrorCase{RuleWith(kOk, R"(, "enforce_percent": 150)"),
                   "rules[0].enforce_percent: must be between 0 and 100"},
@@ -352,6 +376,22 @@ TEST(ParsePolicy, AcceptsEveryFeature) {
     {"name": "e", "limit_keys": ["ip"], "algorithm": "leaky_bucket",
      "algorithm_config": {"rps": 10, "burst": 10, "max_delay_ms": -1}}]})");
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0]);
+}
+
+TEST(ParsePolicy, ConcurrencyRule) {
+  ParsedPolicy p = ParsePolicy(R"({"rules": [
+    {"name": "llm", "limit_keys": ["header:x-tenant"], "algorithm": "concurrency",
+     "algorithm_config": {"max_in_flight": 20, "lease": "2m"}}]})");
+  ASSERT_TRUE(p.errors.empty()) << p.errors[0].ToString();
+  auto s = SummarizePolicy(*p.policy);
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_TRUE(s[0].lease.has_value());
+  EXPECT_EQ(s[0].lease->max_in_flight(), 20);
+  EXPECT_EQ(s[0].lease->lease_ns(), 120'000'000'000);
+  EXPECT_EQ(s[0].description, "concurrency max_in_flight=20 lease=2m keys=header:x-tenant");
+  // For headers: max_in_flight per lease time.
+  EXPECT_EQ(s[0].limit.burst(), 20);
+  EXPECT_EQ(s[0].limit.window_ns(), 120'000'000'000);
 }
 
 TEST(ParsePolicy, FailureModePerRule) {

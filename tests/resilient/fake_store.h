@@ -28,6 +28,18 @@ class FakeStore final : public Store {
     return local_->Acquire(items);
   }
   std::string Name() const override { return "fake"; }
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override {
+    calls.fetch_add(1);
+    const auto code = fail.load();
+    if (code != StatusCode::kOk) return Status(code, "fake failure");
+    return local_->AcquireLease(key, limit);
+  }
+  Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override {
+    const auto code = fail.load();
+    if (code != StatusCode::kOk) return Status(code, "fake failure");
+    return local_->ReleaseLease(key, lease_id);
+  }
   bool AsyncNative() const override { return async_native; }
 
   // State as seen without a charge, bypassing the scripted failure.

@@ -280,6 +280,52 @@ TEST_F(ResilientStoreTest, DegradeDecidesAtTheFraction) {
   EXPECT_EQ(store_->Stats().degraded_decisions, 22u);
 }
 
+// Leases pass through while the primary answers; in an outage the store's
+// mode answers: open admits without a lease, closed refuses, degrade holds
+// leases locally at the share and releases them there.
+TEST_F(ResilientStoreTest, LeasesPassThroughAndFollowTheModeInAnOutage) {
+  const LeaseLimit limit = *LeaseLimit::Create(4, std::chrono::seconds(30));
+  for (FailureMode mode : {FailureMode::kOpen, FailureMode::kClosed, FailureMode::kDegrade}) {
+    SCOPED_TRACE(std::string(FailureModeName(mode)));
+    Make(Options(mode));
+    ASSERT_TRUE(store_->SupportsLeases());
+    auto held = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_TRUE(held->allowed && held->enforced);
+    auto released = store_->ReleaseLease("r\x1fk", held->lease_id);
+    ASSERT_TRUE(released.ok());
+    EXPECT_TRUE(*released);
+
+    fake_->fail = StatusCode::kConnection;
+    auto down = store_->AcquireLease("r\x1fk", limit);
+    if (mode == FailureMode::kClosed) {
+      EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
+      continue;
+    }
+    ASSERT_TRUE(down.ok()) << down.status().ToString();
+    if (mode == FailureMode::kOpen) {
+      EXPECT_TRUE(down->allowed);
+      EXPECT_FALSE(down->enforced);
+      EXPECT_TRUE(down->lease_id.empty());
+      continue;
+    }
+    // Degrade: 4 x 0.5 = 2 local slots.
+    EXPECT_TRUE(down->allowed && down->enforced);
+    auto second = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(second.ok());
+    EXPECT_TRUE(second->allowed);
+    auto third = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(third.ok());
+    EXPECT_FALSE(third->allowed);
+    auto back = store_->ReleaseLease("r\x1fk", down->lease_id);
+    ASSERT_TRUE(back.ok());
+    EXPECT_TRUE(*back) << "released in the local table while the primary is down";
+    auto again = store_->AcquireLease("r\x1fk", limit);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->allowed);
+  }
+}
+
 TEST_F(ResilientStoreTest, DegradeDividesByTheFleet) {
   auto o = Options(FailureMode::kDegrade);
   o.fleet = std::make_unique<FixedFleet>(4);
@@ -534,23 +580,35 @@ class HangingStore final : public Store {
     std::lock_guard<std::mutex> lock(mu);
     held.push_back(std::move(done));
   }
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view, const LeaseLimit&) override {
+    return InternalError("the guard must use AcquireLeaseAsync");
+  }
+  void AcquireLeaseAsync(std::string_view, const LeaseLimit&, LeaseCallback done) override {
+    std::lock_guard<std::mutex> lock(mu);
+    held_leases.push_back(std::move(done));
+  }
   std::string Name() const override { return "hanging"; }
   void ReleaseAll() {
     std::vector<Callback> callbacks;
+    std::vector<LeaseCallback> lease_callbacks;
     {
       std::lock_guard<std::mutex> lock(mu);
       callbacks.swap(held);
+      lease_callbacks.swap(held_leases);
     }
     for (auto& cb : callbacks) cb(ConnectionError("released late"));
+    for (auto& cb : lease_callbacks) cb(ConnectionError("released late"));
   }
   size_t HeldCount() {
     std::lock_guard<std::mutex> lock(mu);
-    return held.size();
+    return held.size() + held_leases.size();
   }
 
   bool answer_at_once = false;
   std::mutex mu;
-  std::vector<Callback> held;  // guarded by mu
+  std::vector<Callback> held;              // guarded by mu
+  std::vector<LeaseCallback> held_leases;  // guarded by mu
 };
 
 TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
@@ -590,9 +648,10 @@ TEST(CallDeadlineTest, AHungPrimaryCostsTheDeadlineThenTheBreakerOpens) {
 
 // call_deadline is timed on io_clock (Clock::WaitUntil): with a ManualClock
 // the guard expires when the test moves the clock, never on real time alone.
-// One kOpen store over a HangingStore, and one caller thread in Acquire().
+// One kOpen store over a HangingStore, and one caller thread in Acquire() (or
+// AcquireLease()).
 struct IoClockGuard {
-  explicit IoClockGuard(Nanos deadline) {
+  explicit IoClockGuard(Nanos deadline, bool lease = false) {
     ResilientStoreOptions o;
     o.mode = FailureMode::kOpen;
     o.background = false;
@@ -601,10 +660,15 @@ struct IoClockGuard {
     auto hanging = std::make_unique<HangingStore>();
     primary = hanging.get();
     store = std::move(*ResilientStore::Create(std::move(hanging), std::move(o)));
-    caller = std::thread([this] {
-      AcquireItem item{"r\x1fk", &limit, 1};
-      auto r = store->Acquire({&item, 1});
-      unenforced = r.ok() && !r->enforced;
+    caller = std::thread([this, lease] {
+      if (lease) {
+        auto r = store->AcquireLease("r\x1fk", *LeaseLimit::Create(2, std::chrono::seconds(5)));
+        unenforced = r.ok() && r->allowed && !r->enforced;
+      } else {
+        AcquireItem item{"r\x1fk", &limit, 1};
+        auto r = store->Acquire({&item, 1});
+        unenforced = r.ok() && !r->enforced;
+      }
       returned = true;
     });
   }
@@ -632,6 +696,19 @@ TEST(CallDeadlineTest, TheDeadlineRunsOnTheInjectedIoClock) {
   g.caller.join();
   ASSERT_TRUE(expired) << "the guard did not expire when its clock passed the deadline";
   EXPECT_TRUE(g.unenforced.load());
+  EXPECT_EQ(g.store->Stats().deadline_expired, 1u);
+}
+
+TEST(CallDeadlineTest, ALeaseCallsDeadlineRunsOnTheInjectedIoClock) {
+  IoClockGuard g(std::chrono::hours(1), /*lease=*/true);
+  ASSERT_TRUE(testing::WaitFor([&] { return g.primary->HeldCount() == 1; }));
+  EXPECT_FALSE(g.returned.load());
+  g.io.Advance(std::chrono::hours(1));
+  const bool expired = testing::WaitFor([&] { return g.returned.load(); });
+  if (!expired) g.primary->ReleaseAll();
+  g.caller.join();
+  ASSERT_TRUE(expired) << "the lease call did not expire when its clock passed the deadline";
+  EXPECT_TRUE(g.unenforced.load());  // kOpen: admitted without a lease
   EXPECT_EQ(g.store->Stats().deadline_expired, 1u);
 }
 

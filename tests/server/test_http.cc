@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -292,6 +293,32 @@ void TestUpstream::ReleaseHeld() {
   hold_cv_.notify_all();
 }
 
+void TestUpstream::SetGateOpen(bool open) {
+  std::lock_guard lock(gate_mu_);
+  gate_open_ = open;
+  gate_cv_.notify_all();
+}
+
+int TestUpstream::in_flight() const {
+  std::lock_guard lock(gate_mu_);
+  return in_flight_;
+}
+
+int TestUpstream::peak_in_flight() const {
+  std::lock_guard lock(gate_mu_);
+  return peak_;
+}
+
+void TestUpstream::ResetPeak() {
+  std::lock_guard lock(gate_mu_);
+  peak_ = in_flight_;
+}
+
+bool TestUpstream::WaitInFlight(int n, std::chrono::milliseconds deadline) const {
+  std::unique_lock lock(gate_mu_);
+  return gate_cv_.wait_for(lock, deadline, [&] { return in_flight_ == n; });
+}
+
 TestUpstream::TestUpstream() {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
@@ -313,6 +340,7 @@ TestUpstream::~TestUpstream() {
     stop_ = true;
     hold_cv_.notify_all();
   }
+  SetGateOpen(true);
   ::shutdown(listen_fd_, SHUT_RDWR);
   ::close(listen_fd_);
   acceptor_.join();
@@ -362,6 +390,14 @@ void TestUpstream::Serve(int fd, int id) {
       status = std::atoi(query.substr(query.find('=') + 1).c_str());
     } else if (path == "/close") {
       close = true;
+    } else if (path == "/gate") {
+      std::unique_lock lock(gate_mu_);
+      ++in_flight_;
+      peak_ = std::max(peak_, in_flight_);
+      gate_cv_.notify_all();
+      gate_cv_.wait_for(lock, Scaled(std::chrono::seconds(60)), [&] { return gate_open_; });
+      --in_flight_;
+      gate_cv_.notify_all();
     }
     std::string resp;
     size_t n = path == "/bytes" || path == "/truncate" || path == "/hold"

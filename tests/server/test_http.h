@@ -92,6 +92,14 @@ class TestUpstream {
   int requests() const { return requests_.load(); }
   // Lets one /hold response send its second half.
   void ReleaseHeld();
+  // /gate: the request counts as in flight here until the gate is open, then
+  // is answered like any path (the count drops before the answer is sent).
+  void SetGateOpen(bool open);
+  int in_flight() const;
+  int peak_in_flight() const;
+  void ResetPeak();
+  // Waits (bounded by `deadline`) until exactly `n` requests wait at the gate.
+  bool WaitInFlight(int n, std::chrono::milliseconds deadline) const;
 
  private:
   void AcceptLoop();
@@ -104,6 +112,11 @@ class TestUpstream {
   std::mutex hold_mu_;
   std::condition_variable hold_cv_;
   int holds_released_ = 0;
+  mutable std::mutex gate_mu_;
+  mutable std::condition_variable gate_cv_;
+  bool gate_open_ = true;  // guarded by gate_mu_, as the two counts
+  int in_flight_ = 0;
+  int peak_ = 0;
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> threads_;

@@ -22,7 +22,9 @@
 // request-target path and query, the peer address you pass: Beast requests do
 // not carry it) and renders the Enforcer's CheckOutcome.
 //
-// Thread safety: the Enforcer is thread-safe; BeastCheck is a plain value.
+// Concurrency rules: a BeastCheck holds the request's leases until it is
+// destroyed (BeastRateLimited: when the handler returns).
+// Thread safety: the Enforcer is thread-safe; BeastCheck is a move-only value.
 // Ownership: `enforcer` is borrowed and must outlive every call and wrapper. The
 // request is only read during CheckBeastRequest / before CheckBeastRequestAsync
 // returns. Errors: never throws; store failures arrive as the Enforcer's outcome
@@ -47,10 +49,14 @@ namespace tollgate::middleware {
 
 namespace beast_http = boost::beast::http;
 
-// The outcome of checking one Beast request.
+// The outcome of checking one Beast request. It holds the concurrency leases
+// of an allowed request and gives them back when it is destroyed (RAII): keep
+// it alive until the handler has returned. Move-only.
 class BeastCheck {
  public:
   explicit BeastCheck(CheckOutcome outcome) : outcome_(std::move(outcome)) {}
+  BeastCheck(CheckOutcome outcome, Enforcer& enforcer)
+      : outcome_(std::move(outcome)), leases_(enforcer, std::move(outcome_.leases)) {}
 
   bool allowed() const { return outcome_.allowed(); }
   const CheckOutcome& outcome() const { return outcome_; }
@@ -82,6 +88,7 @@ class BeastCheck {
 
  private:
   CheckOutcome outcome_;
+  LeaseRelease leases_;  // released when the check goes out of scope
 };
 
 namespace internal {
@@ -117,7 +124,7 @@ template <class Body, class Fields>
 BeastCheck CheckBeastRequest(Enforcer& enforcer, const beast_http::request<Body, Fields>& req,
                              std::string_view peer_address) {
   internal::BeastRequestView<Body, Fields> adapted(req, peer_address);
-  return BeastCheck(enforcer.Check(adapted.view));
+  return BeastCheck(enforcer.Check(adapted.view), enforcer);
 }
 
 // Decides `req` without blocking: `done(BeastCheck)` runs exactly once, inline or
@@ -126,9 +133,10 @@ template <class Body, class Fields, class Done>
 void CheckBeastRequestAsync(Enforcer& enforcer, const beast_http::request<Body, Fields>& req,
                             std::string_view peer_address, Done done) {
   internal::BeastRequestView<Body, Fields> adapted(req, peer_address);
-  enforcer.CheckAsync(adapted.view, [done = std::move(done)](CheckOutcome outcome) mutable {
-    done(BeastCheck(std::move(outcome)));
-  });
+  enforcer.CheckAsync(adapted.view,
+                      [&enforcer, done = std::move(done)](CheckOutcome outcome) mutable {
+                        done(BeastCheck(std::move(outcome), enforcer));
+                      });
 }
 
 struct BeastOptions {

@@ -15,6 +15,8 @@
 // for allowed requests (a throttled client costs no credential check, as the
 // seeds advise). httplib has one pre-routing slot: InstallHttplib takes it.
 //
+// Concurrency rules: an allowed request's leases are held until FinishHttplib
+// (post-routing, after the handler returned); compose by hand, and call it.
 // Header ownership: the fields tollgate renders (RateLimit, RateLimit-Policy, ...)
 // appear once on every response. httplib's Response::set_header appends, so a
 // handler that sets one of them too would duplicate it; InstallHttplib also takes
@@ -74,6 +76,7 @@ namespace detail {
 struct HttplibPending {
   const httplib::Response* res = nullptr;
   std::vector<std::pair<std::string, std::string>> headers;
+  LeaseRelease leases;  // the allowed request's concurrency leases, until FinishHttplib
 };
 inline HttplibPending& PendingHttplib() {
   thread_local HttplibPending pending;
@@ -92,6 +95,7 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   detail::HttplibPending& pending = detail::PendingHttplib();
   pending.res = nullptr;
   pending.headers.clear();
+  pending.leases = LeaseRelease();  // a previous request's, if its post-routing never ran
   auto [path, query] =
       SplitTarget(req.target.empty() ? std::string_view(req.path) : std::string_view(req.target));
   for (const auto& skip : options.skip_paths) {
@@ -107,7 +111,7 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   view.peer_address = req.remote_addr;
   view.headers = headers;
 
-  const CheckOutcome outcome = enforcer.Check(view);
+  CheckOutcome outcome = enforcer.Check(view);
   if (options.observe) options.observe(req, outcome);
 
   if (!outcome.allowed()) {
@@ -132,6 +136,7 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
     pending.headers.emplace_back(h.name, h.value);
   }
   pending.res = &res;
+  pending.leases = LeaseRelease(enforcer, std::move(outcome.leases));
   if (options.apply_delay && outcome.delay > Nanos(0)) {
     if (options.wait) {
       options.wait(outcome.delay);
@@ -152,6 +157,7 @@ inline void FinishHttplib(const httplib::Request&, httplib::Response& res) {
   for (const auto& [name, value] : pending.headers) res.set_header(name, value);
   pending.res = nullptr;
   pending.headers.clear();
+  pending.leases = LeaseRelease();  // the handler returned: give the leases back
 }
 
 // Installs the limiter as `server`'s pre-routing handler and FinishHttplib as its
