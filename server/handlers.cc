@@ -381,12 +381,11 @@ Response HandleReadyz(const Runtime& s) {
   return JsonResponse(ready ? 200 : 503, j);
 }
 
-Response HandleMetrics(const Runtime& s) {
-  PrometheusWriter w;
+// Per-rule decisions and concurrency leases.
+void WriteDecisionMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters) {
   w.Family("tollgate_decisions_total", "counter",
            "Rule decisions by rule and outcome (allowed, rejected, shadow_rejected, unenforced, "
            "unavailable).");
-  std::vector<RuleCounters> counters = s.enforcer->Counters();
   for (const auto& c : counters) {
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "allowed"}, c.allowed);
     w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "rejected"}, c.rejected);
@@ -415,22 +414,10 @@ Response HandleMetrics(const Runtime& s) {
     w.Sample("tollgate_leases_in_flight", {"rule", c.rule},
              c.leases_acquired > back ? c.leases_acquired - back : 0);
   }
-  // The Envoy RLS front end's decisions, in the same family: HTTP series keep
-  // their labels, gRPC ones add frontend="grpc" (docs/operations.md).
-  std::optional<ServerMetrics::LatencyCounts> grpc_latency;
-  if (s.grpc) {
-    static constexpr std::string_view kOutcomes[] = {"allowed", "rejected", "shadow_rejected",
-                                                     "unenforced", "unavailable"};
-    for (const auto& c : s.grpc->DecisionCounters()) {
-      const uint64_t values[] = {c.allowed, c.rejected, c.shadow_rejected, c.unenforced,
-                                 c.unavailable};
-      for (size_t i = 0; i < std::size(kOutcomes); ++i) {
-        w.Sample("tollgate_decisions_total",
-                 {"frontend", "grpc", "rule", c.rule, "outcome", kOutcomes[i]}, values[i]);
-      }
-    }
-    grpc_latency = s.grpc->DecisionLatency();
-  }
+}
+
+// Per-rule missing keys and the rollback guard.
+void WriteRollbackMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters) {
   w.Family("tollgate_missing_key_total", "counter",
            "Decisions where a rule's key source was absent, by rule.");
   for (const auto& c : counters)
@@ -455,7 +442,29 @@ Response HandleMetrics(const Runtime& s) {
   for (const auto& c : counters) {
     w.Sample("tollgate_rollback_clears_total", {"rule", c.rule}, c.rollback_clears);
   }
-  s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
+}
+
+// The Envoy RLS front end's decisions, in the same family: HTTP series keep
+// their labels, gRPC ones add frontend="grpc" (docs/operations.md). Returns
+// its decision latency for the shared histogram (nullopt without gRPC).
+std::optional<ServerMetrics::LatencyCounts> WriteGrpcDecisions(PrometheusWriter& w,
+                                                               const Runtime& s) {
+  if (!s.grpc) return std::nullopt;
+  static constexpr std::string_view kOutcomes[] = {"allowed", "rejected", "shadow_rejected",
+                                                   "unenforced", "unavailable"};
+  for (const auto& c : s.grpc->DecisionCounters()) {
+    const uint64_t values[] = {c.allowed, c.rejected, c.shadow_rejected, c.unenforced,
+                               c.unavailable};
+    for (size_t i = 0; i < std::size(kOutcomes); ++i) {
+      w.Sample("tollgate_decisions_total",
+               {"frontend", "grpc", "rule", c.rule, "outcome", kOutcomes[i]}, values[i]);
+    }
+  }
+  return s.grpc->DecisionLatency();
+}
+
+// The live policy: reloads, generation, version and source.
+void WritePolicyMetrics(PrometheusWriter& w, const Runtime& s) {
   w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
   w.Sample("tollgate_policy_reloads_total", {"result", "success"},
            s.state->reloads_ok.load(std::memory_order_relaxed));
@@ -475,6 +484,10 @@ Response HandleMetrics(const Runtime& s) {
            "1, labelled with the running policy's version (sha256 prefix of its text) and source.");
   w.Sample("tollgate_policy_info", {"version", s.policies->version(), "source", s.policy_source},
            1.0);
+}
+
+// The store, tracing, log gates, /v1/top and the process.
+void WriteProcessMetrics(PrometheusWriter& w, const Runtime& s) {
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
   w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
   if (s.store->export_metrics) s.store->export_metrics(w);
@@ -492,6 +505,17 @@ Response HandleMetrics(const Runtime& s) {
   w.Sample("tollgate_start_time_seconds", double(s.start_wall_ns / 1'000'000'000));
   w.Family("tollgate_draining", "gauge", "1 while shutting down.");
   w.Sample("tollgate_draining", s.state->Draining() ? 1.0 : 0.0);
+}
+
+Response HandleMetrics(const Runtime& s) {
+  PrometheusWriter w;
+  const std::vector<RuleCounters> counters = s.enforcer->Counters();
+  WriteDecisionMetrics(w, counters);
+  const std::optional<ServerMetrics::LatencyCounts> grpc_latency = WriteGrpcDecisions(w, s);
+  WriteRollbackMetrics(w, counters);
+  s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
+  WritePolicyMetrics(w, s);
+  WriteProcessMetrics(w, s);
   Response r;
   r.content_type = kPrometheus;
   r.body = w.Take();
