@@ -429,7 +429,7 @@ void WriteRollbackMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
   }
   w.Family("tollgate_rollback_trips_total", "counter",
            "Rollback guard trips by rule and trigger (reject_ratio, latency_p99, "
-           "upstream_errors, admin).");
+           "upstream_errors, upstream_latency_p99, admin).");
   for (const auto& c : counters) {
     for (size_t t = 1; t < kRollbackTriggerCount; ++t) {
       w.Sample("tollgate_rollback_trips_total",

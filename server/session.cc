@@ -344,12 +344,14 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   // coroutine destroyed at shutdown); the release never blocks the loop.
   const LeaseRelease leases(*rt_->enforcer, std::move(outcome.leases));
   co_await Pause(outcome.delay);
+  const int64_t forwarded_ns = rt_->clock->Now();
   ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
                                          ex.trace.id(), ex.trace.upstream_traceparent());
   if (pr.status) {
     shard_.CountRequest(Endpoint::kGateway, pr.status);
-    // The upstream's answer (or our 502/504 for it) feeds the rollback guards.
-    rt_->enforcer->RecordUpstream(outcome, pr.status);
+    // The upstream's answer (or our 502/504 for it) and the time it took, from
+    // forwarding to the relayed answer, feed the rollback guards.
+    rt_->enforcer->RecordUpstream(outcome, pr.status, Nanos(rt_->clock->Now() - forwarded_ns));
   }
   if (!pr.keep_alive || rt_->state->Draining()) {
     linger_ = pr.status != 0;

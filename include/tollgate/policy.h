@@ -309,13 +309,15 @@ struct ExplicitItem {
 // What tripped a rule's rollback guard (seed 000's three triggers, or an admin).
 enum class RollbackTrigger : uint8_t {
   kNone,
-  kRejectRatio,     // rollback.max_reject_ratio
-  kLatencyP99,      // rollback.max_p99_ms (decision latency)
-  kUpstreamErrors,  // rollback.max_upstream_error_increase (gateway: upstream 5xx)
-  kAdmin,           // Enforcer::TripRollback
+  kRejectRatio,         // rollback.max_reject_ratio
+  kLatencyP99,          // rollback.max_p99_ms (decision latency)
+  kUpstreamErrors,      // rollback.max_upstream_error_increase (gateway: upstream 5xx)
+  kAdmin,               // Enforcer::TripRollback
+  kUpstreamLatencyP99,  // rollback.max_upstream_p99_ms (gateway, middleware: upstream latency)
 };
-inline constexpr size_t kRollbackTriggerCount = 5;
-// "none", "reject_ratio", "latency_p99", "upstream_errors", "admin".
+inline constexpr size_t kRollbackTriggerCount = 6;
+// "none", "reject_ratio", "latency_p99", "upstream_errors", "admin",
+// "upstream_latency_p99".
 std::string_view RollbackTriggerName(RollbackTrigger trigger);
 
 // The outcome of one rule for one request.
@@ -330,8 +332,9 @@ struct RuleOutcome {
   ShadowReason shadow_reason = ShadowReason::kNone;
   std::optional<Limit> limit;  // the limit applied (a copy: valid after a reload); always set
   Decision decision;
-  // Enforced and its rollback guard watches upstream answers: a front end that
-  // forwards the request reports the answer (Enforcer::RecordUpstream).
+  // Enforced and its rollback guard watches upstream answers (5xx ratio or
+  // latency): a front end that forwards the request, or a middleware that
+  // calls the handler, reports the answer (Enforcer::RecordUpstream).
   bool watches_upstream = false;
 };
 
@@ -449,10 +452,12 @@ class Enforcer {
   // cleared. False for a rule the current policy does not have.
   bool TripRollback(std::string_view rule, std::string_view reason);
   // Reports the upstream's answer to a request `outcome` allowed (gateway
-  // mode, middleware): feeds the upstream-error trigger of every rule with
-  // watches_upstream. `status` is the HTTP status, or 502/504 when the
-  // upstream gave none. Cheap when no rule watches.
-  void RecordUpstream(const CheckOutcome& outcome, int status);
+  // mode, middleware): feeds the upstream-error and upstream-latency triggers
+  // of every rule with watches_upstream. `status` is the HTTP status, or
+  // 502/504 when the upstream gave none; `latency` the time from forwarding
+  // the request (or calling the handler) to its answer, negative when unknown
+  // (the latency trigger then ignores the answer). Cheap when no rule watches.
+  void RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency = Nanos(-1));
 
   const EnforcerOptions& options() const;
   PolicyStore& policies() const;

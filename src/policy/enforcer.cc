@@ -332,6 +332,13 @@ void Enforcer::Impl::NoteTrip(RuleState& s, RollbackTrigger trigger, const Rollb
                std::to_string(c.max_upstream_error_increase) + " over the baseline ratio " +
                std::to_string(std::max<int64_t>(0, s.baseline_upstream_ppm.load()) / 1e6);
       break;
+    case RollbackTrigger::kUpstreamLatencyP99:
+      reason = std::to_string(s.window_upstream_slow.load()) + " of " +
+               std::to_string(s.window_upstream_timed.load()) +
+               " upstream answers in the window took longer than " +
+               std::to_string(c.max_upstream_p99_ns / 1000) +
+               " us (upstream p99 above max_upstream_p99_ms)";
+      break;
     case RollbackTrigger::kNone:
     case RollbackTrigger::kAdmin:
       return;
@@ -389,7 +396,8 @@ void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& b
     r.limit = item.limit;
     r.decision = plan.decisions[i];
     r.watches_upstream =
-        !r.shadow && item.rollback && item.rollback->max_upstream_error_increase > 0;
+        !r.shadow && item.rollback &&
+        (item.rollback->max_upstream_error_increase > 0 || item.rollback->max_upstream_p99_ns > 0);
     if (static_cast<int>(i) == plan.denied_item)
       out.denied_rule = static_cast<int>(out.rules.size());
     out.rules.push_back(std::move(r));
@@ -449,15 +457,28 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, const std::vector<size_t>& 
                                    CheckOutcome& out) const {
   std::vector<QuotaReport> reports;
   reports.reserve(plan.enforced_count);
+  std::vector<uint8_t> styles;  // each report's rule's own styles
+  bool own_styles = false;
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
     // Store items and concurrency rules (limit = max_in_flight, remaining =
     // free slots); not shadow items nor deny-all / unlimited placeholders.
     if (i >= plan.enforced_count && !(item.lease && plan.Enforced(i))) continue;
     reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
+    styles.push_back(item.header_styles);
+    own_styles = own_styles || item.header_styles != kInheritStyles;
     out.delay = std::max(out.delay, plan.decisions[i].delay);
   }
-  out.headers = RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
+  out.headers = RenderHeaders(reports, own_styles ? styles : std::vector<uint8_t>{});
+}
+
+std::vector<HeaderField> Enforcer::Impl::RenderHeaders(std::span<const QuotaReport> reports,
+                                                       std::span<const uint8_t> styles) const {
+  // No rule has styles of its own: the server-wide list, the common case.
+  if (styles.empty()) {
+    return RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
+  }
+  return RenderRuleHeaders(options_.header_styles, reports, styles, clock_->WallNow());
 }
 
 void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
@@ -492,7 +513,11 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     // Every style's reset names the instant Retry-After names (jitter included).
     if (out.retry_after_seconds > 0) reports.back().reset_seconds = out.retry_after_seconds;
   }
-  out.headers = RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
+  // The denying rule's own styles, else the server's.
+  const uint8_t own = denied.header_styles;
+  out.headers = RenderHeaders(reports, own == kInheritStyles || reports.empty()
+                                           ? std::span<const uint8_t>()
+                                           : std::span<const uint8_t>(&own, 1));
   if (deny_all) {
     detail = "policy '" + denied_name + "' allows no requests";
   } else if (d.retry_after == Decision::kNever) {
@@ -582,7 +607,7 @@ bool Enforcer::Impl::TripRollback(std::string_view rule, std::string_view reason
   return true;
 }
 
-void Enforcer::Impl::RecordUpstream(const CheckOutcome& outcome, int status) {
+void Enforcer::Impl::RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency) {
   const bool server_error = status >= 500 && status <= 599;
   const int64_t now = clock_->Now();
   for (const RuleOutcome& r : outcome.rules) {
@@ -597,7 +622,7 @@ void Enforcer::Impl::RecordUpstream(const CheckOutcome& outcome, int status) {
       config = s->rollback;
     }
     if (!config) continue;  // a reload removed the guard since the decision
-    const RollbackTrigger tripped = s->RecordUpstream(*config, server_error, now);
+    const RollbackTrigger tripped = s->RecordUpstream(*config, server_error, latency.count(), now);
     if (tripped != RollbackTrigger::kNone) NoteTrip(*s, tripped, *config);
   }
 }
@@ -771,8 +796,8 @@ bool Enforcer::TripRollback(std::string_view rule, std::string_view reason) {
   return impl_->TripRollback(rule, reason);
 }
 
-void Enforcer::RecordUpstream(const CheckOutcome& outcome, int status) {
-  impl_->RecordUpstream(outcome, status);
+void Enforcer::RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency) {
+  impl_->RecordUpstream(outcome, status, latency);
 }
 
 std::string_view RollbackTriggerName(RollbackTrigger trigger) {
@@ -787,6 +812,8 @@ std::string_view RollbackTriggerName(RollbackTrigger trigger) {
       return "upstream_errors";
     case RollbackTrigger::kAdmin:
       return "admin";
+    case RollbackTrigger::kUpstreamLatencyP99:
+      return "upstream_latency_p99";
   }
   return "none";
 }

@@ -56,6 +56,7 @@ struct PlannedItem {
   // the storeless items, never in the batch); the id while it is held.
   std::optional<LeaseLimit> lease;
   std::string lease_id;
+  uint8_t header_styles = kInheritStyles;  // the rule's own styles (Rule::header_styles)
 };
 
 // The store key of a concurrency rule's leases for `identity`.
@@ -150,7 +151,7 @@ class Enforcer::Impl {
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
   bool TripRollback(std::string_view rule, std::string_view reason);
-  void RecordUpstream(const CheckOutcome& outcome, int status);
+  void RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
   // The state of an ad-hoc rule, under mu_ (Enforcer::HandleFor).
   RuleState* HandleFor(const std::string& name) {
@@ -185,6 +186,10 @@ class Enforcer::Impl {
   void FinishAllowed(const Plan& plan, const std::vector<size_t>& by_order,
                      CheckOutcome& out) const;
   void FinishRejected(const Plan& plan, CheckOutcome& out) const;
+  // The rate-limit headers of `reports`; `styles` (one per report) when some
+  // rule has styles of its own, empty for the server-wide ones.
+  std::vector<HeaderField> RenderHeaders(std::span<const QuotaReport> reports,
+                                         std::span<const uint8_t> styles) const;
   void StoreCallStarted(Plan& plan) const {
     if (options_.time_store_calls) plan.store_start_ns = clock_->Now();
   }

@@ -159,6 +159,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
     item.state = state;
     item.rollback = rule.rollback;
     item.failure_mode = rule.failure_mode_tag;
+    item.header_styles = rule.header_styles;
     item.order = order++;
     switch (rule.cost_kind) {
       case Rule::CostKind::kFixed:
@@ -303,6 +304,7 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       item.state = plan->binding->states[static_cast<size_t>(index)];
       item.rollback = rule->rollback;
       item.failure_mode = rule->failure_mode_tag;
+      item.header_styles = rule->header_styles;
     } else {
       item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
       item.state = it.handle.valid() ? it.handle.state() : HandleFor(item.name);

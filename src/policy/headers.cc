@@ -94,6 +94,45 @@ std::string HeaderStylesName(std::span<const HeaderStyle> styles) {
   return out;
 }
 
+uint8_t HeaderStyleMask(std::span<const HeaderStyle> styles) {
+  uint8_t mask = 0;
+  for (HeaderStyle s : styles) {
+    if (s != HeaderStyle::kNone) mask |= static_cast<uint8_t>(1u << static_cast<unsigned>(s));
+  }
+  return mask;
+}
+
+std::vector<HeaderField> RenderRuleHeaders(std::span<const HeaderStyle> defaults,
+                                           std::span<const QuotaReport> reports,
+                                           std::span<const uint8_t> masks, int64_t wall_now_ns) {
+  const uint8_t default_mask = HeaderStyleMask(defaults);
+  auto mask_of = [&](size_t i) { return masks[i] == kInheritStyles ? default_mask : masks[i]; };
+  // Styles in order: the server's, then the rest in the enum's order.
+  std::vector<HeaderStyle> order(defaults.begin(), defaults.end());
+  for (HeaderStyle s : {HeaderStyle::kDraft11, HeaderStyle::kDraft03, HeaderStyle::kXRateLimit,
+                        HeaderStyle::kXRateLimitEpoch}) {
+    if (std::find(order.begin(), order.end(), s) == order.end()) order.push_back(s);
+  }
+  std::vector<HeaderField> out;
+  std::vector<QuotaReport> subset;
+  for (HeaderStyle s : order) {
+    const uint8_t bit = static_cast<uint8_t>(1u << static_cast<unsigned>(s));
+    subset.clear();
+    for (size_t i = 0; i < reports.size(); ++i) {
+      if (mask_of(i) & bit) subset.push_back(reports[i]);
+    }
+    if (subset.empty()) continue;
+    const size_t before = out.size();
+    for (HeaderField& f : RenderRateLimitHeaders(s, subset, wall_now_ns)) {
+      bool sent = false;
+      for (size_t k = 0; k < before && !sent; ++k)
+        sent = base::EqualsIgnoreCase(out[k].name, f.name);
+      if (!sent) out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
 int64_t CeilSeconds(Nanos d) {
   const int64_t ns = d.count();
   if (ns <= 0) return 0;

@@ -645,7 +645,7 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   const size_t before = e.count();
   JsonFields f(r, path, e);
   f.RejectUnknown({"max_reject_ratio", "max_p99_ms", "max_upstream_error_increase",
-                   "window_seconds", "min_requests"});
+                   "max_upstream_p99_ms", "window_seconds", "min_requests"});
   RollbackConfig cfg;
   if (auto v = f.Number("max_reject_ratio")) {
     if (!(*v > 0 && *v < 1)) {
@@ -662,6 +662,14 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
       cfg.max_p99_ns = static_cast<int64_t>(std::ceil(*v * 1e6));
     }
   }
+  if (auto v = f.Number("max_upstream_p99_ms")) {
+    if (!(*v > 0 && *v <= 3'600'000)) {
+      e.Add(FieldPath(path, "max_upstream_p99_ms"),
+            "must be > 0 and <= 3600000 (got " + NumberText(*v) + ")");
+    } else {
+      cfg.max_upstream_p99_ns = static_cast<int64_t>(std::ceil(*v * 1e6));
+    }
+  }
   if (auto v = f.Number("max_upstream_error_increase")) {
     if (!(*v > 0 && *v < 1)) {
       e.Add(FieldPath(path, "max_upstream_error_increase"),
@@ -670,10 +678,10 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
     cfg.max_upstream_error_increase = *v;
   }
   if (!r.contains("max_reject_ratio") && !r.contains("max_p99_ms") &&
-      !r.contains("max_upstream_error_increase")) {
+      !r.contains("max_upstream_error_increase") && !r.contains("max_upstream_p99_ms")) {
     e.Add(path,
-          "needs at least one trigger: max_reject_ratio, max_p99_ms or "
-          "max_upstream_error_increase");
+          "needs at least one trigger: max_reject_ratio, max_p99_ms, "
+          "max_upstream_error_increase or max_upstream_p99_ms");
   }
   if (r.contains("window_seconds")) {
     if (auto ns = DurationNs(r["window_seconds"], FieldPath(path, "window_seconds"), e)) {
@@ -779,6 +787,40 @@ std::optional<LeaseLimit> ParseConcurrencyConfig(const json& c, const std::strin
   return *limit;
 }
 
+// A rule's "headers": a style list as a string ("draft11, x-ratelimit") or an
+// array of style names, with ParseHeaderStyles' rules; "none" (or []) sends
+// no rate-limit headers for the rule. Returns the HeaderStyleMask, or
+// kInheritStyles after reporting an error.
+uint8_t ParseRuleHeaders(const json& h, const std::string& path, ConfigErrors& e) {
+  const std::string where = FieldPath(path, "headers");
+  std::string list;
+  if (h.is_string()) {
+    list = h.get<std::string>();
+  } else if (h.is_array() && h.size() <= 8) {
+    if (h.empty()) list = "none";
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (!h[i].is_string()) {
+        e.Add(IndexPath(where, i), "must be a string (got " + JsonTypeName(h[i]) + ")");
+        return kInheritStyles;
+      }
+      list += (i ? "," : "") + h[i].get<std::string>();
+    }
+  } else {
+    e.Add(where,
+          "must be a style list: a string (\"draft11,x-ratelimit\") or an array of up to "
+          "8 style names (got " +
+              JsonTypeName(h) + ")");
+    return kInheritStyles;
+  }
+  std::vector<HeaderStyle> styles;
+  std::string why;
+  if (!ParseHeaderStyles(list, &styles, &why)) {
+    e.Add(where, why);
+    return kInheritStyles;
+  }
+  return HeaderStyleMask(styles);
+}
+
 std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& mctx) {
   ConfigErrors& e = *mctx.e;
   mctx.nodes = 0;
@@ -790,7 +832,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   JsonFields f(j, path, e);
   f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
                    "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
-                   "missing_key", "group", "failure_mode"});
+                   "missing_key", "group", "failure_mode", "headers"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
   std::string name;
@@ -906,6 +948,8 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   if (auto r = j.find("rollback"); r != j.end()) {
     rollback = ParseRollback(*r, FieldPath(path, "rollback"), e);
   }
+  uint8_t header_styles = kInheritStyles;
+  if (const json* h = f.Find("headers")) header_styles = ParseRuleHeaders(*h, path, e);
   std::string group;
   if (auto g = f.String("group")) {
     if (!ValidName(*g)) {
@@ -953,6 +997,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   if (FailureMode m; ParseFailureMode(failure_mode, &m)) rule.failure_mode_tag = m;
   rule.failure_mode = std::move(failure_mode);
   rule.rollback = rollback;
+  rule.header_styles = header_styles;
   rule.fingerprint = j.dump();
   return rule;
 }

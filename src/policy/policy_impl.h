@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
+#include "tollgate/policy_headers.h"
 
 namespace re2 {
 class RE2;
@@ -92,6 +94,9 @@ struct RollbackConfig {
   // 5 points); the previous window counts only with min_requests answers,
   // else the baseline is 0.
   double max_upstream_error_increase = 0;
+  // More than 1% of the window's upstream answers (gateway, middleware) took
+  // longer than this (the upstream's p99 above it); 0: off.
+  int64_t max_upstream_p99_ns = 0;
   int64_t window_ns = 60'000'000'000;
   int64_t min_requests = 100;
 };
@@ -107,6 +112,18 @@ std::string_view RuleActionName(RuleAction action);
 // The limit of rules without one (allow, deny, unlimited) and of storeless
 // explicit items: a valid Limit that is never sent to a store.
 const Limit& PlaceholderLimit();
+// A set of HeaderStyles as bits (1 << style); kInheritStyles: not set (the
+// Enforcer's styles apply).
+inline constexpr uint8_t kInheritStyles = 0x80;
+uint8_t HeaderStyleMask(std::span<const HeaderStyle> styles);
+// Renders every report in the styles of its own mask (`masks[i]` for
+// `reports[i]`; kInheritStyles: `defaults`). Each style is rendered once, from
+// the reports that use it, in the order of `defaults` then the enum's; a header
+// name another style already sent is skipped (x-ratelimit beside
+// x-ratelimit-epoch from two rules: the first style's X-RateLimit-Reset wins).
+std::vector<HeaderField> RenderRuleHeaders(std::span<const HeaderStyle> defaults,
+                                           std::span<const QuotaReport> reports,
+                                           std::span<const uint8_t> masks, int64_t wall_now_ns);
 
 struct Rule {
   std::string name;
@@ -133,6 +150,9 @@ struct Rule {
   std::optional<RollbackConfig> rollback;
   // Per-identity limits (the rule's "tenants" file), or null.
   std::shared_ptr<const TenantTable> tenants;
+  // The rule's own header styles ("headers"), a HeaderStyleMask; kInheritStyles:
+  // the Enforcer's (server-wide) styles. 0: no rate-limit headers for this rule.
+  uint8_t header_styles = kInheritStyles;
   std::string fingerprint;  // canonical text of the rule: changes when anything changes
 
   explicit Rule(Limit l) : limit(l) {}

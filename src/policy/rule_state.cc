@@ -17,6 +17,8 @@ void RuleState::Roll(const RollbackConfig& config, int64_t now_ns) {
   window_total.store(0, std::memory_order_relaxed);
   window_rejected.store(0, std::memory_order_relaxed);
   window_slow.store(0, std::memory_order_relaxed);
+  window_upstream_timed.store(0, std::memory_order_relaxed);
+  window_upstream_slow.store(0, std::memory_order_relaxed);
 }
 
 bool RuleState::Trip(RollbackTrigger why) {
@@ -52,9 +54,23 @@ RollbackTrigger RuleState::Record(const RollbackConfig& config, bool rejected_no
 }
 
 RollbackTrigger RuleState::RecordUpstream(const RollbackConfig& config, bool server_error,
-                                          int64_t now_ns) {
-  if (config.max_upstream_error_increase <= 0) return RollbackTrigger::kNone;
+                                          int64_t latency_ns, int64_t now_ns) {
+  if (config.max_upstream_error_increase <= 0 && config.max_upstream_p99_ns <= 0) {
+    return RollbackTrigger::kNone;
+  }
   Roll(config, now_ns);
+  if (config.max_upstream_p99_ns > 0 && latency_ns >= 0) {
+    const int64_t timed = window_upstream_timed.fetch_add(1, std::memory_order_relaxed) + 1;
+    const bool slow_now = latency_ns > config.max_upstream_p99_ns;
+    const int64_t slow = slow_now ? window_upstream_slow.fetch_add(1, std::memory_order_relaxed) + 1
+                                  : window_upstream_slow.load(std::memory_order_relaxed);
+    // p99 > max  <=>  more than 1% of the answers exceed max.
+    if (slow_now && timed >= config.min_requests && slow * 100 > timed &&
+        Trip(RollbackTrigger::kUpstreamLatencyP99)) {
+      return RollbackTrigger::kUpstreamLatencyP99;
+    }
+  }
+  if (config.max_upstream_error_increase <= 0) return RollbackTrigger::kNone;
   const int64_t answered = window_upstream.fetch_add(1, std::memory_order_relaxed) + 1;
   if (!server_error) return RollbackTrigger::kNone;
   const int64_t errors = window_upstream_errors.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -77,6 +93,8 @@ void RuleState::ResetGuard() {
   window_slow.store(0, std::memory_order_relaxed);
   window_upstream.store(0, std::memory_order_relaxed);
   window_upstream_errors.store(0, std::memory_order_relaxed);
+  window_upstream_timed.store(0, std::memory_order_relaxed);
+  window_upstream_slow.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace tollgate

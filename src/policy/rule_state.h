@@ -10,7 +10,9 @@
 //    max_p99_ns, which is exactly "the window's p99 is above it" (no histogram);
 //  - upstream errors: upstream 5xx / upstream answers of the window, minus the
 //    previous window's ratio (when that window held min_requests answers,
-//    else 0), > max_upstream_error_increase.
+//    else 0), > max_upstream_error_increase;
+//  - upstream latency: more than 1% of the window's timed upstream answers
+//    took longer than max_upstream_p99_ns (the upstream's p99 above it).
 // A tripped rule stays in shadow until an operator clears it, a reload changes
 // the rule, or (never by itself) time passes.
 //
@@ -63,6 +65,8 @@ struct RuleState {
   std::atomic<int64_t> window_slow{0};
   std::atomic<int64_t> window_upstream{0};
   std::atomic<int64_t> window_upstream_errors{0};
+  std::atomic<int64_t> window_upstream_timed{0};  // answers with a latency
+  std::atomic<int64_t> window_upstream_slow{0};   // ... above max_upstream_p99_ns
   // The previous window's upstream 5xx ratio in parts per million; -1: none.
   std::atomic<int64_t> baseline_upstream_ppm{-1};
 
@@ -74,8 +78,10 @@ struct RuleState {
   // when this call tripped the guard, else kNone.
   RollbackTrigger Record(const RollbackConfig& config, bool rejected_now, int64_t latency_ns,
                          int64_t now_ns);
-  // Records one upstream answer (gateway mode); same return.
-  RollbackTrigger RecordUpstream(const RollbackConfig& config, bool server_error, int64_t now_ns);
+  // Records one upstream answer (gateway mode, middleware) that took
+  // `latency_ns` (negative: unknown); same return.
+  RollbackTrigger RecordUpstream(const RollbackConfig& config, bool server_error,
+                                 int64_t latency_ns, int64_t now_ns);
   // Trips the guard with `why` (admin); false if it was tripped already.
   bool Trip(RollbackTrigger why);
   void ResetGuard();

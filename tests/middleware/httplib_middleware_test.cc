@@ -191,6 +191,45 @@ TEST_F(HttplibMiddlewareTest, RejectedBodyClosesTheConnectionSafely) {
   EXPECT_EQ(next->body, "ok");
 }
 
+// The handler's answers feed the rollback guards that watch the upstream:
+// 5xx from the handler trips "upstream_errors", a slow handler
+// "upstream_latency_p99" (it sleeps past the 5 ms max: no speed assumed).
+TEST(HttplibMiddlewareRollbackTest, HandlerErrorsAndSlownessTripTheGuard) {
+  for (const bool slow : {false, true}) {
+    testing::EnforcerFixture f(slow ? testing::kSlowWatchedPolicy : testing::kWatchedPolicy);
+    httplib::Server server;
+    middleware::InstallHttplib(server, *f.enforcer);
+    server.Get("/fail", [](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+    server.Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the behaviour under test
+      res.set_content("ok", "text/plain");
+    });
+    const int port = server.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port, 0);
+    std::thread thread([&] { server.listen_after_bind(); });
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(5);
+    std::vector<int> statuses;
+    for (int i = 0; i < 4; ++i) {
+      const auto all = f.enforcer->Counters();
+      const RuleCounters* c = CountersFor(all, "watched");
+      EXPECT_TRUE(c == nullptr || !c->rolled_back) << i;
+      auto res = client.Get(slow ? "/slow" : "/fail", {{"X-Api-Key", "k" + std::to_string(i)}});
+      statuses.push_back(res ? res->status : -1);
+    }
+    server.stop();
+    thread.join();
+    EXPECT_EQ(statuses, std::vector<int>(4, slow ? 200 : 503));
+    const auto all = f.enforcer->Counters();
+    ASSERT_NE(CountersFor(all, "watched"), nullptr);
+    const RuleCounters c = *CountersFor(all, "watched");
+    EXPECT_TRUE(c.rolled_back) << slow;
+    EXPECT_EQ(c.rollback_trigger,
+              slow ? RollbackTrigger::kUpstreamLatencyP99 : RollbackTrigger::kUpstreamErrors)
+        << c.rollback_reason;
+  }
+}
+
 TEST(HttplibMiddlewareFailureTest, UnreachableStoreIs503BeforeTheHandler) {
   testing::FailingEnforcerFixture f;
   httplib::Server server;

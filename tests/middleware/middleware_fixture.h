@@ -30,8 +30,21 @@ inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
    "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 1, "lease": "1h"}}
 ]})";
 
+// A rule whose rollback guard watches the handler's answers, judged from 4:
+// 5xx above 5 points over the baseline (kWatchedPolicy), or a p99 above 5 ms
+// (kSlowWatchedPolicy; one trigger each, so a loaded machine cannot trip the other).
+inline constexpr const char* kWatchedPolicy = R"({"rules": [
+  {"name": "watched", "limit_keys": ["header:x-api-key"],
+   "algorithm_config": {"rps": 1000, "burst": 1000},
+   "rollback": {"max_upstream_error_increase": 0.05, "min_requests": 4,
+                "window_seconds": 3600}}]})";
+inline constexpr const char* kSlowWatchedPolicy = R"({"rules": [
+  {"name": "watched", "limit_keys": ["header:x-api-key"],
+   "algorithm_config": {"rps": 1000, "burst": 1000},
+   "rollback": {"max_upstream_p99_ms": 5, "min_requests": 4, "window_seconds": 3600}}]})";
+
 struct EnforcerFixture {
-  EnforcerFixture() {
+  explicit EnforcerFixture(const char* policy = kMiddlewarePolicy) {
     LocalStoreOptions o;
     o.max_keys = 1024;
     o.shards = 1;
@@ -39,7 +52,7 @@ struct EnforcerFixture {
     auto s = LocalStore::Create(o);
     EXPECT_TRUE(s.ok());
     store = std::move(*s);
-    auto policies = PolicyStore::FromText(kMiddlewarePolicy);
+    auto policies = PolicyStore::FromText(policy);
     EXPECT_TRUE(policies.ok()) << policies.status().ToString();
     EnforcerOptions eo;
     eo.retry_after_jitter = 0;

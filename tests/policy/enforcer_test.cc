@@ -491,6 +491,34 @@ TEST(Rollback, TripsWhenUpstreamErrorsRiseOverThePreviousWindow) {
   EXPECT_FALSE(h.Check(r).rules[0].watches_upstream);
 }
 
+// Upstream latency (gateway, middleware): more than 1% of the timed answers
+// over max_upstream_p99_ms trips; answers without a latency are not judged.
+TEST(Rollback, TripsWhenTheUpstreamP99IsAboveTheMax) {
+  Harness h(R"({"rules": [{"name": "up", "limit_keys": ["header:k"],
+    "algorithm_config": {"rps": 1000000, "burst": 1000000},
+    "rollback": {"max_upstream_p99_ms": 50, "window_seconds": 60, "min_requests": 100}}]})");
+  TestRequest r;
+  r.Header("k", "a");
+  CheckOutcome allowed = h.Check(r);
+  ASSERT_TRUE(allowed.allowed());
+  ASSERT_TRUE(allowed.rules[0].watches_upstream);
+  auto tripped = [&] { return h.enforcer->Counters()[0].rolled_back; };
+  for (int i = 0; i < 500; ++i) h.enforcer->RecordUpstream(allowed, 200);  // latency unknown
+  for (int i = 0; i < 200; ++i) {
+    h.enforcer->RecordUpstream(
+        allowed, 200, i < 2 ? std::chrono::milliseconds(51) : std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(tripped());  // 2 of 200 slow: exactly 1%, p99 at the max
+  h.enforcer->RecordUpstream(allowed, 200, std::chrono::milliseconds(51));
+  ASSERT_TRUE(tripped());  // 3 of 201
+  auto c = h.enforcer->Counters()[0];
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kUpstreamLatencyP99);
+  EXPECT_EQ(c.rollback_trips[size_t(RollbackTrigger::kUpstreamLatencyP99)], 1u);
+  EXPECT_NE(c.rollback_reason.find("3 of 201 upstream answers"), std::string::npos)
+      << c.rollback_reason;
+  EXPECT_EQ(RollbackTriggerName(c.rollback_trigger), "upstream_latency_p99");
+}
+
 TEST(Rollback, AnOperatorTripsAndClearsAndEachIsCounted) {
   Harness h(kGuarded);
   TestRequest r;
@@ -1020,6 +1048,59 @@ TEST(HeaderStyles, SeveralAtOnceEachOnceAndConsistent) {
   EXPECT_EQ(FindHeader(rej, "RateLimit-Reset"), retry);
   EXPECT_EQ(FindHeader(rej, "X-RateLimit-Reset"), retry);
   EXPECT_EQ(FindHeader(rej, "RateLimit-Remaining"), "0");
+}
+
+// A rule's "headers" overrides the server-wide styles for its own report;
+// rules without one keep the server's. On an allow each style is rendered
+// from the rules that use it; on a 429 the denying rule's styles alone.
+TEST(HeaderStyles, ARulesOwnStylesOverrideTheServerDefault) {
+  EnforcerOptions o;
+  o.header_styles = {HeaderStyle::kDraft11};
+  o.retry_after_jitter = 0;
+  Harness h(R"({"rules": [
+    {"name": "plain", "group": "plain", "limit_keys": ["header:k"], "algorithm_config": {"rps": 100, "burst": 100}},
+    {"name": "legacy", "group": "legacy", "limit_keys": ["header:k"], "headers": ["x-ratelimit", "draft03"],
+     "algorithm_config": {"rps": 1, "burst": 2}},
+    {"name": "quiet", "group": "quiet", "limit_keys": ["header:k"], "headers": "none",
+     "algorithm_config": {"rps": 10, "burst": 50}}]})",
+            o);
+  TestRequest r;
+  r.Header("k", "a");
+  CheckOutcome first = h.Check(r);
+  ASSERT_TRUE(first.allowed());
+  // draft11 carries the rules that inherit it (plain), not legacy nor quiet.
+  EXPECT_EQ(FindHeader(first, "RateLimit"), R"("plain";r=99;t=1)");
+  EXPECT_EQ(FindHeader(first, "RateLimit-Policy").find("legacy"), std::string::npos);
+  EXPECT_EQ(FindHeader(first, "RateLimit-Policy").find("quiet"), std::string::npos);
+  // legacy's own styles, its numbers.
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Limit"), "2");
+  EXPECT_EQ(FindHeader(first, "X-RateLimit-Remaining"), "1");
+  EXPECT_EQ(FindHeader(first, "RateLimit-Limit"), "2");
+  EXPECT_EQ(FindHeader(first, "RateLimit-Remaining"), "1");
+  (void)h.Check(r);
+  CheckOutcome rej = h.Check(r);
+  ASSERT_EQ(rej.http_status, 429);
+  // The denying rule's styles only: no draft11 fields on legacy's 429.
+  EXPECT_FALSE(HasHeader(rej, "RateLimit"));
+  EXPECT_FALSE(HasHeader(rej, "RateLimit-Policy"));
+  EXPECT_EQ(FindHeader(rej, "X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(FindHeader(rej, "X-RateLimit-Reset"), FindHeader(rej, "Retry-After"));
+  EXPECT_EQ(FindHeader(rej, "RateLimit-Reset"), FindHeader(rej, "Retry-After"));
+}
+
+// Two rules whose styles both send X-RateLimit-Reset: the field is sent once.
+TEST(HeaderStyles, RuleStylesSendingTheSameFieldSendItOnce) {
+  Harness h(R"({"rules": [
+    {"name": "a", "group": "a", "limit_keys": ["header:k"], "headers": "x-ratelimit-epoch",
+     "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "b", "group": "b", "limit_keys": ["header:k"], "headers": "x-ratelimit",
+     "algorithm_config": {"rps": 1, "burst": 9}}]})");
+  TestRequest r;
+  r.Header("k", "a");
+  CheckOutcome out = h.Check(r);
+  int resets = 0;
+  for (const auto& f : out.headers) resets += f.name == "X-RateLimit-Reset";
+  EXPECT_EQ(resets, 1);
 }
 
 TEST(HeaderStyles, ConflictingListsAreRefused) {

@@ -101,6 +101,37 @@ TEST_F(PolicyOpsTest, SeveralHeaderStylesAtOnceOnEveryAnswer) {
   EXPECT_EQ(upstream.requests(), 1);
 }
 
+// A rule's own "headers" override the server-wide list for that rule's
+// report: the server says draft11, the legacy rule x-ratelimit. An allow
+// carries each rule in its styles; legacy's rejection only legacy's.
+TEST_F(PolicyOpsTest, PerRuleHeaderStylesOverrideTheServerDefault) {
+  auto t = Start(R"({"rules": [
+      {"name": "modern", "group": "modern", "limit_keys": ["header:x-api-key"],
+       "algorithm_config": {"rps": 0.01, "burst": 50}},
+      {"name": "legacy", "group": "legacy", "limit_keys": ["header:x-api-key"], "headers": ["x-ratelimit"],
+       "algorithm_config": {"rps": 0.01, "burst": 2}}]})",
+                 R"(, "headers": "draft11", "retry_after_jitter": 0)");
+  ASSERT_TRUE(t);
+  auto auth = [&] {
+    return Fetch(t->port(), "GET", "/v1/auth", {{"X-Original-URI", "/"}, {"X-Api-Key", "k"}});
+  };
+  auto first = auth();
+  ASSERT_EQ(first.status, 204) << first.body;
+  EXPECT_NE(first.Header("ratelimit").find("\"modern\";r=49"), std::string::npos)
+      << first.Header("ratelimit");
+  EXPECT_EQ(first.Header("ratelimit").find("legacy"), std::string::npos);
+  EXPECT_EQ(first.Header("x-ratelimit-limit"), "2");
+  EXPECT_EQ(first.Header("x-ratelimit-remaining"), "1");
+  ASSERT_EQ(auth().status, 204);
+  auto rejected = auth();  // /v1/auth answers a rejection 403 for nginx, with the 429's fields
+  ASSERT_EQ(rejected.status, 403) << rejected.body;
+  EXPECT_EQ(rejected.Header("x-ratelimit-decision"), "reject");
+  EXPECT_EQ(rejected.Header("ratelimit"), "");
+  EXPECT_EQ(rejected.Header("ratelimit-policy"), "");
+  EXPECT_EQ(rejected.Header("x-ratelimit-remaining"), "0");
+  EXPECT_EQ(rejected.Header("x-ratelimit-reset"), rejected.Header("retry-after"));
+}
+
 // A shadow rule over its limit: every would-be rejection is either one
 // "shadow_rejected" line (rule, redacted key, limit, would-be Retry-After) or
 // counted as suppressed, and never more lines a second than configured.
@@ -232,6 +263,37 @@ TEST_F(PolicyOpsTest, UpstreamErrorsTripTheGuardAndAnAdminClearsIt) {
   EXPECT_EQ(view["rules"][0]["trips"]["upstream_errors"], 1) << view;
   EXPECT_EQ(view["scope"], "instance");
   EXPECT_EQ(Fetch(t->port(), "GET", "/ok", {{"X-Api-Key", "same"}}).status, 200);
+}
+
+// Gateway mode: an upstream slower than max_upstream_p99_ms (it sleeps
+// 60 ms, the max is 20 ms: only a lower bound on time is assumed) trips the
+// guard with the upstream-latency trigger once min_requests answers are in.
+TEST_F(PolicyOpsTest, UpstreamLatencyAboveTheP99MaxTripsTheGuard) {
+  TestUpstream upstream;
+  auto t = Start(R"({"rules": [{"name": "api", "limit_keys": ["header:x-api-key"],
+      "algorithm_config": {"rps": 1000000, "burst": 1000000},
+      "rollback": {"max_upstream_p99_ms": 20, "min_requests": 3, "window_seconds": 3600}}]})",
+                 R"(, "admin": "127.0.0.1:0", "gateway": {"upstream": "http://127.0.0.1:)" +
+                     std::to_string(upstream.port()) + R"("})");
+  ASSERT_TRUE(t);
+  auto rolled_back = [&] {
+    json j = json::parse(Fetch(t->port(), "GET", "/readyz").body, nullptr, false);
+    return j.is_object() ? j["rolled_back"] : json::array();
+  };
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(Fetch(t->port(), "GET", "/slow?ms=60", {{"X-Api-Key", "k"}}).status, 200);
+    ASSERT_TRUE(rolled_back().empty()) << i;  // fewer answers than min_requests
+  }
+  ASSERT_EQ(Fetch(t->port(), "GET", "/slow?ms=60", {{"X-Api-Key", "k"}}).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return !rolled_back().empty(); })) << t->Log();
+  EXPECT_EQ(rolled_back()[0]["trigger"], "upstream_latency_p99");
+  auto m = Fetch(t->admin_port(), "GET", "/metrics");
+  EXPECT_EQ(
+      Metric(m.body, R"(tollgate_rollback_trips_total{rule="api",trigger="upstream_latency_p99"})"),
+      1)
+      << m.body;
+  EXPECT_NE(t->Log().find("rollback guard tripped (upstream_latency_p99)"), std::string::npos)
+      << t->Log();
 }
 
 // The latency trigger on the real clock: a p99 limit of 1 ns, which every

@@ -14,6 +14,7 @@
 //       // check.delay() > 0: a leaky-bucket shaper asks to wait (e.g. a steady_timer)
 //       auto res = handle_request(std::move(req));
 //       check.Decorate(res);
+//       check.ReportUpstream(enforcer, res.result_int(), handler_time);  // rollback guards
 //     CheckBeastRequestAsync() does the same through Enforcer::CheckAsync, so a
 //     Redis-backed decision never blocks the session's executor.
 //
@@ -84,6 +85,18 @@ class BeastCheck {
   void Decorate(beast_http::response<Body, Fields>& res) const {
     for (const auto& h : outcome_.headers) res.erase(h.name);
     for (const auto& h : outcome_.headers) res.insert(h.name, h.value);
+  }
+
+  // Reports the handler's answer to the rollback guards that watch the
+  // upstream (Enforcer::RecordUpstream): its status and how long the handler
+  // took (negative: unknown). BeastRateLimited calls it; a step-by-step
+  // session calls it once it has the response. No-op unless a rule watches.
+  void ReportUpstream(Enforcer& enforcer, unsigned status, Nanos handler_time) const {
+    for (const RuleOutcome& r : outcome_.rules) {
+      if (!r.watches_upstream) continue;
+      enforcer.RecordUpstream(outcome_, static_cast<int>(status), handler_time);
+      return;
+    }
   }
 
  private:
@@ -169,8 +182,10 @@ auto BeastRateLimited(Enforcer& enforcer, Handler handler, BeastOptions options 
         std::this_thread::sleep_for(check.delay());
       }
     }
+    const auto started = std::chrono::steady_clock::now();
     auto res = handler(req);
     check.Decorate(res);
+    check.ReportUpstream(enforcer, res.result_int(), std::chrono::steady_clock::now() - started);
     return res;
   };
 }

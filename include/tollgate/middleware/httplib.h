@@ -26,6 +26,13 @@
 // call HandleHttplib in your pre-routing handler and FinishHttplib in your
 // post-routing handler (on the same thread: httplib runs both on the request's).
 //
+// Rollback guard: when a rule's guard watches the upstream (rollback
+// max_upstream_error_increase or max_upstream_p99_ms), FinishHttplib reports
+// the handler's status and the time from HandleHttplib's return to
+// FinishHttplib (Enforcer::RecordUpstream), so a handler answering 5xx or
+// slowly trips the rule like a gateway's upstream. Without FinishHttplib (a
+// hand-made composition that skips it) nothing is reported.
+//
 // Requests: the path is the raw request-target path (not percent-decoded, the
 // same bytes tollgated sees), the query is the raw query string, the peer is
 // Request::remote_addr; trusted proxies are configured on the Enforcer.
@@ -77,6 +84,10 @@ struct HttplibPending {
   const httplib::Response* res = nullptr;
   std::vector<std::pair<std::string, std::string>> headers;
   LeaseRelease leases;  // the allowed request's concurrency leases, until FinishHttplib
+  // Set when a rule watches the upstream: the outcome to report and when the handler started.
+  Enforcer* enforcer = nullptr;
+  CheckOutcome outcome;
+  std::chrono::steady_clock::time_point started;
 };
 inline HttplibPending& PendingHttplib() {
   thread_local HttplibPending pending;
@@ -96,6 +107,7 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   pending.res = nullptr;
   pending.headers.clear();
   pending.leases = LeaseRelease();  // a previous request's, if its post-routing never ran
+  pending.enforcer = nullptr;
   auto [path, query] =
       SplitTarget(req.target.empty() ? std::string_view(req.path) : std::string_view(req.target));
   for (const auto& skip : options.skip_paths) {
@@ -144,17 +156,31 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
       std::this_thread::sleep_for(outcome.delay);
     }
   }
+  for (const RuleOutcome& r : outcome.rules) {
+    if (!r.watches_upstream) continue;
+    pending.enforcer = &enforcer;
+    pending.outcome = outcome;
+    pending.started = std::chrono::steady_clock::now();
+    break;
+  }
   return HandlerResponse::Unhandled;
 }
 
 // After the handler (post-routing): replaces whatever the handler set under the
-// names HandleHttplib set on this response with tollgate's values. No-op for a
-// response HandleHttplib did not decorate (skipped paths, rejections).
+// names HandleHttplib set on this response with tollgate's values, and reports
+// the handler's status and time to the rollback guards that watch the upstream.
+// No-op for a response HandleHttplib did not decorate (skipped paths, rejections).
 inline void FinishHttplib(const httplib::Request&, httplib::Response& res) {
   detail::HttplibPending& pending = detail::PendingHttplib();
   if (pending.res != &res) return;
   for (const auto& [name, value] : pending.headers) res.headers.erase(name);
   for (const auto& [name, value] : pending.headers) res.set_header(name, value);
+  if (pending.enforcer != nullptr) {
+    pending.enforcer->RecordUpstream(pending.outcome, res.status,
+                                     std::chrono::steady_clock::now() - pending.started);
+    pending.enforcer = nullptr;
+    pending.outcome = CheckOutcome{};
+  }
   pending.res = nullptr;
   pending.headers.clear();
   pending.leases = LeaseRelease();  // the handler returned: give the leases back
