@@ -223,75 +223,77 @@ TEST(BeastCheckTest, ConcurrencyLeaseIsHeldWhileTheHandlerRuns) {
   EXPECT_EQ(inner_status, 429);
   // Returned: the slot is free again.
   EXPECT_EQ(limited(req, "127.0.0.1").result_int(), 200);
-  // BeastRateLimited reports the handler's status to the guards watching the
-  // upstream: four 500s trip "upstream_errors".
-  TEST(BeastCheckTest, HandlerErrorsTripTheRollbackGuard) {
-    testing::EnforcerFixture f(testing::kWatchedPolicy);
-    auto limited = middleware::BeastRateLimited(*f.enforcer, [](const Request& req) {
-      Response res{http::status::internal_server_error, req.version()};
-      res.prepare_payload();
-      return res;
-    });
-    for (int i = 0; i < 4; ++i) {
-      const auto all = f.enforcer->Counters();
-      const RuleCounters* c = CountersFor(all, "watched");
-      EXPECT_TRUE(c == nullptr || !c->rolled_back) << i;
-      Request req{http::verb::get, "/api/items", 11};
-      req.set("X-Api-Key", "k" + std::to_string(i));
-      EXPECT_EQ(limited(req, "127.0.0.1").result_int(), 500);
-    }
+}
+
+// BeastRateLimited reports the handler's status to the guards watching the
+// upstream: four 500s trip "upstream_errors".
+TEST(BeastCheckTest, HandlerErrorsTripTheRollbackGuard) {
+  testing::EnforcerFixture f(testing::kWatchedPolicy);
+  auto limited = middleware::BeastRateLimited(*f.enforcer, [](const Request& req) {
+    Response res{http::status::internal_server_error, req.version()};
+    res.prepare_payload();
+    return res;
+  });
+  for (int i = 0; i < 4; ++i) {
     const auto all = f.enforcer->Counters();
-    ASSERT_NE(CountersFor(all, "watched"), nullptr);
-    const RuleCounters c = *CountersFor(all, "watched");
-    EXPECT_TRUE(c.rolled_back);
-    EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kUpstreamErrors) << c.rollback_reason;
-  }
-
-  // A handler (or an upstream it proxies) that already set the fields tollgate
-  // owns: Decorate replaces them, one line each, and leaves the others alone.
-  TEST(BeastCheckTest, DecorateReplacesRateLimitFieldsTheHandlerSet) {
-    testing::EnforcerFixture f;
+    const RuleCounters* c = CountersFor(all, "watched");
+    EXPECT_TRUE(c == nullptr || !c->rolled_back) << i;
     Request req{http::verb::get, "/api/items", 11};
-    req.set("X-Api-Key", "k-dup");
-    const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
-    ASSERT_TRUE(check.allowed());
-    ASSERT_FALSE(check.outcome().headers.empty());
-    Response res = Ok(req);
-    for (const auto& h : check.outcome().headers) res.insert(h.name, "stale-from-handler");
-    res.insert("ratelimit", "lower-case-stale");  // field names are case-insensitive
-    res.set("X-Handler", "kept");
-    check.Decorate(res);
-    for (const auto& h : check.outcome().headers) {
-      std::vector<std::string> got;
-      for (auto [it, end] = res.equal_range(h.name); it != end; ++it) {
-        got.emplace_back(it->value());
-      }
-      std::vector<std::string> want;
-      for (const auto& w : check.outcome().headers) {
-        if (beast::iequals(w.name, h.name)) want.push_back(w.value);
-      }
-      EXPECT_EQ(got, want) << h.name;
+    req.set("X-Api-Key", "k" + std::to_string(i));
+    EXPECT_EQ(limited(req, "127.0.0.1").result_int(), 500);
+  }
+  const auto all = f.enforcer->Counters();
+  ASSERT_NE(CountersFor(all, "watched"), nullptr);
+  const RuleCounters c = *CountersFor(all, "watched");
+  EXPECT_TRUE(c.rolled_back);
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kUpstreamErrors) << c.rollback_reason;
+}
+
+// A handler (or an upstream it proxies) that already set the fields tollgate
+// owns: Decorate replaces them, one line each, and leaves the others alone.
+TEST(BeastCheckTest, DecorateReplacesRateLimitFieldsTheHandlerSet) {
+  testing::EnforcerFixture f;
+  Request req{http::verb::get, "/api/items", 11};
+  req.set("X-Api-Key", "k-dup");
+  const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_TRUE(check.allowed());
+  ASSERT_FALSE(check.outcome().headers.empty());
+  Response res = Ok(req);
+  for (const auto& h : check.outcome().headers) res.insert(h.name, "stale-from-handler");
+  res.insert("ratelimit", "lower-case-stale");  // field names are case-insensitive
+  res.set("X-Handler", "kept");
+  check.Decorate(res);
+  for (const auto& h : check.outcome().headers) {
+    std::vector<std::string> got;
+    for (auto [it, end] = res.equal_range(h.name); it != end; ++it) {
+      got.emplace_back(it->value());
     }
-    EXPECT_EQ(res["X-Handler"], "kept");
-    EXPECT_EQ(res[http::field::content_type], "text/plain");
-    std::vector<std::pair<std::string, std::string>> fields;
-    for (const auto& field : res) fields.emplace_back(field.name_string(), field.value());
-    const RateLimitInfo info = ParseRateLimitHeaders(Pairs(fields), f.clock.WallNow());
-    ASSERT_NE(info.Tightest(), nullptr);
-    EXPECT_EQ(info.Tightest()->remaining, 1);
+    std::vector<std::string> want;
+    for (const auto& w : check.outcome().headers) {
+      if (beast::iequals(w.name, h.name)) want.push_back(w.value);
+    }
+    EXPECT_EQ(got, want) << h.name;
   }
+  EXPECT_EQ(res["X-Handler"], "kept");
+  EXPECT_EQ(res[http::field::content_type], "text/plain");
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& field : res) fields.emplace_back(field.name_string(), field.value());
+  const RateLimitInfo info = ParseRateLimitHeaders(Pairs(fields), f.clock.WallNow());
+  ASSERT_NE(info.Tightest(), nullptr);
+  EXPECT_EQ(info.Tightest()->remaining, 1);
+}
 
-  TEST(BeastCheckTest, UnreachableStoreRenders503) {
-    testing::FailingEnforcerFixture f;
-    Request req{http::verb::get, "/api/items", 11};
-    req.set("X-Api-Key", "k1");
-    const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
-    ASSERT_FALSE(check.allowed());
-    const Response res = check.Rejection(11, false);
-    EXPECT_EQ(res.result_int(), 503);
-    EXPECT_FALSE(res.keep_alive());
-    EXPECT_NE(res.body().find("temporary-reduced-capacity"), std::string::npos) << res.body();
-  }
+TEST(BeastCheckTest, UnreachableStoreRenders503) {
+  testing::FailingEnforcerFixture f;
+  Request req{http::verb::get, "/api/items", 11};
+  req.set("X-Api-Key", "k1");
+  const auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_FALSE(check.allowed());
+  const Response res = check.Rejection(11, false);
+  EXPECT_EQ(res.result_int(), 503);
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_NE(res.body().find("temporary-reduced-capacity"), std::string::npos) << res.body();
+}
 
 }  // namespace
 }  // namespace tollgate
