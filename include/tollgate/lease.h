@@ -20,10 +20,12 @@
 #define TOLLGATE_LEASE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "tollgate/clock.h"
+#include "tollgate/failure_mode.h"
 #include "tollgate/status.h"
 
 namespace tollgate {
@@ -43,6 +45,16 @@ class LeaseLimit {
   int64_t max_in_flight() const { return max_in_flight_; }
   int64_t lease_ns() const { return lease_ns_; }
 
+  // The caller's failure mode for this lease, a tag like AcquireItem's (the
+  // Enforcer: the rule's failure_mode); empty: the store's default.
+  // ResilientStore answers an outage with it; stores that cannot fail ignore it.
+  std::optional<FailureMode> failure_mode() const { return failure_mode_; }
+  LeaseLimit WithFailureMode(std::optional<FailureMode> mode) const {
+    LeaseLimit tagged = *this;
+    tagged.failure_mode_ = mode;
+    return tagged;
+  }
+
   // "concurrency max_in_flight=20 lease=30s", for logs and explain output.
   std::string ToString() const;
 
@@ -53,6 +65,7 @@ class LeaseLimit {
       : max_in_flight_(max_in_flight), lease_ns_(lease_ns) {}
   int64_t max_in_flight_;
   int64_t lease_ns_;
+  std::optional<FailureMode> failure_mode_;
 };
 
 // A lease id: at most kMaxIdLength characters of [0-9a-f]. Opaque to callers;

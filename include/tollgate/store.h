@@ -24,16 +24,12 @@
 #include <vector>
 
 #include "tollgate/decision.h"
+#include "tollgate/failure_mode.h"
 #include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/status.h"
 
 namespace tollgate {
-
-// How a store that cannot reach its backend answers an item (ResilientStore,
-// see resilient_store.h): allow unenforced, refuse (503), or decide locally on
-// a share of the limit.
-enum class FailureMode : uint8_t { kOpen = 0, kClosed = 1, kDegrade = 2 };
 
 struct AcquireItem {
   std::string_view key;  // the full bucket key: rule name + identity (see KeyBuilder)
@@ -44,10 +40,6 @@ struct AcquireItem {
   // ignore it; no store reads it from the key.
   std::optional<FailureMode> failure_mode = std::nullopt;
 };
-
-std::string_view FailureModeName(FailureMode m);  // "open", "closed", "degrade"
-// Parses "open" / "closed" / "degrade" (also "fail-open", "fail-closed"); false if unknown.
-bool ParseFailureMode(std::string_view name, FailureMode* out);
 
 struct BatchDecision {
   bool allowed = false;             // every item fitted, so every item was charged

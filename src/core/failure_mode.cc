@@ -1,5 +1,5 @@
-// FailureMode names (store.h).
-#include "tollgate/store.h"
+// FailureMode names (failure_mode.h).
+#include "tollgate/failure_mode.h"
 
 namespace tollgate {
 

@@ -125,7 +125,7 @@ void Enforcer::Impl::AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r) 
 void Enforcer::Impl::AcquireLeases(Plan& plan) {
   for (size_t i = plan.StoreCount(); i < plan.items.size() && plan.error.ok(); ++i) {
     if (NeedsLease(plan, i))
-      AbsorbLease(plan, i, store_->AcquireLease(plan.items[i].key, *plan.items[i].lease));
+      AbsorbLease(plan, i, store_->AcquireLease(plan.items[i].key, plan.items[i].LeaseCall()));
   }
   if (!plan.error.ok()) SettleLeases(plan);
 }
@@ -139,7 +139,7 @@ void Enforcer::Impl::AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i,
     return;
   }
   const PlannedItem& item = plan->items[i];
-  store_->AcquireLeaseAsync(item.key, *item.lease,
+  store_->AcquireLeaseAsync(item.key, item.LeaseCall(),
                             [this, plan, i, next = std::move(next)](Result<LeaseDecision> r) {
                               AbsorbLease(*plan, i, std::move(r));
                               AcquireLeasesAsync(plan, i + 1, std::move(next));

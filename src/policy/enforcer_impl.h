@@ -57,6 +57,9 @@ struct PlannedItem {
   std::optional<LeaseLimit> lease;
   std::string lease_id;
   uint8_t header_styles = kInheritStyles;  // the rule's own styles (Rule::header_styles)
+  // What the lease call asks the store for: the lease limit tagged with the
+  // rule's failure mode, as a batch item is (AcquireItem::failure_mode).
+  LeaseLimit LeaseCall() const { return lease->WithFailureMode(failure_mode); }
 };
 
 // The store key of a concurrency rule's leases for `identity`.

@@ -172,8 +172,8 @@ class ResilientStore::Impl {
     });
   }
 
-  // Leases: through the breaker like a batch; the store's default mode answers
-  // an outage (rules' own failure modes tag batch items only).
+  // Leases: through the breaker like a batch; an outage is answered by the
+  // lease's failure-mode tag (the rule's), else the store's default mode.
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) {
     const CircuitBreaker::Permit permit = breaker_.Allow();
     if (!permit.admitted()) {
@@ -233,11 +233,12 @@ class ResilientStore::Impl {
     return LeaseFallback(key, limit);
   }
 
-  // The default mode's answer for a lease: closed refuses (503), open admits
-  // unenforced without a lease, degrade takes a lease in the local table at
-  // this instance's share of max_in_flight (at least 1).
+  // The mode's answer for a lease (its tag, else the store's default): closed
+  // refuses (503), open admits unenforced without a lease, degrade takes a
+  // lease in the local table at this instance's share of max_in_flight (at
+  // least 1).
   Result<LeaseDecision> LeaseFallback(std::string_view key, const LeaseLimit& limit) {
-    switch (options_.mode) {
+    switch (limit.failure_mode().value_or(options_.mode)) {
       case FailureMode::kClosed:
         Bump(closed_rejections_);
         return UnavailableError("rate-limit store " + primary_name_ +

@@ -659,10 +659,24 @@ class FakeStore : public Store {
   Nanos unavailable_for{0};
 };
 
-// The failure-mode tags of the last batch a store saw.
+// The failure-mode tags of the last batch a store saw, and of every lease
+// call (granted, so that a request goes on to the batch).
 class TagRecordingStore : public Store {
  public:
   std::vector<std::pair<std::string, std::optional<FailureMode>>> seen;
+  std::vector<std::pair<std::string, std::optional<FailureMode>>> lease_tags;
+  bool SupportsLeases() const override { return true; }
+  Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override {
+    lease_tags.emplace_back(std::string(key), limit.failure_mode());
+    LeaseDecision d;
+    d.allowed = true;
+    d.limit = limit.max_in_flight();
+    d.remaining = d.limit - 1;
+    d.expires_in = Nanos(limit.lease_ns());
+    d.lease_id = std::to_string(lease_tags.size());
+    return d;
+  }
+  Result<bool> ReleaseLease(std::string_view, std::string_view) override { return true; }
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override {
     seen.clear();
     BatchDecision d;
@@ -701,6 +715,40 @@ TEST(StoreFailure, ItemsCarryTheRuleFailureModeAsATag) {
   ASSERT_TRUE(enforcer->CheckItems(std::span(&item, 1)).ok());
   ASSERT_EQ(store.seen.size(), 1u);
   EXPECT_EQ(store.seen[0].second, FailureMode::kClosed);
+}
+
+// A concurrency rule's failure_mode travels with its lease calls the same way
+// (LeaseLimit::failure_mode), sync, async and for explicit items, so that
+// ResilientStore answers an outage with the rule's mode.
+TEST(StoreFailure, LeaseCallsCarryTheRuleFailureModeAsATag) {
+  TagRecordingStore store;
+  ManualClock clock;
+  auto policies = *PolicyStore::FromText(R"({"rules": [
+      {"name": "exports", "limit_keys": ["ip:address"], "group": "ex", "failure_mode": "degrade",
+       "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 5, "lease": "30s"}},
+      {"name": "streams", "limit_keys": ["ip:address"], "group": "st",
+       "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 5, "lease": "30s"}}]})");
+  EnforcerOptions o;
+  o.releases_leases = true;
+  auto enforcer = *Enforcer::Create(policies, &store, &clock, std::move(o));
+  TestRequest r;
+  ASSERT_TRUE(enforcer->Check(r.View()).allowed());
+  ASSERT_EQ(store.lease_tags.size(), 2u);
+  EXPECT_TRUE(store.lease_tags[0].first.starts_with("exports"));
+  EXPECT_EQ(store.lease_tags[0].second, FailureMode::kDegrade);
+  EXPECT_EQ(store.lease_tags[1].second, std::nullopt);
+  store.lease_tags.clear();
+  std::optional<CheckOutcome> async;
+  enforcer->CheckAsync(r.View(), [&](CheckOutcome out) { async = std::move(out); });
+  ASSERT_TRUE(async && async->allowed());  // the default async calls run inline
+  ASSERT_EQ(store.lease_tags.size(), 2u);
+  EXPECT_EQ(store.lease_tags[0].second, FailureMode::kDegrade);
+  EXPECT_EQ(store.lease_tags[1].second, std::nullopt);
+  store.lease_tags.clear();
+  const ExplicitItem item{.rule = "exports", .key = "k"};
+  ASSERT_TRUE(enforcer->CheckItems(std::span(&item, 1)).ok());
+  ASSERT_EQ(store.lease_tags.size(), 1u);
+  EXPECT_EQ(store.lease_tags[0].second, FailureMode::kDegrade);
 }
 
 TEST(StoreFailure, UnavailableIsA503NeverA429) {

@@ -326,6 +326,42 @@ TEST_F(ResilientStoreTest, LeasesPassThroughAndFollowTheModeInAnOutage) {
   }
 }
 
+// A lease tagged with a failure mode (a rule's own, LeaseLimit::failure_mode)
+// is answered by that mode in an outage, whatever the store's default; an
+// untagged one by the default.
+TEST_F(ResilientStoreTest, ALeaseTagOverridesTheStoreModeInAnOutage) {
+  const LeaseLimit limit = *LeaseLimit::Create(4, std::chrono::seconds(30));
+  Make(Options(FailureMode::kOpen));
+  fake_->fail = StatusCode::kConnection;
+  auto untagged = store_->AcquireLease("r\x1fk", limit);
+  ASSERT_TRUE(untagged.ok()) << untagged.status().ToString();
+  EXPECT_TRUE(untagged->allowed);
+  EXPECT_FALSE(untagged->enforced) << "the store's default: open";
+  auto closed = store_->AcquireLease("r\x1fk", limit.WithFailureMode(FailureMode::kClosed));
+  EXPECT_EQ(closed.status().code(), StatusCode::kUnavailable);
+  // Degrade: 4 x 0.5 = 2 local slots, held and released locally.
+  const LeaseLimit degrade = limit.WithFailureMode(FailureMode::kDegrade);
+  auto first = store_->AcquireLease("r\x1fk", degrade);
+  auto second = store_->AcquireLease("r\x1fk", degrade);
+  auto third = store_->AcquireLease("r\x1fk", degrade);
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  EXPECT_TRUE(first->allowed && first->enforced);
+  EXPECT_TRUE(second->allowed);
+  EXPECT_FALSE(third->allowed);
+  EXPECT_TRUE(*store_->ReleaseLease("r\x1fk", first->lease_id));
+
+  Make(Options(FailureMode::kClosed));
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(store_->AcquireLease("r\x1fk", limit).status().code(), StatusCode::kUnavailable);
+  std::optional<Result<LeaseDecision>> open;
+  store_->AcquireLeaseAsync("r\x1fk", limit.WithFailureMode(FailureMode::kOpen),
+                            [&](Result<LeaseDecision> d) { open = std::move(d); });
+  ASSERT_TRUE(open.has_value()) << "the fake primary answers inline";
+  ASSERT_TRUE(open->ok()) << open->status().ToString();
+  EXPECT_TRUE((*open)->allowed);
+  EXPECT_FALSE((*open)->enforced) << "the tag (open) over the store's closed";
+}
+
 TEST_F(ResilientStoreTest, DegradeDividesByTheFleet) {
   auto o = Options(FailureMode::kDegrade);
   o.fleet = std::make_unique<FixedFleet>(4);
