@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/one_shot.h"
 #include "cluster/redis_cluster.h"
 #include "lease_cases.h"
 #include "period_cases.h"
@@ -676,6 +677,74 @@ TEST(RedisClusterStore, LeasesAreExactOnEveryMaster) {
     ExpectNeverMoreThanMaxInFlight({a.get(), b.get()}, key, limit, 3, 60);
     EXPECT_EQ(cluster->node(m).Command({"ZCARD", lease_key}), "3");
   }
+}
+
+// The async lease path directly (what tollgated and the Enforcer's RunAsync
+// use): calls in flight at once on each master through two stores, exactly
+// max_in_flight granted; then a lease set whose slot moved to another master
+// behind the store's back: the async release follows MOVED and frees the
+// slot, an async acquire after it is routed to the new master. The slot is
+// moved back at the end.
+TEST(RedisClusterStore, AsyncLeasesAreExactOnEveryMasterAndFollowMoved) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto a = MakeClusterStore(cluster->url()), b = MakeClusterStore(cluster->url());
+  ASSERT_TRUE(a && b);
+  const LeaseLimit limit = *LeaseLimit::Create(4, Nanos(60'000'000'000));
+  std::map<int, int> slot_master;
+  for (int m = 0; m < 3; ++m) {
+    const std::string key =
+        KeyOnMaster(*cluster, *a, m, "async-lease" + std::to_string(m), slot_master);
+    ASSERT_FALSE(key.empty());
+    ExpectAsyncAcquiresGrantExactly({a.get(), b.get()}, key, limit, 12);
+  }
+
+  const std::string key = KeyOnMaster(*cluster, *a, 0, "moved-lease", slot_master);
+  ASSERT_FALSE(key.empty());
+  const std::string lease_key = a->RedisKeyFor(key) + "|cc";
+  const int slot = RedisClusterStore::SlotOf(lease_key);
+  auto acquire = [&](RedisClusterStore& store) {
+    auto done = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
+    store.AcquireLeaseAsync(key, limit, [done](Result<LeaseDecision> d) { done->Set(d); });
+    return done->Wait();
+  };
+  auto release = [&](RedisClusterStore& store, const std::string& id) {
+    auto done = std::make_shared<base::OneShot<Result<bool>>>();
+    store.ReleaseLeaseAsync(key, id, [done](Result<bool> r) { done->Set(r); });
+    return done->Wait();
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto d = acquire(*a);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_TRUE(d->allowed);
+    ids.push_back(d->lease_id);
+  }
+  SlotMigration there{*cluster, slot, 0, 1};
+  there.Begin();
+  there.MoveKeys();
+  there.Finish();  // a still sends the slot to master 0: MOVED
+  ASSERT_EQ(cluster->node(1).Command({"ZCARD", lease_key}), "4");
+  const uint64_t moved = a->Stats().moved;
+  auto r = release(*a, ids[0]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r) << "the release did not reach the lease on the new master";
+  EXPECT_GT(a->Stats().moved, moved);
+  EXPECT_EQ(cluster->node(1).Command({"ZCARD", lease_key}), "3");
+  auto again = acquire(*a);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->allowed) << "the freed slot on the new master";
+  auto over = acquire(*b);
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  EXPECT_FALSE(over->allowed) << "max_in_flight holds after the move";
+  ids[0] = again->lease_id;
+  for (const std::string& id : ids) EXPECT_TRUE(*release(*b, id));
+
+  SlotMigration back{*cluster, slot, 1, 0};
+  back.Begin();
+  back.MoveKeys();
+  back.Finish();
+  EXPECT_EQ(cluster->MasterOfSlot(slot), 0);
 }
 
 }  // namespace
