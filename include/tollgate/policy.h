@@ -60,6 +60,18 @@ struct ParsedPolicy {
   std::string version;  // "" when errors is non-empty
   std::string text;     // the document as given; "" when errors is non-empty
 };
+// A tenant table kept in a Redis hash ("tenants": {"redis_hash": ...}): its
+// key and how often the front end should read it again (0: only on reload).
+struct TenantHashRef {
+  std::string key;
+  Nanos refresh{0};
+};
+// Reads every field and value of the hash `ref.key` into `entries` (the front
+// end's Redis; tollgated: HSCAN, bounded). An error is reported at the rule's
+// "tenants" path.
+using TenantHashReader = std::function<Status(
+    const TenantHashRef& ref, std::vector<std::pair<std::string, std::string>>* entries)>;
+
 // Where the files a policy names (match value sets, tenant tables) are read.
 struct PolicyParseOptions {
   // Relative file names are resolved against this directory; empty: the
@@ -67,6 +79,9 @@ struct PolicyParseOptions {
   std::string base_dir;
   // false: a policy naming a file is refused (fuzzing, untrusted text).
   bool files = true;
+  // Loads Redis tenant tables; null: such a table is checked but left empty
+  // (`tollgate check-config`, tests), every identity getting the rule's limit.
+  TenantHashReader read_tenant_hash = nullptr;
 };
 ParsedPolicy ParsePolicy(std::string_view json_text, const PolicyParseOptions& options = {});
 ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options = {});
@@ -123,10 +138,15 @@ class PolicyStore {
   // Loads `path`; fails (kInvalidArgument, every error one a line) if it is invalid.
   // `clock` stamps each reload attempt (ReloadResult::wall_time_ns, its
   // WallNow()); it is borrowed and must outlive the store.
+  // `options` are used for every later parse too (Reload, ReloadFromText);
+  // Open's base_dir defaults to the policy file's directory, so relative
+  // value and tenant files resolve the same on load and on every reload.
   static Result<std::shared_ptr<PolicyStore>> Open(const std::string& path,
-                                                   const Clock* clock = &SystemClock::Instance());
+                                                   const Clock* clock = &SystemClock::Instance(),
+                                                   PolicyParseOptions options = {});
   static Result<std::shared_ptr<PolicyStore>> FromText(
-      std::string_view json_text, const Clock* clock = &SystemClock::Instance());
+      std::string_view json_text, const Clock* clock = &SystemClock::Instance(),
+      PolicyParseOptions options = {});
   static std::shared_ptr<PolicyStore> FromPolicy(std::shared_ptr<const Policy> policy);
 
   // Re-reads the file given to Open(). On any error the old policy stays and
@@ -149,6 +169,8 @@ class PolicyStore {
   ReloadResult last_reload() const;
   uint64_t reload_failures() const { return reload_failures_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
+  // The options every parse of this store uses (a dry run should too).
+  const PolicyParseOptions& parse_options() const { return options_; }
   // The running policy's version and text (ParsedPolicy); "" for FromPolicy.
   std::string version() const;
   std::string text() const;
@@ -161,6 +183,7 @@ class PolicyStore {
 
   const std::string path_;
   const Clock* const clock_;
+  PolicyParseOptions options_;  // set once by Open / FromText
   // The pointer swap is guarded by a mutex rather than std::atomic<shared_ptr>:
   // libstdc++'s lock-bit implementation is invisible to ThreadSanitizer, and a
   // copy under an uncontended mutex costs about the same.
@@ -336,6 +359,9 @@ struct RuleOutcome {
   // latency): a front end that forwards the request, or a middleware that
   // calls the handler, reports the answer (Enforcer::RecordUpstream).
   bool watches_upstream = false;
+  // The rule's action: "limit", or "allow", "deny", "unlimited" for a rule
+  // decided without a limit (`limit` is then a placeholder). Static text.
+  std::string_view action = "limit";
 };
 
 // A lease a concurrency rule took for an allowed request; give it back with

@@ -398,6 +398,7 @@ void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& b
     r.watches_upstream =
         !r.shadow && item.rollback &&
         (item.rollback->max_upstream_error_increase > 0 || item.rollback->max_upstream_p99_ns > 0);
+    r.action = item.action;
     if (static_cast<int>(i) == plan.denied_item)
       out.denied_rule = static_cast<int>(out.rules.size());
     out.rules.push_back(std::move(r));

@@ -44,7 +44,8 @@ struct PlannedItem {
   // name for headers and the problem body when it differs from `name`.
   ExplicitItem::Storeless storeless = ExplicitItem::Storeless::kNo;
   std::string report_name;
-  bool forbid = false;  // a deny rule's item: refused with 403, not 429
+  bool forbid = false;                // a deny rule's item: refused with 403, not 429
+  std::string_view action = "limit";  // RuleOutcome::action
   const std::string& ReportName() const { return report_name.empty() ? name : report_name; }
 
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;

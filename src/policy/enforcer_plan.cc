@@ -215,6 +215,7 @@ bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless,
   item.storeless = rule.action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
                                                     : ExplicitItem::Storeless::kUnlimited;
   item.forbid = rule.action == RuleAction::kDeny;
+  item.action = RuleActionName(rule.action);
   if (item.forbid) item.shadow = ShadowOf(rule, *state, item.identity);
   const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
   if (item.forbid && enforced) plan.peek = true;  // the store items are only peeked
@@ -317,6 +318,11 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
     item.order = order++;
     item.storeless = storeless_kind;
     item.forbid = rule && rule->action == RuleAction::kDeny;
+    if (rule) {
+      item.action = RuleActionName(rule->action);
+    } else if (storeless_kind != ExplicitItem::Storeless::kNo) {
+      item.action = storeless_kind == ExplicitItem::Storeless::kDenyAll ? "deny" : "unlimited";
+    }
     item.report_name = std::string(it.report_name);
     if (it.shadow) {
       item.shadow = RuleOutcome::ShadowReason::kConfigured;

@@ -693,9 +693,42 @@ std::optional<RollbackConfig> ParseRollback(const json& r, const std::string& pa
   return cfg;
 }
 
+// "tenants": {"redis_hash": "<key>", "refresh": "60s"}: per-identity limits
+// read through options.read_tenant_hash (tollgated: the store's Redis).
+std::shared_ptr<const TenantTable> ParseTenantHash(const json& t, const std::string& path,
+                                                   Algorithm algorithm, MatchCtx& m) {
+  const size_t before = m.e->count();
+  JsonFields f(t, path, *m.e);
+  TenantHashRef ref;
+  auto key = f.String("redis_hash");
+  if (key && (key->empty() || key->size() > 512)) f.Error("redis_hash", "must be 1 to 512 bytes");
+  if (const json* r = f.Find("refresh")) {
+    if (auto ns = DurationNs(*r, f.PathOf("refresh"), *m.e)) {
+      if (*ns < 1'000'000'000) f.Error("refresh", "must be at least 1s");
+      ref.refresh = Nanos(*ns);
+    }
+  }
+  f.RejectUnknown();
+  if (m.e->count() != before || !key) return nullptr;
+  ref.key = *key;
+  if (!m.options->read_tenant_hash) return std::make_shared<TenantTable>();  // checked only
+  std::vector<std::pair<std::string, std::string>> entries;
+  if (Status read = m.options->read_tenant_hash(ref, &entries); !read.ok()) {
+    m.e->Add(path, "redis hash " + ref.key.substr(0, 64) + ": " + read.message());
+    return nullptr;
+  }
+  std::vector<std::string> errors;
+  auto table = TenantTable::FromEntries(entries, algorithm, &errors);
+  for (const std::string& why : errors) {
+    m.e->Add(path, "redis hash " + ref.key.substr(0, 64) + " " + why);
+  }
+  return table;
+}
+
 // "tenants": "file.csv" or {"file": "file.csv"}: the rule's per-identity limits.
 std::shared_ptr<const TenantTable> ParseTenants(const json& t, const std::string& path,
                                                 Algorithm algorithm, MatchCtx& m) {
+  if (t.is_object() && t.contains("redis_hash")) return ParseTenantHash(t, path, algorithm, m);
   std::optional<std::string> file;
   if (t.is_string()) {
     file = t.get<std::string>();
@@ -708,7 +741,7 @@ std::shared_ptr<const TenantTable> ParseTenants(const json& t, const std::string
       return nullptr;
     }
   } else {
-    file = FileRef(t, path, "a file path or ", m);
+    file = FileRef(t, path, "a file path, {\"redis_hash\": \"<key>\"} or ", m);
     if (!file) return nullptr;
   }
   std::string text, why;
@@ -1133,6 +1166,11 @@ ParsedPolicy ParsePolicy(std::string_view json_text, const PolicyParseOptions& o
   return out;
 }
 
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -1146,10 +1184,7 @@ ParsedPolicy ParsePolicyFile(const std::string& path, PolicyParseOptions options
     text.append(buf, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxPolicyBytes) break;
   }
-  if (options.base_dir.empty()) {
-    const size_t slash = path.rfind('/');
-    options.base_dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  }
+  if (options.base_dir.empty()) options.base_dir = DirectoryOf(path);
   return ParsePolicy(text, options);
 }
 

@@ -124,6 +124,9 @@ uint8_t HeaderStyleMask(std::span<const HeaderStyle> styles);
 std::vector<HeaderField> RenderRuleHeaders(std::span<const HeaderStyle> defaults,
                                            std::span<const QuotaReport> reports,
                                            std::span<const uint8_t> masks, int64_t wall_now_ns);
+// The directory of a file path ("a/b.json" -> "a", "b.json" -> ".", "/b" -> "/"):
+// where a policy file's relative value and tenant files are read.
+std::string DirectoryOf(const std::string& path);
 
 struct Rule {
   std::string name;

@@ -22,21 +22,25 @@ PolicyStore::PolicyStore(std::shared_ptr<const Policy> policy, std::string path,
   last_reload_.wall_time_ns = clock_->WallNow();
 }
 
-Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path,
-                                                       const Clock* clock) {
-  ParsedPolicy parsed = ParsePolicyFile(path);
+Result<std::shared_ptr<PolicyStore>> PolicyStore::Open(const std::string& path, const Clock* clock,
+                                                       PolicyParseOptions options) {
+  if (options.base_dir.empty()) options.base_dir = DirectoryOf(path);
+  ParsedPolicy parsed = ParsePolicyFile(path, options);
   if (!parsed.policy) return InvalidArgument(path + ":\n" + JoinErrors(parsed.errors));
   auto store = std::make_shared<PolicyStore>(std::move(parsed.policy), path, clock);
+  store->options_ = std::move(options);
   store->version_ = std::move(parsed.version);
   store->text_ = std::move(parsed.text);
   return store;
 }
 
 Result<std::shared_ptr<PolicyStore>> PolicyStore::FromText(std::string_view json_text,
-                                                           const Clock* clock) {
-  ParsedPolicy parsed = ParsePolicy(json_text);
+                                                           const Clock* clock,
+                                                           PolicyParseOptions options) {
+  ParsedPolicy parsed = ParsePolicy(json_text, options);
   if (!parsed.policy) return InvalidArgument(JoinErrors(parsed.errors));
   auto store = std::make_shared<PolicyStore>(std::move(parsed.policy), "", clock);
+  store->options_ = std::move(options);
   store->version_ = std::move(parsed.version);
   store->text_ = std::move(parsed.text);
   return store;
@@ -52,11 +56,11 @@ std::vector<ConfigError> PolicyStore::Reload() {
     none.errors.push_back({"", "this policy store was not opened from a file"});
     return Install(std::move(none));
   }
-  return Install(ParsePolicyFile(path_));
+  return Install(ParsePolicyFile(path_, options_));
 }
 
 std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text) {
-  return Install(ParsePolicy(json_text));
+  return Install(ParsePolicy(json_text, options_));
 }
 
 std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {

@@ -203,7 +203,71 @@ bool IsWindow(Algorithm a) {
          a == Algorithm::kSlidingLog;
 }
 
+// One tenant's numbers (count and period, or rps and burst; empty: not set)
+// -> its limit under the rule's algorithm, or why not.
+Result<Limit> RowLimit(std::string_view count_text, std::string_view period_text,
+                       std::string_view rps_text, std::string_view burst_text,
+                       Algorithm algorithm) {
+  const bool has_count = !count_text.empty() || !period_text.empty();
+  const bool has_rps = !rps_text.empty() || !burst_text.empty();
+  if (has_count == has_rps) {
+    return InvalidArgument("set count and period, or rps and burst (exactly one pair)");
+  }
+  LimitSpec spec;
+  spec.algorithm = algorithm;
+  if (has_count) {
+    int64_t count = 0;
+    if (!ParseWhole(count_text, Limit::kMaxBurst, &count)) {
+      return InvalidArgument("count must be a whole number from 1 to 2^40 (got \"" +
+                             std::string(count_text.substr(0, 32)) + "\")");
+    }
+    auto period = ParsePeriod(period_text);
+    if (!period.ok()) return InvalidArgument("period: " + period.status().message());
+    spec.burst = count;
+    if (IsWindow(algorithm)) {
+      spec.window = *period;
+    } else {
+      spec.count = count;
+      spec.period = *period;
+    }
+  } else {
+    if (IsWindow(algorithm)) {
+      return InvalidArgument("rps,burst are not used by " + std::string(AlgorithmName(algorithm)) +
+                             " (a window algorithm): use count,period");
+    }
+    double rate = 0;
+    int64_t burst = 0;
+    if (!ParseRate(rps_text, &rate)) {
+      return InvalidArgument("rps must be a positive number (got \"" +
+                             std::string(rps_text.substr(0, 32)) + "\")");
+    }
+    if (!ParseWhole(burst_text, Limit::kMaxBurst, &burst)) {
+      return InvalidArgument("burst must be a whole number from 1 to 2^40 (got \"" +
+                             std::string(burst_text.substr(0, 32)) + "\")");
+    }
+    if (static_cast<double>(burst) < rate) {
+      return InvalidArgument("burst must be >= rps (" + std::string(rps_text) + ")");
+    }
+    spec.rate = rate;
+    spec.burst = burst;
+  }
+  return Limit::Create(spec);
+}
+
 }  // namespace
+
+uint32_t TenantTable::LimitIndex(const Limit& limit,
+                                 std::unordered_map<std::string, uint32_t>& index) {
+  auto [it, fresh] = index.emplace(limit.ToString(), static_cast<uint32_t>(limits_.size()));
+  if (fresh) limits_.push_back(limit);
+  return it->second;
+}
+
+void TenantTable::SizeFor(size_t rows) {
+  size_t slots = 16;
+  while (slots < rows * 2) slots <<= 1;
+  slots_.assign(slots, Slot{});
+}
 
 std::shared_ptr<const TenantTable> TenantTable::Parse(std::string_view text, Algorithm algorithm,
                                                       std::vector<LineError>* errors,
@@ -230,9 +294,7 @@ std::shared_ptr<const TenantTable> TenantTable::Parse(std::string_view text, Alg
     fail(0, "more than " + std::to_string(kMaxValueFileEntries) + " rows");
     return nullptr;
   }
-  size_t slots = 16;
-  while (slots < rows * 2) slots <<= 1;
-  table->slots_.assign(slots, Slot{});
+  table->SizeFor(rows);
   table->arena_.reserve(text.size());
 
   ForEachLine(text, [&](size_t line_no, std::string_view line) {
@@ -274,52 +336,11 @@ std::shared_ptr<const TenantTable> TenantTable::Parse(std::string_view text, Alg
     auto at = [&](int col) { return col < 0 ? std::string_view() : f[static_cast<size_t>(col)]; };
     const std::string_view raw_identity = at(col_identity);
     if (raw_identity.empty()) return fail(line_no, "identity is empty");
-    const bool has_count = !at(col_count).empty() || !at(col_period).empty();
-    const bool has_rps = !at(col_rps).empty() || !at(col_burst).empty();
-    if (has_count == has_rps) {
-      return fail(line_no, "set count and period, or rps and burst (exactly one pair)");
-    }
-    LimitSpec spec;
-    spec.algorithm = algorithm;
-    if (has_count) {
-      int64_t count = 0;
-      if (!ParseWhole(at(col_count), Limit::kMaxBurst, &count)) {
-        return fail(line_no, "count must be a whole number from 1 to 2^40 (got \"" +
-                                 std::string(at(col_count).substr(0, 32)) + "\")");
-      }
-      auto period = ParsePeriod(at(col_period));
-      if (!period.ok()) return fail(line_no, "period: " + period.status().message());
-      spec.burst = count;
-      if (IsWindow(algorithm)) {
-        spec.window = *period;
-      } else {
-        spec.count = count;
-        spec.period = *period;
-      }
-    } else {
-      double rate = 0;
-      int64_t burst = 0;
-      if (!ParseRate(at(col_rps), &rate)) {
-        return fail(line_no, "rps must be a positive number (got \"" +
-                                 std::string(at(col_rps).substr(0, 32)) + "\")");
-      }
-      if (!ParseWhole(at(col_burst), Limit::kMaxBurst, &burst)) {
-        return fail(line_no, "burst must be a whole number from 1 to 2^40 (got \"" +
-                                 std::string(at(col_burst).substr(0, 32)) + "\")");
-      }
-      if (static_cast<double>(burst) < rate) {
-        return fail(line_no, "burst must be >= rps (" + std::string(at(col_rps)) + ")");
-      }
-      spec.rate = rate;
-      spec.burst = burst;
-    }
-    auto limit = Limit::Create(spec);
+    auto limit = RowLimit(at(col_count), at(col_period), at(col_rps), at(col_burst), algorithm);
     if (!limit.ok()) return fail(line_no, limit.status().message());
-    const std::string canonical = limit->ToString();
-    auto [it, fresh] = limit_index.emplace(canonical, static_cast<uint32_t>(table->limits_.size()));
-    if (fresh) table->limits_.push_back(*limit);
+    const uint32_t limit_at = table->LimitIndex(*limit, limit_index);
     const std::string identity = NormalizeKeyValue(raw_identity);
-    if (!table->Insert(identity, it->second)) {
+    if (!table->Insert(identity, limit_at)) {
       return fail(line_no,
                   "duplicate identity \"" + std::string(raw_identity.substr(0, 64)) + "\"");
     }
@@ -327,6 +348,68 @@ std::shared_ptr<const TenantTable> TenantTable::Parse(std::string_view text, Alg
   });
   if (!header_seen)
     fail(0, "empty: needs a header line (identity,count,period or identity,rps,burst)");
+  if (errors->size() != errors_before) return nullptr;
+  table->arena_.shrink_to_fit();
+  return table;
+}
+
+std::shared_ptr<const TenantTable> TenantTable::FromEntries(
+    std::span<const std::pair<std::string, std::string>> entries, Algorithm algorithm,
+    std::vector<std::string>* errors, size_t max_errors) {
+  const size_t errors_before = errors->size();
+  auto fail = [&](std::string_view field, const std::string& why) {
+    if (errors->size() - errors_before < max_errors) {
+      errors->push_back("field \"" + std::string(field.substr(0, 64)) + "\": " + why);
+    }
+  };
+  if (entries.size() > kMaxValueFileEntries) {
+    errors->push_back("more than " + std::to_string(kMaxValueFileEntries) + " entries");
+    return nullptr;
+  }
+  auto table = std::make_shared<TenantTable>();
+  table->SizeFor(entries.size());
+  std::unordered_map<std::string, uint32_t> limit_index;
+  for (const auto& [field, value] : entries) {
+    if (field.empty()) {
+      fail(field, "identity is empty");
+      continue;
+    }
+    // "count=1000,period=1h" or "rps=10,burst=20", in any order.
+    std::string_view numbers[4];  // count, period, rps, burst
+    std::string why;
+    for (std::string_view part : SplitCsv(value)) {
+      const size_t eq = part.find('=');
+      const std::string_view name = Trim(part.substr(0, eq));
+      const int at = name == "count"    ? 0
+                     : name == "period" ? 1
+                     : name == "rps"    ? 2
+                     : name == "burst"  ? 3
+                                        : -1;
+      if (eq == std::string_view::npos || at < 0) {
+        why = "expected count=N,period=P or rps=R,burst=B (got \"" +
+              std::string(value.substr(0, 64)) + "\")";
+        break;
+      }
+      if (!numbers[at].empty()) {
+        why = std::string(name) + " twice";
+        break;
+      }
+      numbers[at] = Trim(part.substr(eq + 1));
+    }
+    if (!why.empty()) {
+      fail(field, why);
+      continue;
+    }
+    auto limit = RowLimit(numbers[0], numbers[1], numbers[2], numbers[3], algorithm);
+    if (!limit.ok()) {
+      fail(field, limit.status().message());
+      continue;
+    }
+    const uint32_t limit_at = table->LimitIndex(*limit, limit_index);
+    if (!table->Insert(NormalizeKeyValue(field), limit_at)) {
+      fail(field, "duplicate identity (after normalisation)");
+    }
+  }
   if (errors->size() != errors_before) return nullptr;
   table->arena_.shrink_to_fit();
   return table;

@@ -17,9 +17,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "policy/client_ip.h"
@@ -103,6 +106,13 @@ class TenantTable {
   static std::shared_ptr<const TenantTable> Parse(std::string_view text, Algorithm algorithm,
                                                   std::vector<LineError>* errors,
                                                   size_t max_errors = 100);
+  // From (identity, limit text) entries, e.g. a Redis hash's fields and values:
+  // "count=1000,period=1h" or "rps=10,burst=20" (the same numbers as a CSV
+  // row). Each bad entry is reported as "field \"<identity>\": why" (at most
+  // `max_errors`); returns null when any was found.
+  static std::shared_ptr<const TenantTable> FromEntries(
+      std::span<const std::pair<std::string, std::string>> entries, Algorithm algorithm,
+      std::vector<std::string>* errors, size_t max_errors = 100);
   // The tenant's limit, or null when the identity is not in the table.
   const Limit* Find(std::string_view identity) const;
   size_t size() const { return count_; }
@@ -117,6 +127,9 @@ class TenantTable {
     uint32_t limit = 0;   // index into limits_
   };
   bool Insert(std::string_view identity, uint32_t limit);  // false: duplicate
+  void SizeFor(size_t rows);                               // slots for `rows` entries
+  // The index of `limit` in limits_, added once (`index`: by canonical text).
+  uint32_t LimitIndex(const Limit& limit, std::unordered_map<std::string, uint32_t>& index);
   std::string_view IdentityAt(uint32_t offset) const;
 
   std::vector<Slot> slots_;  // power of two

@@ -221,7 +221,9 @@ TEST(Actions, AllowExemptsFromLaterRulesOnly) {
     ASSERT_TRUE(o.allowed()) << i;
     ASSERT_EQ(o.rules.size(), 2u);  // global (above the allow rule) and internal
     EXPECT_EQ(o.rules[0].rule, "global");
+    EXPECT_EQ(o.rules[0].action, "limit");
     EXPECT_EQ(o.rules[1].rule, "internal");
+    EXPECT_EQ(o.rules[1].action, "allow");  // its limit is only a placeholder
   }
   // The rule above the allow rule still limits; per-key below it never applied.
   EXPECT_FALSE(h.Check(r).allowed());
@@ -237,6 +239,7 @@ TEST(Actions, DenyRefusesWith403AndChargesNothing) {
     EXPECT_EQ(o.http_status, 403);
     ASSERT_GE(o.denied_rule, 0);
     EXPECT_EQ(o.rules[static_cast<size_t>(o.denied_rule)].rule, "blocked");
+    EXPECT_EQ(o.rules[static_cast<size_t>(o.denied_rule)].action, "deny");
     EXPECT_EQ(FindHeader(o, "Retry-After"), "");
     EXPECT_EQ(FindHeader(o, "X-RateLimit-Reason"), "denied; policy=\"blocked\"");
     auto body = nlohmann::json::parse(o.body);
@@ -453,6 +456,158 @@ TEST(Tenants, RuleUsesTheTenantsOwnLimitAndReloadsWithThePolicy) {
   WriteFile(dir.File("tenants.csv"), "identity,count,period\nhuge,7,1m\nfresh,7,1m\n");
   ASSERT_TRUE((*ps)->Reload().empty());
   EXPECT_EQ(allowed("fresh", 10), 7);
+}
+
+TEST(TenantTable, FromEntriesReportsByFieldName) {
+  std::vector<std::pair<std::string, std::string>> entries = {{"acme", "count=1000,period=1h"},
+                                                              {"Bolt ", "rps=10, burst=20"},
+                                                              {"free", "count=5,period=1m"}};
+  std::vector<std::string> errors;
+  auto table = TenantTable::FromEntries(entries, Algorithm::kTokenBucket, &errors);
+  ASSERT_NE(table, nullptr) << errors[0];
+  EXPECT_EQ(table->size(), 3u);
+  ASSERT_NE(table->Find("acme"), nullptr);
+  EXPECT_EQ(table->Find("acme")->burst(), 1000);
+  ASSERT_NE(table->Find(NormalizeKeyValue("Bolt ")), nullptr);
+  EXPECT_EQ(table->Find(NormalizeKeyValue("Bolt "))->burst(), 20);
+  EXPECT_EQ(table->Find("nobody"), nullptr);
+
+  struct Case {
+    std::string value;
+    std::string error;
+  } cases[] = {
+      {"1000,1h", "field \"t\": expected count=N,period=P or rps=R,burst=B"},
+      {"count=0,period=1h", "field \"t\": count must be a whole number"},
+      {"count=5", "field \"t\": period:"},
+      {"count=5,period=1h,rps=1,burst=1", "field \"t\": set count and period, or rps and burst"},
+      {"count=5,count=6,period=1h", "field \"t\": count twice"},
+      {"rps=5,burst=2", "field \"t\": burst must be >= rps"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::pair<std::string, std::string>> one = {{"t", c.value}};
+    std::vector<std::string> errs;
+    EXPECT_EQ(TenantTable::FromEntries(one, Algorithm::kTokenBucket, &errs), nullptr) << c.value;
+    ASSERT_EQ(errs.size(), 1u) << c.value;
+    EXPECT_NE(errs[0].find(c.error), std::string::npos) << c.value << " -> " << errs[0];
+  }
+  std::vector<std::pair<std::string, std::string>> window = {{"w", "rps=1,burst=1"}};
+  std::vector<std::string> werrs;
+  EXPECT_EQ(TenantTable::FromEntries(window, Algorithm::kFixedWindow, &werrs), nullptr);
+  ASSERT_EQ(werrs.size(), 1u);
+  EXPECT_NE(werrs[0].find("not used by fixed_window"), std::string::npos) << werrs[0];
+  // Two fields that normalise to one identity.
+  std::vector<std::pair<std::string, std::string>> twins = {{"a\x01", "count=1,period=1s"},
+                                                            {"a\x02", "count=1,period=1s"}};
+  std::vector<std::string> terrs;
+  auto t = TenantTable::FromEntries(twins, Algorithm::kTokenBucket, &terrs);
+  if (NormalizeKeyValue("a\x01") == NormalizeKeyValue("a\x02")) {
+    EXPECT_EQ(t, nullptr);
+  } else {
+    EXPECT_NE(t, nullptr);
+  }
+}
+
+constexpr char kHashPolicy[] = R"({"rules": [{"name": "per-key",
+    "limit_keys": ["header:x-api-key"], "tenants": {"redis_hash": "plans", "refresh": "30s"},
+    "algorithm_config": {"count": 2, "period": "1m"}}]})";
+
+TEST(Tenants, RedisHashIsReadThroughTheFrontEndsReader) {
+  std::vector<std::pair<std::string, std::string>> hash = {{"big", "count=5,period=1m"}};
+  std::vector<TenantHashRef> asked;
+  Status fail = Status::Ok();
+  PolicyParseOptions options;
+  options.read_tenant_hash = [&](const TenantHashRef& ref,
+                                 std::vector<std::pair<std::string, std::string>>* out) {
+    asked.push_back(ref);
+    if (!fail.ok()) return fail;
+    *out = hash;
+    return Status::Ok();
+  };
+  ManualClock clock;
+  auto ps = PolicyStore::FromText(kHashPolicy, &clock, options);
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].key, "plans");
+  EXPECT_EQ(asked[0].refresh, std::chrono::seconds(30));
+  auto local = LocalStore::Create({.max_keys = 1 << 12, .shards = 4, .clock = &clock});
+  ASSERT_TRUE(local.ok());
+  auto e = Enforcer::Create(*ps, local->get(), &clock);
+  ASSERT_TRUE(e.ok());
+  auto allowed = [&](const std::string& key, int n) {
+    int ok = 0;
+    for (int i = 0; i < n; ++i) {
+      TestRequest r;
+      r.Header("x-api-key", key);
+      ok += (*e)->Check(r.View()).allowed() ? 1 : 0;
+    }
+    return ok;
+  };
+  EXPECT_EQ(allowed("big", 8), 5);
+  EXPECT_EQ(allowed("small", 8), 2);
+  // A reload reads the hash again (ReloadFromText keeps the store's options).
+  hash = {{"big", "count=5,period=1m"}, {"new", "count=4,period=1m"}};
+  ASSERT_TRUE((*ps)->ReloadFromText(kHashPolicy).empty());
+  EXPECT_EQ(asked.size(), 2u);
+  EXPECT_EQ(allowed("new", 8), 4);
+  // A bad entry names its field; the running policy stays.
+  hash = {{"new", "count=4,period=1m"}, {"oops", "count=lots,period=1m"}};
+  auto errors = (*ps)->ReloadFromText(kHashPolicy);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "rules[0].tenants");
+  EXPECT_NE(errors[0].message.find("redis hash plans field \"oops\": count must be"),
+            std::string::npos)
+      << errors[0].message;
+  // So does a failed read.
+  fail = UnavailableError("connection refused");
+  errors = (*ps)->ReloadFromText(kHashPolicy);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message, "redis hash plans: connection refused");
+  // Still the last good table: "new" keeps its own limit.
+  ExplicitItem item{.rule = "per-key", .key = "new", .cost = 0};
+  auto peek = (*e)->CheckItems(std::span(&item, 1));
+  ASSERT_TRUE(peek.ok());
+  EXPECT_EQ(peek->rules[0].decision.limit, 4);
+}
+
+TEST(Tenants, RedisHashWithoutAReaderIsOnlyChecked) {
+  ParsedPolicy p = ParsePolicy(kHashPolicy);
+  ASSERT_TRUE(p.errors.empty()) << FirstError(p);
+  EXPECT_NE(SummarizePolicy(*p.policy)[0].description.find("tenants=0"), std::string::npos);
+  struct Case {
+    std::string tenants;
+    std::string error;
+  } cases[] = {
+      {R"({"redis_hash": ""})", "rules[0].tenants.redis_hash: must be 1 to 512 bytes"},
+      {R"({"redis_hash": 5})", "rules[0].tenants.redis_hash: must be a string (got a number)"},
+      {R"({"redis_hash": "k", "refresh": "10ms"})",
+       "rules[0].tenants.refresh: must be at least 1s"},
+      {R"({"redis_hash": "k", "every": "1m"})", "rules[0].tenants.every: unknown field"},
+      {R"({"hash": "k"})", "rules[0].tenants: must be a file path, {\"redis_hash\""},
+  };
+  for (const Case& c : cases) {
+    ParsedPolicy bad = ParsePolicy(R"({"rules": [{"name": "a", "limit_keys": ["ip:address"],
+        "tenants": )" + c.tenants + R"(, "algorithm_config": {"rps": 1, "burst": 1}}]})");
+    EXPECT_NE(FirstError(bad).find(c.error), std::string::npos)
+        << c.tenants << " -> " << FirstError(bad);
+  }
+}
+
+// Issue 18: a store opened from a file keeps the file's directory, so a
+// reload from text (the admin API, etcd) finds relative files where a load did.
+TEST(Tenants, RelativeFilesResolveBesideThePolicyOnReloadFromText) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("tenants.csv"), "identity,count,period\nbig,5,1m\n");
+  WriteFile(dir.File("nets.txt"), "10.0.0.0/8\n");
+  const std::string text = R"({"rules": [{"name": "per-key",
+      "limit_keys": ["header:x-api-key"], "tenants": {"file": "tenants.csv"},
+      "match": {"cidr": {"file": "nets.txt"}},
+      "algorithm_config": {"count": 2, "period": "1m"}}]})";
+  WriteFile(dir.File("policy.json"), text);
+  auto ps = PolicyStore::Open(dir.File("policy.json"));
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ((*ps)->parse_options().base_dir, dir.path());
+  const std::vector<ConfigError> errors = (*ps)->ReloadFromText(text);
+  EXPECT_TRUE(errors.empty()) << errors[0].ToString();
 }
 
 TEST(Tenants, NeedsExactlyOneKey) {
