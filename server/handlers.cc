@@ -22,6 +22,14 @@ int64_t Ms(Nanos d) {
   return d.count() / 1'000'000;
 }
 
+// The limit applied, or what a rule without one did (its limit is a placeholder).
+std::string RuleDescription(const RuleOutcome& r) {
+  if (r.action == "allow") return "allow: exempt, no limit; later rules not evaluated";
+  if (r.action == "deny") return "deny: refused by the policy (403)";
+  if (r.action == "unlimited") return "unlimited: no limit";
+  return r.limit ? r.limit->ToString() : std::string();
+}
+
 json RuleJson(const RuleOutcome& r) {
   json j = {{"rule", r.rule},
             {"key", r.key},
@@ -32,8 +40,14 @@ json RuleJson(const RuleOutcome& r) {
             {"remaining", r.decision.remaining},
             {"retry_after_ms", Ms(r.decision.retry_after)},
             {"reset_after_ms", Ms(r.decision.reset_after)},
-            {"description", r.limit ? r.limit->ToString() : std::string()}};
+            {"action", r.action},
+            {"description", RuleDescription(r)}};
   if (r.decision.delay.count() > 0) j["delay_ms"] = Ms(r.decision.delay);
+  if (r.action != "limit") {
+    // No quota behind the numbers: null rather than a placeholder's.
+    j["limit"] = nullptr;
+    j["remaining"] = nullptr;
+  }
   return j;
 }
 

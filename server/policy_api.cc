@@ -73,7 +73,12 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
   const bool dry_run = DryRunRequested(query, &query_errors);
   if (!query_errors.empty())
     return Problem(400, "Invalid policy query", "see errors", query_errors);
-  ParsedPolicy parsed = ParsePolicy(body);
+  // Checked as a reload would parse it (relative files next to the policy
+  // file), except that Redis tenant tables are not read here, on a worker:
+  // the reload that applies the text reads them.
+  PolicyParseOptions options = s.policies->parse_options();
+  options.read_tenant_hash = nullptr;
+  ParsedPolicy parsed = ParsePolicy(body, options);
   if (!parsed.policy) {
     return Problem(400, "Invalid policy", "the running policy stays in effect", parsed.errors);
   }

@@ -154,6 +154,12 @@ class Server::Impl {
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   FileStamp policy_stamp;
+  // Redis tenant tables: the shortest "refresh" the last parse asked for (ns,
+  // 0: none) and when the policy was last read (clock->Now()); the reload poll
+  // reloads the policy when that is due, so the tables are read again and the
+  // new policy swapped in whole.
+  std::atomic<int64_t> tenant_refresh_ns{0};
+  std::atomic<int64_t> tenant_loaded_ns{0};
   RlsStamps rls_stamps;  // empty without the gRPC frontend
   std::vector<std::thread> threads;
   std::atomic<bool> shutdown_started{false};
@@ -247,7 +253,13 @@ class Server::Impl {
           changed = true;
         }
       }
-      if (changed) net::post(source_pool, [this] { Reload("file_changed"); });
+      if (changed) {
+        net::post(source_pool, [this] { Reload("file_changed"); });
+      } else if (const int64_t every = tenant_refresh_ns.load(std::memory_order_relaxed);
+                 every > 0 && clock->Now() - tenant_loaded_ns.load() >= every) {
+        tenant_loaded_ns.store(clock->Now());  // one refresh in flight, not one a poll
+        net::post(source_pool, [this] { Reload("tenant_refresh"); });
+      }
       ScheduleReloadPoll();
     });
   }
@@ -317,6 +329,10 @@ class Server::Impl {
                                         const std::string* text = nullptr) {
     std::shared_ptr<const Policy> before = policies->Current();
     const std::string version_before = policies->version();
+    // The parse below sets it again if the new policy still reads a hash; a
+    // rejected policy leaves the running one, and its refresh, in place.
+    const int64_t refresh_before = tenant_refresh_ns.exchange(0);
+    tenant_loaded_ns.store(clock->Now());
     std::vector<ConfigError> errors;
     if (text) {
       errors = policies->ReloadFromText(*text);
@@ -339,6 +355,7 @@ class Server::Impl {
       }
     }
     if (!errors.empty()) {
+      tenant_refresh_ns.store(refresh_before);
       state.reloads_failed.fetch_add(1, std::memory_order_relaxed);
       nlohmann::json list = nlohmann::json::array();
       for (const auto& e : errors) list.push_back(e.ToString());
@@ -395,11 +412,32 @@ class Server::Impl {
     return rt;
   }
 
+  // How every parse of the policy reads what it names: relative files next to
+  // the policy file (PolicyStore::Open; an etcd policy: tollgated's working
+  // directory), Redis tenant tables from the store's Redis.
+  PolicyParseOptions ParseOptions() {
+    PolicyParseOptions options;
+    options.read_tenant_hash = [this](const TenantHashRef& ref,
+                                      std::vector<std::pair<std::string, std::string>>* entries) {
+      if (!store.redis_command) {
+        return InvalidArgument("a Redis tenant table needs a Redis store (store: redis://...)");
+      }
+      if (ref.refresh.count() > 0) {
+        int64_t now = tenant_refresh_ns.load();
+        while ((now == 0 || ref.refresh.count() < now) &&
+               !tenant_refresh_ns.compare_exchange_weak(now, ref.refresh.count())) {
+        }
+      }
+      return ReadTenantHash(store.redis_command, ref.key, entries);
+    };
+    return options;
+  }
+
   // The policy, the store and the Enforcer deciding with them.
   // The first policy: the file, or the etcd key's current value.
   Status OpenPolicy() {
     if (config->policy_path.find("://") == std::string::npos) {  // a URL: CheckServerConfig
-      auto opened = PolicyStore::Open(config->policy_path, clock);
+      auto opened = PolicyStore::Open(config->policy_path, clock, ParseOptions());
       if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
       policies = std::move(opened).value();
       return Status::Ok();
@@ -412,7 +450,7 @@ class Server::Impl {
     auto read = etcd::EtcdRange(options);
     if (!read.ok()) return read.status();
     if (!read->kv) return InvalidArgument("etcd key " + options.url.key + " does not exist");
-    auto opened = PolicyStore::FromText(read->kv->value, clock);
+    auto opened = PolicyStore::FromText(read->kv->value, clock, ParseOptions());
     if (!opened.ok()) {
       return InvalidArgument("invalid policy in " + config->policy_path + ":\n" +
                              opened.status().message());
@@ -440,11 +478,13 @@ class Server::Impl {
   }
 
   Status OpenEngine() {
-    if (Status st = OpenPolicy(); !st.ok()) return st;
-    policy_stamp = Stamp(config->policy_path);
+    // The store first: a policy's Redis tenant tables are read through it.
     auto created = CreateStore(*config, clock, io_clock, log);
     if (!created.ok()) return created.status();
     store = std::move(created).value();
+    if (Status st = OpenPolicy(); !st.ok()) return st;
+    tenant_loaded_ns.store(clock->Now());
+    policy_stamp = Stamp(config->policy_path);
     auto tracing = DecisionTracer::Create(*config, clock);
     if (!tracing.ok()) return InvalidArgument("tracing: " + tracing.status().message());
     tracer = std::move(tracing).value();

@@ -220,6 +220,18 @@ Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
     bundle.backing_healthy = [parts] { return parts.BackingHealthy(); };
   }
   bundle.export_metrics = StoreMetrics(*opened);
+#if TOLLGATE_HAVE_REDIS
+  if (RedisStore* redis = opened->redis) {
+    bundle.redis_command = [redis](std::vector<std::string> argv) {
+      return redis->Command(std::move(argv));
+    };
+  } else if (RedisClusterStore* cluster = opened->cluster) {
+    bundle.redis_command = [cluster](std::vector<std::string> argv) {
+      const std::string key = argv.size() > 1 ? argv[1] : std::string();
+      return cluster->Command(key, std::move(argv));
+    };
+  }
+#endif
   bundle.store = std::move(opened->store);
   return bundle;
 }

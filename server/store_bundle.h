@@ -15,6 +15,7 @@
 #include "server/config.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/tenant_hash.h"
 #include "tollgate/clock.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
@@ -32,6 +33,10 @@ struct StoreBundle {
   std::function<bool()> backing_healthy;
   // Appends store gauges/counters (keys, evictions, breaker state) to /metrics.
   std::function<void(PrometheusWriter&)> export_metrics;
+  // A plain command on the Redis behind the store (RedisStore::Command, or the
+  // cluster's routed by its first key); null for the local store. Reads Redis
+  // tenant tables (server/tenant_hash.h).
+  RedisCommand redis_command;
 };
 
 // The runtime store spec of the config's `store` section (URL, local_*,

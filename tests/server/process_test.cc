@@ -156,6 +156,21 @@ TEST_F(ProcessTest, ExemptionsTenantsAndItemLimitsOverSockets) {
   ASSERT_EQ(d.status, 200) << d.body;
   EXPECT_EQ(json::parse(d.body)["status"], 403) << d.body;
   EXPECT_EQ(json::parse(d.body)["denied_rule"], "denylist") << d.body;
+  // The rule's action and what it did, not a placeholder limit.
+  const json denied_rule = json::parse(d.body)["rules"][0];
+  EXPECT_EQ(denied_rule["action"], "deny") << d.body;
+  EXPECT_EQ(denied_rule["description"], "deny: refused by the policy (403)") << d.body;
+  EXPECT_TRUE(denied_rule["limit"].is_null()) << d.body;
+  EXPECT_TRUE(denied_rule["remaining"].is_null()) << d.body;
+  const json exempt =
+      json::parse(Fetch(t.port(), "POST", "/v1/decide", {{"Content-Type", "application/json"}},
+                        R"({"request": {"path": "/x", "client_ip": "10.1.2.3"}})")
+                      .body);
+  EXPECT_EQ(exempt["verdict"], "allow") << exempt.dump();
+  EXPECT_EQ(exempt["rules"][0]["rule"], "internal") << exempt.dump();
+  EXPECT_EQ(exempt["rules"][0]["action"], "allow") << exempt.dump();
+  EXPECT_EQ(exempt["rules"][0]["description"], "allow: exempt, no limit; later rules not evaluated")
+      << exempt.dump();
 
   // Per-item limits: refused without the admin token, honoured with it.
   const std::string items =
