@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/policy_impl.h"
@@ -61,6 +62,35 @@ void BM_TenantTableLoad(benchmark::State& state) {
       entries ? static_cast<double>(text.size()) / static_cast<double>(entries) : 0;
 }
 BENCHMARK(BM_TenantTableLoad)->Arg(1000)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+
+// The same table from a Redis hash's entries (TenantTable::FromEntries: what
+// tollgated builds after HSCAN), values "count=N,period=1h" / "rps=R,burst=B".
+void BM_TenantTableFromEntries(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(n);
+  char id[32];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(id, sizeof(id), "tk_%020zx",
+                  static_cast<size_t>(i * 0x9e3779b97f4a7c15ULL % 0xffffffffffffULL));
+    entries.emplace_back(id, i % 2 ? "count=" + std::to_string(1000 * (1 + i % 4)) + ",period=1h"
+                                   : "rps=" + std::to_string(10 * (1 + i % 4)) +
+                                         ",burst=" + std::to_string(20 * (1 + i % 4)));
+  }
+  size_t bytes = 0, size = 0;
+  for (auto _ : state) {
+    std::vector<std::string> errors;
+    auto table = TenantTable::FromEntries(entries, Algorithm::kTokenBucket, &errors);
+    if (!table) state.SkipWithError("build failed");
+    bytes = table ? table->MemoryBytes() : 0;
+    size = table ? table->size() : 0;
+    benchmark::DoNotOptimize(table);
+  }
+  state.counters["entries"] = static_cast<double>(size);
+  state.counters["bytes_per_entry"] =
+      size ? static_cast<double>(bytes) / static_cast<double>(size) : 0;
+}
+BENCHMARK(BM_TenantTableFromEntries)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
 
 // A lookup of a present identity (normalised as a request's would be), or of
 // an absent one (the common case for keys on the rule's default limit).
