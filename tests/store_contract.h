@@ -50,6 +50,12 @@ class StoreContractTest : public ::testing::TestWithParam<StoreFactory> {
     s.window = std::chrono::hours(24 * 366);
     return *Limit::Create(s);
   }
+  // Key administration runs on every algorithm the remote stores hold: a
+  // token bucket and both windows.
+  static std::vector<Limit> AdminLimits() {
+    return {SlowBucket(5), YearWindow(Algorithm::kFixedWindow, 5),
+            YearWindow(Algorithm::kSlidingWindow, 5)};
+  }
   std::string Key(const std::string& name) const { return prefix_ + "\x1f" + name; }
   Decision One(const std::string& key, const Limit& l, int64_t cost) {
     auto r = AcquireOne(*store_, key, l, cost);
@@ -263,6 +269,111 @@ TEST_P(StoreContractTest, WindowsNeverOverGrantUnderConcurrency) {
     EXPECT_EQ(errors.load(), 0);
     EXPECT_EQ(allowed.load(), 20);
   }
+}
+
+// Key administration: Store::ResetKey and SetRemaining.
+
+TEST_P(StoreContractTest, ResetKeyForgetsStateAsIfNeverSeen) {
+  for (const Limit& l : AdminLimits()) {
+    SCOPED_TRACE(std::string(AlgorithmName(l.algorithm())));
+    const std::string k = Key("reset" + std::string(AlgorithmName(l.algorithm())));
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(One(k, l, 1).allowed) << i;
+    ASSERT_FALSE(One(k, l, 1).allowed);
+    ASSERT_TRUE(store_->ResetKey(k, l).ok());
+    EXPECT_EQ(One(k, l, 0).remaining, 5);
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(One(k, l, 1).allowed) << i;
+    EXPECT_FALSE(One(k, l, 1).allowed);
+    // A key never seen: nothing to forget, and it stays a full one.
+    const std::string never = Key("never" + std::string(AlgorithmName(l.algorithm())));
+    EXPECT_TRUE(store_->ResetKey(never, l).ok());
+    EXPECT_EQ(One(never, l, 0).remaining, 5);
+  }
+}
+
+TEST_P(StoreContractTest, SetRemainingLeavesExactlyThatMany) {
+  for (const Limit& l : AdminLimits()) {
+    SCOPED_TRACE(std::string(AlgorithmName(l.algorithm())));
+    const std::string k = Key("set" + std::string(AlgorithmName(l.algorithm())));
+    // Up from debt, down from full, and to both ends.
+    for (int i = 0; i < 6; ++i) One(k, l, 1);
+    for (int64_t remaining : {2, 5, 1, 0, 3}) {
+      SCOPED_TRACE(remaining);
+      auto set = store_->SetRemaining(k, l, remaining);
+      ASSERT_TRUE(set.ok()) << set.status().ToString();
+      EXPECT_EQ(set->remaining, remaining);
+      EXPECT_EQ(set->limit, 5);
+      EXPECT_EQ(One(k, l, 0).remaining, remaining);
+    }
+    // 3 left: three pass, the fourth waits (a finite wait, not "never").
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(One(k, l, 1).allowed) << i;
+    Decision d = One(k, l, 1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_GT(d.retry_after.count(), 0);
+    EXPECT_NE(d.retry_after, Decision::kNever);
+  }
+}
+
+TEST_P(StoreContractTest, SetRemainingZeroDenies) {
+  const Limit l = SlowBucket(5);
+  const std::string k = Key("zero");
+  auto set = store_->SetRemaining(k, l, 0);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->remaining, 0);
+  EXPECT_GT(set->reset_after.count(), 0);
+  EXPECT_FALSE(One(k, l, 1).allowed);
+}
+
+TEST_P(StoreContractTest, SetRemainingRefusesOutOfRange) {
+  const Limit l = SlowBucket(5);
+  const std::string k = Key("range");
+  ASSERT_TRUE(One(k, l, 2).allowed);
+  for (int64_t bad : {int64_t{-1}, int64_t{6}, INT64_MAX, INT64_MIN}) {
+    auto set = store_->SetRemaining(k, l, bad);
+    ASSERT_FALSE(set.ok()) << bad;
+    EXPECT_EQ(set.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(set.status().message().find("remaining"), std::string::npos);
+  }
+  EXPECT_EQ(One(k, l, 0).remaining, 3);  // unchanged
+}
+
+// A set races with decisions on the key and lands wholly before or after
+// each of them: had it been a reset followed by a charge of the burst, a
+// decision in between would leave the charge no room, and the set would fail
+// or leave more than asked.
+TEST_P(StoreContractTest, SetRemainingIsAtomicWithDecisions) {
+  const Limit l = SlowBucket(1000);
+  const std::string k = Key("race");
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::atomic<int64_t> calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        if (!AcquireOne(*store_, k, l, 1).ok()) errors.fetch_add(1);
+        calls.fetch_add(1);
+      }
+    });
+  }
+  // Sets while the callers run: at least 200, and until they have decided
+  // 2000 times in between (bounded by a count, never by time).
+  while (calls.load() == 0) std::this_thread::yield();
+  const int64_t first = calls.load();
+  int sets = 0;
+  for (; sets < 200 || (calls.load() - first < 2000 && sets < 200000); ++sets) {
+    auto set = store_->SetRemaining(k, l, 0);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    ASSERT_EQ(set->remaining, 0) << "set " << sets;
+    ASSERT_TRUE(store_->ResetKey(k, l).ok());
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  auto set = store_->SetRemaining(k, l, 7);
+  ASSERT_TRUE(set.ok());
+  int granted = 0;
+  while (One(k, l, 1).allowed && granted < 100) ++granted;
+  EXPECT_EQ(granted, 7);
 }
 
 }  // namespace tollgate::testing

@@ -130,6 +130,13 @@ class LocalStore final : public Store {
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
   Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
 
+  // Key administration (see Store): a CAS on the key's slot (a sliding_log:
+  // under its shard's lock). SetRemaining inserts the key when it is absent,
+  // and fails with kOverflow when there is no room for it.
+  Status ResetKey(std::string_view key, const Limit& limit) override;
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                int64_t remaining) override;
+
   // Forgets every key (tests, admin).
   void Clear();
 

@@ -87,6 +87,11 @@ class RedisClusterStore final : public Store {
   Result<BatchDecision> Acquire(std::span<const AcquireItem> items) override;
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
   std::string Name() const override { return "redis-cluster"; }
+  // Key administration (see Store; src/redis/key_admin.h), sent to the master
+  // owning the key's slot like any Command.
+  Status ResetKey(std::string_view key, const Limit& limit) override;
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                int64_t remaining) override;
   bool AsyncNative() const override { return true; }
   // The slot map covers every slot and every master has a connection up.
   bool Healthy() const override;

@@ -143,6 +143,12 @@ class RedisStore final : public Store {
   // deny-cache hits and a full queue).
   void AcquireAsync(std::span<const AcquireItem> items, Callback done) override;
   std::string Name() const override { return "redis"; }
+  // Key administration (see Store): a DEL of the key's state, or one script
+  // that forgets and charges it (src/redis/key_admin.h). Both also drop the
+  // key from this store's deny cache.
+  Status ResetKey(std::string_view key, const Limit& limit) override;
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                int64_t remaining) override;
   bool AsyncNative() const override { return true; }
   // At least one connection is up.
   bool Healthy() const override;

@@ -207,6 +207,13 @@ class ResilientStore final : public Store {
   void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                          ReleaseCallback done) override;
 
+  // Key administration goes to the primary (never a failure mode): while the
+  // breaker is open it fails with kUnavailable and changes nothing there.
+  // ResetKey also forgets the key's degraded local bucket.
+  Status ResetKey(std::string_view key, const Limit& limit) override;
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                int64_t remaining) override;
+
   std::string Name() const override;  // "resilient(<primary>)"
   bool AsyncNative() const override;  // the primary's
   // True unless the breaker is open and the default mode is kClosed.

@@ -63,6 +63,30 @@ class Store {
     done(Acquire(items));
   }
 
+  // Key administration (tollgated's /v1/keys/*, `tollgate key`): one key's
+  // state under the limit it is decided with. To look at a key, peek it
+  // (cost 0, InspectKey below). Both calls are atomic against concurrent
+  // decisions on the key; a store without them answers kInvalidArgument.
+  //
+  // Forgets `key`'s state: the next decision finds a full bucket or an empty
+  // window, exactly as for a key never seen. Forgetting an absent key is ok.
+  virtual Status ResetKey(std::string_view key, const Limit& limit) {
+    (void)key;
+    (void)limit;
+    return InvalidArgument("store " + Name() + " cannot reset keys");
+  }
+  // Leaves exactly `remaining` whole tokens (0..limit.burst(), else
+  // kInvalidArgument) in `key` now: its state is forgotten and then charged
+  // burst - remaining, in one atomic step. Returns the key's state afterwards
+  // (Decision::remaining == remaining, reset_after until it is full again).
+  virtual Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                        int64_t remaining) {
+    (void)key;
+    (void)limit;
+    (void)remaining;
+    return InvalidArgument("store " + Name() + " cannot set keys");
+  }
+
   // "local", "redis", "redis-cluster", "resilient(redis)"...
   // For display only: callers choose behaviour by capability (AsyncNative), never by name.
   virtual std::string Name() const = 0;
@@ -124,6 +148,22 @@ inline Result<Decision> AcquireOne(Store& store, std::string_view key, const Lim
   auto r = store.Acquire(std::span<const AcquireItem>(&item, 1));
   if (!r.ok()) return r.status();
   return r->decisions.front();
+}
+
+// One key's current state without charging it (a cost-0 peek): remaining,
+// limit and reset_after as a decision would report them.
+inline Result<Decision> InspectKey(Store& store, std::string_view key, const Limit& limit) {
+  return AcquireOne(store, key, limit, 0);
+}
+
+// kInvalidArgument unless 0 <= remaining <= limit.burst(): SetRemaining's bound,
+// checked by every store (and by callers that want the message first).
+inline Status CheckRemaining(const Limit& limit, int64_t remaining) {
+  if (remaining < 0 || remaining > limit.burst()) {
+    return InvalidArgument("remaining: must be 0.." + std::to_string(limit.burst()) + " (got " +
+                           std::to_string(remaining) + ")");
+  }
+  return Status();
 }
 
 }  // namespace tollgate

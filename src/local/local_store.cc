@@ -537,6 +537,72 @@ class LocalStore::Impl {
     }
   }
 
+  // Key administration (Store::ResetKey / SetRemaining): replaces the key's
+  // state with a fresh one charged `cost` (0: forgotten), in one CAS on the
+  // slot (or under the shard's lock for a sliding_log), so a decision racing
+  // with it lands wholly before or after. `insert` false: an absent key is
+  // left absent (a reset of a key never seen). Ok with the state's decision.
+  Result<Decision> Overwrite(const Hash128& h, const GroupRef& gref, const Limit& limit,
+                             int64_t cost, int64_t now, bool insert) {
+    if (limit.algorithm() == Algorithm::kSlidingLog) return OverwriteLog(h, gref, limit, cost, now);
+    Shard& s = ShardFor(h);
+    const bool bucket = IsBucket(limit.algorithm());
+    const StepResult r = StepAt(limit, 0, cost, now);
+    if (cost > 0 && !r.changed) {
+      return InvalidArgument("remaining: a fresh key cannot be charged " + std::to_string(cost));
+    }
+    for (;;) {
+      Slot* slot = insert ? FindOrInsert(s, h, gref, limit, now) : Find(s, h);
+      if (slot == nullptr) {
+        if (!insert) return r.decision;  // nothing stored: already fresh
+        return Status(StatusCode::kOverflow, "local store: no room for the key (max_keys)");
+      }
+      uint64_t next = r.changed ? r.state : 0;
+      if (bucket && !r.changed) {
+        // A unique fresh state, as an insert gives (see FindOrInsert).
+        std::lock_guard<std::mutex> lock(s.mu);
+        next = s.fresh_seq++;
+      }
+      uint64_t st = slot->state.load(std::memory_order_acquire);
+      if (st == kEvicting || slot->h1.load(std::memory_order_acquire) != h.hi ||
+          slot->h2.load(std::memory_order_acquire) != h.lo) {
+        if (!insert) return r.decision;  // reclaimed: the key is gone already
+        continue;
+      }
+      if (!bucket) NoteIdle(*slot, r.idle_at);  // before the CAS, as in Decide()
+      if (slot->state.compare_exchange_strong(st, next, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+        return r.decision;
+      }
+    }
+  }
+
+  Result<Decision> OverwriteLog(const Hash128& h, const GroupRef& gref, const Limit& limit,
+                                int64_t cost, int64_t now) {
+    if (cost > 0) {
+      // Makes sure the key has a log (a peek inserts it, or overflows).
+      bool overflowed = false;
+      DecideLog(h, gref, limit, 0, now, true, &overflowed);
+      if (overflowed) {
+        return Status(StatusCode::kOverflow, "local store: no room for the key (max_keys)");
+      }
+    }
+    Shard& s = ShardFor(h);
+    std::lock_guard<std::mutex> lock(s.mu);
+    SlidingLogState fresh;
+    auto it = s.logs.find(h);
+    if (it == s.logs.end()) {
+      if (cost > 0) {  // reclaimed between the two steps
+        return Status(StatusCode::kOverflow, "local store: no room for the key (max_keys)");
+      }
+      return StepLog(limit, fresh, 0, now);
+    }
+    it->second.state = std::move(fresh);
+    const Decision d = StepLog(limit, it->second.state, cost, now);
+    Recount(it->second);
+    return d;
+  }
+
   // The common case, kept small enough to inline into the public calls: a
   // token bucket on a key that is already in its slot. Everything else
   // (new keys, other algorithms, a reclamation race) takes One().
@@ -758,6 +824,21 @@ Result<BatchDecision> LocalStore::Acquire(std::span<const AcquireItem> items) {
 
 Result<BatchDecision> LocalStore::AcquireAt(std::span<const AcquireItem> items, int64_t now_ns) {
   return impl_->Batch(items, impl_->Relative(now_ns));
+}
+
+Status LocalStore::ResetKey(std::string_view key, const Limit& limit) {
+  const int64_t now = impl_->Relative(impl_->options_.clock->Now());
+  Result<Decision> r = impl_->Overwrite(impl_->HashOfKey(key), GroupRef{key}, limit, 0, now,
+                                        /*insert=*/false);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+Result<Decision> LocalStore::SetRemaining(std::string_view key, const Limit& limit,
+                                          int64_t remaining) {
+  if (Status st = CheckRemaining(limit, remaining); !st.ok()) return st;
+  const int64_t now = impl_->Relative(impl_->options_.clock->Now());
+  return impl_->Overwrite(impl_->HashOfKey(key), GroupRef{key}, limit, limit.burst() - remaining,
+                          now, /*insert=*/true);
 }
 
 Status LocalStore::AcquireEach(std::span<const AcquireItem> items, std::span<Decision> out) {

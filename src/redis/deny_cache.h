@@ -65,6 +65,20 @@ class DenyCache {
     map_[entry] = Entry{d, sent_ns, until};
   }
 
+  // Drops every entry of `redis_key` (any cost or limit): its state was reset
+  // or overwritten by an administrator (key administration). Scans the map:
+  // for administrative calls, never the request path.
+  void Forget(std::string_view redis_key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = map_.begin(); it != map_.end();) {
+      const std::string& k = it->first;
+      const bool of_key = k.size() > redis_key.size() + 1 && k.starts_with(redis_key) &&
+                          k[redis_key.size()] == '|' && k[redis_key.size() + 1] >= '0' &&
+                          k[redis_key.size() + 1] <= '9';
+      it = of_key ? map_.erase(it) : std::next(it);
+    }
+  }
+
  private:
   struct Entry {
     Decision decision;

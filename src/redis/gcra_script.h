@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/clock.h"
 #include "tollgate/decision.h"
 #include "tollgate/limit.h"
 #include "tollgate/status.h"
@@ -119,6 +120,24 @@ Decision DecodeDecision(const Limit& limit, const ScriptItem& item, int64_t code
 // reports a negative wait, whatever the server sends.
 inline constexpr int64_t kMaxReplySeconds = (int64_t{1} << 62) / 1'000'000'000 - 1;
 bool ValidScriptTriple(const ScriptItem& item, int64_t head, int64_t rel_s, int64_t rel_ns);
+
+// One entry's arguments in the layout above, each passed to `emit` as an
+// int64_t or a std::string (a calendar window's boundaries, read at
+// `clock`'s WallNow): shared by the batched call and key administration.
+template <typename Emit>
+void EmitEntryArgs(const ScriptItem& e, const Clock& clock, Emit&& emit) {
+  if (e.kind == ItemKind::kFixedWindow && e.calendar != nullptr) {  // kind 7
+    emit(int64_t{7});
+    emit(e.increment);
+    emit(CalendarBoundaries(*e.calendar, clock.WallNow()));
+    emit(e.burst);
+    return;
+  }
+  emit(static_cast<int64_t>(e.kind));
+  emit(e.increment);
+  emit(e.threshold);
+  if (e.kind >= ItemKind::kFixedWindow) emit(e.burst);
+}
 
 // Whether `sha` is what SCRIPT LOAD returns: 40 lower-case hex digits.
 bool IsScriptSha(std::string_view sha);

@@ -384,17 +384,7 @@ void NodeClient::SendScript(Connection& c, std::vector<NodeJobPtr> jobs, bool ev
     for (auto k : keys_) AppendBulk(resp, k);
   AppendBulk(resp, static_cast<int64_t>(entries_.size()));
   for (const ScriptItem* e : entries_) {
-    if (e->kind == ItemKind::kFixedWindow && e->calendar != nullptr) {  // kind 7
-      AppendBulk(resp, int64_t{7});
-      AppendBulk(resp, e->increment);
-      AppendBulk(resp, CalendarBoundaries(*e->calendar, options_.clock->WallNow()));
-      AppendBulk(resp, e->burst);
-      continue;
-    }
-    AppendBulk(resp, static_cast<int64_t>(e->kind));
-    AppendBulk(resp, e->increment);
-    AppendBulk(resp, e->threshold);
-    if (e->kind >= ItemKind::kFixedWindow) AppendBulk(resp, e->burst);
+    EmitEntryArgs(*e, *options_.clock, [&](const auto& v) { AppendBulk(resp, v); });
   }
   AppendBulk(resp, groups_);
 

@@ -9,6 +9,7 @@
 
 #include "base/one_shot.h"
 #include "redis/cluster_slots.h"
+#include "redis/key_admin.h"
 #include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
@@ -1130,6 +1131,23 @@ Result<bool> RedisClusterStore::ReleaseLease(std::string_view key, std::string_v
   auto w = std::make_shared<base::OneShot<Result<bool>>>();
   ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
   return w->Wait();
+}
+
+Status RedisClusterStore::ResetKey(std::string_view key, const Limit& limit) {
+  if (Status st = redis::CheckScriptLimit(limit); !st.ok()) return st;
+  const std::string state_key = RedisKeyFor(key) + redis::StateKeySuffix(limit);
+  return redis::CheckResetReply(Command(state_key, redis::ResetCommand(state_key)));
+}
+
+Result<Decision> RedisClusterStore::SetRemaining(std::string_view key, const Limit& limit,
+                                                 int64_t remaining) {
+  if (Status st = CheckRemaining(limit, remaining); !st.ok()) return st;
+  if (Status st = redis::CheckScriptLimit(limit); !st.ok()) return st;
+  const std::string state_key = RedisKeyFor(key) + redis::StateKeySuffix(limit);
+  const int64_t cost = limit.burst() - remaining;
+  return redis::DecodeOverwriteReply(
+      Command(state_key, redis::OverwriteCommand(state_key, limit, cost, impl_->node_options())),
+      limit, cost);
 }
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {

@@ -14,6 +14,7 @@
 #include "redis/connection.h"
 #include "redis/deny_cache.h"
 #include "redis/gcra_script.h"
+#include "redis/key_admin.h"
 #include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
@@ -145,6 +146,8 @@ class RedisStore::Impl {
 
   bool Healthy() const { return node_.Healthy(); }
 
+  void ForgetDenials(std::string_view state_key) { deny_cache_.Forget(state_key); }
+
   RedisStoreStats Stats() const {
     RedisStoreStats s;
     s.decisions = decisions_.load(std::memory_order_relaxed);
@@ -241,6 +244,26 @@ Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
   auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
   impl_->CommandAsync(std::move(argv), [w](Result<RedisReply> r) { w->Set(std::move(r)); });
   return w->Wait();
+}
+
+Status RedisStore::ResetKey(std::string_view key, const Limit& limit) {
+  if (Status st = redis::CheckScriptLimit(limit); !st.ok()) return st;
+  const std::string state_key = RedisKeyFor(key) + redis::StateKeySuffix(limit);
+  Status st = redis::CheckResetReply(Command(redis::ResetCommand(state_key)));
+  impl_->ForgetDenials(state_key);
+  return st;
+}
+
+Result<Decision> RedisStore::SetRemaining(std::string_view key, const Limit& limit,
+                                          int64_t remaining) {
+  if (Status st = CheckRemaining(limit, remaining); !st.ok()) return st;
+  if (Status st = redis::CheckScriptLimit(limit); !st.ok()) return st;
+  const std::string state_key = RedisKeyFor(key) + redis::StateKeySuffix(limit);
+  const int64_t cost = limit.burst() - remaining;
+  Result<Decision> d = redis::DecodeOverwriteReply(
+      Command(redis::OverwriteCommand(state_key, limit, cost, impl_->options_)), limit, cost);
+  impl_->ForgetDenials(state_key);
+  return d;
 }
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }

@@ -314,6 +314,25 @@ class ResilientStore::Impl {
     return last == kNeverAnswered || last + kAnswerGrainNs < started;
   }
 
+  // Key administration is never answered by a failure mode: while the
+  // breaker is open the caller learns that the primary's state was not changed.
+  Status ResetKey(std::string_view key, const Limit& limit) {
+    // The degraded bucket first (a local store keys by the key alone; the
+    // limit's algorithm is all it reads), so an outage's local debt goes too.
+    if (Status st = local_->ResetKey(key, limit); !st.ok()) return st;
+    if (breaker_.state() == BreakerState::kOpen) return BreakerOpenError();
+    return primary_->ResetKey(key, limit);
+  }
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit, int64_t remaining) {
+    if (Status st = CheckRemaining(limit, remaining); !st.ok()) return st;
+    if (breaker_.state() == BreakerState::kOpen) return BreakerOpenError();
+    return primary_->SetRemaining(key, limit, remaining);
+  }
+  Status BreakerOpenError() const {
+    return UnavailableError("rate-limit store " + primary_name_ +
+                            " unavailable (breaker open): the key was not changed");
+  }
+
   Result<BatchDecision> Fallback(std::span<const AcquireItem> items) {
     bool any_open = false, any_degrade = false;
     std::vector<FailureMode> modes;
@@ -639,6 +658,15 @@ void ResilientStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& l
 void ResilientStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                                        ReleaseCallback done) {
   impl_->ReleaseLeaseAsync(key, lease_id, std::move(done));
+}
+
+Status ResilientStore::ResetKey(std::string_view key, const Limit& limit) {
+  return impl_->ResetKey(key, limit);
+}
+
+Result<Decision> ResilientStore::SetRemaining(std::string_view key, const Limit& limit,
+                                              int64_t remaining) {
+  return impl_->SetRemaining(key, limit, remaining);
 }
 
 std::string ResilientStore::Name() const { return "resilient(" + impl_->primary_name_ + ")"; }
