@@ -536,6 +536,29 @@ class LeaseRelease {
 // its algorithm starts a fresh key space (the state words differ).
 std::string BucketKey(std::string_view rule, Algorithm algorithm, std::string_view identity);
 
+// The bucket of rule `rule` for the identity `values`, derived exactly as
+// Check() derives it for a request whose limit_keys sources hold those values
+// (one value per limit_keys entry, in order; nullopt: the source was absent,
+// the bucket missing_key "shared" uses): each value normalised, joined, then
+// BucketKey. Key administration (tollgated's /v1/keys/*) names keys this way,
+// so what an operator resets is the bucket requests are decided on.
+struct RuleKey {
+  std::string rule;
+  std::string identity;                 // as RuleOutcome::key reports it
+  std::string bucket_key;               // the store key
+  Limit limit;                          // the rule's limit: what the store decides the key with
+  std::vector<std::string> limit_keys;  // the rule's sources, as written
+};
+struct RuleKeyResult {
+  bool rule_found = false;     // false: `policy` has no rule named `rule`
+  Status status;               // kInvalidArgument naming the value that is wrong
+  std::optional<RuleKey> key;  // set when rule_found and status is ok
+};
+// Refuses a count of values other than the rule's limit_keys, and a value for
+// a "const:" source other than its constant (or nullopt, which means it).
+RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
+                         std::span<const std::optional<std::string>> values);
+
 }  // namespace tollgate
 
 #endif  // TOLLGATE_POLICY_H_

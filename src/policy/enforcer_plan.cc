@@ -120,13 +120,9 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
     std::vector<std::string> values;
     const Source* missing = nullptr;
     for (const Source& s : rule.keys) {
-      auto v = ctx.Value(s);
-      if (!v) {
-        if (!missing) missing = &s;
-        values.emplace_back(kMissingValue);
-      } else {
-        values.push_back(NormalizeKeyValue(*v));
-      }
+      const std::optional<std::string> v = ctx.Value(s);
+      if (!v && !missing) missing = &s;
+      values.push_back(IdentityPart(v));
     }
     if (rule.action != RuleAction::kLimit) {
       // allow, deny, unlimited: decided without the store; a missing key never skips them.

@@ -181,6 +181,10 @@ bool ParseCost(std::string_view text, int64_t* out);
 // and every byte outside 0x21-0x7e as \xHH, and replaces results longer than
 // kMaxKeyValueLength by "~" + 32 hex digits of SHA-256.
 std::string NormalizeKeyValue(std::string_view raw);
+// One limit_keys value as it goes into an identity: NormalizeKeyValue, or
+// kMissingValue (enforcer_impl.h) when its source was absent. The Enforcer's
+// plan and KeyForRule both build identities from it.
+std::string IdentityPart(const std::optional<std::string>& value);
 // Joins normalised values with '|' (unambiguous thanks to the escaping).
 std::string JoinIdentity(const std::vector<std::string>& normalized_values);
 

@@ -1,0 +1,53 @@
+// KeyForRule (tollgate/policy.h): a rule's bucket key from identity values,
+// through the same parts the Enforcer's plan uses (IdentityPart, JoinIdentity,
+// BucketKey).
+#include <string>
+#include <vector>
+
+#include "policy/enforcer_impl.h"
+#include "policy/policy_impl.h"
+#include "tollgate/policy.h"
+
+namespace tollgate {
+
+std::string IdentityPart(const std::optional<std::string>& value) {
+  return value ? NormalizeKeyValue(*value) : std::string(kMissingValue);
+}
+
+RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
+                         std::span<const std::optional<std::string>> values) {
+  RuleKeyResult out;
+  const int index = policy.Find(rule);
+  if (index < 0) return out;
+  out.rule_found = true;
+  const Rule& r = policy.rules[static_cast<size_t>(index)];
+  if (values.size() != r.keys.size()) {
+    out.status =
+        InvalidArgument("values: rule '" + r.name + "' keys on " + std::to_string(r.keys.size()) +
+                        " value(s), got " + std::to_string(values.size()));
+    return out;
+  }
+  RuleKey key{.rule = r.name, .identity = {}, .bucket_key = {}, .limit = r.limit, .limit_keys = {}};
+  std::vector<std::string> parts;
+  parts.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Source& source = r.keys[i];
+    key.limit_keys.push_back(source.spec);
+    std::optional<std::string> value = values[i];
+    if (source.kind == Source::Kind::kConst) {
+      if (value && *value != source.arg) {
+        out.status = InvalidArgument("values[" + std::to_string(i) + "]: " + source.spec +
+                                     " is always '" + source.arg + "'");
+        return out;
+      }
+      value = source.arg;
+    }
+    parts.push_back(IdentityPart(value));
+  }
+  key.identity = JoinIdentity(parts);
+  key.bucket_key = BucketKey(r.name, r.limit.algorithm(), key.identity);
+  out.key = std::move(key);
+  return out;
+}
+
+}  // namespace tollgate
