@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "server/handlers.h"
+#include "server/key_admin.h"
 #include "server/rollback_admin.h"
 #include "server/secrets.h"
 
@@ -173,7 +174,8 @@ net::awaitable<Response> Release(const Request& request, const Runtime& rt) {
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
   co_return Problem(404, "",
                     "admin endpoints: /v1/reload /v1/policy /v1/top /v1/explain "
-                    "/v1/rollback /v1/rollback/clear /v1/rollback/trip /metrics /healthz /readyz");
+                    "/v1/rollback /v1/rollback/clear /v1/rollback/trip /v1/keys/{get,reset,set} "
+                    "/metrics /healthz /readyz");
 }
 
 net::awaitable<Response> NotFound(const Request&, const Runtime&) {
@@ -193,6 +195,9 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kRollbackView)] = &Plain<HandleRollbackView>;
   h[size_t(Op::kRollbackClear)] = &RollbackAction<false>;
   h[size_t(Op::kRollbackTrip)] = &RollbackAction<true>;
+  h[size_t(Op::kKeyGet)] = &KeyGet;
+  h[size_t(Op::kKeyReset)] = &KeyReset;
+  h[size_t(Op::kKeySet)] = &KeySet;
   h[size_t(Op::kAuth)] = &Auth;
   h[size_t(Op::kDecide)] = &DecideBody;
   h[size_t(Op::kRelease)] = &Release;

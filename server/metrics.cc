@@ -90,6 +90,17 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
         sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.upstream_errors[k]; }));
   }
 
+  w.Family("tollgate_admin_key_actions_total", "counter",
+           "Key administration requests (/v1/keys/*) by action and result (error: refused "
+           "input, unknown rule or a failed store call).");
+  static constexpr std::string_view kActions[] = {"get", "reset", "set"};
+  for (size_t a = 0; a < key_actions.size(); ++a) {
+    w.Sample("tollgate_admin_key_actions_total", {"action", kActions[a], "result", "ok"},
+             key_actions[a][0].load(std::memory_order_relaxed));
+    w.Sample("tollgate_admin_key_actions_total", {"action", kActions[a], "result", "error"},
+             key_actions[a][1].load(std::memory_order_relaxed));
+  }
+
   w.Family("tollgate_connections_active", "gauge", "Open client connections.");
   w.Sample("tollgate_connections_active", {},
            double(connections_active.load(std::memory_order_relaxed)));

@@ -82,6 +82,9 @@ class ServerMetrics {
   std::atomic<uint64_t> connections_refused{0};  // over max_connections
   std::atomic<uint64_t> timeouts{0};             // connections closed by a read/idle/write timeout
   std::atomic<uint64_t> rejection_logs_suppressed{0};
+  // Key administration (server/key_admin.h), by action (get, reset, set) and
+  // result (ok, error: refused or failed).
+  std::array<std::array<std::atomic<uint64_t>, 2>, 3> key_actions{};
 
   // Appends the server's own families. HTTP decisions carry no frontend label
   // (the series existing dashboards use); `grpc`, when given, is added to

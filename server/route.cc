@@ -40,6 +40,9 @@ constexpr RouteEntry kRoutes[] = {
      true},
     {"/v1/rollback/trip", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kRollbackTrip,
      true},
+    {"/v1/keys/get", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyGet, true},
+    {"/v1/keys/reset", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyReset, true},
+    {"/v1/keys/set", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeySet, true},
     // /v1/auth takes any method: nginx's auth_request sends the client's.
     {"/v1/auth", kMainIfDecision, Methods::kAny, Endpoint::kAuth, Op::kAuth, false},
     {"/v1/decide", kMainIfDecision, Methods::kPost, Endpoint::kDecide, Op::kDecide, false},

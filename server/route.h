@@ -9,7 +9,9 @@
 //   /metrics                     metrics_on_main (same default)     always (admin token)
 //   /v1/reload, /v1/policy       never                              always (admin token)
 //   (GET, PUT), /v1/top,
-//   /v1/explain
+//   /v1/explain, /v1/keys/get,
+//   /v1/keys/reset, /v1/keys/set
+//   (POST)
 //   anything else                the gateway (gateway mode), else   404 (admin token)
 //                                404
 //
@@ -57,6 +59,9 @@ enum class Op : uint8_t {
   kRollbackView,   // GET /v1/rollback
   kRollbackClear,  // POST /v1/rollback/clear
   kRollbackTrip,   // POST /v1/rollback/trip
+  kKeyGet,         // key administration (server/key_admin.h)
+  kKeyReset,
+  kKeySet,
   kAuth,
   kDecide,
   kRelease,

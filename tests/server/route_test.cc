@@ -2,6 +2,8 @@
 // metrics are exposed (server/route.h).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "server/route.h"
 
 namespace tollgate::server {
@@ -40,7 +42,8 @@ TEST(Route, ExposureDefaultsDependOnGatewayMode) {
 TEST(Route, GatewayListenerServesOnlyTheGatewayAndHealthByDefault) {
   const Exposure gw = Gateway();
   for (const char* path : {"/v1/decide", "/v1/auth", "/metrics", "/v1/reload", "/v1/policy",
-                           "/v1/top", "/v1/explain", "/", "/api/x", "/v1/Decide", "/metrics/"}) {
+                           "/v1/top", "/v1/explain", "/v1/keys/get", "/v1/keys/reset",
+                           "/v1/keys/set", "/", "/api/x", "/v1/Decide", "/metrics/"}) {
     for (const char* method : {"GET", "POST", "HEAD", "PUT"}) {
       RouteResult r = Route(ListenerKind::kMain, method, path, gw);
       EXPECT_EQ(r.endpoint, Endpoint::kGateway) << method << " " << path;
@@ -77,6 +80,16 @@ TEST(Route, AdminListenerNeverDecides) {
     EXPECT_EQ(Route(ListenerKind::kAdmin, "PUT", "/v1/policy", e).allow, "");
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/healthz", e).endpoint, Endpoint::kHealth);
     EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", "/api/x", e).endpoint, Endpoint::kAdmin);
+    // Key administration: admin only, POST only, always behind the token.
+    for (auto [path, op] :
+         {std::pair{"/v1/keys/get", Op::kKeyGet}, std::pair{"/v1/keys/reset", Op::kKeyReset},
+          std::pair{"/v1/keys/set", Op::kKeySet}}) {
+      RouteResult r = Route(ListenerKind::kAdmin, "POST", path, e);
+      EXPECT_EQ(r.op, op) << path;
+      EXPECT_TRUE(r.needs_token) << path;
+      EXPECT_EQ(Route(ListenerKind::kAdmin, "GET", path, e).allow, "POST") << path;
+      EXPECT_NE(Route(ListenerKind::kMain, "POST", path, e).op, op) << path;
+    }
   }
 }
 

@@ -1,0 +1,94 @@
+// KeyForRule (tollgate/policy.h) names the bucket the Enforcer decides a
+// request on: for hostile values (spaces, '|', control bytes, a leading '~',
+// long values), several limit_keys, an absent source and a const source,
+// charging a request and peeking KeyForRule's key see the same bucket.
+#include <gtest/gtest.h>
+
+#include "policy_test_util.h"
+#include "tollgate/local_store.h"
+
+namespace tollgate {
+namespace {
+
+constexpr char kPolicy[] = R"({"rules": [
+  {"name": "pair", "limit_keys": ["header:x-api-key", "ip:address", "const:eu"],
+   "algorithm_config": {"rps": 0.001, "burst": 5}},
+  {"name": "shared", "limit_keys": ["header:x-tenant"], "missing_key": "shared",
+   "algorithm": "fixed_window", "algorithm_config": {"window": "1h", "burst": 100}}]})";
+
+class RuleKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LocalStoreOptions o;
+    o.clock = &clock_;
+    store_ = *LocalStore::Create(o);
+    policies_ = *PolicyStore::FromText(kPolicy);
+    enforcer_ = *Enforcer::Create(policies_, store_.get(), &clock_, {});
+  }
+  // The bucket KeyForRule names, peeked: its remaining tokens.
+  int64_t Remaining(std::string_view rule, std::vector<std::optional<std::string>> values) {
+    RuleKeyResult r = KeyForRule(*policies_->Current(), rule, values);
+    EXPECT_TRUE(r.rule_found);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    if (!r.key) return -1;
+    return store_->Acquire(r.key->bucket_key, r.key->limit, 0).remaining;
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<LocalStore> store_;
+  std::shared_ptr<PolicyStore> policies_;
+  std::unique_ptr<Enforcer> enforcer_;
+};
+
+TEST_F(RuleKeyTest, NamesTheBucketARequestIsDecidedOn) {
+  const std::vector<std::string> hostile = {"plain",
+                                            " padded\t",
+                                            "a|b",
+                                            "back\\slash",
+                                            "ctl\x01\x7f",
+                                            "~tilde",
+                                            std::string(1000, 'L'),
+                                            "caf\xc3\xa9"};
+  for (const std::string& v : hostile) {
+    SCOPED_TRACE(v.substr(0, 40));
+    testing::TestRequest r;
+    r.Header("x-api-key", v).Header("x-tenant", "t").Peer("198.51.100.4");
+    ASSERT_TRUE(enforcer_->Check(r.View()).allowed());
+    EXPECT_EQ(Remaining("pair", {v, "198.51.100.4", std::nullopt}), 4);
+    EXPECT_EQ(Remaining("pair", {v, "198.51.100.4", "eu"}), 4);          // the constant itself
+    EXPECT_EQ(Remaining("pair", {v, "198.51.100.5", std::nullopt}), 5);  // another bucket
+  }
+  // An absent source: the shared bucket of the missing marker.
+  testing::TestRequest no_tenant;
+  no_tenant.Header("x-api-key", "x");
+  ASSERT_TRUE(enforcer_->Check(no_tenant.View()).allowed());
+  EXPECT_EQ(Remaining("shared", {std::nullopt}), 99);
+  EXPECT_EQ(Remaining("shared", {"\\missing"}), 100);  // a literal value is escaped apart
+}
+
+TEST_F(RuleKeyTest, RefusesWhatNamesNoBucket) {
+  const Policy& p = *policies_->Current();
+  std::vector<std::optional<std::string>> one = {"k"};
+  RuleKeyResult unknown = KeyForRule(p, "nope", one);
+  EXPECT_FALSE(unknown.rule_found);
+  EXPECT_FALSE(unknown.key);
+  RuleKeyResult count = KeyForRule(p, "pair", one);
+  EXPECT_TRUE(count.rule_found);
+  EXPECT_EQ(count.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(count.status.message().find("keys on 3 value(s), got 1"), std::string::npos)
+      << count.status.message();
+  std::vector<std::optional<std::string>> wrong_const = {"k", "1.2.3.4", "us"};
+  RuleKeyResult c = KeyForRule(p, "pair", wrong_const);
+  EXPECT_EQ(c.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status.message().find("values[2]: const:eu is always 'eu'"), std::string::npos)
+      << c.status.message();
+  RuleKeyResult ok =
+      KeyForRule(p, "pair", std::vector<std::optional<std::string>>{"k", "1.2.3.4", std::nullopt});
+  ASSERT_TRUE(ok.key);
+  EXPECT_EQ(ok.key->identity, "k|1.2.3.4|eu");
+  EXPECT_EQ(ok.key->limit_keys,
+            (std::vector<std::string>{"header:x-api-key", "ip:address", "const:eu"}));
+}
+
+}  // namespace
+}  // namespace tollgate
