@@ -108,6 +108,18 @@ BODIES = {
 for name, body in BODIES.items():
     write("decide_body", name, json.dumps(body))
 
+# --- /v1/keys/* bodies (key_request): the action byte (0 get, 1 reset, 2 set), then the body
+KEY_BODIES = {
+    "get": (0, {"rule": "free", "values": ["k1"]}),
+    "reset-by-source": (1, {"rule": "per-ip", "keys": {"ip:address": "198.51.100.1"}, "raw": True}),
+    "set": (2, {"rule": "free", "values": ["k1"], "remaining": 0}),
+    "set-over": (2, {"rule": "free", "values": ["k1"], "remaining": 1000000}),
+    "set-log-absent": (2, {"rule": "tenant-log", "values": [None, None], "remaining": 1}),
+    "bad": (2, {"rule": 7, "values": "k", "remaining": "two"}),
+}
+for name, (action, body) in KEY_BODIES.items():
+    write("key_request", name, bytes([action]) + json.dumps(body).encode())
+
 # --- paths (path) -------------------------------------------------------------------
 for i, p in enumerate(["/api/v1/items", "//api/./v1/../v1/items/", "/%61pi/%2e%2e/admin", "/a%2fb%3F?x=1&y=%41+b",
                        "/x/%%32e%%32e/admin", "*", "/a%zz/%6", "/api/login#frag", "/../..", "/A/B;c=d\\e"]):

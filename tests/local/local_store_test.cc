@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,38 @@ TEST(LocalStoreTest, RefillsOnTheInjectedClock) {
   EXPECT_EQ(d.retry_after, Nanos(100'000'000));
   f.clock.Advance(Nanos(100'000'000));
   EXPECT_TRUE(f.store->Acquire("k", l, 1).allowed);
+}
+
+// Key administration on what only the local store holds (a sliding log) and
+// on a leaky bucket; the contract suite covers buckets and windows everywhere.
+TEST(LocalStoreTest, ResetAndSetRemainingOnASlidingLogAndALeakyBucket) {
+  Fixture f(100);
+  LimitSpec log_spec;
+  log_spec.algorithm = Algorithm::kSlidingLog;
+  log_spec.burst = 4;
+  log_spec.window = std::chrono::seconds(10);
+  LimitSpec leaky_spec;
+  leaky_spec.algorithm = Algorithm::kLeakyBucket;
+  leaky_spec.rate = 1;
+  leaky_spec.burst = 4;
+  for (const Limit& l : {*Limit::Create(log_spec), *Limit::Create(leaky_spec)}) {
+    SCOPED_TRACE(std::string(AlgorithmName(l.algorithm())));
+    const std::string k = "admin-" + std::string(AlgorithmName(l.algorithm()));
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(f.store->Acquire(k, l, 1).allowed);
+    ASSERT_FALSE(f.store->Acquire(k, l, 1).allowed);
+    ASSERT_TRUE(f.store->ResetKey(k, l).ok());
+    EXPECT_EQ(f.store->Acquire(k, l, 0).remaining, 4);
+    auto set = f.store->SetRemaining(k, l, 1);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    EXPECT_EQ(set->remaining, 1);
+    EXPECT_TRUE(f.store->Acquire(k, l, 1).allowed);
+    Decision d = f.store->Acquire(k, l, 1);
+    EXPECT_FALSE(d.allowed);
+    // The set's charge refills (or leaves the log) like a decision's.
+    f.clock.Advance(d.retry_after);
+    EXPECT_TRUE(f.store->Acquire(k, l, 1).allowed);
+    EXPECT_EQ(f.store->SetRemaining(k, l, 5).status().code(), StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(LocalStoreTest, PreparedKeysShareTheKeysBucket) {

@@ -42,6 +42,19 @@ class FakeStore final : public Store {
   }
   bool AsyncNative() const override { return async_native; }
 
+  // Key administration: the local state, unless a failure is scripted.
+  Status ResetKey(std::string_view key, const Limit& limit) override {
+    const auto code = fail.load();
+    if (code != StatusCode::kOk) return Status(code, "fake failure");
+    return local_->ResetKey(key, limit);
+  }
+  Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
+                                int64_t remaining) override {
+    const auto code = fail.load();
+    if (code != StatusCode::kOk) return Status(code, "fake failure");
+    return local_->SetRemaining(key, limit, remaining);
+  }
+
   // State as seen without a charge, bypassing the scripted failure.
   Decision Peek(std::string_view key, const Limit& limit) { return local_->Acquire(key, limit, 0); }
 

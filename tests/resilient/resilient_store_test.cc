@@ -263,6 +263,33 @@ TEST_F(ResilientStoreTest, CallerErrorsPassThroughWithoutOpening) {
   EXPECT_EQ(store_->breaker().state(), BreakerState::kClosed);
 }
 
+// Key administration goes to the primary, never to a failure mode: while the
+// breaker is open it is refused (kUnavailable) and the primary is not called;
+// a reset still forgets the degraded local bucket, so the customer is served
+// again during the outage.
+TEST_F(ResilientStoreTest, KeyAdministrationIsRefusedWhileTheBreakerIsOpen) {
+  Make(Options(FailureMode::kDegrade));
+  const Limit l = Bucket(10);
+  ASSERT_TRUE(store_->SetRemaining("r\x1fk", l, 2).ok());
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 2);
+  fake_->fail = StatusCode::kConnection;
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 20), 5);  // degraded: the local share, spent
+  ASSERT_EQ(store_->breaker().state(), BreakerState::kOpen);
+  const int calls = fake_->calls.load();
+  auto set = store_->SetRemaining("r\x1fk", l, 10);
+  EXPECT_EQ(set.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(set.status().message().find("the key was not changed"), std::string::npos);
+  EXPECT_EQ(store_->ResetKey("r\x1fk", l).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fake_->calls.load(), calls);
+  EXPECT_EQ(CountAllowed("r\x1fk", l, 20), 5);  // the degraded bucket was forgotten
+  Recover("r\x1fk", l);
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 2);  // the primary's is as it was
+  ASSERT_TRUE(store_->ResetKey("r\x1fk", l).ok());
+  EXPECT_EQ(fake_->Peek("r\x1fk", l).remaining, 10);
+  // Out of range is the caller's error whatever the breaker says.
+  EXPECT_EQ(store_->SetRemaining("r\x1fk", l, 11).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ResilientStoreTest, DegradeDecidesAtTheFraction) {
   Make(Options(FailureMode::kDegrade));
   const Limit l = Bucket(10);
