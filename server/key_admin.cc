@@ -179,6 +179,61 @@ Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
   return JsonResponse(200, answer);
 }
 
+// "values" (in limit_keys order) or "keys" (by source): exactly one.
+void ParseKey(const json& doc, KeyRequest* out, std::vector<ConfigError>* errors_out) {
+  std::vector<ConfigError>& errors = *errors_out;
+  auto values = doc.find("values");
+  auto keys = doc.find("keys");
+  if ((values == doc.end()) == (keys == doc.end())) {
+    errors.push_back({"values",
+                      "exactly one of \"values\" (in limit_keys order) or \"keys\" "
+                      "(by source) is required"});
+  } else if (values != doc.end()) {
+    if (!values->is_array() || values->empty() || values->size() > kMaxKeyValues) {
+      errors.push_back({"values", "must be an array of 1 to " + std::to_string(kMaxKeyValues) +
+                                      " strings or nulls"});
+    } else {
+      for (size_t i = 0; i < values->size(); ++i) {
+        std::optional<std::string> v;
+        if (ReadValue((*values)[i], base::IndexPath("values", i), &v, &errors)) {
+          out->values.push_back(std::move(v));
+        }
+      }
+    }
+  } else {
+    out->by_source_given = true;
+    if (!keys->is_object() || keys->empty() || keys->size() > kMaxKeyValues) {
+      errors.push_back({"keys", "must be an object of 1 to " + std::to_string(kMaxKeyValues) +
+                                    " sources (\"header:x-api-key\": \"k1\")"});
+    } else {
+      for (auto it = keys->begin(); it != keys->end(); ++it) {
+        std::optional<std::string> v;
+        if (ReadValue(it.value(), "keys." + Logger::Client(it.key()), &v, &errors)) {
+          out->by_source.emplace_back(it.key(), std::move(v));
+        }
+      }
+    }
+  }
+}
+
+// "remaining" (set): a whole number; its range is the rule's (CheckRemaining).
+void ParseRemaining(const json& doc, KeyRequest* out, std::vector<ConfigError>* errors_out) {
+  std::vector<ConfigError>& errors = *errors_out;
+  auto remaining = doc.find("remaining");
+  if (remaining == doc.end()) {
+    errors.push_back({"remaining", "is required (whole tokens to leave, 0..burst)"});
+  } else if (remaining->is_number_integer()) {
+    // An unsigned value above INT64_MAX is out of every range anyway.
+    out->remaining =
+        remaining->is_number_unsigned() && remaining->get<uint64_t>() > uint64_t(INT64_MAX)
+            ? INT64_MAX
+            : remaining->get<int64_t>();
+  } else {
+    errors.push_back(
+        {"remaining", "must be a whole number (got " + std::string(remaining->type_name()) + ")"});
+  }
+}
+
 }  // namespace
 
 std::string_view KeyActionName(KeyAction action) {
@@ -217,53 +272,8 @@ std::vector<ConfigError> ParseKeyRequest(std::string_view body, KeyAction action
   } else {
     out->rule = rule->get<std::string>();
   }
-  auto values = doc.find("values");
-  auto keys = doc.find("keys");
-  if ((values == doc.end()) == (keys == doc.end())) {
-    errors.push_back({"values",
-                      "exactly one of \"values\" (in limit_keys order) or \"keys\" "
-                      "(by source) is required"});
-  } else if (values != doc.end()) {
-    if (!values->is_array() || values->empty() || values->size() > kMaxKeyValues) {
-      errors.push_back({"values", "must be an array of 1 to " + std::to_string(kMaxKeyValues) +
-                                      " strings or nulls"});
-    } else {
-      for (size_t i = 0; i < values->size(); ++i) {
-        std::optional<std::string> v;
-        if (ReadValue((*values)[i], base::IndexPath("values", i), &v, &errors)) {
-          out->values.push_back(std::move(v));
-        }
-      }
-    }
-  } else {
-    out->by_source_given = true;
-    if (!keys->is_object() || keys->empty() || keys->size() > kMaxKeyValues) {
-      errors.push_back({"keys", "must be an object of 1 to " + std::to_string(kMaxKeyValues) +
-                                    " sources (\"header:x-api-key\": \"k1\")"});
-    } else {
-      for (auto it = keys->begin(); it != keys->end(); ++it) {
-        std::optional<std::string> v;
-        if (ReadValue(it.value(), "keys." + Logger::Client(it.key()), &v, &errors)) {
-          out->by_source.emplace_back(it.key(), std::move(v));
-        }
-      }
-    }
-  }
-  if (action == KeyAction::kSet) {
-    auto remaining = doc.find("remaining");
-    if (remaining == doc.end()) {
-      errors.push_back({"remaining", "is required (whole tokens to leave, 0..burst)"});
-    } else if (remaining->is_number_integer()) {
-      // An unsigned value above INT64_MAX is out of every range anyway.
-      out->remaining =
-          remaining->is_number_unsigned() && remaining->get<uint64_t>() > uint64_t(INT64_MAX)
-              ? INT64_MAX
-              : remaining->get<int64_t>();
-    } else {
-      errors.push_back({"remaining", "must be a whole number (got " +
-                                         std::string(remaining->type_name()) + ")"});
-    }
-  }
+  ParseKey(doc, out, &errors);
+  if (action == KeyAction::kSet) ParseRemaining(doc, out, &errors);
   if (auto raw = doc.find("raw"); raw != doc.end()) {
     if (!raw->is_boolean()) {
       errors.push_back({"raw", "must be true or false"});
