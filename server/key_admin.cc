@@ -102,7 +102,14 @@ std::variant<RuleKey, Response> ResolveKey(const Runtime& rt, KeyRequest& req, s
     return Problem(404, "No such rule",
                    "the running policy has no rule named '" + Logger::Client(req.rule) + "'");
   }
-  if (!found.status.ok()) errors.push_back({"values", found.status.message()});
+  if (!found.status.ok()) {
+    // KeyForRule's messages are "<field>: <why>" (values, values[i], rule).
+    const std::string& m = found.status.message();
+    const size_t colon = m.find(": ");
+    errors.push_back(colon == std::string::npos
+                         ? ConfigError{"values", m}
+                         : ConfigError{m.substr(0, colon), m.substr(colon + 2)});
+  }
   if (!errors.empty()) {
     *why = "invalid request";
     return Problem(400, "Invalid key request", "see errors", errors);

@@ -544,9 +544,9 @@ std::string BucketKey(std::string_view rule, Algorithm algorithm, std::string_vi
 // so what an operator resets is the bucket requests are decided on.
 struct RuleKey {
   std::string rule;
-  std::string identity;                 // as RuleOutcome::key reports it
-  std::string bucket_key;               // the store key
-  Limit limit;                          // the rule's limit: what the store decides the key with
+  std::string identity;    // as RuleOutcome::key reports it
+  std::string bucket_key;  // the store key
+  Limit limit;             // what the store decides the key with: its tenant row, else the rule's
   std::vector<std::string> limit_keys;  // the rule's sources, as written
 };
 struct RuleKeyResult {
@@ -554,8 +554,9 @@ struct RuleKeyResult {
   Status status;               // kInvalidArgument naming the value that is wrong
   std::optional<RuleKey> key;  // set when rule_found and status is ok
 };
-// Refuses a count of values other than the rule's limit_keys, and a value for
-// a "const:" source other than its constant (or nullopt, which means it).
+// Refuses a count of values other than the rule's limit_keys, a value for a
+// "const:" source other than its constant (or nullopt, which means it), and
+// an allow, deny or unlimited rule (decided without the store: no state).
 RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
                          std::span<const std::optional<std::string>> values);
 

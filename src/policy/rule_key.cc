@@ -1,11 +1,12 @@
 // KeyForRule (tollgate/policy.h): a rule's bucket key from identity values,
 // through the same parts the Enforcer's plan uses (IdentityPart, JoinIdentity,
-// BucketKey).
+// BucketKey), and the limit it uses (a tenant table's row, else the rule's).
 #include <string>
 #include <vector>
 
 #include "policy/enforcer_impl.h"
 #include "policy/policy_impl.h"
+#include "policy/value_sets.h"
 #include "tollgate/policy.h"
 
 namespace tollgate {
@@ -21,6 +22,12 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
   if (index < 0) return out;
   out.rule_found = true;
   const Rule& r = policy.rules[static_cast<size_t>(index)];
+  if (r.action != RuleAction::kLimit) {
+    out.status =
+        InvalidArgument("rule: '" + r.name + "' is an " + std::string(RuleActionName(r.action)) +
+                        " rule: it is decided without the store and keeps no state");
+    return out;
+  }
   if (values.size() != r.keys.size()) {
     out.status =
         InvalidArgument("values: rule '" + r.name + "' keys on " + std::to_string(r.keys.size()) +
@@ -30,6 +37,7 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
   RuleKey key{.rule = r.name, .identity = {}, .bucket_key = {}, .limit = r.limit, .limit_keys = {}};
   std::vector<std::string> parts;
   parts.reserve(values.size());
+  bool missing = false;
   for (size_t i = 0; i < values.size(); ++i) {
     const Source& source = r.keys[i];
     key.limit_keys.push_back(source.spec);
@@ -42,10 +50,15 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
       }
       value = source.arg;
     }
+    missing |= !value;
     parts.push_back(IdentityPart(value));
   }
   key.identity = JoinIdentity(parts);
   key.bucket_key = BucketKey(r.name, r.limit.algorithm(), key.identity);
+  // A tenant table's row is the limit requests with this key are decided with.
+  if (const Limit* tenant = r.tenants && !missing ? r.tenants->Find(key.identity) : nullptr) {
+    key.limit = *tenant;
+  }
   out.key = std::move(key);
   return out;
 }

@@ -13,6 +13,11 @@ namespace {
 constexpr char kPolicy[] = R"({"rules": [
   {"name": "pair", "limit_keys": ["header:x-api-key", "ip:address", "const:eu"],
    "algorithm_config": {"rps": 0.001, "burst": 5}},
+  {"name": "vip", "limit_keys": ["header:x-api-key"], "action": "allow",
+   "match": {"header:x-api-key": {"equals": "vip"}}},
+  {"name": "tenanted", "limit_keys": ["header:x-org"], "group": "orgs",
+   "tenants": "identity,rps,burst\nacme,1,50\n",
+   "algorithm_config": {"rps": 0.001, "burst": 5}},
   {"name": "shared", "limit_keys": ["header:x-tenant"], "missing_key": "shared",
    "algorithm": "fixed_window", "algorithm_config": {"window": "1h", "burst": 100}}]})";
 
@@ -82,12 +87,32 @@ TEST_F(RuleKeyTest, RefusesWhatNamesNoBucket) {
   EXPECT_EQ(c.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(c.status.message().find("values[2]: const:eu is always 'eu'"), std::string::npos)
       << c.status.message();
+  RuleKeyResult storeless = KeyForRule(p, "vip", one);
+  EXPECT_TRUE(storeless.rule_found);
+  EXPECT_EQ(storeless.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(storeless.status.message().find("keeps no state"), std::string::npos)
+      << storeless.status.message();
   RuleKeyResult ok =
       KeyForRule(p, "pair", std::vector<std::optional<std::string>>{"k", "1.2.3.4", std::nullopt});
   ASSERT_TRUE(ok.key);
   EXPECT_EQ(ok.key->identity, "k|1.2.3.4|eu");
   EXPECT_EQ(ok.key->limit_keys,
             (std::vector<std::string>{"header:x-api-key", "ip:address", "const:eu"}));
+}
+
+// A tenant table's row is the limit the key is decided with (and set against).
+TEST_F(RuleKeyTest, TakesTheTenantRowsLimit) {
+  const Policy& p = *policies_->Current();
+  RuleKeyResult acme = KeyForRule(p, "tenanted", std::vector<std::optional<std::string>>{"acme"});
+  ASSERT_TRUE(acme.key) << acme.status.ToString();
+  EXPECT_EQ(acme.key->limit.burst(), 50);
+  RuleKeyResult other = KeyForRule(p, "tenanted", std::vector<std::optional<std::string>>{"other"});
+  ASSERT_TRUE(other.key);
+  EXPECT_EQ(other.key->limit.burst(), 5);
+  testing::TestRequest r;
+  r.Header("x-org", "acme");
+  ASSERT_TRUE(enforcer_->Check(r.View()).allowed());
+  EXPECT_EQ(Remaining("tenanted", {"acme"}), 49);
 }
 
 }  // namespace
