@@ -556,7 +556,8 @@ struct RuleKeyResult {
 };
 // Refuses a count of values other than the rule's limit_keys, a value for a
 // "const:" source other than its constant (or nullopt, which means it), and
-// an allow, deny or unlimited rule (decided without the store: no state).
+// an allow, deny or unlimited rule (decided without the store: no state) and
+// a concurrency rule (its leases are not a bucket).
 RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
                          std::span<const std::optional<std::string>> values);
 

@@ -22,6 +22,11 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
   if (index < 0) return out;
   out.rule_found = true;
   const Rule& r = policy.rules[static_cast<size_t>(index)];
+  if (r.lease) {
+    out.status = InvalidArgument("rule: '" + r.name +
+                                 "' is a concurrency rule: it holds leases, not tokens");
+    return out;
+  }
   if (r.action != RuleAction::kLimit) {
     out.status =
         InvalidArgument("rule: '" + r.name + "' is an " + std::string(RuleActionName(r.action)) +

@@ -18,6 +18,8 @@ constexpr char kPolicy[] = R"({"rules": [
   {"name": "tenanted", "limit_keys": ["header:x-org"], "group": "orgs",
    "tenants": "identity,rps,burst\nacme,1,50\n",
    "algorithm_config": {"rps": 0.001, "burst": 5}},
+  {"name": "inflight", "limit_keys": ["header:x-api-key"], "group": "conc",
+   "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 20, "lease": "2m"}},
   {"name": "shared", "limit_keys": ["header:x-tenant"], "missing_key": "shared",
    "algorithm": "fixed_window", "algorithm_config": {"window": "1h", "burst": 100}}]})";
 
@@ -92,6 +94,10 @@ TEST_F(RuleKeyTest, RefusesWhatNamesNoBucket) {
   EXPECT_EQ(storeless.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(storeless.status.message().find("keeps no state"), std::string::npos)
       << storeless.status.message();
+  RuleKeyResult leases = KeyForRule(p, "inflight", one);
+  EXPECT_EQ(leases.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(leases.status.message().find("concurrency rule"), std::string::npos)
+      << leases.status.message();
   RuleKeyResult ok =
       KeyForRule(p, "pair", std::vector<std::optional<std::string>>{"k", "1.2.3.4", std::nullopt});
   ASSERT_TRUE(ok.key);
