@@ -15,10 +15,8 @@ constexpr char kPolicy[] = R"({"rules": [
    "algorithm_config": {"rps": 0.001, "burst": 5}},
   {"name": "vip", "limit_keys": ["header:x-api-key"], "action": "allow",
    "match": {"header:x-api-key": {"equals": "vip"}}},
-  {"name": "tenanted", "limit_keys": ["header:x-org"], "group": "orgs",
-   "tenants": "identity,rps,burst\nacme,1,50\n",
-   "algorithm_config": {"rps": 0.001, "burst": 5}},
   {"name": "inflight", "limit_keys": ["header:x-api-key"], "group": "conc",
+   "match": {"path": {"prefix": "/never"}},
    "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 20, "lease": "2m"}},
   {"name": "shared", "limit_keys": ["header:x-tenant"], "missing_key": "shared",
    "algorithm": "fixed_window", "algorithm_config": {"window": "1h", "burst": 100}}]})";
@@ -104,21 +102,6 @@ TEST_F(RuleKeyTest, RefusesWhatNamesNoBucket) {
   EXPECT_EQ(ok.key->identity, "k|1.2.3.4|eu");
   EXPECT_EQ(ok.key->limit_keys,
             (std::vector<std::string>{"header:x-api-key", "ip:address", "const:eu"}));
-}
-
-// A tenant table's row is the limit the key is decided with (and set against).
-TEST_F(RuleKeyTest, TakesTheTenantRowsLimit) {
-  const Policy& p = *policies_->Current();
-  RuleKeyResult acme = KeyForRule(p, "tenanted", std::vector<std::optional<std::string>>{"acme"});
-  ASSERT_TRUE(acme.key) << acme.status.ToString();
-  EXPECT_EQ(acme.key->limit.burst(), 50);
-  RuleKeyResult other = KeyForRule(p, "tenanted", std::vector<std::optional<std::string>>{"other"});
-  ASSERT_TRUE(other.key);
-  EXPECT_EQ(other.key->limit.burst(), 5);
-  testing::TestRequest r;
-  r.Header("x-org", "acme");
-  ASSERT_TRUE(enforcer_->Check(r.View()).allowed());
-  EXPECT_EQ(Remaining("tenanted", {"acme"}), 49);
 }
 
 }  // namespace
