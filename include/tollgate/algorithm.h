@@ -47,6 +47,37 @@ int FixedWindowCountBits(const Limit& limit);
 // One decision for the word-sized algorithms (all but kSlidingLog).
 StepResult Step(const Limit& limit, uint64_t state, int64_t cost, int64_t now_ns);
 
+// A settlement of one key once a response has ended (docs/configuration.md,
+// "Cost after the response" and "Refunds"): `charge` tokens charged without a
+// fit check, so the key may go into debt, and `refund` tokens given back from
+// the charge made at `charged_at_ns` (same clock as now).
+//  - token / leaky bucket: TAT' = max(TAT, now) + (charge - refund) * interval,
+//    never below now (a refund cannot fill a bucket past full) and never more
+//    than kMaxDebtNs beyond now + tolerance (the debt is bounded);
+//  - fixed / sliding window: the charge is counted in the current window, up to
+//    MaxSettleCount; the refund only while the window holding charged_at_ns is
+//    still the current one and the key's state holds it (after a roll it is a
+//    no-op), and never below 0.
+// The decision reports what a request of cost 1 would get now: allowed when
+// the key is out of debt, else retry_after until it is.
+struct SettleOp {
+  int64_t charge = 0;         // >= 0, tokens
+  int64_t refund = 0;         // >= 0, tokens
+  int64_t charged_at_ns = 0;  // when the refunded charge was made
+};
+struct SettleResult {
+  StepResult step;        // step.state to write when step.changed
+  int64_t charged = 0;    // tokens actually charged (clamped by the debt bound)
+  int64_t refunded = 0;   // tokens actually given back (0 when the window rolled)
+};
+inline constexpr int64_t kMaxDebtNs = int64_t{1} << 52;  // about 52 days
+// The largest count a window's state may reach by settlements (its bit field,
+// and the decimal digits Redis stores).
+int64_t MaxSettleCount(const Limit& limit);
+// kSlidingLog is not settled (a log entry per grant): the result is unchanged
+// and charges nothing.
+SettleResult Settle(const Limit& limit, uint64_t state, const SettleOp& op, int64_t now_ns);
+
 // The sliding log keeps one entry per grant; bounded by burst entries.
 struct SlidingLogState {
   struct Entry {

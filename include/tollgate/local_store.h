@@ -136,6 +136,11 @@ class LocalStore final : public Store {
   Status ResetKey(std::string_view key, const Limit& limit) override;
   Result<Decision> SetRemaining(std::string_view key, const Limit& limit,
                                 int64_t remaining) override;
+  // Settlements (Store::Settle): core's Settle on each key by a CAS loop,
+  // exact under contention; windows in wall-clock time as for Acquire.
+  bool SupportsSettle() const override { return true; }
+  Result<std::vector<Settled>> Settle(std::span<const SettleItem> items) override;
+  Result<std::vector<Settled>> SettleAt(std::span<const SettleItem> items, int64_t now_ns);
 
   // Forgets every key (tests, admin).
   void Clear();

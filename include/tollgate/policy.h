@@ -372,6 +372,28 @@ struct HeldLease {
   std::string id;
 };
 
+// How a request's exchange ended, for its settlement (Enforcer::Settle): what
+// the upstream answered (gateway) or the handler produced (middleware).
+struct ResponseOutcome {
+  enum class Kind : uint8_t {
+    kResponse,      // a response came: `status`
+    kTimeout,       // the upstream did not answer in time (the gateway sent 504)
+    kConnectError,  // the upstream could not be reached (502)
+    kBroken,        // the upstream answered nothing valid or broke off (502)
+  };
+  Kind kind = Kind::kResponse;
+  int status = 0;  // the upstream's (or handler's) status; kResponse only
+  // The response fields Settlement::response_fields() names (lower-case names),
+  // as received: a trailer field's value replaces the header's. Hostile:
+  // parsed strictly (ParseResponseCost); a missing or bad value charges the
+  // rule's default_cost and is counted.
+  std::vector<HeaderField> fields;
+  // cost_source "handler": the cost the handler reported, if it did.
+  std::optional<int64_t> handler_cost;
+};
+
+class Settlement;
+
 struct CheckOutcome {
   enum class Verdict { kAllow, kReject, kUnavailable };
   Verdict verdict = Verdict::kAllow;
@@ -394,6 +416,11 @@ struct CheckOutcome {
   // "enterprise: skipped, match jwt:plan failed").
   std::vector<std::string> trace;
 
+  // Allowed only, and only when an enforced rule takes its cost from the
+  // response or refunds: give it to Enforcer::Settle (or SettleAsync) when the
+  // response ends. Null otherwise. An outcome never settled keeps its
+  // up-front charges (the estimate of a response-cost rule).
+  std::shared_ptr<Settlement> settlement;
   bool allowed() const { return verdict == Verdict::kAllow; }
 };
 
@@ -415,6 +442,13 @@ struct RuleCounters {
   uint64_t leases_acquired = 0;
   uint64_t leases_released = 0;
   uint64_t leases_expired = 0;
+  // Settlements (cost after the response, refunds) of this rule's charges.
+  uint64_t settled = 0;                // charges settled
+  uint64_t settled_cost = 0;           // tokens charged by settlements (beyond the estimate)
+  uint64_t response_cost_invalid = 0;  // response cost missing or bad: default_cost charged
+  uint64_t settle_failures = 0;        // settlements the store failed (the estimate stays)
+  // Refunds made, by the refund_on entry that matched ("5xx", "timeout", ...).
+  std::vector<std::pair<std::string, uint64_t>> refunds;
   bool rolled_back = false;     // the rollback guard switched this rule to shadow
   std::string rollback_reason;  // why, when rolled_back
   RollbackTrigger rollback_trigger = RollbackTrigger::kNone;  // which, when rolled_back
@@ -467,6 +501,17 @@ class Enforcer {
   // live, inline or on a store thread.
   void ReleaseAsync(std::vector<HeldLease> leases,
                     std::function<void(int64_t released)> done = nullptr);
+  // Settles an allowed outcome's charges once its response has ended
+  // (CheckOutcome::settlement): charges a response-cost rule the cost the
+  // response reported (beyond its up-front estimate, possibly into debt) and
+  // refunds the rules whose refund_on matches `response`. Exactly once per
+  // Settlement: later calls do nothing and return ok. Blocking; never call it
+  // from a store callback. Returns the first store error (the estimate stays).
+  Status Settle(Settlement& settlement, const ResponseOutcome& response);
+  // The same without blocking (safe on an event loop and in a store
+  // callback); `done`, if given, runs once, inline or on a store thread.
+  void SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutcome response,
+                   std::function<void(Status)> done = nullptr);
 
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;
@@ -529,6 +574,38 @@ class LeaseRelease {
   Enforcer* enforcer_ = nullptr;
   std::vector<HeldLease> leases_;
 };
+
+// An allowed request's charges awaiting its response (Enforcer::Settle). Made
+// by the Enforcer; front ends only read which response fields to capture.
+// Thread safety: settle from one thread at a time; the exactly-once flag is
+// atomic. The Enforcer must outlive it.
+class Settlement {
+ public:
+  struct Item;
+  Settlement();
+  ~Settlement();
+  Settlement(const Settlement&) = delete;
+  Settlement& operator=(const Settlement&) = delete;
+
+  // Lower-case names of the response fields (header or trailer) the rules read.
+  const std::vector<std::string>& response_fields() const { return fields_; }
+  // Whether a rule takes its cost from the handler (cost_source "handler").
+  bool wants_handler_cost() const { return handler_cost_; }
+  bool settled() const { return settled_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Enforcer;
+  friend class Enforcer::Impl;
+  std::vector<Item> items_;
+  std::vector<std::string> fields_;
+  bool handler_cost_ = false;
+  int64_t admitted_at_ns_ = 0;  // the Enforcer's clock when the charge was decided
+  std::atomic<bool> settled_{false};
+};
+
+// A response cost as sent by an upstream: optional spaces or tabs around 1 to
+// 18 ASCII digits (no sign, no fraction, no exponent). False otherwise.
+bool ParseResponseCost(std::string_view text, int64_t* out);
 
 // The bucket key for (rule, identity): "<rule>\x1f<algorithm>\x1f<identity>".
 // Rule names cannot contain \x1f; identities are escaped (see docs), so the

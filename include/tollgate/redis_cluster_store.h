@@ -106,6 +106,14 @@ class RedisClusterStore final : public Store {
                          LeaseCallback done) override;
   void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                          ReleaseCallback done) override;
+  // Settlements (Store::Settle): one settle script call per item on
+  // the master of its key's slot
+  // (src/redis/settle_script.h), exact like the batch script; the store's
+  // clock choice (server TIME or the client's) applies. A call whose reply
+  // is lost is not retried: a settlement lands at most once.
+  bool SupportsSettle() const override { return true; }
+  Result<std::vector<Settled>> Settle(std::span<const SettleItem> items) override;
+  void SettleAsync(std::span<const SettleItem> items, SettleCallback done) override;
 
   // Runs one plain command (e.g. {"EVAL", script, "1", key, ...}) on the master
   // owning the slot of `key`, a Redis key as sent (its {hash tag} decides the

@@ -165,6 +165,13 @@ class RedisStore final : public Store {
                          LeaseCallback done) override;
   void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                          ReleaseCallback done) override;
+  // Settlements (Store::Settle): one settle script call per item
+  // (src/redis/settle_script.h), exact like the batch script; the store's
+  // clock choice (server TIME or the client's) applies. A call whose reply
+  // is lost is not retried: a settlement lands at most once.
+  bool SupportsSettle() const override { return true; }
+  Result<std::vector<Settled>> Settle(std::span<const SettleItem> items) override;
+  void SettleAsync(std::span<const SettleItem> items, SettleCallback done) override;
 
   // Runs one plain command (e.g. {"SET", k, v, "PX", "3000"}) on the pool, with
   // the same timeouts. Error replies come back as a value of Type::kError.

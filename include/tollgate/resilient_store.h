@@ -176,6 +176,8 @@ struct ResilientStoreStats {
   uint64_t charge_back_dropped = 0;   // cost not recorded: ledger full
   uint64_t charge_back_failures = 0;  // failed attempts (retried later)
   uint64_t deadline_expired = 0;      // calls cut short by call_deadline
+  uint64_t settlements_lost = 0;       // settle items open/closed dropped (outage)
+  uint64_t settlements_degraded = 0;   // settle items applied to the local store
   uint64_t heartbeats = 0;
   uint64_t heartbeat_failures = 0;
   int64_t instances = 1;  // last known instance count
@@ -221,6 +223,16 @@ class ResilientStore final : public Store {
   // While the breaker is open: the time to its next probe (0 once it is due);
   // half-open or closed: 0.
   Nanos UnavailableFor() const override;
+  // Settlements go to the primary when the breaker admits them; an outage
+  // answers each item by its failure mode: kOpen and kClosed drop it (the
+  // request was already served: nothing to refuse; Settled::enforced false,
+  // counted as settlements_lost), kDegrade applies it to the local store at
+  // the degraded limit (so local decisions wait out the debt) and adds the
+  // charge to the charge-back ledger (a refund stays local). Settles when the
+  // primary does.
+  bool SupportsSettle() const override;
+  Result<std::vector<Settled>> Settle(std::span<const SettleItem> items) override;
+  void SettleAsync(std::span<const SettleItem> items, SettleCallback done) override;
 
   // One heartbeat (when the breaker is not open) and, when it is closed, one
   // charge-back pass; with background = false, also one probe when one is due

@@ -48,6 +48,27 @@ struct BatchDecision {
   std::vector<Decision> decisions;  // one per item, in order
 };
 
+// One key's settlement after a response (Store::Settle; the arithmetic is
+// core's Settle, include/tollgate/algorithm.h): `charge` tokens without a fit
+// check (the key may go into debt) and `refund` tokens of the charge made `age`
+// ago (a no-op once the window that charge went into has rolled).
+struct SettleItem {
+  std::string_view key;  // the bucket key, as in AcquireItem
+  const Limit* limit;    // never null
+  int64_t charge = 0;    // >= 0
+  int64_t refund = 0;    // >= 0
+  Nanos age{0};          // >= 0: since the charge `refund` gives back
+  std::optional<FailureMode> failure_mode = std::nullopt;  // as in AcquireItem
+};
+
+// What a settlement did to one key.
+struct Settled {
+  int64_t charged = 0;    // tokens charged (less than asked only at the debt bound)
+  int64_t refunded = 0;   // tokens given back (0 when the window rolled or nothing was left)
+  bool enforced = true;   // false when a failure mode answered without the store
+  Decision decision;      // the key now, for a request of cost 1 (see core's Settle)
+};
+
 class Store {
  public:
   using Callback = std::function<void(Result<BatchDecision>)>;
@@ -138,6 +159,22 @@ class Store {
   virtual void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                                  ReleaseCallback done) {
     done(ReleaseLease(key, lease_id));
+  // Settlements (cost after the response, refunds). Each item is applied
+  // atomically on its own key; items are independent (a settlement never
+  // fails for lack of tokens). A store that settles overrides SupportsSettle
+  // and Settle; the default refuses with kInvalidArgument, so a policy that
+  // needs settlements fails loudly at load. sliding_log limits are refused.
+  using SettleCallback = std::function<void(Result<std::vector<Settled>>)>;
+  virtual bool SupportsSettle() const { return false; }
+  virtual Result<std::vector<Settled>> Settle(std::span<const SettleItem> items) {
+    (void)items;
+    return InvalidArgument("store " + Name() + " does not settle costs after the response");
+  }
+  // The same without blocking: `done` runs exactly once, inline or on a store
+  // thread, and must not block; items are copied before the call returns. The
+  // default runs Settle inline (an in-memory store).
+  virtual void SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
+    done(Settle(items));
   }
 };
 

@@ -126,7 +126,7 @@ StepResult FixedWindowStep(const Limit& limit, uint64_t state, int64_t cost, int
   } else {
     r.decision.retry_after = Ns(window_end - now);
   }
-  r.decision.remaining = limit.burst() - used;
+  r.decision.remaining = std::max<int64_t>(0, limit.burst() - used);  // settled debt: < 0
   r.decision.reset_after = Ns(window_end - now);
   r.idle_at = window_end;
   return r;

@@ -410,6 +410,67 @@ class LocalStore::Impl {
     }
   }
 
+  // One settlement (core's Settle) by the same CAS loop as Decide(); windows
+  // in wall-clock time like StepAt. A key the cap leaves no room for settles
+  // nothing (an under-charge; the admission that created it normally holds it).
+  Settled SettleOne(const Hash128& h, const GroupRef& group, const Limit& limit,
+                    const SettleOp& op, int64_t now) {
+    Settled out;
+    Shard& s = ShardFor(h);
+    const bool window = !IsBucket(limit.algorithm());
+    const int64_t shift = window ? wall_shift_ : 0;
+    SettleOp at = op;
+    at.charged_at_ns += shift;
+    for (;;) {
+      Slot* slot = FindOrInsert(s, h, group, limit, now);
+      if (slot == nullptr) {
+        out.decision.limit = limit.burst();
+        return out;
+      }
+      uint64_t st = slot->state.load(std::memory_order_acquire);
+      for (;;) {
+        if (st == kEvicting || slot->h1.load(std::memory_order_acquire) != h.hi ||
+            slot->h2.load(std::memory_order_acquire) != h.lo) {
+          break;  // reclaimed under us: look the key up again
+        }
+        const uint64_t base =
+            window && slot->idle_at.load(std::memory_order_acquire) <= now ? 0 : st;
+        SettleResult r = ::tollgate::Settle(limit, base, at, now + shift);
+        r.step.idle_at -= shift;
+        out.charged = r.charged;
+        out.refunded = r.refunded;
+        out.decision = r.step.decision;
+        if (!r.step.changed) return out;
+        if (window) NoteIdle(*slot, r.step.idle_at);  // before the CAS (see Decide)
+        if (slot->state.compare_exchange_weak(st, r.step.state, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+          return out;
+        }
+      }
+    }
+  }
+
+  Result<std::vector<Settled>> SettleBatch(std::span<const SettleItem> items, int64_t now) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      const SettleItem& item = items[i];
+      if (item.limit == nullptr || item.charge < 0 || item.refund < 0 || item.age.count() < 0) {
+        return InvalidArgument("items[" + std::to_string(i) +
+                               "]: needs a limit, a charge and refund >= 0 and an age >= 0");
+      }
+      if (item.limit->algorithm() == Algorithm::kSlidingLog) {
+        return InvalidArgument("items[" + std::to_string(i) +
+                               "]: sliding_log limits cannot be settled after the response");
+      }
+    }
+    std::vector<Settled> out(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const SettleItem& item = items[i];
+      const SettleOp op{item.charge, item.refund, now - item.age.count()};
+      out[i] = SettleOne(HashOfKey(item.key), GroupRef{item.key}, *item.limit, op, now);
+    }
+    return out;
+  }
+
   // Gives back a charge made by Decide (batch rollback after a race).
   // `charged` is the state word that charge wrote. A bucket's charge is an
   // increment of its TAT and can be taken back whenever. A window's charge
@@ -852,6 +913,15 @@ Status LocalStore::AcquireEachAt(std::span<const AcquireItem> items, std::span<D
 
 Result<LeaseDecision> LocalStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
   return leases_->Acquire(key, limit, impl_->options_.clock->Now());
+}
+
+Result<std::vector<Settled>> LocalStore::Settle(std::span<const SettleItem> items) {
+  return SettleAt(items, impl_->options_.clock->Now());
+}
+
+Result<std::vector<Settled>> LocalStore::SettleAt(std::span<const SettleItem> items,
+                                                  int64_t now_ns) {
+  return impl_->SettleBatch(items, impl_->Relative(now_ns));
 }
 
 Result<bool> LocalStore::ReleaseLease(std::string_view key, std::string_view lease_id) {

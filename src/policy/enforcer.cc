@@ -375,6 +375,7 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
       }
     } else if (plan.allowed) {
       FinishAllowed(plan, by_order, out);
+      out.settlement = MakeSettlement(plan);
     } else {
       FinishRejected(plan, out);
     }
@@ -568,6 +569,14 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
     c.leases_acquired = s->leases_held.load(std::memory_order_relaxed);
     c.leases_released = s->leases_released.load(std::memory_order_relaxed);
     c.leases_expired = s->leases_expired.load(std::memory_order_relaxed);
+    c.settled = s->settled.load(std::memory_order_relaxed);
+    c.settled_cost = s->settled_cost.load(std::memory_order_relaxed);
+    c.response_cost_invalid = s->response_cost_invalid.load(std::memory_order_relaxed);
+    c.settle_failures = s->settle_failures.load(std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> refunds_lock(s->refunds_mu);
+      c.refunds = s->refunds;
+    }
     c.rolled_back = s->tripped.load(std::memory_order_acquire);
     if (c.rolled_back) {
       c.rollback_reason = s->reason;

@@ -50,6 +50,8 @@ struct PlannedItem {
 
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
   RuleState* state = nullptr;
+  // The policy rule (kept alive by the plan's binding); null for explicit items.
+  const Rule* rule = nullptr;
   std::optional<RollbackConfig> rollback;
   size_t order = 0;                         // position in policy order
   std::optional<FailureMode> failure_mode;  // the rule's, as the store item's tag
@@ -203,6 +205,8 @@ class Enforcer::Impl {
   void Count(Plan& plan);
   // Logs a trip of `s` by `trigger` and keeps the reason (takes mu_).
   void NoteTrip(RuleState& s, RollbackTrigger trigger, const RollbackConfig& config);
+  // The settlement of an allowed plan's enforced charges (settle.cc), or null.
+  std::shared_ptr<Settlement> MakeSettlement(const Plan& plan) const;
   void Log(const std::string& message) const;
 
   const ClientIpResolver ip_;

@@ -153,6 +153,7 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
     item.identity = identity;
     item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
     item.state = state;
+    item.rule = &rule;
     item.rollback = rule.rollback;
     item.failure_mode = rule.failure_mode_tag;
     item.header_styles = rule.header_styles;
@@ -172,6 +173,10 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
         if (!text || !ParseCost(*text, &item.cost)) item.cost = rule.default_cost;
         break;
       }
+      case Rule::CostKind::kResponse:
+      case Rule::CostKind::kHandler:
+        item.cost = rule.cost_estimate;  // the rest is charged when the response ends
+        break;
     }
     item.shadow = ShadowOf(rule, *state, item.identity);
     if (rule.lease) {

@@ -4,6 +4,8 @@
 #include <openssl/sha.h>
 #include <re2/re2.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -439,7 +441,41 @@ struct CostConfig {
   std::string arg;
   int64_t fixed_cost = 1;
   int64_t default_cost = 1;
+  std::optional<int64_t> cost_estimate;
+  std::optional<int64_t> max_response_cost;
 };
+
+// "response_header:<name>" (a response header, or a trailer of that name) or
+// "handler"; false when `src` is neither, with *why set when it is a bad one.
+bool ParseResponseCostSource(std::string_view src, CostConfig* cost, std::string* why) {
+  constexpr std::string_view kPrefix = "response_header:";
+  if (src == "handler") {
+    cost->kind = Rule::CostKind::kHandler;
+    return true;
+  }
+  if (src.substr(0, kPrefix.size()) != kPrefix) {
+    if (src.substr(0, 9) == "response:" || src.substr(0, 9) == "response_") {
+      *why = "a response cost is \"response_header:<name>\" (got \"" +
+             std::string(src.substr(0, 64)) + "\")";
+    }
+    return false;
+  }
+  std::string name(src.substr(kPrefix.size()));
+  const bool token = !name.empty() && name.size() <= kMaxResponseFieldLength &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+                     });
+  if (!token) {
+    *why = "the response field must be 1 to " + std::to_string(kMaxResponseFieldLength) +
+           " characters of A-Z a-z 0-9 - _ (got \"" + name.substr(0, 64) + "\")";
+    return false;
+  }
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  cost->kind = Rule::CostKind::kResponse;
+  cost->arg = std::move(name);
+  return true;
+}
 
 // algorithm_config's "calendar" ("day", "week", "month") and "time_zone" (an
 // IANA name, default "UTC", read from /usr/share/zoneinfo now, at load).
@@ -479,7 +515,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   JsonFields f(c, path, e);
   f.RejectUnknown({"tokens_per_second", "rps", "count", "period", "burst", "window_seconds",
                    "window", "calendar", "time_zone", "max_delay_ms", "cost_source", "fixed_cost",
-                   "default_cost"});
+                   "default_cost", "cost_estimate", "max_response_cost"});
   spec->algorithm = algorithm;
   const bool window = IsWindowAlgorithm(algorithm);
 
@@ -596,15 +632,25 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   }
 
   if (auto src = f.String("cost_source")) {
+    std::string why;
     if (*src == "fixed") {
       cost->kind = Rule::CostKind::kFixed;
+    } else if (ParseResponseCostSource(*src, cost, &why)) {
+      if (algorithm == Algorithm::kSlidingLog || c.contains("calendar")) {
+        e.Add(FieldPath(path, "cost_source"),
+              "a cost after the response needs token_bucket, leaky_bucket, fixed_window "
+              "(without calendar) or sliding_window");
+      }
+    } else if (!why.empty()) {
+      e.Add(FieldPath(path, "cost_source"), why);
     } else {
       Source s;
       std::string why;
       if (!ParseSource(*src, &s, &why) ||
           (s.kind != Source::Kind::kHeader && s.kind != Source::Kind::kQuery)) {
         e.Add(FieldPath(path, "cost_source"),
-              "must be \"fixed\", \"header:<name>\" or \"query:<name>\" (got \"" +
+              "must be \"fixed\", \"header:<name>\", \"query:<name>\", "
+              "\"response_header:<name>\" or \"handler\" (got \"" +
                   src->substr(0, 64) + "\")");
       } else {
         cost->kind =
@@ -615,6 +661,17 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   }
   if (auto fc = f.Whole("fixed_cost", kMaxCost)) cost->fixed_cost = *fc;
   if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
+  cost->cost_estimate = f.Whole("cost_estimate", kMaxCost);
+  cost->max_response_cost = f.Whole("max_response_cost", kMaxCost);
+  const bool after = cost->kind == Rule::CostKind::kResponse ||
+                     cost->kind == Rule::CostKind::kHandler;
+  for (const char* field : {"cost_estimate", "max_response_cost"}) {
+    if (!after && c.contains(field)) {
+      e.Add(FieldPath(path, field),
+            "is only used with a cost after the response (cost_source \"response_header:<name>\" "
+            "or \"handler\")");
+    }
+  }
 
   if (e.count() != before) return false;
   spec->rate = window || per_period ? 0 : rate;
@@ -865,7 +922,8 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   JsonFields f(j, path, e);
   f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
                    "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
-                   "missing_key", "group", "failure_mode", "headers"});
+                   "missing_key", "group", "failure_mode", "headers",
+                   "refund_on"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
   std::string name;
@@ -983,6 +1041,10 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   }
   uint8_t header_styles = kInheritStyles;
   if (const json* h = f.Find("headers")) header_styles = ParseRuleHeaders(*h, path, e);
+  std::optional<RefundOn> refund_on;
+  if (const json* r = f.Find("refund_on")) {
+    refund_on = ParseRefundOn(*r, FieldPath(path, "refund_on"), e);
+  }
   std::string group;
   if (auto g = f.String("group")) {
     if (!ValidName(*g)) {
@@ -1024,6 +1086,29 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   rule.cost_arg = cost.arg;
   rule.fixed_cost = cost.fixed_cost;
   rule.default_cost = cost.default_cost;
+  if (cost.kind == Rule::CostKind::kResponse || cost.kind == Rule::CostKind::kHandler) {
+    rule.cost_estimate = cost.cost_estimate.value_or(1);
+    rule.max_response_cost = cost.max_response_cost.value_or(
+        std::min(kMaxCost, rule.limit.burst() * kDefaultMaxResponseCostBursts));
+    const std::string ac = FieldPath(path, "algorithm_config");
+    if (rule.cost_estimate > rule.limit.burst()) {
+      e.Add(FieldPath(ac, "cost_estimate"),
+            "must be at most burst (" + std::to_string(rule.limit.burst()) +
+                "): it is charged up front, so a larger one could never be admitted");
+    }
+    if (rule.default_cost > rule.max_response_cost) {
+      e.Add(FieldPath(ac, "default_cost"), "must be at most max_response_cost (" +
+                                               std::to_string(rule.max_response_cost) + ")");
+    }
+  }
+  rule.refund_on = std::move(refund_on);
+  if (rule.refund_on && (rule.limit.algorithm() == Algorithm::kSlidingLog ||
+                         rule.limit.calendar() != nullptr)) {
+    e.Add(FieldPath(path, "refund_on"),
+          "refunds need token_bucket, leaky_bucket, fixed_window (without calendar) or "
+          "sliding_window");
+  }
+  if (e.count() != before) return std::nullopt;
   rule.shadow = shadow;
   rule.enforce_percent = percent;
   rule.missing_key = missing;

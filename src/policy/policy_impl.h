@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "tollgate/lease.h"
+#include <nlohmann/json.hpp>
+
+#include "base/config_errors.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 #include "tollgate/policy_headers.h"
@@ -127,6 +130,28 @@ std::vector<HeaderField> RenderRuleHeaders(std::span<const HeaderStyle> defaults
 // The directory of a file path ("a/b.json" -> "a", "b.json" -> ".", "/b" -> "/"):
 // where a policy file's relative value and tenant files are read.
 std::string DirectoryOf(const std::string& path);
+// The upstream outcomes that refund a rule's charge ("refund_on"): status
+// classes ("5xx"), single statuses ("503"), "timeout", "connect_error",
+// "upstream_error" (docs/configuration.md, "Refunds").
+struct RefundOn {
+  struct Entry {
+    enum class Kind : uint8_t { kClass, kStatus, kTimeout, kConnectError, kBroken };
+    Kind kind;
+    int value = 0;      // the class digit (5 for "5xx") or the status
+    std::string label;  // as written: the outcome label of tollgate_refunds_total
+  };
+  std::vector<Entry> entries;
+  // The first entry `outcome` matches, or null.
+  const Entry* Match(const ResponseOutcome& outcome) const;
+};
+inline constexpr size_t kMaxRefundOn = 16;
+inline constexpr size_t kMaxResponseFieldLength = 64;
+// max_response_cost by default: this many bursts.
+inline constexpr int64_t kDefaultMaxResponseCostBursts = 100;
+
+// Parses a rule's "refund_on" (an array of 1 to kMaxRefundOn strings), errors under `path`.
+std::optional<RefundOn> ParseRefundOn(const nlohmann::json& j, const std::string& path,
+                                      base::ConfigErrors& e);
 
 struct Rule {
   std::string name;
@@ -139,11 +164,22 @@ struct Rule {
   // Enforcer acquires; `limit` is then a fixed_window of max_in_flight per
   // lease time, only to describe the rule in headers and summaries.
   std::optional<LeaseLimit> lease;
-  enum class CostKind { kFixed, kHeader, kQuery };
+  // kResponse: a response header or trailer (cost_arg), settled after the
+  // response; kHandler: the middleware's handler reports it.
+  enum class CostKind { kFixed, kHeader, kQuery, kResponse, kHandler };
   CostKind cost_kind = CostKind::kFixed;
   std::string cost_arg;  // header (lower case) or query name
   int64_t fixed_cost = 1;
   int64_t default_cost = 1;
+  // kResponse / kHandler: charged up front (the request must fit it), and the
+  // bound of a reported cost (larger values are clamped and counted invalid).
+  int64_t cost_estimate = 1;
+  int64_t max_response_cost = 0;
+  std::optional<RefundOn> refund_on;
+  bool SettlesAfterResponse() const {
+    return cost_kind == CostKind::kResponse || cost_kind == CostKind::kHandler ||
+           refund_on.has_value();
+  }
   bool shadow = false;
   double enforce_percent = 100;
   MissingKey missing_key = MissingKey::kSkip;

@@ -27,7 +27,11 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "policy/policy_impl.h"
 
@@ -52,6 +56,15 @@ struct RuleState {
   void NoteRelease(bool live) {
     (live ? leases_released : leases_expired).fetch_add(1, std::memory_order_relaxed);
   }
+  std::atomic<uint64_t> settled{0};
+  std::atomic<uint64_t> settled_cost{0};
+  std::atomic<uint64_t> response_cost_invalid{0};
+  std::atomic<uint64_t> settle_failures{0};
+  // Refunds by refund_on label (few labels a rule; refunds are rare next to
+  // decisions, so a mutex is fine).
+  std::mutex refunds_mu;
+  std::vector<std::pair<std::string, uint64_t>> refunds;  // guarded by refunds_mu
+  void CountRefund(std::string_view label);
 
   std::atomic<bool> tripped{false};
   std::atomic<RollbackTrigger> trigger{RollbackTrigger::kNone};  // why, while tripped

@@ -13,6 +13,7 @@
 #include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
+#include "redis/settle_script.h"
 
 namespace tollgate {
 
@@ -151,6 +152,7 @@ class RedisClusterStore::Impl {
   redis::LeaseIdSource& lease_ids() { return lease_ids_; }
   const RedisOptions& node_options() const { return options_.node; }
 
+  const RedisClusterOptions& options() const { return options_; }
   std::string KeyFor(std::string_view key) const {
     return redis::ClusterRedisKey(options_.node.key_prefix, key);
   }
@@ -1148,6 +1150,27 @@ Result<Decision> RedisClusterStore::SetRemaining(std::string_view key, const Lim
   return redis::DecodeOverwriteReply(
       Command(state_key, redis::OverwriteCommand(state_key, limit, cost, impl_->node_options())),
       limit, cost);
+}
+
+void RedisClusterStore::SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
+  const RedisClusterOptions& o = impl_->options();
+  redis::SettleEachAsync(
+      items,
+      [this](std::string_view key, const Limit& limit) {
+        return impl_->KeyFor(key) + redis::StateKeySuffix(limit);
+      },
+      o.node.use_client_clock ? std::to_string(o.node.clock->WallNow()) : std::string(),
+      [this](std::string redis_key, std::vector<std::string> argv,
+             std::function<void(Result<RedisReply>)> reply) {
+        impl_->CommandAsync(std::move(redis_key), std::move(argv), std::move(reply));
+      },
+      std::move(done));
+}
+
+Result<std::vector<Settled>> RedisClusterStore::Settle(std::span<const SettleItem> items) {
+  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
+  SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {

@@ -18,6 +18,7 @@
 #include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
+#include "redis/settle_script.h"
 
 namespace tollgate {
 
@@ -264,6 +265,25 @@ Result<Decision> RedisStore::SetRemaining(std::string_view key, const Limit& lim
       Command(redis::OverwriteCommand(state_key, limit, cost, impl_->options_)), limit, cost);
   impl_->ForgetDenials(state_key);
   return d;
+void RedisStore::SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
+  const RedisOptions& o = impl_->options_;
+  redis::SettleEachAsync(
+      items,
+      [&o](std::string_view key, const Limit& limit) {
+        return redis::RedisKey(o.key_prefix, key) + redis::StateKeySuffix(limit);
+      },
+      o.use_client_clock ? std::to_string(o.clock->WallNow()) : std::string(),
+      [this](std::string, std::vector<std::string> argv,
+             std::function<void(Result<RedisReply>)> reply) {
+        impl_->CommandAsync(std::move(argv), std::move(reply));
+      },
+      std::move(done));
+}
+
+Result<std::vector<Settled>> RedisStore::Settle(std::span<const SettleItem> items) {
+  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
+  SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
+  return w->Wait();
 }
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }

@@ -404,6 +404,77 @@ class ResilientStore::Impl {
     return out;
   }
 
+  void SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
+    const CircuitBreaker::Permit permit = breaker_.Allow();
+    if (!permit.admitted()) {
+      Bump(short_circuited_);
+      done(SettleFallback(items));
+      return;
+    }
+    struct Owned {
+      std::vector<std::string> keys;
+      std::vector<Limit> limits;
+      std::vector<SettleItem> items;
+    };
+    auto owned = std::make_shared<Owned>();
+    owned->keys.reserve(items.size());
+    owned->limits.reserve(items.size());
+    for (const SettleItem& it : items) {
+      owned->keys.emplace_back(it.key);
+      owned->limits.push_back(*it.limit);
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      SettleItem copy = items[i];
+      copy.key = owned->keys[i];
+      copy.limit = &owned->limits[i];
+      owned->items.push_back(copy);
+    }
+    const int64_t started = options_.clock->Now();
+    primary_->SettleAsync(owned->items, [this, owned, permit, started, done = std::move(done)](
+                                            Result<std::vector<Settled>> r) {
+      if (r.ok() || !IsOutage(r.status().code())) {
+        breaker_.Record(permit, true);
+        NoteAnswer();
+        done(std::move(r));
+        return;
+      }
+      Bump(primary_failures_);
+      if (r.status().code() == StatusCode::kTimeout && NoAnswerSince(started)) {
+        breaker_.RecordNoAnswer(permit);
+      } else {
+        breaker_.Record(permit, false);
+      }
+      done(SettleFallback(owned->items));
+    });
+  }
+
+  // The failure modes' settlements (see resilient_store.h).
+  Result<std::vector<Settled>> SettleFallback(std::span<const SettleItem> items) {
+    std::vector<Settled> out(items.size());
+    const double share =
+        options_.degrade_fraction / static_cast<double>(instances_.load(std::memory_order_relaxed));
+    for (size_t i = 0; i < items.size(); ++i) {
+      const SettleItem& it = items[i];
+      out[i].enforced = false;
+      out[i].decision = UnenforcedDecision(*it.limit);
+      if (it.failure_mode.value_or(options_.mode) != FailureMode::kDegrade) {
+        Bump(settlements_lost_);
+        continue;
+      }
+      Result<Limit> l = resilient::ScaleLimit(*it.limit, std::min(1.0, share));
+      if (!l.ok()) return InternalError("degrade: cannot scale limit: " + l.status().message());
+      SettleItem local = it;
+      local.limit = &*l;
+      Result<std::vector<Settled>> r = local_->Settle(std::span<const SettleItem>(&local, 1));
+      if (!r.ok()) return r.status();
+      out[i] = r->front();
+      Bump(settlements_degraded_);
+      if (options_.charge_back && out[i].charged > 0 && !ledger_.Add(it.key, *it.limit, out[i].charged))
+        Bump(charge_back_dropped_, static_cast<uint64_t>(out[i].charged));
+    }
+    return out;
+  }
+
   void RunMaintenance() {
     const BreakerState state = breaker_.state();
     if (fleet_ != nullptr && state != BreakerState::kOpen) {
@@ -489,6 +560,8 @@ class ResilientStore::Impl {
     s.charge_back_failures = get(charge_back_failures_);
     s.deadline_expired = get(deadline_expired_);
     s.heartbeats = get(heartbeats_);
+    s.settlements_lost = get(settlements_lost_);
+    s.settlements_degraded = get(settlements_degraded_);
     s.heartbeat_failures = get(heartbeat_failures_);
     s.instances = instances_.load(std::memory_order_relaxed);
     s.breaker_state = breaker_.state();
@@ -587,6 +660,7 @@ class ResilientStore::Impl {
   std::atomic<uint64_t> charge_back_keys_{0}, charge_back_tokens_{0}, charge_back_forgiven_{0};
   std::atomic<uint64_t> charge_back_dropped_{0}, charge_back_failures_{0};
   std::atomic<uint64_t> heartbeats_{0}, heartbeat_failures_{0}, deadline_expired_{0};
+  std::atomic<uint64_t> settlements_lost_{0}, settlements_degraded_{0};
 
   std::mutex mu_;  // guards stop_, wake_ and probe_wake_ (the threads' wake-ups)
   std::condition_variable cv_;
@@ -629,6 +703,18 @@ Result<std::unique_ptr<ResilientStore>> ResilientStore::Create(std::unique_ptr<S
 
 ResilientStore::ResilientStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ResilientStore::~ResilientStore() { impl_->StopThread(); }
+
+bool ResilientStore::SupportsSettle() const { return impl_->primary_->SupportsSettle(); }
+
+Result<std::vector<Settled>> ResilientStore::Settle(std::span<const SettleItem> items) {
+  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
+  impl_->SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
+  return w->Wait();
+}
+
+void ResilientStore::SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
+  impl_->SettleAsync(items, std::move(done));
+}
 
 Result<BatchDecision> ResilientStore::Acquire(std::span<const AcquireItem> items) {
   return impl_->Acquire(items);

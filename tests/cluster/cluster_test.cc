@@ -15,7 +15,7 @@
 #include "lease_cases.h"
 #include "period_cases.h"
 #include "redis/window_agreement.h"
-#include "store_contract.h"
+#include "settle_contract.h"
 #include "testing/timing.h"
 #include "tollgate/redis_cluster_store.h"
 
@@ -47,12 +47,16 @@ std::unique_ptr<RedisClusterStore> MakeClusterStore(
   return std::move(*s);
 }
 
+std::unique_ptr<Store> MakeSharedClusterStore() {
+  RedisCluster* c = SharedCluster();
+  if (c == nullptr) return nullptr;
+  return MakeClusterStore(c->url());
+}
+
 INSTANTIATE_TEST_SUITE_P(RedisCluster, StoreContractTest,
-                         ::testing::Values(StoreFactory([]() -> std::unique_ptr<Store> {
-                           RedisCluster* c = SharedCluster();
-                           if (c == nullptr) return nullptr;
-                           return MakeClusterStore(c->url());
-                         })));
+                         ::testing::Values(StoreFactory(MakeSharedClusterStore)));
+INSTANTIATE_TEST_SUITE_P(RedisCluster, SettleContractTest,
+                         ::testing::Values(StoreFactory(MakeSharedClusterStore)));
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "period_cases.h"
-#include "store_contract.h"
+#include "settle_contract.h"
 
 namespace tollgate {
 namespace {
@@ -21,8 +21,11 @@ std::unique_ptr<Store> MakeLocal() {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
+using testing::SettleContractTest;
 using testing::StoreContractTest;
 INSTANTIATE_TEST_SUITE_P(Local, StoreContractTest,
+                         ::testing::Values(testing::StoreFactory(MakeLocal)));
+INSTANTIATE_TEST_SUITE_P(Local, SettleContractTest,
                          ::testing::Values(testing::StoreFactory(MakeLocal)));
 
 Limit Bucket(double rate, int64_t burst) {

@@ -11,7 +11,7 @@
 #include "period_cases.h"
 #include "redis/redis_keys.h"
 #include "redis/window_agreement.h"
-#include "store_contract.h"
+#include "settle_contract.h"
 #include "testing/redis_server.h"
 #include "testing/timing.h"
 #include "tollgate/algorithm.h"
@@ -37,12 +37,16 @@ std::unique_ptr<RedisStore> MakeRedisStore(const RedisServer& server, RedisOptio
   return s.ok() ? std::move(*s) : nullptr;
 }
 
+std::unique_ptr<Store> MakeSharedRedisStore() {
+  RedisServer* server = SharedRedis();
+  if (server == nullptr) return nullptr;
+  return MakeRedisStore(*server);
+}
+
 INSTANTIATE_TEST_SUITE_P(Redis, StoreContractTest,
-                         ::testing::Values(StoreFactory([]() -> std::unique_ptr<Store> {
-                           RedisServer* server = SharedRedis();
-                           if (server == nullptr) return nullptr;
-                           return MakeRedisStore(*server);
-                         })));
+                         ::testing::Values(StoreFactory(MakeSharedRedisStore)));
+INSTANTIATE_TEST_SUITE_P(Redis, SettleContractTest,
+                         ::testing::Values(StoreFactory(MakeSharedRedisStore)));
 
 }  // namespace tollgate::testing
 

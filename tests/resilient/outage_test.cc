@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "store_contract.h"
+#include "settle_contract.h"
 #include "testing/redis_server.h"
 #include "testing/timing.h"
 #include "tollgate/redis_store.h"
@@ -111,20 +111,23 @@ testing::RedisServer* SharedRedis() {
   static auto start = testing::RedisServer::Start();
   return start.server.get();
 }
+using testing::SettleContractTest;
 using testing::StoreContractTest;
+std::unique_ptr<Store> MakeResilientOverRedis() {
+  testing::RedisServer* server = SharedRedis();
+  if (server == nullptr) return nullptr;
+  RedisOptions r = TestRedisOptions(*server, "tg-contract:");
+  r.call_timeout = Scaled(milliseconds(2000));  // a healthy primary
+  r.connect_timeout = r.call_timeout;
+  auto redis = RedisStore::Create(r);
+  if (!redis.ok()) return nullptr;
+  auto s = ResilientStore::Create(std::move(*redis), ResilientStoreOptions{});
+  return s.ok() ? std::move(*s) : nullptr;
+}
 INSTANTIATE_TEST_SUITE_P(ResilientOverRedis, StoreContractTest,
-                         ::testing::Values(testing::StoreFactory([]() -> std::unique_ptr<Store> {
-                           testing::RedisServer* server = SharedRedis();
-                           if (server == nullptr) return nullptr;
-                           RedisOptions r = TestRedisOptions(*server, "tg-contract:");
-                           r.call_timeout = Scaled(milliseconds(2000));  // a healthy primary
-                           r.connect_timeout = r.call_timeout;
-                           auto redis = RedisStore::Create(r);
-                           if (!redis.ok()) return nullptr;
-                           auto s =
-                               ResilientStore::Create(std::move(*redis), ResilientStoreOptions{});
-                           return s.ok() ? std::move(*s) : nullptr;
-                         })));
+                         ::testing::Values(testing::StoreFactory(MakeResilientOverRedis)));
+INSTANTIATE_TEST_SUITE_P(ResilientOverRedis, SettleContractTest,
+                         ::testing::Values(testing::StoreFactory(MakeResilientOverRedis)));
 
 Limit RoomyLimit() {
   LimitSpec s;

@@ -11,7 +11,7 @@
 
 #include "resilient/degraded_limit.h"
 #include "resilient/fake_store.h"
-#include "store_contract.h"
+#include "settle_contract.h"
 #include "testing/timing.h"
 #include "tollgate/local_store.h"
 #include "tollgate/time_zone.h"
@@ -29,8 +29,11 @@ std::unique_ptr<Store> MakeResilientOverLocal() {
   auto s = ResilientStore::Create(std::move(*local), ResilientStoreOptions{});
   return s.ok() ? std::move(*s) : nullptr;
 }
+using testing::SettleContractTest;
 using testing::StoreContractTest;
 INSTANTIATE_TEST_SUITE_P(ResilientOverLocal, StoreContractTest,
+                         ::testing::Values(testing::StoreFactory(MakeResilientOverLocal)));
+INSTANTIATE_TEST_SUITE_P(ResilientOverLocal, SettleContractTest,
                          ::testing::Values(testing::StoreFactory(MakeResilientOverLocal)));
 
 using std::chrono::milliseconds;

@@ -1,0 +1,142 @@
+// The settlement contract (Store::Settle: cost after the response, refunds)
+// every store that settles must honour, as a value-parameterized suite
+// instantiated beside StoreContractTest with the same factory:
+//
+//   INSTANTIATE_TEST_SUITE_P(Local, SettleContractTest,
+//                            ::testing::Values(StoreFactory([] { return MakeLocal(); })));
+//
+// Like the store contract, the limits refill once every 1000 s and windows
+// last 366 days, so the cases hold on a store with its own clock (Redis TIME).
+#ifndef TOLLGATE_TESTS_SETTLE_CONTRACT_H_
+#define TOLLGATE_TESTS_SETTLE_CONTRACT_H_
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "store_contract.h"
+#include "tollgate/algorithm.h"
+
+namespace tollgate::testing {
+
+class SettleContractTest : public StoreContractTest {
+ protected:
+  Settled SettleOne(const std::string& key, const Limit& l, int64_t charge, int64_t refund,
+                    Nanos age = Nanos(0)) {
+    SettleItem item{key, &l, charge, refund, age};
+    auto r = store_->Settle(std::span<const SettleItem>(&item, 1));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || r->size() != 1) return Settled{};
+    return r->front();
+  }
+  static constexpr Nanos kSecond = std::chrono::seconds(1);
+};
+
+TEST_P(SettleContractTest, BucketChargeGoesIntoDebtThatLaterRequestsWaitOut) {
+  ASSERT_TRUE(store_->SupportsSettle());
+  const Limit l = SlowBucket(10);  // one token per 1000 s
+  ASSERT_TRUE(One(Key("b"), l, 1).allowed);  // the up-front estimate
+  const Settled s = SettleOne(Key("b"), l, 24, 0);  // 25 tokens in all: 15 in debt
+  EXPECT_EQ(s.charged, 24);
+  EXPECT_EQ(s.refunded, 0);
+  EXPECT_FALSE(s.decision.allowed);
+  const Decision d = One(Key("b"), l, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+  // A request of 1 fits once 16 tokens have refilled: 16000 s from the
+  // charge, less the (small) time the test took since.
+  EXPECT_LE(d.retry_after, 16000 * kSecond);
+  EXPECT_GT(d.retry_after, 15900 * kSecond);
+  EXPECT_LE(s.decision.retry_after, 16000 * kSecond);
+  EXPECT_GT(s.decision.retry_after, 15900 * kSecond);
+}
+
+TEST_P(SettleContractTest, BucketRefundGivesBackTheChargeAndNeverOverfills) {
+  const Limit l = SlowBucket(5);
+  ASSERT_TRUE(One(Key("b"), l, 5).allowed);
+  ASSERT_FALSE(One(Key("b"), l, 1).allowed);
+  EXPECT_EQ(SettleOne(Key("b"), l, 0, 3).refunded, 3);
+  EXPECT_TRUE(One(Key("b"), l, 3).allowed);
+  EXPECT_FALSE(One(Key("b"), l, 1).allowed);
+  // A full bucket takes no refund: it would grant more than burst.
+  EXPECT_EQ(SettleOne(Key("full"), l, 0, 4).refunded, 0);
+  EXPECT_TRUE(One(Key("full"), l, 5).allowed);
+  EXPECT_FALSE(One(Key("full"), l, 1).allowed);
+}
+
+TEST_P(SettleContractTest, BucketDebtIsBounded) {
+  const Limit l = SlowBucket(5);
+  const Settled s = SettleOne(Key("b"), l, Limit::kMaxBurst, 0);
+  EXPECT_GT(s.charged, 0);
+  EXPECT_LT(s.charged, Limit::kMaxBurst);
+  EXPECT_FALSE(s.decision.allowed);
+  EXPECT_NE(s.decision.retry_after, Decision::kNever);
+  EXPECT_LE(s.decision.retry_after, Nanos(l.tolerance_ns() + kMaxDebtNs));
+}
+
+TEST_P(SettleContractTest, WindowsCountPastTheLimitAndRefundWithinTheirWindow) {
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow}) {
+    SCOPED_TRACE(std::string(AlgorithmName(a)));
+    const Limit l = YearWindow(a, 10);
+    const std::string k = Key(std::string(AlgorithmName(a)));
+    ASSERT_TRUE(One(k, l, 1).allowed);
+    const Settled s = SettleOne(k, l, 14, 0);  // 15 counted against 10
+    EXPECT_EQ(s.charged, 14);
+    EXPECT_FALSE(s.decision.allowed);
+    const Decision d = One(k, l, 1);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_GT(d.retry_after.count(), 0);
+    EXPECT_NE(d.retry_after, Decision::kNever);
+    // A refund of a charge made in an earlier window changes nothing...
+    EXPECT_EQ(SettleOne(k, l, 0, 15, std::chrono::hours(24 * 400)).refunded, 0);
+    EXPECT_FALSE(One(k, l, 1).allowed);
+    // ...one made in this window gives it back, never below 0.
+    EXPECT_EQ(SettleOne(k, l, 0, 20).refunded, 15);
+    EXPECT_TRUE(One(k, l, 10).allowed);
+    EXPECT_FALSE(One(k, l, 1).allowed);
+  }
+}
+
+TEST_P(SettleContractTest, ConcurrentSettlementsAreExact) {
+  const Limit bucket = SlowBucket(1000);
+  const Limit window = YearWindow(Algorithm::kFixedWindow, 1000);
+  constexpr int kThreads = 4, kEach = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        SettleOne(Key("b"), bucket, 2, 0);
+        SettleOne(Key("w"), window, 2, 0);
+        SettleOne(Key("b"), bucket, 0, 1);
+        SettleOne(Key("w"), window, 0, 1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(One(Key("b"), bucket, 0).remaining, 1000 - kThreads * kEach);
+  EXPECT_EQ(One(Key("w"), window, 0).remaining, 1000 - kThreads * kEach);
+}
+
+TEST_P(SettleContractTest, RefusesWhatItCannotSettle) {
+  LimitSpec s;
+  s.algorithm = Algorithm::kSlidingLog;
+  s.burst = 5;
+  s.window = std::chrono::seconds(10);
+  const Limit log = *Limit::Create(s);
+  const Limit ok = SlowBucket(5);
+  SettleItem items[] = {{Key("a"), &ok, 1, 0}, {Key("log"), &log, 1, 0}};
+  auto r = store_->Settle(items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  SettleItem negative{Key("a"), &ok, -1, 0};
+  EXPECT_FALSE(store_->Settle(std::span<const SettleItem>(&negative, 1)).ok());
+  // Nothing was charged by the refused call.
+  EXPECT_EQ(One(Key("a"), ok, 0).remaining, 5);
+}
+
+}  // namespace tollgate::testing
+
+#endif  // TOLLGATE_TESTS_SETTLE_CONTRACT_H_
