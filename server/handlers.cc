@@ -253,6 +253,42 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
   }
 }
 
+// Settlements (cost after the response, refunds), for rules that settled
+// anything (docs/operations.md, "Metrics").
+void WriteSettlementMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters) {
+  w.Family("tollgate_settlements_total", "counter",
+           "Requests whose charges were settled when the response ended, by rule.");
+  for (const auto& c : counters) {
+    if (c.settled > 0) w.Sample("tollgate_settlements_total", {"rule", c.rule}, c.settled);
+  }
+  w.Family("tollgate_settled_cost_total", "counter",
+           "Tokens charged after the response (beyond the up-front estimate), by rule.");
+  for (const auto& c : counters) {
+    if (c.settled > 0) w.Sample("tollgate_settled_cost_total", {"rule", c.rule}, c.settled_cost);
+  }
+  w.Family("tollgate_response_cost_invalid_total", "counter",
+           "Responses whose cost was missing, malformed or above max_response_cost, by rule.");
+  for (const auto& c : counters) {
+    if (c.settled > 0 || c.response_cost_invalid > 0) {
+      w.Sample("tollgate_response_cost_invalid_total", {"rule", c.rule}, c.response_cost_invalid);
+    }
+  }
+  w.Family("tollgate_settle_failures_total", "counter",
+           "Settlements the store failed (the up-front charge stays), by rule.");
+  for (const auto& c : counters) {
+    if (c.settle_failures > 0) {
+      w.Sample("tollgate_settle_failures_total", {"rule", c.rule}, c.settle_failures);
+    }
+  }
+  w.Family("tollgate_refunds_total", "counter",
+           "Charges refunded for an upstream outcome (the refund_on entry), by rule.");
+  for (const auto& c : counters) {
+    for (const auto& [outcome, n] : c.refunds) {
+      w.Sample("tollgate_refunds_total", {"rule", c.rule, "outcome", outcome}, n);
+    }
+  }
+}
+
 }  // namespace
 
 std::string Dump(const json& j) {
@@ -527,6 +563,7 @@ Response HandleMetrics(const Runtime& s) {
   WriteDecisionMetrics(w, counters);
   const std::optional<ServerMetrics::LatencyCounts> grpc_latency = WriteGrpcDecisions(w, s);
   WriteRollbackMetrics(w, counters);
+  WriteSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   WritePolicyMetrics(w, s);
   WriteProcessMetrics(w, s);

@@ -167,7 +167,63 @@ struct ProxyCall {
   // The request header as it is now (the streamed path moves it into its own
   // parser and may rewrite the target): read only when logging a failure.
   const http::request_header<>* request = nullptr;
+  // Response fields to capture, and how the exchange ended (ProxyResult::upstream).
+  std::span<const std::string> capture = {};
+  ResponseOutcome upstream = {};
 };
+
+// The settlement's name for response field `name`, or null when it asks for none.
+const std::string* Wanted(const ProxyCall& call, std::string_view name) {
+  for (const std::string& want : call.capture) {
+    if (EqualsIgnoreCase(name, want)) return &want;
+  }
+  return nullptr;
+}
+
+// Records a field the settlement asked for; a later value (a repeated field,
+// or the trailer's) replaces an earlier one, so one bounded value a name is kept.
+void Capture(ProxyCall& call, std::string_view name, std::string_view value) {
+  const std::string* want = Wanted(call, name);
+  if (want == nullptr) return;
+  std::string v(value.substr(0, kMaxCapturedValue));
+  for (HeaderField& f : call.upstream.fields) {
+    if (f.name == *want) {
+      f.value = std::move(v);
+      return;
+    }
+  }
+  call.upstream.fields.push_back({*want, std::move(v)});
+}
+
+std::string_view NameOf(const auto& field) {
+  return {field.name_string().data(), field.name_string().size()};
+}
+std::string_view ValueOf(const auto& field) { return {field.value().data(), field.value().size()}; }
+
+// Captures a streamed response head's fields; returns how many were wanted
+// (Beast's parser appends trailer fields after them).
+template <class Fields>
+size_t CaptureHead(ProxyCall& call, const Fields& fields) {
+  size_t n = 0;
+  if (call.capture.empty()) return 0;
+  for (const auto& f : fields) {
+    if (Wanted(call, NameOf(f)) == nullptr) continue;
+    ++n;
+    Capture(call, NameOf(f), ValueOf(f));
+  }
+  return n;
+}
+
+// Captures the trailer fields: the wanted fields after the head's `head_count`.
+template <class Fields>
+void CaptureTrailer(ProxyCall& call, const Fields& fields, size_t head_count) {
+  if (call.capture.empty()) return;
+  size_t seen = 0;
+  for (const auto& f : fields) {
+    if (Wanted(call, NameOf(f)) == nullptr) continue;
+    if (seen++ >= head_count) Capture(call, NameOf(f), ValueOf(f));
+  }
+}
 
 // One log line per upstream failure (502, 504, a relay broken mid-body), when
 // the gate admits it: at most log.reject_per_second a second, like rejections.
@@ -202,7 +258,7 @@ net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   beast::error_code ec;
   co_await net::async_write(call.client.socket, net::buffer(out),
                             redirect_error(use_awaitable, ec));
-  co_return ProxyResult{r.status, false};
+  co_return ProxyResult{r.status, false, {}};
 }
 
 net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
@@ -210,6 +266,9 @@ net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
                                               std::string_view error_detail,
                                               ServerMetrics::UpstreamError kind) {
   if (timeout) kind = ServerMetrics::kTimeout;
+  call.upstream.kind = kind == ServerMetrics::kTimeout   ? ResponseOutcome::Kind::kTimeout
+                       : kind == ServerMetrics::kConnect ? ResponseOutcome::Kind::kConnectError
+                                                         : ResponseOutcome::Kind::kBroken;
   call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
   int status = timeout ? 504 : 502;
   LogUpstreamFailure(call, status, kind, timeout ? timeout_detail : error_detail);
@@ -298,6 +357,8 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   // A 101's connection speaks another protocol now: never pooled.
   const bool upstream_keep_alive = rp.keep_alive() && status != 101;
   const boost::optional<std::uint64_t> length = rp.content_length();
+  call.upstream.status = status;
+  const size_t head_captured = CaptureHead(call, res);
   RemoveHopByHop(res);
   for (const HeaderField& h : call.response_headers) {
     if (IsAppendableRateLimitField(h.name)) {
@@ -335,7 +396,9 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
         LogUpstreamFailure(call, status, kind,
                            up->timed_out ? "upstream body read timed out"
                                          : "upstream response body broke off: " + ec.message());
-        co_return ProxyResult{status, false};  // half-sent: only closing can tell the client
+        call.upstream.kind = up->timed_out ? ResponseOutcome::Kind::kTimeout
+                                           : ResponseOutcome::Kind::kBroken;
+        co_return ProxyResult{status, false, {}};  // half-sent: only closing can tell the client
       }
       res.body().size = kRelayBuffer - res.body().size;
       // No bytes (a chunk header only): null data, or the serializer would
@@ -350,13 +413,15 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
     call.client.SetDeadline(cfg.write_timeout);
     co_await http::async_write(call.client.socket, rs, redirect_error(use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return ProxyResult{status, false};
+    if (ec) co_return ProxyResult{status, false, {}};
   } while (!rp.is_done() && !rs.is_done());
+  // A chunked body's trailer fields are in `res` now (after the head's).
+  if (rp.is_done()) CaptureTrailer(call, res, head_captured);
 
   if (upstream_keep_alive && rp.is_done() && ubuf.size() == 0 && !call.s.state->Draining()) {
     up.Release(cfg.upstream_max_idle);
   }
-  co_return ProxyResult{status, keep_alive};
+  co_return ProxyResult{status, keep_alive, {}};
 }
 
 // Rewrites a streamed request's header for the upstream (as the fast path,
@@ -456,7 +521,7 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
         ProxyResult refused = co_await SendProblem(call, std::move(bad));
         co_return Sent{refused};
       }
-      if (ec) co_return Sent{ProxyResult{0, false}};  // the client went away or timed out
+      if (ec) co_return Sent{ProxyResult{0, false, {}}};  // the client went away or timed out
       req.body().size = kRelayBuffer - req.body().size;
       req.body().data = r.buf;
       req.body().more = !r.p.is_done();
@@ -515,7 +580,7 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
 
   if (expect_continue && has_body) {
     client.SetDeadline(cfg.write_timeout);
-    if (co_await WriteContinue(client)) co_return ProxyResult{0, false};
+    if (co_await WriteContinue(client)) co_return ProxyResult{0, false, {}};
   }
 
   std::optional<http::serializer<true, http::buffer_body>> sr;
@@ -612,6 +677,8 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
   Connection& client = call.client;
   beast::error_code ec;
   const int status = parsed.status();
+  call.upstream.status = status;
+  for (const FieldView& f : parsed.fields()) Capture(call, f.name, f.value);
   const bool keep_alive = call.client_keep_alive && !s.state->Draining();
   scratch.head.clear();
   AppendClientResponseHead(parsed, call.response_headers, keep_alive, call.client_version,
@@ -629,8 +696,8 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
     rest.consume(sent);
     co_await net::async_write(client.socket, rest, redirect_error(use_awaitable, ec));
   }
-  if (ec) co_return ProxyResult{status, false};
-  co_return ProxyResult{status, keep_alive};
+  if (ec) co_return ProxyResult{status, false, {}};
+  co_return ProxyResult{status, keep_alive, {}};
 }
 
 // Writes all of `data`: at once when the socket takes it (the common case),
@@ -662,30 +729,16 @@ net::awaitable<ProxyResult> RelayFromPartial(ProxyCall& call, UpstreamLease& up,
   co_return co_await RelayStreamedResponse(call, up, ubuf, *rp, buf);
 }
 
-}  // namespace
 
-net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection& client,
-                                         beast::flat_buffer& client_buffer,
-                                         http::request_parser<http::empty_body>& header_parser,
-                                         std::string_view peer_ip,
-                                         const std::vector<HeaderField>& response_headers,
-                                         std::string_view trace_id,
-                                         std::string_view upstream_traceparent) {
+// ProxyRequest's exchange, `call` made.
+net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_buffer,
+                                    http::request_parser<http::empty_body>& header_parser,
+                                    std::string_view peer_ip) {
+  const Runtime& s = call.s;
+  Worker& w = call.w;
   const ServerConfig& cfg = *s.config;
   const auto& req = header_parser.get();
-  ProxyCall call{s,
-                 w,
-                 client,
-                 s.metrics->shard(w.index),
-                 response_headers,
-                 req.keep_alive(),
-                 req.version(),
-                 req.method() == http::verb::head,
-                 peer_ip,
-                 PeerTrusted(cfg, peer_ip),
-                 trace_id,
-                 upstream_traceparent,
-                 &req};
+  const std::string_view upstream_traceparent = call.upstream_traceparent;
   ScratchLease scratch(w);
   char* buf = scratch->buffer.get();
 
@@ -745,6 +798,37 @@ net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection
 
   if (fr.whole == 0) co_return co_await RelayFromPartial(call, *up, buf, fr.have);
   co_return co_await RelayWhole(call, *up, *scratch, *parsed, fr, buf);
+}
+
+}  // namespace
+
+net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection& client,
+                                         beast::flat_buffer& client_buffer,
+                                         http::request_parser<http::empty_body>& header_parser,
+                                         std::string_view peer_ip,
+                                         const std::vector<HeaderField>& response_headers,
+                                         std::string_view trace_id,
+                                         std::string_view upstream_traceparent,
+                                         std::span<const std::string> capture) {
+  const ServerConfig& cfg = *s.config;
+  const auto& req = header_parser.get();
+  ProxyCall call{s,
+                 w,
+                 client,
+                 s.metrics->shard(w.index),
+                 response_headers,
+                 req.keep_alive(),
+                 req.version(),
+                 req.method() == http::verb::head,
+                 peer_ip,
+                 PeerTrusted(cfg, peer_ip),
+                 trace_id,
+                 upstream_traceparent,
+                 &req,
+                 capture};
+  ProxyResult r = co_await Forward(call, client_buffer, header_parser, peer_ip);
+  r.upstream = std::move(call.upstream);
+  co_return r;
 }
 
 }  // namespace tollgate::server

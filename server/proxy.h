@@ -28,14 +28,25 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include <span>
+#include <string>
+
 #include "server/context.h"
+#include "tollgate/policy.h"
 
 namespace tollgate::server {
 
 struct ProxyResult {
   int status = 0;           // status sent to the client (0: nothing sent)
   bool keep_alive = false;  // whether the client connection may be reused
+  // How the upstream exchange ended, for the request's settlement
+  // (Enforcer::SettleAsync): the upstream's status, or a timeout, connect
+  // failure or broken response, and the values of the response fields named
+  // by `capture` (header, then trailer: a trailer's value replaces the
+  // header's; each value cut to kMaxCapturedValue bytes).
+  ResponseOutcome upstream;
 };
+inline constexpr size_t kMaxCapturedValue = 64;
 
 net::awaitable<ProxyResult> ProxyRequest(
     const Runtime& runtime, Worker& worker, Connection& client,
@@ -45,7 +56,10 @@ net::awaitable<ProxyResult> ProxyRequest(
     std::string_view trace_id = {},  // carried into upstream failure log lines
     // Replaces the request's traceparent fields upstream when not empty (the
     // sampled decision span, RequestTrace::upstream_traceparent).
-    std::string_view upstream_traceparent = {});
+    std::string_view upstream_traceparent = {},
+    // Lower-case names of response fields to report in ProxyResult::upstream
+    // (Settlement::response_fields): header or trailer fields.
+    std::span<const std::string> capture = {});
 
 }  // namespace tollgate::server
 

@@ -345,8 +345,17 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   const LeaseRelease leases(*rt_->enforcer, std::move(outcome.leases));
   co_await Pause(outcome.delay);
   const int64_t forwarded_ns = rt_->clock->Now();
-  ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
-                                         ex.trace.id(), ex.trace.upstream_traceparent());
+  // A rule that takes its cost from the response or refunds settles when the
+  // exchange ends (however it ends), without blocking the loop; a coroutine
+  // destroyed at shutdown never settles (the up-front charge stays).
+  std::span<const std::string> capture;
+  if (outcome.settlement) capture = outcome.settlement->response_fields();
+  ProxyResult pr =
+      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.id(),
+                            ex.trace.upstream_traceparent(), capture);
+  if (outcome.settlement) {
+    rt_->enforcer->SettleAsync(std::move(outcome.settlement), std::move(pr.upstream));
+  }
   if (pr.status) {
     shard_.CountRequest(Endpoint::kGateway, pr.status);
     // The upstream's answer (or our 502/504 for it) and the time it took, from

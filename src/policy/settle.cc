@@ -227,7 +227,7 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
       if (!ReportedCost(it, response, &cost) || cost > it.max_cost) {
         // Missing, malformed or beyond the bound: the documented default (or
         // the bound), counted. An upstream that never answered is not counted.
-        if (response.kind == ResponseOutcome::Kind::kResponse) {
+        if (response.kind == ResponseOutcome::Kind::kResponse && response.status != 0) {
           it.state->response_cost_invalid.fetch_add(1, std::memory_order_relaxed);
         }
         cost = cost > it.max_cost ? it.max_cost : it.default_cost;

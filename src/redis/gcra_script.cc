@@ -518,7 +518,7 @@ Decision DecodeWindow(const Limit& limit, const ScriptItem& item, int64_t code, 
   // contract is the state without the charge (see DecodeDecision).
   const int64_t uncharge = code == 2 || code == 3 ? cost : 0;
   if (item.kind == ItemKind::kFixedWindow) {
-    d.remaining = burst - (count - uncharge);
+    d.remaining = std::max<int64_t>(0, burst - (count - uncharge));  // < 0 in settled debt
     d.reset_after = NonNegative(r);
     if (code == 0) d.retry_after = cost > burst ? Decision::kNever : NonNegative(r);
     return d;

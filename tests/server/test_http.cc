@@ -421,6 +421,26 @@ void TestUpstream::Serve(int fd, int id) {
         if (holds_released_ > 0) --holds_released_;
       }
       resp = body.substr(n / 2);
+    } else if (path == "/tokens" || path == "/tokens-trailer") {
+      // An LLM-like upstream: the tokens a response cost in X-LLM-Tokens, in
+      // the header (/tokens?n=N&status=S) or in the trailer of a chunked body
+      // (/tokens-trailer?n=N, whose header says 0 so the trailer must win).
+      auto arg = [&](const std::string& name, const std::string& fallback) {
+        const std::string key = name + "=";
+        size_t at = query.find(key);
+        if (at == std::string::npos) return fallback;
+        return query.substr(at + key.size(), query.find('&', at) - at - key.size());
+      };
+      const std::string tokens = arg("n", "0");
+      const std::string code = arg("status", "200");
+      if (path == "/tokens") {
+        resp = "HTTP/1.1 " + code + " X\r\nX-LLM-Tokens: " + tokens +
+               "\r\nContent-Length: 2\r\n\r\nok";
+      } else {
+        resp = "HTTP/1.1 " + code + " X\r\nX-LLM-Tokens: 0\r\nTrailer: X-LLM-Tokens\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-LLM-Tokens: " + tokens +
+               "\r\n\r\n";
+      }
     } else if (path == "/chunked") {
       resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
       for (int i = 0; i < 5; ++i) resp += "5\r\npart" + std::to_string(i) + "\r\n";
