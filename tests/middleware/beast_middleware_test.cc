@@ -283,6 +283,38 @@ TEST(BeastCheckTest, DecorateReplacesRateLimitFieldsTheHandlerSet) {
   EXPECT_EQ(info.Tightest()->remaining, 1);
 }
 
+// The middleware policy's llm-header rule (burst 10, 1/s, clock standing
+// still): the handler's response reports 25 tokens, the key goes 15 into debt,
+// and the next request is refused for 16 s; a 5xx of llm-handler is refunded.
+TEST(BeastCheckTest, SettleChargesTheResponseCostAndRefunds) {
+  testing::EnforcerFixture f;
+  Request req{http::verb::get, "/gen/chat", 11};
+  req.set("X-Api-Key", "k-settle");
+  auto check = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_TRUE(check.allowed());
+  Response res = Ok(req);
+  res.set("X-LLM-Tokens", "25");
+  check.Settle(*f.enforcer, res);
+  check.Settle(*f.enforcer, res);  // a second settlement does nothing
+  const auto denied = middleware::CheckBeastRequest(*f.enforcer, req, "127.0.0.1");
+  ASSERT_FALSE(denied.allowed());
+  EXPECT_EQ(denied.outcome().retry_after_seconds, 16);
+
+  Request handled{http::verb::get, "/llm/chat", 11};
+  handled.set("X-Api-Key", "k-settle");
+  for (int i = 0; i < 12; ++i) {  // more than the burst: each charge is given back
+    auto c = middleware::CheckBeastRequest(*f.enforcer, handled, "127.0.0.1");
+    ASSERT_TRUE(c.allowed()) << i;
+    Response failed = Ok(handled);
+    failed.result(http::status::bad_gateway);
+    c.Settle(*f.enforcer, failed, 7);
+  }
+  auto c = middleware::CheckBeastRequest(*f.enforcer, handled, "127.0.0.1");
+  ASSERT_TRUE(c.allowed());
+  c.Settle(*f.enforcer, Ok(handled), 10);  // the handler reports 10: the bucket is empty
+  EXPECT_FALSE(middleware::CheckBeastRequest(*f.enforcer, handled, "127.0.0.1").allowed());
+}
+
 TEST(BeastCheckTest, UnreachableStoreRenders503) {
   testing::FailingEnforcerFixture f;
   Request req{http::verb::get, "/api/items", 11};

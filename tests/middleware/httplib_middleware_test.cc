@@ -50,6 +50,20 @@ class HttplibMiddlewareTest : public ::testing::Test {
       res.set_header("X-App", "1");
       res.set_content("ok", "text/plain");
     });
+    // An LLM-like route: the handler reports what the request cost (cost_source
+    // "handler") or sets it as a response header (cost_source "response_header").
+    auto llm = [](const httplib::Request& req, httplib::Response& res) {
+      const int64_t tokens = std::stoll(req.get_param_value("tokens"));
+      if (req.has_param("status")) res.status = std::stoi(req.get_param_value("status"));
+      if (req.path.rfind("/llm", 0) == 0) {
+        middleware::ReportHttplibCost(tokens);
+      } else {
+        res.set_header("X-LLM-Tokens", std::to_string(tokens));
+      }
+      res.set_content("ok", "text/plain");
+    };
+    server_.Get("/llm/chat", llm);
+    server_.Get("/gen/chat", llm);
     // bind_to_any_port listens at once: clients may connect before the accept loop runs.
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
@@ -151,6 +165,45 @@ TEST_F(HttplibMiddlewareTest, CostComesFromTheHeader) {
   EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k4"}})->status, 429);
   // A cost above the burst can never fit.
   EXPECT_EQ(Get("/api/items", {{"X-Api-Key", "k5"}, {"X-Cost", "3"}})->status, 429);
+}
+
+// Burst 10, one token a second, on a clock that stands still: a request that
+// reports 25 tokens leaves 15 in debt, so the next request of 1 fits in 16 s.
+TEST_F(HttplibMiddlewareTest, CostReportedAfterTheHandlerGoesIntoDebt) {
+  for (const std::string route : {"/llm/chat", "/gen/chat"}) {
+    SCOPED_TRACE(route);
+    const std::string key = "debt" + route;
+    auto first = Get(route + "?tokens=25", {{"X-Api-Key", key}});
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->status, 200);
+    auto denied = Get(route + "?tokens=1", {{"X-Api-Key", key}});
+    ASSERT_TRUE(denied);
+    EXPECT_EQ(denied->status, 429);
+    EXPECT_EQ(denied->get_header_value("Retry-After"), "16");
+    f_.clock.Advance(std::chrono::seconds(16));
+    EXPECT_EQ(Get(route + "?tokens=1", {{"X-Api-Key", key}})->status, 200);
+  }
+  const std::vector<RuleCounters> counters = f_.enforcer->Counters();
+  ASSERT_NE(CountersFor(counters, "llm-handler"), nullptr);
+  ASSERT_NE(CountersFor(counters, "llm-header"), nullptr);
+  EXPECT_EQ(CountersFor(counters, "llm-handler")->settled_cost, 24u);
+  EXPECT_EQ(CountersFor(counters, "llm-header")->settled_cost, 24u);
+}
+
+TEST_F(HttplibMiddlewareTest, FailedHandlerAnswersAreRefunded) {
+  for (int i = 0; i < 12; ++i) {  // more than the burst: every charge came back
+    auto r = Get("/llm/chat?tokens=9&status=503", {{"X-Api-Key", "refunds"}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 503) << i;
+  }
+  EXPECT_EQ(Get("/llm/chat?tokens=10", {{"X-Api-Key", "refunds"}})->status, 200);
+  EXPECT_EQ(Get("/llm/chat?tokens=1", {{"X-Api-Key", "refunds"}})->status, 429);
+  const std::vector<RuleCounters> counters = f_.enforcer->Counters();
+  const RuleCounters* c = CountersFor(counters, "llm-handler");
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->refunds.size(), 1u);
+  EXPECT_EQ(c->refunds[0].first, "5xx");
+  EXPECT_EQ(c->refunds[0].second, 12u);
 }
 
 TEST_F(HttplibMiddlewareTest, ShadowModeNeverRejects) {

@@ -16,7 +16,8 @@
 namespace tollgate::testing {
 
 // per-key: 2 per key, cost from X-Cost. shadowed: 1 per key on /shadow, shadow mode.
-// inflight: 1 request in flight per key on /inflight.
+// inflight: 1 request in flight per key on /inflight. llm-handler (/llm): cost from
+// the handler, refunded on 5xx; llm-header (/gen): cost from the x-llm-tokens response header.
 inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
   {"name": "per-key", "limit_keys": ["header:x-api-key"],
    "match": {"path": {"prefix": "/api"}},
@@ -27,7 +28,13 @@ inline constexpr const char* kMiddlewarePolicy = R"({"rules": [
    "algorithm": "token_bucket", "algorithm_config": {"rps": 1, "burst": 1}},
   {"name": "inflight", "group": "inflight", "limit_keys": ["header:x-api-key"],
    "match": {"path": {"prefix": "/inflight"}},
-   "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 1, "lease": "1h"}}
+   "algorithm": "concurrency", "algorithm_config": {"max_in_flight": 1, "lease": "1h"}},
+  {"name": "llm-handler", "limit_keys": ["header:x-api-key"],
+   "match": {"path": {"prefix": "/llm"}}, "algorithm": "token_bucket",
+   "algorithm_config": {"rps": 1, "burst": 10, "cost_source": "handler"}, "refund_on": ["5xx"]},
+  {"name": "llm-header", "limit_keys": ["header:x-api-key"],
+   "match": {"path": {"prefix": "/gen"}}, "algorithm": "token_bucket",
+   "algorithm_config": {"rps": 1, "burst": 10, "cost_source": "response_header:x-llm-tokens"}}
 ]})";
 
 // A rule whose rollback guard watches the handler's answers, judged from 4:

@@ -15,8 +15,15 @@
 //       auto res = handle_request(std::move(req));
 //       check.Decorate(res);
 //       check.ReportUpstream(enforcer, res.result_int(), handler_time);  // rollback guards
+//       check.Settle(enforcer, res);  // cost after the response, refunds (if any)
 //     CheckBeastRequestAsync() does the same through Enforcer::CheckAsync, so a
 //     Redis-backed decision never blocks the session's executor.
+//
+// Cost after the response and refunds: Settle() hands the response's status
+// and the fields the rules read (cost_source "response_header:<name>") to
+// Enforcer::SettleAsync, with the cost the handler reports for cost_source
+// "handler"; BeastRateLimited does it after the handler. An allowed check
+// never settled keeps its up-front charges.
 //
 // Call it before authentication, so a throttled client costs no credential check.
 // The adapter holds no rate-limit logic: it fills a tollgate::RequestView (raw
@@ -36,6 +43,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -97,6 +105,22 @@ class BeastCheck {
       enforcer.RecordUpstream(outcome_, static_cast<int>(status), handler_time);
       return;
     }
+  }
+
+  // Settles an allowed request once its response is known (never blocks; a
+  // second call does nothing). `handler_cost`: for cost_source "handler".
+  template <class Body, class Fields>
+  void Settle(Enforcer& enforcer, const beast_http::response<Body, Fields>& res,
+              std::optional<int64_t> handler_cost = std::nullopt) {
+    if (!outcome_.settlement) return;
+    ResponseOutcome done;
+    done.status = res.result_int();
+    done.handler_cost = handler_cost;
+    for (const std::string& name : outcome_.settlement->response_fields()) {
+      auto it = res.find(name);
+      if (it != res.end()) done.fields.push_back({name, std::string(it->value())});
+    }
+    enforcer.SettleAsync(std::move(outcome_.settlement), std::move(done));
   }
 
  private:
@@ -173,7 +197,7 @@ auto BeastRateLimited(Enforcer& enforcer, Handler handler, BeastOptions options 
     for (const auto& skip : options.skip_paths) {
       if (path == skip) return handler(req);
     }
-    const BeastCheck check = CheckBeastRequest(enforcer, req, peer_address);
+    BeastCheck check = CheckBeastRequest(enforcer, req, peer_address);
     if (!check.allowed()) return check.Rejection(req.version(), req.keep_alive());
     if (options.apply_delay && check.delay() > Nanos(0)) {
       if (options.wait) {
@@ -186,6 +210,7 @@ auto BeastRateLimited(Enforcer& enforcer, Handler handler, BeastOptions options 
     auto res = handler(req);
     check.Decorate(res);
     check.ReportUpstream(enforcer, res.result_int(), std::chrono::steady_clock::now() - started);
+    check.Settle(enforcer, res);
     return res;
   };
 }

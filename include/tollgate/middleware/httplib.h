@@ -40,6 +40,12 @@
 // not read (httplib reads it after pre-routing), so the connection cannot be reused.
 // Shaping: a leaky-bucket shaper's delay is waited out on the connection's
 // thread (httplib is thread-per-connection) unless `apply_delay` is false.
+// Cost after the response and refunds: FinishHttplib settles an allowed
+// request (Enforcer::SettleAsync, never blocking) with the handler's status
+// and the response fields the rules read (cost_source
+// "response_header:<name>": the handler sets that header); a rule with
+// cost_source "handler" is charged what the handler passed to
+// ReportHttplibCost on the request's thread.
 //
 // Build: include after compiling with cpp-httplib's own flags (pkg-config
 // cpp-httplib: Debian's library is built with OpenSSL, zlib and brotli support,
@@ -54,6 +60,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -84,8 +92,11 @@ struct HttplibPending {
   const httplib::Response* res = nullptr;
   std::vector<std::pair<std::string, std::string>> headers;
   LeaseRelease leases;  // the allowed request's concurrency leases, until FinishHttplib
+  Enforcer* enforcer = nullptr;            // set for an allowed request
+  std::shared_ptr<Settlement> settlement;  // the allowed request's, if its rules settle
+  std::optional<int64_t> handler_cost;     // ReportHttplibCost
   // Set when a rule watches the upstream: the outcome to report and when the handler started.
-  Enforcer* enforcer = nullptr;
+  bool watches_upstream = false;
   CheckOutcome outcome;
   std::chrono::steady_clock::time_point started;
 };
@@ -108,6 +119,9 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   pending.headers.clear();
   pending.leases = LeaseRelease();  // a previous request's, if its post-routing never ran
   pending.enforcer = nullptr;
+  pending.settlement.reset();
+  pending.handler_cost.reset();
+  pending.watches_upstream = false;
   auto [path, query] =
       SplitTarget(req.target.empty() ? std::string_view(req.path) : std::string_view(req.target));
   for (const auto& skip : options.skip_paths) {
@@ -149,6 +163,8 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   }
   pending.res = &res;
   pending.leases = LeaseRelease(enforcer, std::move(outcome.leases));
+  pending.enforcer = &enforcer;
+  pending.settlement = std::move(outcome.settlement);
   if (options.apply_delay && outcome.delay > Nanos(0)) {
     if (options.wait) {
       options.wait(outcome.delay);
@@ -158,7 +174,7 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   }
   for (const RuleOutcome& r : outcome.rules) {
     if (!r.watches_upstream) continue;
-    pending.enforcer = &enforcer;
+    pending.watches_upstream = true;
     pending.outcome = outcome;
     pending.started = std::chrono::steady_clock::now();
     break;
@@ -167,24 +183,41 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
 }
 
 // After the handler (post-routing): replaces whatever the handler set under the
-// names HandleHttplib set on this response with tollgate's values, and reports
-// the handler's status and time to the rollback guards that watch the upstream.
+// names HandleHttplib set on this response with tollgate's values, settles the
+// request's charges (cost after the response, refunds), reports the handler's
+// status and time to the rollback guards that watch the upstream, and gives
+// the request's concurrency leases back.
 // No-op for a response HandleHttplib did not decorate (skipped paths, rejections).
 inline void FinishHttplib(const httplib::Request&, httplib::Response& res) {
   detail::HttplibPending& pending = detail::PendingHttplib();
   if (pending.res != &res) return;
+  if (pending.settlement) {
+    ResponseOutcome done;
+    done.status = res.status;
+    done.handler_cost = pending.handler_cost;
+    for (const std::string& name : pending.settlement->response_fields()) {
+      if (res.has_header(name)) done.fields.push_back({name, res.get_header_value(name)});
+    }
+    pending.enforcer->SettleAsync(std::move(pending.settlement), std::move(done));
+  }
   for (const auto& [name, value] : pending.headers) res.headers.erase(name);
   for (const auto& [name, value] : pending.headers) res.set_header(name, value);
-  if (pending.enforcer != nullptr) {
+  if (pending.watches_upstream) {
     pending.enforcer->RecordUpstream(pending.outcome, res.status,
                                      std::chrono::steady_clock::now() - pending.started);
-    pending.enforcer = nullptr;
+    pending.watches_upstream = false;
     pending.outcome = CheckOutcome{};
   }
+  pending.enforcer = nullptr;
   pending.res = nullptr;
   pending.headers.clear();
   pending.leases = LeaseRelease();  // the handler returned: give the leases back
 }
+
+// Reports the cost of the request being handled on this thread, for rules
+// with cost_source "handler" (settled by FinishHttplib). Call from the route
+// handler; the last call wins.
+inline void ReportHttplibCost(int64_t cost) { detail::PendingHttplib().handler_cost = cost; }
 
 // Installs the limiter as `server`'s pre-routing handler and FinishHttplib as its
 // post-routing handler; `next` (e.g. authentication), if given, runs after the
