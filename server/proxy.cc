@@ -396,8 +396,8 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
         LogUpstreamFailure(call, status, kind,
                            up->timed_out ? "upstream body read timed out"
                                          : "upstream response body broke off: " + ec.message());
-        call.upstream.kind = up->timed_out ? ResponseOutcome::Kind::kTimeout
-                                           : ResponseOutcome::Kind::kBroken;
+        call.upstream.kind =
+            up->timed_out ? ResponseOutcome::Kind::kTimeout : ResponseOutcome::Kind::kBroken;
         co_return ProxyResult{status, false, {}};  // half-sent: only closing can tell the client
       }
       res.body().size = kRelayBuffer - res.body().size;
@@ -729,7 +729,6 @@ net::awaitable<ProxyResult> RelayFromPartial(ProxyCall& call, UpstreamLease& up,
   co_return co_await RelayStreamedResponse(call, up, ubuf, *rp, buf);
 }
 
-
 // ProxyRequest's exchange, `call` made.
 net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_buffer,
                                     http::request_parser<http::empty_body>& header_parser,
@@ -802,14 +801,11 @@ net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_
 
 }  // namespace
 
-net::awaitable<ProxyResult> ProxyRequest(const Runtime& s, Worker& w, Connection& client,
-                                         beast::flat_buffer& client_buffer,
-                                         http::request_parser<http::empty_body>& header_parser,
-                                         std::string_view peer_ip,
-                                         const std::vector<HeaderField>& response_headers,
-                                         std::string_view trace_id,
-                                         std::string_view upstream_traceparent,
-                                         std::span<const std::string> capture) {
+net::awaitable<ProxyResult> ProxyRequest(
+    const Runtime& s, Worker& w, Connection& client, beast::flat_buffer& client_buffer,
+    http::request_parser<http::empty_body>& header_parser, std::string_view peer_ip,
+    const std::vector<HeaderField>& response_headers, std::string_view trace_id,
+    std::string_view upstream_traceparent, std::span<const std::string> capture) {
   const ServerConfig& cfg = *s.config;
   const auto& req = header_parser.get();
   ProxyCall call{s,

@@ -350,9 +350,8 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   // destroyed at shutdown never settles (the up-front charge stays).
   std::span<const std::string> capture;
   if (outcome.settlement) capture = outcome.settlement->response_fields();
-  ProxyResult pr =
-      co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers, ex.trace.id(),
-                            ex.trace.upstream_traceparent(), capture);
+  ProxyResult pr = co_await ProxyRequest(*rt_, w_, conn_, buffer_, hp, peer_, outcome.headers,
+                                         ex.trace.id(), ex.trace.upstream_traceparent(), capture);
   if (outcome.settlement) {
     rt_->enforcer->SettleAsync(std::move(outcome.settlement), std::move(pr.upstream));
   }

@@ -36,8 +36,8 @@ class SettleContractTest : public StoreContractTest {
 
 TEST_P(SettleContractTest, BucketChargeGoesIntoDebtThatLaterRequestsWaitOut) {
   ASSERT_TRUE(store_->SupportsSettle());
-  const Limit l = SlowBucket(10);  // one token per 1000 s
-  ASSERT_TRUE(One(Key("b"), l, 1).allowed);  // the up-front estimate
+  const Limit l = SlowBucket(10);                   // one token per 1000 s
+  ASSERT_TRUE(One(Key("b"), l, 1).allowed);         // the up-front estimate
   const Settled s = SettleOne(Key("b"), l, 24, 0);  // 25 tokens in all: 15 in debt
   EXPECT_EQ(s.charged, 24);
   EXPECT_EQ(s.refunded, 0);

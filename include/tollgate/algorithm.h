@@ -66,9 +66,9 @@ struct SettleOp {
   int64_t charged_at_ns = 0;  // when the refunded charge was made
 };
 struct SettleResult {
-  StepResult step;        // step.state to write when step.changed
-  int64_t charged = 0;    // tokens actually charged (clamped by the debt bound)
-  int64_t refunded = 0;   // tokens actually given back (0 when the window rolled)
+  StepResult step;       // step.state to write when step.changed
+  int64_t charged = 0;   // tokens actually charged (clamped by the debt bound)
+  int64_t refunded = 0;  // tokens actually given back (0 when the window rolled)
 };
 inline constexpr int64_t kMaxDebtNs = int64_t{1} << 52;  // about 52 days
 // The largest count a window's state may reach by settlements (its bit field,

@@ -176,8 +176,8 @@ struct ResilientStoreStats {
   uint64_t charge_back_dropped = 0;   // cost not recorded: ledger full
   uint64_t charge_back_failures = 0;  // failed attempts (retried later)
   uint64_t deadline_expired = 0;      // calls cut short by call_deadline
-  uint64_t settlements_lost = 0;       // settle items open/closed dropped (outage)
-  uint64_t settlements_degraded = 0;   // settle items applied to the local store
+  uint64_t settlements_lost = 0;      // settle items open/closed dropped (outage)
+  uint64_t settlements_degraded = 0;  // settle items applied to the local store
   uint64_t heartbeats = 0;
   uint64_t heartbeat_failures = 0;
   int64_t instances = 1;  // last known instance count

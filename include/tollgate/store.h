@@ -63,10 +63,10 @@ struct SettleItem {
 
 // What a settlement did to one key.
 struct Settled {
-  int64_t charged = 0;    // tokens charged (less than asked only at the debt bound)
-  int64_t refunded = 0;   // tokens given back (0 when the window rolled or nothing was left)
-  bool enforced = true;   // false when a failure mode answered without the store
-  Decision decision;      // the key now, for a request of cost 1 (see core's Settle)
+  int64_t charged = 0;   // tokens charged (less than asked only at the debt bound)
+  int64_t refunded = 0;  // tokens given back (0 when the window rolled or nothing was left)
+  bool enforced = true;  // false when a failure mode answered without the store
+  Decision decision;     // the key now, for a request of cost 1 (see core's Settle)
 };
 
 class Store {

@@ -26,7 +26,8 @@ SettleResult SettleBucket(const Limit& limit, uint64_t state, const SettleOp& op
   int64_t next = std::max(tat, now);
   if (op.refund > 0 && next > now) {
     // Never below now: a refund cannot fill the bucket past full.
-    const i128 back = std::min<i128>(static_cast<i128>(op.refund) * limit.interval_ns(), next - now);
+    const i128 back =
+        std::min<i128>(static_cast<i128>(op.refund) * limit.interval_ns(), next - now);
     next -= static_cast<int64_t>(back);
     out.refunded = static_cast<int64_t>((back + limit.interval_ns() - 1) / limit.interval_ns());
   }

@@ -413,8 +413,8 @@ class LocalStore::Impl {
   // One settlement (core's Settle) by the same CAS loop as Decide(); windows
   // in wall-clock time like StepAt. A key the cap leaves no room for settles
   // nothing (an under-charge; the admission that created it normally holds it).
-  Settled SettleOne(const Hash128& h, const GroupRef& group, const Limit& limit,
-                    const SettleOp& op, int64_t now) {
+  Settled SettleOne(const Hash128& h, const GroupRef& group, const Limit& limit, const SettleOp& op,
+                    int64_t now) {
     Settled out;
     Shard& s = ShardFor(h);
     const bool window = !IsBucket(limit.algorithm());

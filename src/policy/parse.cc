@@ -663,8 +663,8 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
   cost->cost_estimate = f.Whole("cost_estimate", kMaxCost);
   cost->max_response_cost = f.Whole("max_response_cost", kMaxCost);
-  const bool after = cost->kind == Rule::CostKind::kResponse ||
-                     cost->kind == Rule::CostKind::kHandler;
+  const bool after =
+      cost->kind == Rule::CostKind::kResponse || cost->kind == Rule::CostKind::kHandler;
   for (const char* field : {"cost_estimate", "max_response_cost"}) {
     if (!after && c.contains(field)) {
       e.Add(FieldPath(path, field),
@@ -1097,13 +1097,13 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
                 "): it is charged up front, so a larger one could never be admitted");
     }
     if (rule.default_cost > rule.max_response_cost) {
-      e.Add(FieldPath(ac, "default_cost"), "must be at most max_response_cost (" +
-                                               std::to_string(rule.max_response_cost) + ")");
+      e.Add(FieldPath(ac, "default_cost"),
+            "must be at most max_response_cost (" + std::to_string(rule.max_response_cost) + ")");
     }
   }
   rule.refund_on = std::move(refund_on);
-  if (rule.refund_on && (rule.limit.algorithm() == Algorithm::kSlidingLog ||
-                         rule.limit.calendar() != nullptr)) {
+  if (rule.refund_on &&
+      (rule.limit.algorithm() == Algorithm::kSlidingLog || rule.limit.calendar() != nullptr)) {
     e.Add(FieldPath(path, "refund_on"),
           "refunds need token_bucket, leaky_bucket, fixed_window (without calendar) or "
           "sliding_window");

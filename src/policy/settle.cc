@@ -19,10 +19,10 @@ struct Settlement::Item {
   Limit limit;
   std::string key;  // the store key
   Rule::CostKind cost_kind = Rule::CostKind::kFixed;
-  std::string field;          // kResponse: the response field
-  int64_t charged = 0;        // charged up front (the estimate, or the cost)
-  int64_t default_cost = 1;   // a missing or bad reported cost
-  int64_t max_cost = 0;       // a reported cost's bound
+  std::string field;         // kResponse: the response field
+  int64_t charged = 0;       // charged up front (the estimate, or the cost)
+  int64_t default_cost = 1;  // a missing or bad reported cost
+  int64_t max_cost = 0;      // a reported cost's bound
   std::optional<RefundOn> refund_on;
   std::optional<FailureMode> failure_mode;
   RuleState* state = nullptr;
@@ -81,7 +81,8 @@ const RefundOn::Entry* RefundOn::Match(const ResponseOutcome& outcome) const {
         }
         break;
       case Entry::Kind::kStatus:
-        if (outcome.kind == ResponseOutcome::Kind::kResponse && outcome.status == e.value) return &e;
+        if (outcome.kind == ResponseOutcome::Kind::kResponse && outcome.status == e.value)
+          return &e;
         break;
       case Entry::Kind::kTimeout:
         if (outcome.kind == ResponseOutcome::Kind::kTimeout) return &e;
@@ -130,9 +131,10 @@ std::optional<RefundOn> ParseRefundOn(const nlohmann::json& j, const std::string
       entry.kind = RefundOn::Entry::Kind::kStatus;
       entry.value = std::stoi(s);
     } else {
-      e.Add(p, "must be a status class (\"5xx\"), a status (\"503\"), \"timeout\", "
-               "\"connect_error\" or \"upstream_error\" (got \"" +
-                   s.substr(0, 64) + "\")");
+      e.Add(p,
+            "must be a status class (\"5xx\"), a status (\"503\"), \"timeout\", "
+            "\"connect_error\" or \"upstream_error\" (got \"" +
+                s.substr(0, 64) + "\")");
       continue;
     }
     for (const RefundOn::Entry& other : out.entries) {
@@ -247,28 +249,27 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
   std::vector<SettleItem> items;
   items.reserve(planned->size());
   for (const Planned& p : *planned) items.push_back(p.item);
-  impl_->store_->SettleAsync(
-      items, [settlement, planned, done = std::move(done)](Result<std::vector<Settled>> r) {
-        if (!r.ok() || r->size() != planned->size()) {
-          for (const Planned& p : *planned) {
-            settlement->items_[p.index].state->settle_failures.fetch_add(
-                1, std::memory_order_relaxed);
-          }
-          done(r.ok() ? InternalError("store settled a different number of items") : r.status());
-          return;
-        }
-        for (const Settlement::Item& it : settlement->items_) {
-          it.state->settled.fetch_add(1, std::memory_order_relaxed);
-        }
-        for (size_t i = 0; i < planned->size(); ++i) {
-          const Planned& p = (*planned)[i];
-          RuleState& state = *settlement->items_[p.index].state;
-          const Settled& s = (*r)[i];
-          state.settled_cost.fetch_add(static_cast<uint64_t>(s.charged), std::memory_order_relaxed);
-          if (p.refund != nullptr && s.refunded > 0) state.CountRefund(p.refund->label);
-        }
-        done(Status::Ok());
-      });
+  impl_->store_->SettleAsync(items, [settlement, planned,
+                                     done = std::move(done)](Result<std::vector<Settled>> r) {
+    if (!r.ok() || r->size() != planned->size()) {
+      for (const Planned& p : *planned) {
+        settlement->items_[p.index].state->settle_failures.fetch_add(1, std::memory_order_relaxed);
+      }
+      done(r.ok() ? InternalError("store settled a different number of items") : r.status());
+      return;
+    }
+    for (const Settlement::Item& it : settlement->items_) {
+      it.state->settled.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (size_t i = 0; i < planned->size(); ++i) {
+      const Planned& p = (*planned)[i];
+      RuleState& state = *settlement->items_[p.index].state;
+      const Settled& s = (*r)[i];
+      state.settled_cost.fetch_add(static_cast<uint64_t>(s.charged), std::memory_order_relaxed);
+      if (p.refund != nullptr && s.refunded > 0) state.CountRefund(p.refund->label);
+    }
+    done(Status::Ok());
+  });
 }
 
 }  // namespace tollgate

@@ -197,7 +197,8 @@ Status CheckSettleLimit(const Limit& limit) {
 std::vector<std::string> SettleArgs(const SettleItem& item, const std::string& now) {
   const Limit& limit = *item.limit;
   std::vector<std::string> argv{now};
-  if (limit.algorithm() == Algorithm::kTokenBucket || limit.algorithm() == Algorithm::kLeakyBucket) {
+  if (limit.algorithm() == Algorithm::kTokenBucket ||
+      limit.algorithm() == Algorithm::kLeakyBucket) {
     // Increments below 2^62 (IncrementFor saturates); the bound below 2^61.
     argv.push_back("0");
     argv.push_back(std::to_string(limit.IncrementFor(item.charge)));
@@ -222,7 +223,8 @@ Result<Settled> DecodeSettleReply(const SettleItem& item, const RedisReply& repl
   if (reply.type != RedisReply::Type::kArray) return Bad("not an array");
   const auto& e = reply.elements;
   Settled out;
-  if (limit.algorithm() == Algorithm::kTokenBucket || limit.algorithm() == Algorithm::kLeakyBucket) {
+  if (limit.algorithm() == Algorithm::kTokenBucket ||
+      limit.algorithm() == Algorithm::kLeakyBucket) {
     int64_t bs, bn, as, an;
     constexpr int64_t kMaxS = (int64_t{1} << 61) / 1'000'000'000;
     if (e.size() != 4 || !Limb(e[0], kMaxS, &bs) || !Limb(e[1], 999'999'999, &bn) ||
@@ -237,8 +239,8 @@ Result<Settled> DecodeSettleReply(const SettleItem& item, const RedisReply& repl
         after > std::max(kept, limit.tolerance_ns() + kMaxDebtNs)) {
       return Bad("the bucket moved by more than the settlement asked");
     }
-    out.refunded = static_cast<int64_t>(
-        (static_cast<i128>(base - kept) + limit.interval_ns() - 1) / limit.interval_ns());
+    out.refunded = static_cast<int64_t>((static_cast<i128>(base - kept) + limit.interval_ns() - 1) /
+                                        limit.interval_ns());
     out.charged = charged_ns == charge_ns ? item.charge : limit.TokensIn(charged_ns);
     const uint64_t state = after == 0 ? 0 : static_cast<uint64_t>(kSyntheticNow + after);
     out.decision = Report(limit, state, kSyntheticNow);

@@ -430,8 +430,8 @@ class ResilientStore::Impl {
       owned->items.push_back(copy);
     }
     const int64_t started = options_.clock->Now();
-    primary_->SettleAsync(owned->items, [this, owned, permit, started, done = std::move(done)](
-                                            Result<std::vector<Settled>> r) {
+    primary_->SettleAsync(owned->items, [this, owned, permit, started,
+                                         done = std::move(done)](Result<std::vector<Settled>> r) {
       if (r.ok() || !IsOutage(r.status().code())) {
         breaker_.Record(permit, true);
         NoteAnswer();
@@ -469,7 +469,8 @@ class ResilientStore::Impl {
       if (!r.ok()) return r.status();
       out[i] = r->front();
       Bump(settlements_degraded_);
-      if (options_.charge_back && out[i].charged > 0 && !ledger_.Add(it.key, *it.limit, out[i].charged))
+      if (options_.charge_back && out[i].charged > 0 &&
+          !ledger_.Add(it.key, *it.limit, out[i].charged))
         Bump(charge_back_dropped_, static_cast<uint64_t>(out[i].charged));
     }
     return out;

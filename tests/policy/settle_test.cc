@@ -66,8 +66,10 @@ TEST(SettleParse, ErrorsNameTheirPath) {
             std::vector<std::string>{
                 ac + "cost_estimate: is only used with a cost after the response (cost_source "
                      "\"response_header:<name>\" or \"handler\")"});
-  EXPECT_EQ(Errors(Rule(R"({"rps": 1, "burst": 5, "cost_source": "handler", "max_response_cost": "9"})"))[0],
-            ac + "max_response_cost: must be a number (got a string)");
+  EXPECT_EQ(
+      Errors(
+          Rule(R"({"rps": 1, "burst": 5, "cost_source": "handler", "max_response_cost": "9"})"))[0],
+      ac + "max_response_cost: must be a number (got a string)");
   EXPECT_EQ(Errors(Rule(R"({"burst": 5, "window_seconds": 10, "cost_source": "handler"})", "",
                         "sliding_log"))[0],
             ac + "cost_source: a cost after the response needs token_bucket, leaky_bucket, "
@@ -75,12 +77,13 @@ TEST(SettleParse, ErrorsNameTheirPath) {
   EXPECT_EQ(Errors(Rule(R"({"rps": 1, "burst": 5})", R"(, "refund_on": "5xx")"))[0],
             "rules[0].refund_on: must be an array of 1 to 16 outcomes (\"5xx\", \"503\", "
             "\"timeout\", \"connect_error\", \"upstream_error\")");
-  EXPECT_EQ(Errors(Rule(R"({"rps": 1, "burst": 5})", R"(, "refund_on": ["5xx", 503, "6xx", "5xx"])")),
-            (std::vector<std::string>{
-                "rules[0].refund_on[1]: must be a string (got a number)",
-                "rules[0].refund_on[2]: must be a status class (\"5xx\"), a status (\"503\"), "
-                "\"timeout\", \"connect_error\" or \"upstream_error\" (got \"6xx\")",
-                "rules[0].refund_on[3]: \"5xx\" is listed twice"}));
+  EXPECT_EQ(
+      Errors(Rule(R"({"rps": 1, "burst": 5})", R"(, "refund_on": ["5xx", 503, "6xx", "5xx"])")),
+      (std::vector<std::string>{
+          "rules[0].refund_on[1]: must be a string (got a number)",
+          "rules[0].refund_on[2]: must be a status class (\"5xx\"), a status (\"503\"), "
+          "\"timeout\", \"connect_error\" or \"upstream_error\" (got \"6xx\")",
+          "rules[0].refund_on[3]: \"5xx\" is listed twice"}));
 }
 
 TEST(SettleParse, ResponseCostsAreStrictIntegers) {
@@ -89,8 +92,8 @@ TEST(SettleParse, ResponseCostsAreStrictIntegers) {
   EXPECT_EQ(v, 1234);
   EXPECT_TRUE(ParseResponseCost(" 7\t", &v));
   EXPECT_EQ(v, 7);
-  for (std::string_view bad : {"", "-1", "+1", "1.5", "1e3", "0x10", "12 3", "9999999999999999999",
-                               "abc", "١٢"}) {
+  for (std::string_view bad :
+       {"", "-1", "+1", "1.5", "1e3", "0x10", "12 3", "9999999999999999999", "abc", "١٢"}) {
     EXPECT_FALSE(ParseResponseCost(bad, &v)) << bad;
   }
 }
@@ -198,8 +201,8 @@ TEST_F(SettleEnforcerTest, MissingBadOrHugeCostsChargeTheDefaultOrTheBound) {
 }
 
 TEST(SettleExample, LlmTokensPolicyLoads) {
-  ParsedPolicy p = ParsePolicyFile(std::string(TOLLGATE_SOURCE_DIR) +
-                                   "/examples/policies/llm-tokens.json");
+  ParsedPolicy p =
+      ParsePolicyFile(std::string(TOLLGATE_SOURCE_DIR) + "/examples/policies/llm-tokens.json");
   ASSERT_TRUE(p.errors.empty()) << p.errors[0].ToString();
   ASSERT_EQ(p.policy->rules.size(), 2u);
   EXPECT_EQ(p.policy->rules[0].cost_kind, tollgate::Rule::CostKind::kResponse);

@@ -64,8 +64,8 @@ class CostAfterE2E : public ::testing::TestWithParam<std::string> {
   // Waits until `series` reads `value` on the admin listener's /metrics
   // (settlements land after the response was sent).
   bool WaitForSample(const TestServer& s, const std::string& series, double value) {
-    return WaitFor([&] { return Sample(Fetch(s.admin_port, "GET", "/metrics").body, series) == value; },
-                   10s);
+    return WaitFor(
+        [&] { return Sample(Fetch(s.admin_port, "GET", "/metrics").body, series) == value; }, 10s);
   }
 
   std::string Key(const std::string& suffix) const {
@@ -95,7 +95,8 @@ TEST_P(CostAfterE2E, BigResponseDrivesTheKeyIntoDebtThatRetryAfterReports) {
     auto r = c.Request("GET", path, {{"X-Api-Key", key}});
     ASSERT_TRUE(r.ok) << r.error;
     ASSERT_EQ(r.status, 200) << r.body;
-    ASSERT_TRUE(WaitForSample(*s, "tollgate_settlements_total{rule=\"llm-tokens\"}", ++settlements));
+    ASSERT_TRUE(
+        WaitForSample(*s, "tollgate_settlements_total{rule=\"llm-tokens\"}", ++settlements));
     auto denied = c.Request("GET", "/tokens?n=1", {{"X-Api-Key", key}});
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -152,7 +153,8 @@ TEST_P(CostAfterE2E, FailedUpstreamAnswersAreRefundedExactlyOnce) {
     ASSERT_TRUE(r.ok) << r.error;
     ASSERT_EQ(r.status, 503) << i << r.body;
     // Each settlement lands before the next decision (the store is remote).
-    ASSERT_TRUE(WaitForSample(*s, "tollgate_refunds_total{rule=\"refunded\",outcome=\"5xx\"}", i + 1));
+    ASSERT_TRUE(
+        WaitForSample(*s, "tollgate_refunds_total{rule=\"refunded\",outcome=\"5xx\"}", i + 1));
   }
   for (int i = 0; i < 3; ++i) {
     auto r = c.Request("GET", "/status?code=200", {{"X-Api-Key", key}});

@@ -437,9 +437,10 @@ void TestUpstream::Serve(int fd, int id) {
         resp = "HTTP/1.1 " + code + " X\r\nX-LLM-Tokens: " + tokens +
                "\r\nContent-Length: 2\r\n\r\nok";
       } else {
-        resp = "HTTP/1.1 " + code + " X\r\nX-LLM-Tokens: 0\r\nTrailer: X-LLM-Tokens\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-LLM-Tokens: " + tokens +
-               "\r\n\r\n";
+        resp = "HTTP/1.1 " + code +
+               " X\r\nX-LLM-Tokens: 0\r\nTrailer: X-LLM-Tokens\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-LLM-Tokens: " +
+               tokens + "\r\n\r\n";
       }
     } else if (path == "/chunked") {
       resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
