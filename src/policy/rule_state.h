@@ -26,8 +26,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
