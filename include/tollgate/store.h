@@ -159,6 +159,8 @@ class Store {
   virtual void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                                  ReleaseCallback done) {
     done(ReleaseLease(key, lease_id));
+  }
+
   // Settlements (cost after the response, refunds). Each item is applied
   // atomically on its own key; items are independent (a settlement never
   // fails for lack of tokens). A store that settles overrides SupportsSettle

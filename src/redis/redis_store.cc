@@ -265,6 +265,8 @@ Result<Decision> RedisStore::SetRemaining(std::string_view key, const Limit& lim
       Command(redis::OverwriteCommand(state_key, limit, cost, impl_->options_)), limit, cost);
   impl_->ForgetDenials(state_key);
   return d;
+}
+
 void RedisStore::SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
   const RedisOptions& o = impl_->options_;
   redis::SettleEachAsync(
