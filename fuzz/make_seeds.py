@@ -120,6 +120,23 @@ KEY_BODIES = {
 for name, (action, body) in KEY_BODIES.items():
     write("key_request", name, bytes([action]) + json.dumps(body).encode())
 
+# --- POST /v1/release bodies (release_body): lease tokens "<id>.<store key in hex>" -------
+def lease_token(lease_id, key):
+    return lease_id + "." + key.encode().hex()
+LIVE_KEY = "inflight\x1fconcurrency\x1fk"
+RELEASE_BODIES = {
+    "one": {"leases": [lease_token("0123456789abcdef", LIVE_KEY)]},
+    "two-keys": {"leases": [lease_token("00000000000000ff", LIVE_KEY),
+                            lease_token("ffffffffffffffffffffffffffffffff", "inflight\x1fconcurrency\x1fother")]},
+    "not-concurrency": {"leases": [lease_token("0a", "free\x1fsliding_window\x1fk1")]},
+    "upper-hex": {"leases": ["0A." + LIVE_KEY.encode().hex()]},
+    "odd-hex": {"leases": ["0a." + LIVE_KEY.encode().hex()[:-1]]},
+    "wrong-types": {"leases": [7, None, {"id": "0a"}], "extra": True},
+    "empty": {"leases": []},
+}
+for name, body in RELEASE_BODIES.items():
+    write("release_body", name, json.dumps(body))
+
 # --- paths (path) -------------------------------------------------------------------
 for i, p in enumerate(["/api/v1/items", "//api/./v1/../v1/items/", "/%61pi/%2e%2e/admin", "/a%2fb%3F?x=1&y=%41+b",
                        "/x/%%32e%%32e/admin", "*", "/a%zz/%6", "/api/login#frag", "/../..", "/A/B;c=d\\e"]):
