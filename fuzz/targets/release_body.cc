@@ -60,9 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string token = tollgate::Enforcer::LeaseToken(lease);
     FUZZ_CHECK(token.size() <= tollgate::Enforcer::kMaxLeaseTokenLength, "a token over the bound");
     auto again = env->enforcer->ParseLeaseToken(token);
-    FUZZ_CHECK(again.ok() && again->key == lease.key && again->id == lease.id &&
-                   again->rule == lease.rule,
-               "a lease that does not print back as its token");
+    FUZZ_CHECK(
+        again.ok() && again->key == lease.key && again->id == lease.id && again->rule == lease.rule,
+        "a lease that does not print back as its token");
     FUZZ_CHECK(!lease.rule.empty() && lease.key.compare(0, lease.rule.size(), lease.rule) == 0 &&
                    lease.key[lease.rule.size()] == '\x1f',
                "a lease whose key is not its rule's");
@@ -77,9 +77,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tollgate::CheckOutcome second = TakeLease(*env->enforcer);
   FUZZ_CHECK(second.allowed(), "the second of two slots was refused");
   tollgate::CheckOutcome third = TakeLease(*env->enforcer);
-  FUZZ_CHECK(third.allowed() == names_live,
-             names_live ? "releasing the live lease freed no slot"
-                        : "a slot freed without naming the live lease");
+  FUZZ_CHECK(third.allowed() == names_live, names_live
+                                                ? "releasing the live lease freed no slot"
+                                                : "a slot freed without naming the live lease");
   released = names_live ? 1 : 0;
   tollgate::fuzz::CheckSerialized(
       tollgate::server::RenderRelease(released, static_cast<int64_t>(leases.size()) - released),

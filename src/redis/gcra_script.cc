@@ -5,10 +5,9 @@
 namespace tollgate::redis {
 namespace {
 
-// Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
-constexpr std::string_view kScript =
-    R"lua(-- tollgate batch v9: gcra + fixed/sliding/calendar window, msgpack groups and reply
-if redis.replicate_commands then pcall(redis.replicate_commands) end
+// Shared with the settle script (LimbsLua).
+constexpr std::string_view kLimbs =
+    R"lua(if redis.replicate_commands then pcall(redis.replicate_commands) end
 local E9, C20 = 1000000000, 1048576
 local tonumber, sub, floor = tonumber, string.sub, math.floor
 local function split(v)
@@ -33,7 +32,13 @@ local function mul(k, s, n)
   if rn >= E9 then rs, rn = rs + 1, rn - E9 end
   return rs, rn
 end
-local now_s, now_n
+)lua";
+
+// Times are pairs (s, n): s whole seconds, 0 <= n < 1e9 nanoseconds.
+constexpr std::string_view kScriptHead =
+    "-- tollgate batch v9: gcra + fixed/sliding/calendar window, msgpack groups and reply\n";
+
+constexpr std::string_view kScriptBody = R"lua(local now_s, now_n
 -- Client clocks may disagree: keep keys 1 s longer than the writer's refill
 -- time so a client whose clock is behind still sees the debt.
 local ttl_slack = 0
@@ -391,14 +396,22 @@ end
 return cmsgpack.pack(out)
 )lua";
 
+const std::string& Script() {
+  static const std::string script =
+      std::string(kScriptHead) + std::string(kLimbs) + std::string(kScriptBody);
+  return script;
+}
+
 }  // namespace
 
 constexpr std::string_view kClusterScript = "#!lua flags=allow-cross-slot-keys\n";
 
-std::string_view GcraScript() { return kScript; }
+std::string_view LimbsLua() { return kLimbs; }
+
+std::string_view GcraScript() { return Script(); }
 
 const std::string& GcraClusterScript() {
-  static const std::string script = std::string(kClusterScript) + std::string(kScript);
+  static const std::string script = std::string(kClusterScript) + Script();
   return script;
 }
 

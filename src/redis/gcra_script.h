@@ -49,6 +49,9 @@ namespace tollgate::redis {
 
 // The Lua source of the script.
 std::string_view GcraScript();
+// The Lua the batch and settle scripts open with: replication, E9, and exact
+// arithmetic on (s, n) time limbs (split, divmod, mul).
+std::string_view LimbsLua();
 // The same script with the Redis 7 shebang `#!lua flags=allow-cross-slot-keys`,
 // so one call may touch keys of several slots held by the same cluster node.
 const std::string& GcraClusterScript();

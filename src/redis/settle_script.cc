@@ -11,17 +11,11 @@ namespace tollgate::redis {
 namespace {
 
 // Times are limbs (s, n) as in the batch script: exact in Lua's doubles.
-constexpr std::string_view kSettleScript =
-    R"lua(-- tollgate settle v1: cost after the response and refunds, one key
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local E9, C20 = 1000000000, 1048576
-local tonumber, sub, floor = tonumber, string.sub, math.floor
-local function split(v)
-  local len = #v
-  if len <= 9 then return 0, tonumber(v) end
-  return tonumber(sub(v, 1, len - 9)), tonumber(sub(v, len - 8))
-end
-local function add(as, an, bs, bn)
+constexpr std::string_view kSettleHead =
+    "-- tollgate settle v1: cost after the response and refunds, one key\n";
+
+// After LimbsLua (gcra_script.h).
+constexpr std::string_view kSettleBody = R"lua(local function add(as, an, bs, bn)
   local s, n = as + bs, an + bn
   if n >= E9 then s, n = s + 1, n - E9 end
   return s, n
@@ -31,21 +25,6 @@ local function diff(as, an, bs, bn)
   local s, n = as - bs, an - bn
   if n < 0 then s, n = s - 1, n + E9 end
   return s, n
-end
-local function divmod(x, d)
-  local q = floor(x / d)
-  local r = x - q * d
-  if r < 0 then return q - 1, r + d end
-  if r >= d then return q + 1, r - d end
-  return q, r
-end
-local function mul(k, s, n)
-  local kh, kl = divmod(k, 1000000)
-  local hq, hr = divmod(kh * n, 1000)
-  local lq, lr = divmod(kl * n, E9)
-  local rs, rn = k * s + hq + lq, hr * 1000000 + lr
-  if rn >= E9 then rs, rn = rs + 1, rn - E9 end
-  return rs, rn
 end
 local now_s, now_n
 local ttl_slack = 0
@@ -182,7 +161,11 @@ Decision Report(const Limit& limit, uint64_t state, int64_t now) {
 
 }  // namespace
 
-std::string_view SettleScript() { return kSettleScript; }
+std::string_view SettleScript() {
+  static const std::string script =
+      std::string(kSettleHead) + std::string(LimbsLua()) + std::string(kSettleBody);
+  return script;
+}
 
 Status CheckSettleLimit(const Limit& limit) {
   if (limit.algorithm() == Algorithm::kSlidingLog) {
@@ -320,7 +303,7 @@ void SettleEachAsync(std::span<const SettleItem> items,
   p->left = items.size();
   p->done = std::move(done);
   for (size_t i = 0; i < items.size(); ++i) {
-    std::vector<std::string> argv{"EVAL", std::string(kSettleScript), "1",
+    std::vector<std::string> argv{"EVAL", std::string(SettleScript()), "1",
                                   key_of(items[i].key, *items[i].limit)};
     std::vector<std::string> args = SettleArgs(items[i], now);
     argv.insert(argv.end(), std::make_move_iterator(args.begin()),
