@@ -831,8 +831,8 @@ RuleAction ParseAction(JsonFields& f, const json& j) {
   }
   if (action == RuleAction::kLimit) return action;
   const std::string name(RuleActionName(action));
-  for (const char* field :
-       {"algorithm", "algorithm_config", "tenants", "rollback", "failure_mode", "missing_key"}) {
+  for (const char* field : {"algorithm", "algorithm_config", "tenants", "rollback", "failure_mode",
+                            "missing_key", "refund_on"}) {
     if (j.contains(field)) f.Error(field, "is not used by action " + name);
   }
   if (action != RuleAction::kDeny) {
@@ -922,8 +922,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   JsonFields f(j, path, e);
   f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
                    "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
-                   "missing_key", "group", "failure_mode", "headers",
-                   "refund_on"});
+                   "missing_key", "group", "failure_mode", "headers", "refund_on"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
   std::string name;
@@ -990,6 +989,12 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   } else if (auto ac = j.find("algorithm_config"); ac == j.end()) {
     e.Add(FieldPath(path, "algorithm_config"), "is required");
   } else if (concurrency) {
+    for (const char* field : {"tenants", "refund_on"}) {
+      if (j.contains(field)) {
+        e.Add(FieldPath(path, field),
+              "is not used by a concurrency rule (it holds leases, not tokens)");
+      }
+    }
     lease = ParseConcurrencyConfig(*ac, FieldPath(path, "algorithm_config"), e);
     limit_ok = lease.has_value();
     if (lease) {
@@ -1042,7 +1047,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   uint8_t header_styles = kInheritStyles;
   if (const json* h = f.Find("headers")) header_styles = ParseRuleHeaders(*h, path, e);
   std::optional<RefundOn> refund_on;
-  if (const json* r = f.Find("refund_on")) {
+  if (const json* r = f.Find("refund_on"); r != nullptr && !concurrency) {
     refund_on = ParseRefundOn(*r, FieldPath(path, "refund_on"), e);
   }
   std::string group;
@@ -1054,7 +1059,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   }
 
   std::shared_ptr<const TenantTable> tenants;
-  if (auto t = j.find("tenants"); t != j.end() && limited) {
+  if (auto t = j.find("tenants"); t != j.end() && limited && !concurrency) {
     if (keys.size() != 1) {
       e.Add(FieldPath(path, "tenants"),
             "needs exactly one limit key (the identity the table is keyed by)");

@@ -337,6 +337,8 @@ TEST(Actions, FieldsWithoutUseAreRefused) {
       {R"({"name": "a", "action": "allow", "mode": "shadow"})", "rules[0].mode: is not used"},
       {R"({"name": "a", "action": "unlimited", "tenants": "t.csv"})",
        "rules[0].tenants: is not used by action unlimited"},
+      {R"({"name": "a", "action": "deny", "refund_on": ["5xx"]})",
+       "rules[0].refund_on: is not used by action deny"},
       {R"({"name": "a", "action": "block"})", "rules[0].action: must be one of"},
       {R"({"name": "a", "action": "limit"})", "rules[0].limit_keys: is required"},
   };
