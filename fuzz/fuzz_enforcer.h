@@ -68,6 +68,7 @@ inline std::unique_ptr<FuzzEnforcer> FreshEnforcer(std::shared_ptr<PolicyStore> 
   options.trusted_proxies = {"10.0.0.0/8", "::1"};
   options.jwt.hs256_secret = "fuzz-secret";
   options.log = [](std::string_view) {};
+  options.releases_leases = true;  // release_body gives leases back; others drop them with env
   auto enforcer = Enforcer::Create(policies ? std::move(policies) : FuzzPolicies(),
                                    env->store.get(), &env->clock, options);
   FUZZ_CHECK(enforcer.ok(), enforcer.status().ToString());
