@@ -176,7 +176,8 @@ TEST(TenantHashProcess, LoadsRefreshesAndRejectsOverSockets) {
   auto allowed = [&](const std::string& key, int n) {
     int ok = 0;
     for (int i = 0; i < n; ++i) {
-      ok += Fetch(t.port(), "GET", "/v1/auth", {{"X-Api-Key", key}}).status == 200;
+      ok += Fetch(t.port(), "GET", "/v1/auth", {{"X-Original-URI", "/"}, {"X-Api-Key", key}})
+                .status == 204;  // /v1/auth: 204 allowed, 429 rejected
     }
     return ok;
   };
