@@ -504,6 +504,107 @@ std::shared_ptr<const Calendar> ParseCalendar(const json& c, Algorithm algorithm
   return std::make_shared<const Calendar>(unit, std::move(*zone));
 }
 
+// algorithm_config.max_delay_ms (leaky_bucket only): ms, or -1 for burst * interval.
+void ParseMaxDelay(JsonFields& f, Algorithm algorithm, const std::string& path, LimitSpec* spec,
+                   ConfigErrors& e) {
+  auto md = f.Number("max_delay_ms");
+  if (algorithm != Algorithm::kLeakyBucket) {
+    e.Add(FieldPath(path, "max_delay_ms"), "is only used by leaky_bucket");
+  } else if (md) {
+    if (*md == -1) {
+      spec->max_delay = Nanos(-1);
+    } else if (*md < 0 || *md > 366.0 * 86400 * 1000) {
+      e.Add(FieldPath(path, "max_delay_ms"),
+            "must be between 0 and 366 days, or -1 for burst * interval (got " + NumberText(*md) +
+                ")");
+    } else {
+      spec->max_delay = Nanos(static_cast<int64_t>(std::llround(*md * 1e6)));
+    }
+  }
+}
+
+// algorithm_config's cost fields: cost_source (fixed, a request header or
+// query parameter, a response header or the handler), fixed_cost,
+// default_cost, and for a cost after the response cost_estimate and
+// max_response_cost.
+void ParseCostFields(JsonFields& f, const json& c, Algorithm algorithm, const std::string& path,
+                     CostConfig* cost, ConfigErrors& e) {
+  if (auto src = f.String("cost_source")) {
+    std::string why;
+    if (*src == "fixed") {
+      cost->kind = Rule::CostKind::kFixed;
+    } else if (ParseResponseCostSource(*src, cost, &why)) {
+      if (algorithm == Algorithm::kSlidingLog || c.contains("calendar")) {
+        e.Add(FieldPath(path, "cost_source"),
+              "a cost after the response needs token_bucket, leaky_bucket, fixed_window "
+              "(without calendar) or sliding_window");
+      }
+    } else if (!why.empty()) {
+      e.Add(FieldPath(path, "cost_source"), why);
+    } else {
+      Source s;
+      std::string why;
+      if (!ParseSource(*src, &s, &why) ||
+          (s.kind != Source::Kind::kHeader && s.kind != Source::Kind::kQuery)) {
+        e.Add(FieldPath(path, "cost_source"),
+              "must be \"fixed\", \"header:<name>\", \"query:<name>\", "
+              "\"response_header:<name>\" or \"handler\" (got \"" +
+                  src->substr(0, 64) + "\")");
+      } else {
+        cost->kind =
+            s.kind == Source::Kind::kHeader ? Rule::CostKind::kHeader : Rule::CostKind::kQuery;
+        cost->arg = s.arg;
+      }
+    }
+  }
+  if (auto fc = f.Whole("fixed_cost", kMaxCost)) cost->fixed_cost = *fc;
+  if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
+  cost->cost_estimate = f.Whole("cost_estimate", kMaxCost);
+  cost->max_response_cost = f.Whole("max_response_cost", kMaxCost);
+  const bool after =
+      cost->kind == Rule::CostKind::kResponse || cost->kind == Rule::CostKind::kHandler;
+  for (const char* field : {"cost_estimate", "max_response_cost"}) {
+    if (!after && c.contains(field)) {
+      e.Add(FieldPath(path, field),
+            "is only used with a cost after the response (cost_source \"response_header:<name>\" "
+            "or \"handler\")");
+    }
+  }
+}
+
+// algorithm_config's window length: window or window_seconds, required by the
+// window algorithms unless count and period (the period is then the window) or
+// a calendar give it, refused elsewhere.
+std::optional<int64_t> ParseWindowLength(const json& c, Algorithm algorithm,
+                                         const std::string& path, bool per_period,
+                                         std::optional<int64_t> period_ns, bool has_calendar,
+                                         ConfigErrors& e) {
+  const bool window = IsWindowAlgorithm(algorithm);
+  const bool has_period = c.contains("period");
+  std::optional<int64_t> window_ns;
+  const bool has_ws = c.contains("window_seconds");
+  const bool has_w = c.contains("window");
+  if (has_ws && has_w) e.Add(FieldPath(path, "window"), "set window or window_seconds, not both");
+  if (has_ws) window_ns = DurationNs(c["window_seconds"], FieldPath(path, "window_seconds"), e);
+  if (has_w) window_ns = DurationNs(c["window"], FieldPath(path, "window"), e);
+  if (window && per_period && (has_ws || has_w)) {
+    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
+          "set period or window, not both (a window algorithm's period is its window)");
+  }
+  if (window && has_period) window_ns = period_ns;
+  if (window && !has_ws && !has_w && !per_period && !has_calendar) {
+    e.Add(FieldPath(path, "window_seconds"), std::string("is required by ") +
+                                                 std::string(AlgorithmName(algorithm)) +
+                                                 " (or count and period)");
+  }
+  if (!window && (has_ws || has_w)) {
+    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
+          std::string("is only used by the window algorithms, not ") +
+              std::string(AlgorithmName(algorithm)));
+  }
+  return window_ns;
+}
+
 // algorithm_config -> LimitSpec + cost settings. Returns false if any error was added.
 bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string& path,
                           LimitSpec* spec, CostConfig* cost, ConfigErrors& e) {
@@ -592,86 +693,12 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
     }
   }
 
-  std::optional<int64_t> window_ns;
-  const bool has_ws = c.contains("window_seconds");
   const bool has_w = c.contains("window");
-  if (has_ws && has_w) e.Add(FieldPath(path, "window"), "set window or window_seconds, not both");
-  if (has_ws) window_ns = DurationNs(c["window_seconds"], FieldPath(path, "window_seconds"), e);
-  if (has_w) window_ns = DurationNs(c["window"], FieldPath(path, "window"), e);
-  if (window && per_period && (has_ws || has_w)) {
-    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
-          "set period or window, not both (a window algorithm's period is its window)");
-  }
-  if (window && has_period) window_ns = period_ns;
-  if (window && !has_ws && !has_w && !per_period && !has_calendar) {
-    e.Add(FieldPath(path, "window_seconds"), std::string("is required by ") +
-                                                 std::string(AlgorithmName(algorithm)) +
-                                                 " (or count and period)");
-  }
-  if (!window && (has_ws || has_w)) {
-    e.Add(FieldPath(path, has_ws ? "window_seconds" : "window"),
-          std::string("is only used by the window algorithms, not ") +
-              std::string(AlgorithmName(algorithm)));
-  }
+  const std::optional<int64_t> window_ns =
+      ParseWindowLength(c, algorithm, path, per_period, period_ns, has_calendar, e);
 
-  if (c.contains("max_delay_ms")) {
-    auto md = f.Number("max_delay_ms");
-    if (algorithm != Algorithm::kLeakyBucket) {
-      e.Add(FieldPath(path, "max_delay_ms"), "is only used by leaky_bucket");
-    } else if (md) {
-      if (*md == -1) {
-        spec->max_delay = Nanos(-1);
-      } else if (*md < 0 || *md > 366.0 * 86400 * 1000) {
-        e.Add(FieldPath(path, "max_delay_ms"),
-              "must be between 0 and 366 days, or -1 for burst * interval (got " + NumberText(*md) +
-                  ")");
-      } else {
-        spec->max_delay = Nanos(static_cast<int64_t>(std::llround(*md * 1e6)));
-      }
-    }
-  }
-
-  if (auto src = f.String("cost_source")) {
-    std::string why;
-    if (*src == "fixed") {
-      cost->kind = Rule::CostKind::kFixed;
-    } else if (ParseResponseCostSource(*src, cost, &why)) {
-      if (algorithm == Algorithm::kSlidingLog || c.contains("calendar")) {
-        e.Add(FieldPath(path, "cost_source"),
-              "a cost after the response needs token_bucket, leaky_bucket, fixed_window "
-              "(without calendar) or sliding_window");
-      }
-    } else if (!why.empty()) {
-      e.Add(FieldPath(path, "cost_source"), why);
-    } else {
-      Source s;
-      std::string why;
-      if (!ParseSource(*src, &s, &why) ||
-          (s.kind != Source::Kind::kHeader && s.kind != Source::Kind::kQuery)) {
-        e.Add(FieldPath(path, "cost_source"),
-              "must be \"fixed\", \"header:<name>\", \"query:<name>\", "
-              "\"response_header:<name>\" or \"handler\" (got \"" +
-                  src->substr(0, 64) + "\")");
-      } else {
-        cost->kind =
-            s.kind == Source::Kind::kHeader ? Rule::CostKind::kHeader : Rule::CostKind::kQuery;
-        cost->arg = s.arg;
-      }
-    }
-  }
-  if (auto fc = f.Whole("fixed_cost", kMaxCost)) cost->fixed_cost = *fc;
-  if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
-  cost->cost_estimate = f.Whole("cost_estimate", kMaxCost);
-  cost->max_response_cost = f.Whole("max_response_cost", kMaxCost);
-  const bool after =
-      cost->kind == Rule::CostKind::kResponse || cost->kind == Rule::CostKind::kHandler;
-  for (const char* field : {"cost_estimate", "max_response_cost"}) {
-    if (!after && c.contains(field)) {
-      e.Add(FieldPath(path, field),
-            "is only used with a cost after the response (cost_source \"response_header:<name>\" "
-            "or \"handler\")");
-    }
-  }
+  if (c.contains("max_delay_ms")) ParseMaxDelay(f, algorithm, path, spec, e);
+  ParseCostFields(f, c, algorithm, path, cost, e);
 
   if (e.count() != before) return false;
   spec->rate = window || per_period ? 0 : rate;
@@ -911,6 +938,191 @@ uint8_t ParseRuleHeaders(const json& h, const std::string& path, ConfigErrors& e
   return HeaderStyleMask(styles);
 }
 
+std::string ParseRuleName(JsonFields& f, const json& j, const std::string& path, ConfigErrors& e) {
+  std::string name;
+  if (auto n = f.String("name")) {
+    if (!ValidName(*n)) {
+      e.Add(FieldPath(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+    } else {
+      name = *n;
+    }
+  } else if (!j.contains("name")) {
+    e.Add(FieldPath(path, "name"), "is required");
+  }
+  return name;
+}
+
+// "limit_keys": 1 to kMaxLimitKeys sources; required for a limit rule.
+std::vector<Source> ParseLimitKeys(const json& j, const std::string& path, bool limited,
+                                   ConfigErrors& e) {
+  std::vector<Source> keys;
+  auto lk = j.find("limit_keys");
+  if (lk == j.end()) {
+    if (limited) e.Add(FieldPath(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
+    return keys;
+  }
+  if (!lk->is_array() || lk->empty() || lk->size() > kMaxLimitKeys) {
+    e.Add(FieldPath(path, "limit_keys"),
+          "must be an array of 1 to " + std::to_string(kMaxLimitKeys) + " sources");
+    return keys;
+  }
+  for (size_t i = 0; i < lk->size(); ++i) {
+    const json& s = (*lk)[i];
+    const std::string p = IndexPath(FieldPath(path, "limit_keys"), i);
+    if (!s.is_string()) {
+      e.Add(p, "must be a string (got " + JsonTypeName(s) + ")");
+      continue;
+    }
+    Source src;
+    std::string why;
+    if (!ParseSource(s.get<std::string>(), &src, &why)) {
+      e.Add(p, why);
+    } else {
+      keys.push_back(std::move(src));
+    }
+  }
+  return keys;
+}
+
+// A limit rule's numbers: "algorithm" and "algorithm_config" (for a
+// concurrency rule, its lease limit, and a fixed_window spec of max_in_flight
+// per lease time that only describes it in headers and summaries).
+struct RuleLimitFields {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  bool concurrency = false;
+  LimitSpec spec;
+  CostConfig cost;
+  std::optional<LeaseLimit> lease;
+  bool ok = false;  // the config parsed (always true for allow / deny / unlimited)
+};
+
+RuleLimitFields ParseRuleLimit(JsonFields& f, const json& j, const std::string& path, bool limited,
+                               ConfigErrors& e) {
+  RuleLimitFields out;
+  if (auto a = f.String("algorithm")) {
+    if (*a == "concurrency") {
+      out.concurrency = true;
+    } else if (!ParseAlgorithm(*a, &out.algorithm)) {
+      e.Add(FieldPath(path, "algorithm"),
+            "unknown algorithm \"" + a->substr(0, 64) +
+                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window, "
+                "sliding_log or concurrency)");
+    }
+  }
+  if (!limited) {
+    out.ok = true;
+    return out;
+  }
+  auto ac = j.find("algorithm_config");
+  if (ac == j.end()) {
+    e.Add(FieldPath(path, "algorithm_config"), "is required");
+    return out;
+  }
+  if (!out.concurrency) {
+    out.ok = ParseAlgorithmConfig(*ac, out.algorithm, FieldPath(path, "algorithm_config"),
+                                  &out.spec, &out.cost, e);
+    return out;
+  }
+  for (const char* field : {"tenants", "refund_on"}) {
+    if (j.contains(field)) {
+      e.Add(FieldPath(path, field),
+            "is not used by a concurrency rule (it holds leases, not tokens)");
+    }
+  }
+  out.lease = ParseConcurrencyConfig(*ac, FieldPath(path, "algorithm_config"), e);
+  out.ok = out.lease.has_value();
+  if (out.lease) {
+    out.spec.algorithm = Algorithm::kFixedWindow;
+    out.spec.burst = out.lease->max_in_flight();
+    out.spec.window = Nanos(out.lease->lease_ns());
+  }
+  return out;
+}
+
+// "mode", "enforce_percent", "missing_key" and "failure_mode" onto `rule`.
+void ParseRuleModes(JsonFields& f, const std::string& path, Rule* rule, ConfigErrors& e) {
+  if (auto mode = f.String("mode")) {
+    if (*mode == "shadow") {
+      rule->shadow = true;
+    } else if (*mode != "enforce") {
+      e.Add(FieldPath(path, "mode"), "must be \"enforce\" or \"shadow\"");
+    }
+  }
+  if (auto p = f.Number("enforce_percent")) {
+    if (*p < 0 || *p > 100) {
+      e.Add(FieldPath(path, "enforce_percent"),
+            "must be between 0 and 100 (got " + NumberText(*p) + ")");
+    }
+    rule->enforce_percent = *p;
+  }
+  if (auto mk = f.String("missing_key")) {
+    if (*mk == "shared") {
+      rule->missing_key = MissingKey::kShared;
+    } else if (*mk != "skip") {
+      e.Add(FieldPath(path, "missing_key"), "must be \"skip\" or \"shared\"");
+    }
+  }
+  if (auto fm = f.String("failure_mode")) {
+    FailureMode m;
+    if ((*fm == "open" || *fm == "closed" || *fm == "degrade") && ParseFailureMode(*fm, &m)) {
+      rule->failure_mode = *fm;
+      rule->failure_mode_tag = m;
+    } else {
+      e.Add(FieldPath(path, "failure_mode"), "must be one of open, closed, degrade");
+    }
+  }
+}
+
+// The rule's tier group: "group" if given; otherwise its limit keys (rules
+// with the same keys are tiers: the first that matches applies), and for
+// allow / deny / unlimited rules the rule alone.
+std::string RuleGroup(JsonFields& f, const std::string& path, bool limited, const std::string& name,
+                      const std::vector<Source>& keys, ConfigErrors& e) {
+  if (auto g = f.String("group")) {
+    if (!ValidName(*g)) {
+      e.Add(FieldPath(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
+    }
+    return "group:" + *g;
+  }
+  if (!limited) return "rule:" + name;  // never a tier of keyed rules
+  std::string group = "keys:";
+  for (const Source& s : keys) group += s.spec + ",";
+  return group;
+}
+
+// The cost and refund fields of a parsed limit onto `rule`, with the checks
+// that need its limit (a response cost's estimate and bounds, which
+// algorithms can refund).
+void SetRuleCost(const CostConfig& cost, std::optional<RefundOn> refund_on, const std::string& path,
+                 Rule* rule, ConfigErrors& e) {
+  rule->cost_kind = cost.kind;
+  rule->cost_arg = cost.arg;
+  rule->fixed_cost = cost.fixed_cost;
+  rule->default_cost = cost.default_cost;
+  if (cost.kind == Rule::CostKind::kResponse || cost.kind == Rule::CostKind::kHandler) {
+    rule->cost_estimate = cost.cost_estimate.value_or(1);
+    rule->max_response_cost = cost.max_response_cost.value_or(
+        std::min(kMaxCost, rule->limit.burst() * kDefaultMaxResponseCostBursts));
+    const std::string ac = FieldPath(path, "algorithm_config");
+    if (rule->cost_estimate > rule->limit.burst()) {
+      e.Add(FieldPath(ac, "cost_estimate"),
+            "must be at most burst (" + std::to_string(rule->limit.burst()) +
+                "): it is charged up front, so a larger one could never be admitted");
+    }
+    if (rule->default_cost > rule->max_response_cost) {
+      e.Add(FieldPath(ac, "default_cost"),
+            "must be at most max_response_cost (" + std::to_string(rule->max_response_cost) + ")");
+    }
+  }
+  rule->refund_on = std::move(refund_on);
+  if (rule->refund_on &&
+      (rule->limit.algorithm() == Algorithm::kSlidingLog || rule->limit.calendar() != nullptr)) {
+    e.Add(FieldPath(path, "refund_on"),
+          "refunds need token_bucket, leaky_bucket, fixed_window (without calendar) or "
+          "sliding_window");
+  }
+}
+
 std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& mctx) {
   ConfigErrors& e = *mctx.e;
   mctx.nodes = 0;
@@ -925,202 +1137,50 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
                    "missing_key", "group", "failure_mode", "headers", "refund_on"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
-  std::string name;
-  if (auto n = f.String("name")) {
-    if (!ValidName(*n)) {
-      e.Add(FieldPath(path, "name"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
-    } else {
-      name = *n;
-    }
-  } else if (!j.contains("name")) {
-    e.Add(FieldPath(path, "name"), "is required");
-  }
+  std::string name = ParseRuleName(f, j, path, e);
   (void)f.String("description");
-
-  std::vector<Source> keys;
-  auto lk = j.find("limit_keys");
-  if (lk == j.end()) {
-    if (limited) e.Add(FieldPath(path, "limit_keys"), "is required (e.g. [\"ip:address\"])");
-  } else if (!lk->is_array() || lk->empty() || lk->size() > kMaxLimitKeys) {
-    e.Add(FieldPath(path, "limit_keys"),
-          "must be an array of 1 to " + std::to_string(kMaxLimitKeys) + " sources");
-  } else {
-    for (size_t i = 0; i < lk->size(); ++i) {
-      const json& s = (*lk)[i];
-      const std::string p = IndexPath(FieldPath(path, "limit_keys"), i);
-      if (!s.is_string()) {
-        e.Add(p, "must be a string (got " + JsonTypeName(s) + ")");
-        continue;
-      }
-      Source src;
-      std::string why;
-      if (!ParseSource(s.get<std::string>(), &src, &why)) {
-        e.Add(p, why);
-      } else {
-        keys.push_back(std::move(src));
-      }
-    }
-  }
-
+  std::vector<Source> keys = ParseLimitKeys(j, path, limited, e);
   std::vector<Condition> match;
   if (auto m = j.find("match"); m != j.end()) {
     match = ParseMatch(*m, FieldPath(path, "match"), mctx, 0);
   }
-
-  Algorithm algorithm = Algorithm::kTokenBucket;
-  bool concurrency = false;
-  if (auto a = f.String("algorithm")) {
-    if (*a == "concurrency") {
-      concurrency = true;
-    } else if (!ParseAlgorithm(*a, &algorithm)) {
-      e.Add(FieldPath(path, "algorithm"),
-            "unknown algorithm \"" + a->substr(0, 64) +
-                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window, "
-                "sliding_log or concurrency)");
-    }
-  }
-
-  LimitSpec spec;
-  CostConfig cost;
-  std::optional<LeaseLimit> lease;
-  bool limit_ok = false;
-  if (!limited) {
-    limit_ok = true;
-  } else if (auto ac = j.find("algorithm_config"); ac == j.end()) {
-    e.Add(FieldPath(path, "algorithm_config"), "is required");
-  } else if (concurrency) {
-    for (const char* field : {"tenants", "refund_on"}) {
-      if (j.contains(field)) {
-        e.Add(FieldPath(path, field),
-              "is not used by a concurrency rule (it holds leases, not tokens)");
-      }
-    }
-    lease = ParseConcurrencyConfig(*ac, FieldPath(path, "algorithm_config"), e);
-    limit_ok = lease.has_value();
-    if (lease) {
-      // The quota headers describe: max_in_flight per lease time.
-      spec.algorithm = Algorithm::kFixedWindow;
-      spec.burst = lease->max_in_flight();
-      spec.window = Nanos(lease->lease_ns());
-    }
-  } else {
-    limit_ok =
-        ParseAlgorithmConfig(*ac, algorithm, FieldPath(path, "algorithm_config"), &spec, &cost, e);
-  }
-
-  bool shadow = false;
-  if (auto mode = f.String("mode")) {
-    if (*mode == "shadow") {
-      shadow = true;
-    } else if (*mode != "enforce") {
-      e.Add(FieldPath(path, "mode"), "must be \"enforce\" or \"shadow\"");
-    }
-  }
-  double percent = 100;
-  if (auto p = f.Number("enforce_percent")) {
-    if (*p < 0 || *p > 100) {
-      e.Add(FieldPath(path, "enforce_percent"),
-            "must be between 0 and 100 (got " + NumberText(*p) + ")");
-    }
-    percent = *p;
-  }
-  MissingKey missing = MissingKey::kSkip;
-  if (auto mk = f.String("missing_key")) {
-    if (*mk == "shared") {
-      missing = MissingKey::kShared;
-    } else if (*mk != "skip") {
-      e.Add(FieldPath(path, "missing_key"), "must be \"skip\" or \"shared\"");
-    }
-  }
-  std::string failure_mode;
-  if (auto fm = f.String("failure_mode")) {
-    if (*fm == "open" || *fm == "closed" || *fm == "degrade") {
-      failure_mode = *fm;
-    } else {
-      e.Add(FieldPath(path, "failure_mode"), "must be one of open, closed, degrade");
-    }
-  }
-  std::optional<RollbackConfig> rollback;
+  RuleLimitFields lim = ParseRuleLimit(f, j, path, limited, e);
+  // A placeholder until the limit is known; the fields below are checked now
+  // so that every error of the rule is reported at once.
+  Rule rule(PlaceholderLimit());
+  ParseRuleModes(f, path, &rule, e);
   if (auto r = j.find("rollback"); r != j.end()) {
-    rollback = ParseRollback(*r, FieldPath(path, "rollback"), e);
+    rule.rollback = ParseRollback(*r, FieldPath(path, "rollback"), e);
   }
-  uint8_t header_styles = kInheritStyles;
-  if (const json* h = f.Find("headers")) header_styles = ParseRuleHeaders(*h, path, e);
+  if (const json* h = f.Find("headers")) rule.header_styles = ParseRuleHeaders(*h, path, e);
   std::optional<RefundOn> refund_on;
-  if (const json* r = f.Find("refund_on"); r != nullptr && !concurrency) {
+  if (const json* r = f.Find("refund_on"); r != nullptr && !lim.concurrency) {
     refund_on = ParseRefundOn(*r, FieldPath(path, "refund_on"), e);
   }
-  std::string group;
-  if (auto g = f.String("group")) {
-    if (!ValidName(*g)) {
-      e.Add(FieldPath(path, "group"), "must be 1 to 64 characters of A-Z a-z 0-9 - _ . :");
-    }
-    group = "group:" + *g;
-  }
-
-  std::shared_ptr<const TenantTable> tenants;
-  if (auto t = j.find("tenants"); t != j.end() && limited && !concurrency) {
+  rule.group = RuleGroup(f, path, limited, name, keys, e);
+  if (auto t = j.find("tenants"); t != j.end() && limited && !lim.concurrency) {
     if (keys.size() != 1) {
       e.Add(FieldPath(path, "tenants"),
             "needs exactly one limit key (the identity the table is keyed by)");
-    } else if (limit_ok && e.count() == before) {
-      tenants = ParseTenants(*t, FieldPath(path, "tenants"), algorithm, mctx);
+    } else if (lim.ok && e.count() == before) {
+      rule.tenants = ParseTenants(*t, FieldPath(path, "tenants"), lim.algorithm, mctx);
     }
   }
 
-  if (e.count() != before || !limit_ok) return std::nullopt;
-  auto limit = limited ? Limit::Create(spec) : Result<Limit>(PlaceholderLimit());
+  if (e.count() != before || !lim.ok) return std::nullopt;
+  auto limit = limited ? Limit::Create(lim.spec) : Result<Limit>(PlaceholderLimit());
   if (!limit.ok()) {
     e.Add(FieldPath(path, "algorithm_config"), limit.status().message());
     return std::nullopt;
   }
-  Rule rule(*limit);
-  rule.lease = lease;
-  rule.name = name;
+  rule.limit = *limit;
+  rule.lease = lim.lease;
+  rule.name = std::move(name);
   rule.action = action;
-  rule.tenants = std::move(tenants);
-  if (group.empty() && !limited) group = "rule:" + name;  // never a tier of keyed rules
-  if (group.empty()) {
-    group = "keys:";
-    for (const Source& s : keys) group += s.spec + ",";
-  }
-  rule.group = group;
   rule.keys = std::move(keys);
   rule.match = std::move(match);
-  rule.cost_kind = cost.kind;
-  rule.cost_arg = cost.arg;
-  rule.fixed_cost = cost.fixed_cost;
-  rule.default_cost = cost.default_cost;
-  if (cost.kind == Rule::CostKind::kResponse || cost.kind == Rule::CostKind::kHandler) {
-    rule.cost_estimate = cost.cost_estimate.value_or(1);
-    rule.max_response_cost = cost.max_response_cost.value_or(
-        std::min(kMaxCost, rule.limit.burst() * kDefaultMaxResponseCostBursts));
-    const std::string ac = FieldPath(path, "algorithm_config");
-    if (rule.cost_estimate > rule.limit.burst()) {
-      e.Add(FieldPath(ac, "cost_estimate"),
-            "must be at most burst (" + std::to_string(rule.limit.burst()) +
-                "): it is charged up front, so a larger one could never be admitted");
-    }
-    if (rule.default_cost > rule.max_response_cost) {
-      e.Add(FieldPath(ac, "default_cost"),
-            "must be at most max_response_cost (" + std::to_string(rule.max_response_cost) + ")");
-    }
-  }
-  rule.refund_on = std::move(refund_on);
-  if (rule.refund_on &&
-      (rule.limit.algorithm() == Algorithm::kSlidingLog || rule.limit.calendar() != nullptr)) {
-    e.Add(FieldPath(path, "refund_on"),
-          "refunds need token_bucket, leaky_bucket, fixed_window (without calendar) or "
-          "sliding_window");
-  }
+  SetRuleCost(lim.cost, std::move(refund_on), path, &rule, e);
   if (e.count() != before) return std::nullopt;
-  rule.shadow = shadow;
-  rule.enforce_percent = percent;
-  rule.missing_key = missing;
-  if (FailureMode m; ParseFailureMode(failure_mode, &m)) rule.failure_mode_tag = m;
-  rule.failure_mode = std::move(failure_mode);
-  rule.rollback = rollback;
-  rule.header_styles = header_styles;
   rule.fingerprint = j.dump();
   return rule;
 }

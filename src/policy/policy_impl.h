@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tollgate/lease.h"
 #include <nlohmann/json.hpp>
+#include "tollgate/lease.h"
 
 #include "base/config_errors.h"
 #include "tollgate/limit.h"
