@@ -91,8 +91,8 @@ namespace detail {
 struct HttplibPending {
   const httplib::Response* res = nullptr;
   std::vector<std::pair<std::string, std::string>> headers;
-  LeaseRelease leases;  // the allowed request's concurrency leases, until FinishHttplib
-  Enforcer* enforcer = nullptr;            // set for an allowed request
+  LeaseRelease leases;           // the allowed request's concurrency leases, until FinishHttplib
+  Enforcer* enforcer = nullptr;  // set for an allowed request
   std::shared_ptr<Settlement> settlement;  // the allowed request's, if its rules settle
   std::optional<int64_t> handler_cost;     // ReportHttplibCost
   // Set when a rule watches the upstream: the outcome to report and when the handler started.
