@@ -3,16 +3,13 @@
 // no connection: its commands go through a store's command function (the
 // Redis stores' Command, see src/runtime), so connections, AUTH, TLS, db and
 // cluster redirections are the store's (src/redis).
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/instance_id.h"
 #include "tollgate/resilient_store.h"
 
 namespace tollgate {
@@ -31,15 +28,6 @@ constexpr const char* kHeartbeatScript =
 
 constexpr size_t kMaxIdBytes = 256;
 constexpr size_t kMaxKeyBytes = 512;
-
-std::string DefaultInstanceId() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  std::random_device rd;
-  char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), ":%d:%08x", static_cast<int>(getpid()), rd());
-  return std::string(host) + suffix;
-}
 
 class CommandFleetRegistry final : public FleetRegistry {
  public:
