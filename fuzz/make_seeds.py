@@ -268,4 +268,20 @@ TENANTS = {
 }
 for name, data in TENANTS.items():
     write("tenant_table", name, data)
+# --- the fleet's rollback guards (rollback_fleet): mode 0 = field NUL record; else a scripted Redis
+ROLLBACK = {
+    "tripped": b"\x00api\x007 1764372140123 tripped 0123456789abcdef reject_ratio host-a:12:0a0b0c0d\n"
+               b"rejected 30 of 100 decisions in the window (max ratio 0.150000)",
+    "cleared": b"\x00login\x008 1764372140999 cleared 00000000000000ff admin host-b:7:ffffffff\n",
+    "operator": b"\x00api.v2:x\x009007199254740992 0 tripped fedcba9876543210 admin o\n"
+                b"tripped by an operator: INC-123",
+    "no-reason-line": b"\x00api\x001 2 tripped 0123456789abcdef admin o",
+    "epoch-zero": b"\x00api\x000 2 tripped 0123456789abcdef admin o\n",
+    "upper-hex": b"\x00api\x001 2 tripped 0123456789ABCDEF admin o\n",
+    "control-in-reason": b"\x00api\x001 2 tripped 0123456789abcdef admin o\n\x1b[31mred",
+}
+for name, data in ROLLBACK.items():
+    write("rollback_fleet", name, data)
+for i in range(6):
+    write("rollback_fleet", "redis-%d" % i, bytes([1 + i]) + hashlib.sha256(b"rollback%d" % i).digest() * 6)
 print("seeds written under", CORPUS)

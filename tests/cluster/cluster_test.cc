@@ -18,6 +18,7 @@
 #include "settle_contract.h"
 #include "testing/timing.h"
 #include "tollgate/redis_cluster_store.h"
+#include "tollgate/rollback_fleet.h"
 
 namespace tollgate::testing {
 
@@ -661,6 +662,56 @@ TEST(RedisClusterStore, CommandIsRoutedBySlotAndFollowsAskAndMoved) {
   back.MoveKeys();
   back.Finish();
   EXPECT_EQ(cluster->MasterOfSlot(slot), 0);
+}
+
+// The fleet's rollback guards on a cluster: two instances, each with its own
+// cluster store, share a trip and a clear through the hash's one slot (the
+// publish script and every HSCAN page routed by the hash's key).
+TEST(RedisClusterStore, RollbackFleetSharesTripsThroughTheHashsSlot) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  const std::string key = "tg-fleet:{rollback}";
+  struct Instance {
+    std::unique_ptr<RedisClusterStore> store;
+    std::vector<RollbackRecord> adopted;
+    std::unique_ptr<RollbackFleet> fleet;
+  };
+  auto make = [&](Instance& in, const std::string& id) {
+    in.store = MakeClusterStore(cluster->url());
+    ASSERT_NE(in.store, nullptr);
+    RollbackFleetOptions o;
+    o.key = key;
+    o.instance_id = id;
+    auto f = RollbackFleet::Create(
+        o,
+        [s = in.store.get(), key](std::vector<std::string> argv) {
+          return s->Command(key, std::move(argv));
+        },
+        [&in](const RollbackRecord& r) { in.adopted.push_back(r); });
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    in.fleet = std::move(*f);
+  };
+  Instance a, b;
+  make(a, "host-a");
+  make(b, "host-b");
+  ASSERT_TRUE(a.fleet && b.fleet);
+  RollbackChange trip{"api", 0x42, true, "upstream_errors", "5xx rose"};
+  auto stored = a.fleet->PublishNow(trip);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_TRUE(b.fleet->Sync().ok());
+  ASSERT_EQ(b.adopted.size(), 1u);
+  EXPECT_EQ(b.adopted[0].origin, "host-a");
+  EXPECT_EQ(b.adopted[0].trigger, "upstream_errors");
+  ASSERT_TRUE(b.fleet->PublishNow({"api", 0x42, false, "admin", ""}).ok());
+  ASSERT_TRUE(a.fleet->Sync().ok());
+  ASSERT_EQ(a.adopted.size(), 2u);  // its own trip, then B's clear
+  EXPECT_FALSE(a.adopted[1].tripped);
+  // The hash lives on the master that owns its slot.
+  const int master = cluster->MasterOfSlot(RedisClusterStore::SlotOf(key));
+  ASSERT_GE(master, 0);
+  EXPECT_NE(cluster->node(master).Command({"HGET", key, "api"}).find(" cleared "),
+            std::string::npos);
+  (void)cluster->node(master).Command({"DEL", key});
 }
 
 // Concurrency leases on every master: exact across two stores, the lease set
