@@ -233,6 +233,8 @@ struct JwtOptions {
 // an RSA public key): kInvalidArgument saying why, checked once at startup.
 Status ValidateJwtOptions(const JwtOptions& options);
 
+struct RollbackTransition;  // below: a change of a rule's rollback guard
+
 struct EnforcerOptions {
   // The header styles every answer carries, each once (ParseHeaderStyles'
   // rules; Create refuses a list they refuse). Empty: no rate-limit headers
@@ -266,6 +268,14 @@ struct EnforcerOptions {
   // Called for notable events (rollback guard trips, JWT key problems). Never on
   // every request. Must be thread-safe. Null: messages go to stderr.
   std::function<void(std::string_view message)> log;
+  // Called after every change of a rollback guard this Enforcer makes itself:
+  // a trigger firing, TripRollback, and ResetRollback (a clear is reported
+  // even when this instance was not tripped: others may be). Not called for
+  // AdoptRollback, nor for the reset a changed rule gets on reload. Runs on
+  // the thread that made the change (a decision's, possibly a store
+  // callback's), outside the Enforcer's locks: must be thread-safe and must
+  // not block (RollbackFleet::Publish queues). Null: nothing is shared.
+  std::function<void(const RollbackTransition& change)> on_rollback;
   // Read the clock around the store calls and report them in
   // CheckOutcome::store_start_ns / store_end_ns (tracing's store span). Off by
   // default: two clock reads a decision that nobody else needs.
@@ -342,6 +352,24 @@ inline constexpr size_t kRollbackTriggerCount = 6;
 // "none", "reject_ratio", "latency_p99", "upstream_errors", "admin",
 // "upstream_latency_p99".
 std::string_view RollbackTriggerName(RollbackTrigger trigger);
+// The trigger named `name` (RollbackTriggerName's words); kNone for any other text.
+RollbackTrigger RollbackTriggerFromName(std::string_view name);
+
+// A change of one rule's rollback guard, for sharing it across a fleet
+// (tollgate/rollback_fleet.h): EnforcerOptions::on_rollback reports the
+// changes an Enforcer makes itself, Enforcer::AdoptRollback applies another
+// instance's.
+struct RollbackTransition {
+  std::string rule;
+  // RollbackFingerprint of the rule's definition: an instance adopts a
+  // transition only for a rule whose definition is the same.
+  uint64_t fingerprint = 0;
+  bool tripped = false;                              // tripped, else cleared
+  RollbackTrigger trigger = RollbackTrigger::kNone;  // why, when tripped
+  std::string reason;                                // in words, when tripped
+  bool by_operator = false;  // TripRollback / ResetRollback, not the guard itself
+  std::string origin;        // AdoptRollback: the instance that made it
+};
 
 // The outcome of one rule for one request.
 struct RuleOutcome {
@@ -455,6 +483,16 @@ struct RuleCounters {
   // Trips so far by trigger (index = RollbackTrigger; kNone stays 0), and clears.
   std::array<uint64_t, kRollbackTriggerCount> rollback_trips{};
   uint64_t rollback_clears = 0;
+  // The instance whose trip this rule adopted (AdoptRollback); empty when
+  // this instance tripped it, or when not rolled back.
+  std::string rollback_origin;
+  // Transitions adopted from the fleet: trips and clears.
+  uint64_t rollback_adopted_trips = 0;
+  uint64_t rollback_adopted_clears = 0;
+  // The fingerprint of the rule's definition this Enforcer decides with
+  // (Enforcer::RollbackFingerprint once a decision or adoption used it); 0
+  // for ad-hoc rules.
+  uint64_t rollback_fingerprint = 0;
 };
 
 class Enforcer {
@@ -522,6 +560,14 @@ class Enforcer {
   // Trips the guard of `rule` by hand (admin): the rule decides in shadow until
   // cleared. False for a rule the current policy does not have.
   bool TripRollback(std::string_view rule, std::string_view reason);
+  // Applies a transition another instance made (RollbackFleet): a trip puts
+  // the rule in shadow with `change`'s trigger, reason and origin, a clear
+  // resets its guard; only when the current policy has the rule with
+  // `change.fingerprint`. Counted as adopted, not as this instance's trips
+  // or clears; never calls on_rollback. Returns whether the guard changed.
+  bool AdoptRollback(const RollbackTransition& change);
+  // The fingerprint of the current policy's rule `rule`, or 0 when it has none.
+  uint64_t RollbackFingerprint(std::string_view rule) const;
   // Reports the upstream's answer to a request `outcome` allowed (gateway
   // mode, middleware): feeds the upstream-error and upstream-latency triggers
   // of every rule with watches_upstream. `status` is the HTTP status, or

@@ -343,12 +343,24 @@ void Enforcer::Impl::NoteTrip(RuleState& s, RollbackTrigger trigger, const Rollb
     case RollbackTrigger::kAdmin:
       return;
   }
+  RollbackTransition change;
   {
     std::lock_guard<std::mutex> lock(mu_);
     s.reason = reason;
+    s.origin.clear();
+    change.fingerprint = s.fingerprint.empty() ? 0 : RollbackFingerprintOf(s.fingerprint);
   }
   Log("rule '" + s.name + "': rollback guard tripped (" +
       std::string(RollbackTriggerName(trigger)) + "), rule switched to shadow: " + reason);
+  change.rule = s.name;
+  change.tripped = true;
+  change.trigger = trigger;
+  change.reason = std::move(reason);
+  Announce(change);
+}
+
+void Enforcer::Impl::Announce(const RollbackTransition& change) const {
+  if (options_.on_rollback && change.fingerprint != 0) options_.on_rollback(change);
 }
 
 CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
@@ -586,20 +598,77 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
       c.rollback_trips[t] = s->trips[t].load(std::memory_order_relaxed);
     }
     c.rollback_clears = s->clears.load(std::memory_order_relaxed);
+    if (c.rolled_back) c.rollback_origin = s->origin;
+    if (!s->fingerprint.empty()) c.rollback_fingerprint = RollbackFingerprintOf(s->fingerprint);
+    c.rollback_adopted_trips = s->adopted_trips.load(std::memory_order_relaxed);
+    c.rollback_adopted_clears = s->adopted_clears.load(std::memory_order_relaxed);
     out.push_back(std::move(c));
   }
   return out;
 }
 
 bool Enforcer::Impl::ResetRollback(std::string_view rule) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = states_.find(rule);
-  if (it == states_.end()) return false;
-  if (it->second->tripped.load(std::memory_order_acquire)) {
-    it->second->clears.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = states_.find(rule);
+    if (it == states_.end()) return false;
+    if (it->second->tripped.load(std::memory_order_acquire)) {
+      it->second->clears.fetch_add(1, std::memory_order_relaxed);
+    }
+    it->second->ResetGuard();
+    it->second->reason.clear();
+    it->second->origin.clear();
   }
-  it->second->ResetGuard();
-  it->second->reason.clear();
+  // Cleared here whether or not it was tripped here: other instances may be.
+  RollbackTransition change;
+  change.rule = std::string(rule);
+  change.fingerprint = RollbackFingerprint(rule);
+  change.by_operator = true;
+  Announce(change);
+  return true;
+}
+
+uint64_t Enforcer::Impl::RollbackFingerprint(std::string_view rule) const {
+  const std::shared_ptr<const Policy> live = policies_->Current();
+  const int index = live->Find(rule);
+  return index < 0 ? 0 : RollbackFingerprintOf(live->rules[index].fingerprint);
+}
+
+bool Enforcer::Impl::AdoptRollback(const RollbackTransition& change) {
+  const std::shared_ptr<const Policy> live = policies_->Current();
+  const int index = live->Find(change.rule);
+  if (index < 0) return false;
+  const Rule& rule = live->rules[index];
+  if (change.fingerprint != RollbackFingerprintOf(rule.fingerprint)) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RuleState* s = StateFor(rule.name);
+    // As Bind would on the first decision under this policy, so that a
+    // decision after the adoption does not reset it as a rule change.
+    SyncFingerprint(*s, rule);
+    if (change.tripped) {
+      bool expected = false;
+      if (!s->tripped.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+        return false;
+      }
+      const RollbackTrigger why =
+          change.trigger == RollbackTrigger::kNone ? RollbackTrigger::kAdmin : change.trigger;
+      s->trigger.store(why, std::memory_order_release);
+      s->adopted_trips.fetch_add(1, std::memory_order_relaxed);
+      s->reason = change.reason;
+      s->origin = change.origin;
+    } else {
+      if (!s->tripped.load(std::memory_order_acquire)) return false;
+      s->ResetGuard();
+      s->reason.clear();
+      s->origin.clear();
+      s->adopted_clears.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  Log("rule '" + rule.name + "': rollback guard " +
+      (change.tripped ? "tripped (" + std::string(RollbackTriggerName(change.trigger)) +
+                            ") on instance " + change.origin + ", rule switched to shadow here too"
+                      : std::string("cleared on instance ") + change.origin + ", enforcing again"));
   return true;
 }
 
@@ -612,8 +681,17 @@ bool Enforcer::Impl::TripRollback(std::string_view rule, std::string_view reason
     s = StateFor(std::string(rule));
     if (!s->Trip(RollbackTrigger::kAdmin)) return true;  // tripped already: keep its reason
     s->reason = "tripped by an operator: " + std::string(reason);
+    s->origin.clear();
   }
   Log("rule '" + s->name + "': rollback guard tripped by an operator, rule switched to shadow");
+  RollbackTransition change;
+  change.rule = std::string(rule);
+  change.fingerprint = RollbackFingerprint(rule);
+  change.tripped = true;
+  change.trigger = RollbackTrigger::kAdmin;
+  change.reason = "tripped by an operator: " + std::string(reason);
+  change.by_operator = true;
+  Announce(change);
   return true;
 }
 
@@ -806,6 +884,14 @@ bool Enforcer::TripRollback(std::string_view rule, std::string_view reason) {
   return impl_->TripRollback(rule, reason);
 }
 
+bool Enforcer::AdoptRollback(const RollbackTransition& change) {
+  return impl_->AdoptRollback(change);
+}
+
+uint64_t Enforcer::RollbackFingerprint(std::string_view rule) const {
+  return impl_->RollbackFingerprint(rule);
+}
+
 void Enforcer::RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency) {
   impl_->RecordUpstream(outcome, status, latency);
 }
@@ -826,6 +912,13 @@ std::string_view RollbackTriggerName(RollbackTrigger trigger) {
       return "upstream_latency_p99";
   }
   return "none";
+}
+
+RollbackTrigger RollbackTriggerFromName(std::string_view name) {
+  for (size_t t = 1; t < kRollbackTriggerCount; ++t) {
+    if (RollbackTriggerName(RollbackTrigger(t)) == name) return RollbackTrigger(t);
+  }
+  return RollbackTrigger::kNone;
 }
 
 const EnforcerOptions& Enforcer::options() const { return impl_->options_; }

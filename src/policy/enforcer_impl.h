@@ -157,6 +157,8 @@ class Enforcer::Impl {
   std::vector<RuleCounters> Counters() const;
   bool ResetRollback(std::string_view rule);
   bool TripRollback(std::string_view rule, std::string_view reason);
+  bool AdoptRollback(const RollbackTransition& change);
+  uint64_t RollbackFingerprint(std::string_view rule) const;
   void RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
   // The state of an ad-hoc rule, under mu_ (Enforcer::HandleFor).
@@ -205,6 +207,12 @@ class Enforcer::Impl {
   void Count(Plan& plan);
   // Logs a trip of `s` by `trigger` and keeps the reason (takes mu_).
   void NoteTrip(RuleState& s, RollbackTrigger trigger, const RollbackConfig& config);
+  // Reports a change this Enforcer made to options_.on_rollback (not for a
+  // rule outside the current policy: fingerprint 0). No lock held.
+  void Announce(const RollbackTransition& change) const;
+  // Keeps `s` on the live definition of `rule`: a changed rule's tripped
+  // guard is reset (logged). mu_ is held.
+  void SyncFingerprint(RuleState& s, const Rule& rule);
   // The settlement of an allowed plan's enforced charges (settle.cc), or null.
   std::shared_ptr<Settlement> MakeSettlement(const Plan& plan) const;
   void Log(const std::string& message) const;

@@ -39,6 +39,19 @@ RuleState* Enforcer::Impl::StateFor(const std::string& name) {
   return it->second.get();
 }
 
+void Enforcer::Impl::SyncFingerprint(RuleState& s, const Rule& rule) {
+  if (s.fingerprint != rule.fingerprint) {
+    if (!s.fingerprint.empty() && s.tripped.load()) {
+      Log("rule '" + rule.name + "': changed by a reload, rollback guard reset");
+      s.ResetGuard();
+      s.reason.clear();
+      s.origin.clear();
+    }
+    s.fingerprint = rule.fingerprint;
+  }
+  s.rollback = rule.rollback;
+}
+
 std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy> policy) {
   {
     std::lock_guard<std::mutex> lock(binding_mu_);
@@ -52,15 +65,7 @@ std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy
   const bool live = policies_->Current() == policy;
   for (const Rule& rule : policy->rules) {
     RuleState* s = StateFor(rule.name);
-    if (live && s->fingerprint != rule.fingerprint) {
-      if (!s->fingerprint.empty() && s->tripped.load()) {
-        Log("rule '" + rule.name + "': changed by a reload, rollback guard reset");
-        s->ResetGuard();
-        s->reason.clear();
-      }
-      s->fingerprint = rule.fingerprint;
-    }
-    if (live) s->rollback = rule.rollback;
+    if (live) SyncFingerprint(*s, rule);
     nb->states.push_back(s);
   }
   std::lock_guard<std::mutex> swap(binding_mu_);

@@ -84,6 +84,15 @@ RollbackTrigger RuleState::RecordUpstream(const RollbackConfig& config, bool ser
                                                 : RollbackTrigger::kNone;
 }
 
+uint64_t RollbackFingerprintOf(std::string_view canonical) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : canonical) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
 void RuleState::ResetGuard() {
   tripped.store(false, std::memory_order_release);
   trigger.store(RollbackTrigger::kNone, std::memory_order_release);

@@ -13,8 +13,9 @@
 //    else 0), > max_upstream_error_increase;
 //  - upstream latency: more than 1% of the window's timed upstream answers
 //    took longer than max_upstream_p99_ns (the upstream's p99 above it).
-// A tripped rule stays in shadow until an operator clears it, a reload changes
-// the rule, or (never by itself) time passes.
+// A tripped rule stays in shadow until an operator clears it (here or, with a
+// RollbackFleet, on another instance), a reload changes the rule, or (never
+// by itself) time passes.
 //
 // Thread safety: counters and the guard are atomics (the window roll is a CAS:
 // samples near a window edge may land in either window, which is fine for a
@@ -71,6 +72,9 @@ struct RuleState {
   // Trips by trigger (index = RollbackTrigger), and clears.
   std::array<std::atomic<uint64_t>, kRollbackTriggerCount> trips{};
   std::atomic<uint64_t> clears{0};
+  // Transitions adopted from other instances (Enforcer::AdoptRollback).
+  std::atomic<uint64_t> adopted_trips{0};
+  std::atomic<uint64_t> adopted_clears{0};
 
   std::atomic<int64_t> window_start{INT64_MIN};
   std::atomic<int64_t> window_total{0};
@@ -83,8 +87,9 @@ struct RuleState {
   // The previous window's upstream 5xx ratio in parts per million; -1: none.
   std::atomic<int64_t> baseline_upstream_ppm{-1};
 
-  std::string fingerprint;                 // guarded by Enforcer::Impl::mu_
-  std::string reason;                      // guarded by Enforcer::Impl::mu_
+  std::string fingerprint;  // guarded by Enforcer::Impl::mu_
+  std::string reason;       // guarded by Enforcer::Impl::mu_
+  std::string origin;       // the instance whose trip was adopted; guarded by Enforcer::Impl::mu_
   std::optional<RollbackConfig> rollback;  // the live policy's; guarded by Enforcer::Impl::mu_
 
   // Records one enforced decision that took `latency_ns`; returns the trigger
@@ -102,6 +107,10 @@ struct RuleState {
  private:
   void Roll(const RollbackConfig& config, int64_t now_ns);
 };
+
+// FNV-1a 64 of a rule's canonical text (Rule::fingerprint): the same on every
+// instance running the same definition, never 0.
+uint64_t RollbackFingerprintOf(std::string_view canonical);
 
 }  // namespace tollgate
 

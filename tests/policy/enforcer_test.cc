@@ -540,6 +540,112 @@ TEST(Rollback, AnOperatorTripsAndClearsAndEachIsCounted) {
   EXPECT_EQ(RollbackTriggerName(RollbackTrigger::kUpstreamErrors), "upstream_errors");
 }
 
+// The fleet's view (tollgate/rollback_fleet.h): every change this Enforcer
+// makes is reported to on_rollback, with the rule's fingerprint; adopted ones
+// are not, and are counted apart.
+TEST(Rollback, ReportsEveryOwnChangeToOnRollback) {
+  std::vector<RollbackTransition> seen;
+  EnforcerOptions options;
+  options.on_rollback = [&](const RollbackTransition& t) { seen.push_back(t); };
+  Harness h(kGuarded, std::move(options));
+  TestRequest r;
+  r.Header("k", "hot");
+  for (int i = 0; i < 10; ++i) (void)h.Check(r);  // trips on the 10th (9 of 10 rejected)
+  const uint64_t fp = h.enforcer->RollbackFingerprint("strict");
+  ASSERT_NE(fp, 0u);
+  EXPECT_EQ(h.enforcer->RollbackFingerprint("nope"), 0u);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].rule, "strict");
+  EXPECT_TRUE(seen[0].tripped);
+  EXPECT_EQ(seen[0].trigger, RollbackTrigger::kRejectRatio);
+  EXPECT_EQ(seen[0].fingerprint, fp);
+  EXPECT_FALSE(seen[0].by_operator);
+  EXPECT_NE(seen[0].reason.find("rejected 9 of 10"), std::string::npos) << seen[0].reason;
+  EXPECT_EQ(h.enforcer->Counters()[0].rollback_fingerprint, fp);
+
+  ASSERT_TRUE(h.enforcer->ResetRollback("strict"));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_FALSE(seen[1].tripped);
+  EXPECT_TRUE(seen[1].by_operator);
+  EXPECT_EQ(seen[1].fingerprint, fp);
+  // A clear of a rule that is not tripped here is still reported: others may be.
+  ASSERT_TRUE(h.enforcer->ResetRollback("strict"));
+  EXPECT_EQ(seen.size(), 3u);
+  ASSERT_TRUE(h.enforcer->TripRollback("strict", "INC-9"));
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_TRUE(seen[3].tripped && seen[3].by_operator);
+  EXPECT_EQ(seen[3].trigger, RollbackTrigger::kAdmin);
+  EXPECT_NE(seen[3].reason.find("INC-9"), std::string::npos);
+  ASSERT_TRUE(h.enforcer->TripRollback("strict", "again"));  // tripped already: no change
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+TEST(Rollback, AdoptsAnotherInstancesTripOnlyForTheSameDefinition) {
+  std::vector<RollbackTransition> seen;
+  EnforcerOptions options;
+  options.on_rollback = [&](const RollbackTransition& t) { seen.push_back(t); };
+  Harness h(kGuarded, std::move(options));
+  TestRequest r;
+  r.Header("k", "hot");
+  const uint64_t fp = h.enforcer->RollbackFingerprint("strict");
+  RollbackTransition trip;
+  trip.rule = "strict";
+  trip.fingerprint = fp + 1;  // another definition of the rule
+  trip.tripped = true;
+  trip.trigger = RollbackTrigger::kUpstreamErrors;
+  trip.reason = "upstream answered 5xx to 40 of 100";
+  trip.origin = "host-b:7:0badcafe";
+  EXPECT_FALSE(h.enforcer->AdoptRollback(trip));
+  trip.rule = "nope";
+  EXPECT_FALSE(h.enforcer->AdoptRollback(trip));
+  trip.rule = "strict";
+  trip.fingerprint = fp;
+  // Adopted before this instance decided anything: the first decision keeps it.
+  ASSERT_TRUE(h.enforcer->AdoptRollback(trip));
+  EXPECT_FALSE(h.enforcer->AdoptRollback(trip));  // tripped already
+  EXPECT_EQ(h.Check(r).rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+  auto c = h.enforcer->Counters()[0];
+  EXPECT_TRUE(c.rolled_back);
+  EXPECT_EQ(c.rollback_trigger, RollbackTrigger::kUpstreamErrors);
+  EXPECT_EQ(c.rollback_origin, "host-b:7:0badcafe");
+  EXPECT_EQ(c.rollback_reason, trip.reason);
+  EXPECT_EQ(c.rollback_adopted_trips, 1u);
+  EXPECT_EQ(c.rollback_trips[size_t(RollbackTrigger::kUpstreamErrors)], 0u);  // not ours
+  // Shadow: nothing rejects while tripped.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(h.Check(r).http_status, 200) << i;
+
+  RollbackTransition clear = trip;
+  clear.tripped = false;
+  clear.reason.clear();
+  ASSERT_TRUE(h.enforcer->AdoptRollback(clear));
+  EXPECT_FALSE(h.enforcer->AdoptRollback(clear));  // cleared already
+  c = h.enforcer->Counters()[0];
+  EXPECT_FALSE(c.rolled_back);
+  EXPECT_EQ(c.rollback_origin, "");
+  EXPECT_EQ(c.rollback_adopted_clears, 1u);
+  EXPECT_EQ(c.rollback_clears, 0u);
+  EXPECT_EQ(h.Check(r).http_status, 429);  // enforcing again
+  EXPECT_TRUE(seen.empty());               // adoptions are never reported back
+  int adoption_lines = 0;
+  for (const std::string& line : h.log) {
+    adoption_lines += line.find("on instance host-b:7:0badcafe") != std::string::npos;
+  }
+  EXPECT_EQ(adoption_lines, 2);  // the trip and the clear
+
+  // A reload that changes the rule gives it a new fingerprint: the old one's
+  // trips no longer apply.
+  ASSERT_TRUE(h.policies
+                  ->ReloadFromText(R"({"name": "strict", "limit_keys": ["header:k"],
+                     "algorithm_config": {"rps": 1, "burst": 3},
+                     "rollback": {"max_reject_ratio": 0.5, "window_seconds": 60, "min_requests": 10}})")
+                  .empty());
+  EXPECT_NE(h.enforcer->RollbackFingerprint("strict"), fp);
+  EXPECT_FALSE(h.enforcer->AdoptRollback(trip));
+  EXPECT_EQ(RollbackTriggerFromName("upstream_errors"), RollbackTrigger::kUpstreamErrors);
+  EXPECT_EQ(RollbackTriggerFromName("bogus"), RollbackTrigger::kNone);
+  EXPECT_EQ(RollbackTriggerFromName("none"), RollbackTrigger::kNone);
+}
+
 TEST(MissingKey, SkipOrShared) {
   Harness h(R"({"rules": [
     {"name": "skip", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 2}},
