@@ -124,6 +124,8 @@ void ReadStore(JsonFields& s, ServerConfig* c) {
   s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
   s.Bool("charge_back", &c->charge_back);
   s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
+  s.Bool("share_rollback", &c->share_rollback);
+  s.Duration("rollback_sync_ms", &c->rollback_sync, 10, 3600000);
   ReadSection(s, "breaker", [c](JsonFields& b) { ReadBreaker(b, c); });
 }
 

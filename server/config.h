@@ -85,6 +85,11 @@ struct ServerConfig {
   Millis store_timeout{100};           // per store call (Redis), enqueue to reply
   bool charge_back = true;             // degrade: charge local grants back to Redis on recovery
   Millis call_deadline{0};             // resilient store guard on synchronous calls; 0 = off
+  // Remote stores: share the rollback guards' trips and clears with every
+  // instance on the same Redis (tollgate/rollback_fleet.h), reading the
+  // fleet's hash every rollback_sync.
+  bool share_rollback = true;
+  Millis rollback_sync{1000};
   // Circuit breaker in front of the remote store (CircuitBreakerOptions).
   int breaker_consecutive_failures = 5;
   double breaker_failure_ratio = 0.5;  // > 1 disables the ratio rule

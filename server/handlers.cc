@@ -492,6 +492,14 @@ void WriteRollbackMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
   for (const auto& c : counters) {
     w.Sample("tollgate_rollback_clears_total", {"rule", c.rule}, c.rollback_clears);
   }
+  w.Family("tollgate_rollback_adopted_total", "counter",
+           "Rollback guard trips and clears adopted from another instance of the fleet.");
+  for (const auto& c : counters) {
+    w.Sample("tollgate_rollback_adopted_total", {"rule", c.rule, "transition", "trip"},
+             c.rollback_adopted_trips);
+    w.Sample("tollgate_rollback_adopted_total", {"rule", c.rule, "transition", "clear"},
+             c.rollback_adopted_clears);
+  }
 }
 
 // The Envoy RLS front end's decisions, in the same family: HTTP series keep
@@ -563,6 +571,7 @@ Response HandleMetrics(const Runtime& s) {
   WriteDecisionMetrics(w, counters);
   const std::optional<ServerMetrics::LatencyCounts> grpc_latency = WriteGrpcDecisions(w, s);
   WriteRollbackMetrics(w, counters);
+  if (s.rollback_fleet) WriteRollbackFleetMetrics(w, *s.rollback_fleet);
   WriteSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   WritePolicyMetrics(w, s);

@@ -23,12 +23,102 @@ json TrippedRules(const std::vector<RuleCounters>& counters) {
   json out = json::array();
   for (const RuleCounters& c : counters) {
     if (!c.rolled_back) continue;
-    out.push_back({{"rule", c.rule},
-                   {"trigger", RollbackTriggerName(c.rollback_trigger)},
-                   {"reason", c.rollback_reason}});
+    json rule = {{"rule", c.rule},
+                 {"trigger", RollbackTriggerName(c.rollback_trigger)},
+                 {"reason", c.rollback_reason}};
+    if (!c.rollback_origin.empty()) rule["origin"] = c.rollback_origin;
+    out.push_back(std::move(rule));
   }
   return out;
 }
+
+RollbackChange FleetChange(const RollbackTransition& change) {
+  RollbackChange out;
+  out.rule = change.rule;
+  out.fingerprint = change.fingerprint;
+  out.tripped = change.tripped;
+  out.trigger = change.tripped || change.by_operator
+                    ? std::string(RollbackTriggerName(change.tripped ? change.trigger
+                                                                     : RollbackTrigger::kAdmin))
+                    : "none";
+  out.reason = change.reason;
+  return out;
+}
+
+RollbackTransition AdoptedTransition(const RollbackRecord& record) {
+  RollbackTransition out;
+  out.rule = record.rule;
+  out.fingerprint = record.fingerprint;
+  out.tripped = record.tripped;
+  out.trigger = RollbackTriggerFromName(record.trigger);
+  out.reason = record.reason;
+  out.origin = record.origin;
+  return out;
+}
+
+void WriteRollbackFleetMetrics(PrometheusWriter& w, const RollbackFleet& fleet) {
+  const RollbackFleetStats st = fleet.stats();
+  w.Family("tollgate_rollback_fleet_reads_total", "counter",
+           "Reads of the fleet's rollback hash, by result (ok, error).");
+  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "ok"}, st.reads);
+  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "error"}, st.read_failures);
+  w.Family("tollgate_rollback_fleet_publishes_total", "counter",
+           "Rollback trips and clears sent to the fleet, by result (ok, error: queued again).");
+  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "ok"}, st.publishes);
+  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "error"}, st.publish_failures);
+  w.Family("tollgate_rollback_fleet_bad_records_total", "counter",
+           "Records of the fleet's rollback hash skipped because they did not parse.");
+  w.Sample("tollgate_rollback_fleet_bad_records_total", {}, st.bad_records);
+  w.Family("tollgate_rollback_fleet_pending", "gauge",
+           "Rollback transitions of this instance not yet sent to the fleet.");
+  w.Sample("tollgate_rollback_fleet_pending", double(st.pending));
+}
+
+namespace {
+
+json FleetView(const Runtime& s) {
+  const RollbackFleet& fleet = *s.rollback_fleet;
+  const RollbackFleetStats st = fleet.stats();
+  json view = {{"key", fleet.key()},
+               {"instance", fleet.instance_id()},
+               {"reads", st.reads},
+               {"read_failures", st.read_failures},
+               {"publishes", st.publishes},
+               {"publish_failures", st.publish_failures},
+               {"bad_records", st.bad_records},
+               {"pending", st.pending}};
+  view["last_read_age_ms"] =
+      st.last_read_ns == 0 ? json(nullptr) : json((s.clock->Now() - st.last_read_ns) / 1'000'000);
+  if (!st.last_error.empty()) view["last_error"] = st.last_error;
+  return view;
+}
+
+// Sends an operator's action to the fleet: the rule's state here after it.
+json PublishAction(const Runtime& s, const std::string& rule, bool trip) {
+  RollbackTransition change;
+  change.rule = rule;
+  change.fingerprint = s.enforcer->RollbackFingerprint(rule);
+  change.tripped = trip;
+  change.by_operator = true;
+  change.trigger = trip ? RollbackTrigger::kAdmin : RollbackTrigger::kNone;
+  for (const RuleCounters& c : s.enforcer->Counters()) {
+    if (c.rule == rule && trip && c.rolled_back) {
+      change.trigger = c.rollback_trigger;  // tripped before: the fleet learns why
+      change.reason = c.rollback_reason;
+    }
+  }
+  if (change.fingerprint == 0) return {{"published", false}, {"error", "not a policy rule"}};
+  Result<RollbackRecord> stored = s.rollback_fleet->PublishNow(FleetChange(change));
+  if (!stored.ok()) {
+    return {{"published", false}, {"queued", true}, {"error", stored.status().message()}};
+  }
+  return {{"published", true},
+          {"epoch", stored->epoch},
+          {"tripped", stored->tripped},
+          {"origin", stored->origin}};
+}
+
+}  // namespace
 
 Response HandleRollbackView(const Runtime& s) {
   json rules = json::array();
@@ -37,14 +127,20 @@ Response HandleRollbackView(const Runtime& s) {
     for (size_t t = 1; t < kRollbackTriggerCount; ++t) {
       trips[std::string(RollbackTriggerName(RollbackTrigger(t)))] = c.rollback_trips[t];
     }
-    rules.push_back({{"rule", c.rule},
-                     {"tripped", c.rolled_back},
-                     {"trigger", RollbackTriggerName(c.rollback_trigger)},
-                     {"reason", c.rollback_reason},
-                     {"trips", std::move(trips)},
-                     {"clears", c.rollback_clears}});
+    json rule = {
+        {"rule", c.rule},
+        {"tripped", c.rolled_back},
+        {"trigger", RollbackTriggerName(c.rollback_trigger)},
+        {"reason", c.rollback_reason},
+        {"trips", std::move(trips)},
+        {"clears", c.rollback_clears},
+        {"adopted", {{"trips", c.rollback_adopted_trips}, {"clears", c.rollback_adopted_clears}}}};
+    if (!c.rollback_origin.empty()) rule["origin"] = c.rollback_origin;
+    rules.push_back(std::move(rule));
   }
-  return Json(200, {{"scope", "instance"}, {"rules", std::move(rules)}});
+  json view = {{"scope", s.rollback_fleet ? "fleet" : "instance"}, {"rules", std::move(rules)}};
+  if (s.rollback_fleet) view["fleet"] = FleetView(s);
+  return Json(200, view);
 }
 
 Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
@@ -84,12 +180,17 @@ Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view quer
   }
   if (trip) audit["reason"] = Logger::Client(reason);
   if (!trace_id.empty()) audit["trace_id"] = std::string(trace_id);
+  json answer = {{"ok", true},
+                 {"rule", rule},
+                 {"tripped", trip},
+                 {"was_tripped", before.rolled_back},
+                 {"scope", s.rollback_fleet ? "fleet" : "instance"}};
+  if (s.rollback_fleet) {
+    answer["fleet"] = PublishAction(s, rule, trip);
+    audit["fleet"] = answer["fleet"];
+  }
   s.log->Warn(trip ? "rollback_tripped" : "rollback_cleared", audit);
-  return Json(200, {{"ok", true},
-                    {"rule", rule},
-                    {"tripped", trip},
-                    {"was_tripped", before.rolled_back},
-                    {"scope", "instance"}});
+  return Json(200, answer);
 }
 
 }  // namespace tollgate::server

@@ -1,15 +1,20 @@
 // Internal: the rollback guard's admin view and actions (docs/operations.md,
-// "Automated rollback").
+// "Automated rollback"), and its sharing across the fleet.
 //
-//   GET  /v1/rollback                       every rule's guard: tripped, trigger, reason, counts
+//   GET  /v1/rollback                       every rule's guard: tripped, trigger, reason,
+//                                           origin, counts; the fleet's sync state
 //   POST /v1/rollback/clear?rule=NAME       clears a trip: the rule enforces again
 //   POST /v1/rollback/trip?rule=NAME&reason=TEXT
 //                                           trips by hand: the rule decides in shadow
 //
 // Admin listener only, behind the admin token like /v1/reload; every action
 // writes one audit log line ("rollback_cleared" / "rollback_tripped": rule,
-// whether it was tripped and why, the caller's address, the trace id). The
-// guard is per process: an action changes this instance only.
+// whether it was tripped and why, the caller's address, the trace id).
+// Scope: on the local store an action changes this instance only; on a remote
+// store (store.share_rollback, the default) it is also sent to the fleet
+// (RollbackFleet::PublishNow, one Redis round trip on the worker, as key
+// administration) and the answer says whether the fleet has it ("fleet":
+// {"published": true, "epoch": N}) or it was queued for the fleet's thread.
 //
 // Thread safety: as every handler (server/endpoints.h).
 #ifndef TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
@@ -20,10 +25,12 @@
 
 #include "server/http_util.h"
 #include "server/runtime.h"
+#include "tollgate/metrics.h"
+#include "tollgate/rollback_fleet.h"
 
 namespace tollgate::server {
 
-// The tripped rules ([{rule, trigger, reason}]), for /readyz and the view.
+// The tripped rules ([{rule, trigger, reason[, origin]}]), for /readyz and the view.
 nlohmann::json TrippedRules(const std::vector<RuleCounters>& counters);
 
 Response HandleRollbackView(const Runtime& s);
@@ -31,6 +38,14 @@ Response HandleRollbackView(const Runtime& s);
 // go into the audit line.
 Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
                               std::string_view peer, std::string_view trace_id);
+
+// The Enforcer's change as the fleet records it, and a fleet record as the
+// Enforcer adopts it.
+RollbackChange FleetChange(const RollbackTransition& change);
+RollbackTransition AdoptedTransition(const RollbackRecord& record);
+
+// tollgate_rollback_fleet_* families: reads, publishes, bad records, pending.
+void WriteRollbackFleetMetrics(PrometheusWriter& w, const RollbackFleet& fleet);
 
 }  // namespace tollgate::server
 

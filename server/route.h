@@ -4,14 +4,16 @@
 //
 //   endpoint                     main listener                      admin listener
 //   /healthz, /readyz            always                             always
-//   /v1/decide, /v1/auth         decision_on_main (default: on      never
-//                                without a gateway, off with one)
+//   /v1/decide, /v1/auth,        decision_on_main (default: on      never
+//   /v1/release                  without a gateway, off with one)
 //   /metrics                     metrics_on_main (same default)     always (admin token)
 //   /v1/reload, /v1/policy       never                              always (admin token)
 //   (GET, PUT), /v1/top,
-//   /v1/explain, /v1/keys/get,
-//   /v1/keys/reset, /v1/keys/set
-//   (POST)
+//   /v1/explain, /v1/rollback,
+//   /v1/keys/get,
+//   /v1/keys/reset, /v1/keys/set,
+//   /v1/rollback/clear,
+//   /v1/rollback/trip (POST)
 //   anything else                the gateway (gateway mode), else   404 (admin token)
 //                                404
 //

@@ -40,6 +40,7 @@
 #include "server/tracing.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"
+#include "tollgate/rollback_fleet.h"
 
 namespace tollgate::server {
 
@@ -85,6 +86,8 @@ struct Runtime {
   uint64_t policy_generation = 0;
   std::string policy_source;  // "file:<path>" or "etcd://host:port[,...]/key"
   Enforcer* enforcer = nullptr;
+  // The rollback guards shared across the fleet; null: per instance.
+  RollbackFleet* rollback_fleet = nullptr;
   PolicyStore* policies = nullptr;
   const StoreBundle* store = nullptr;
   // Enforcer::CheckAsync rather than Check: the store is natively asynchronous

@@ -19,6 +19,7 @@
 #include "server/context.h"
 #include "server/handlers.h"
 #include "server/policy_file.h"
+#include "server/rollback_admin.h"
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
@@ -128,6 +129,11 @@ class Server::Impl {
   std::shared_ptr<PolicyStore> policies;
   StoreBundle store;
   std::unique_ptr<Enforcer> enforcer;
+  // The rollback guards shared across the fleet (a remote store with
+  // store.share_rollback); null otherwise. Declared after the Enforcer, which
+  // its thread adopts into, so it goes first; Wait stops its thread. Shared:
+  // the Enforcer's on_rollback holds it weakly.
+  std::shared_ptr<RollbackFleet> rollback_fleet;
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<TopRejected> top;
   std::unique_ptr<RejectionGate> reject_gate;
@@ -395,6 +401,7 @@ class Server::Impl {
     rt->policy = policies->Current(&rt->policy_generation);
     rt->policy_source = etcd_source ? config->policy_path : "file:" + config->policy_path;
     rt->enforcer = enforcer.get();
+    rt->rollback_fleet = rollback_fleet.get();
     rt->policies = policies.get();
     rt->store = &store;
     rt->async_decisions = store.store->AsyncNative();
@@ -494,10 +501,57 @@ class Server::Impl {
     options.log = [weak_log](std::string_view message) {
       if (auto l = weak_log.lock()) l->Warn("policy_event", {{"message", std::string(message)}});
     };
+    if (Status st = OpenRollbackFleet(); !st.ok()) return st;
+    options.on_rollback =
+        [weak = std::weak_ptr<RollbackFleet>(rollback_fleet)](const RollbackTransition& change) {
+          // An operator's change is sent by the admin endpoint, which reports the outcome.
+          if (change.by_operator) return;
+          if (auto fleet = weak.lock()) fleet->Publish(FleetChange(change));
+        };
     auto made = Enforcer::Create(policies, store.store.get(), clock, std::move(options));
     if (!made.ok()) return made.status();
     enforcer = std::move(made).value();
     return Status::Ok();
+  }
+
+  // The fleet's rollback guards in the store's Redis (key <prefix>{rollback}),
+  // timed by the I/O clock; the first read waits for Create (SyncRollbackFleet).
+  Status OpenRollbackFleet() {
+    if (!config->share_rollback || !store.redis_command) return Status::Ok();
+    RollbackFleetOptions options;
+    options.key = store.key_prefix + "{rollback}";
+    options.interval = config->rollback_sync;
+    options.clock = io_clock;
+    auto fleet = RollbackFleet::Create(std::move(options), store.redis_command,
+                                       [this](const RollbackRecord& record) { Adopt(record); });
+    if (!fleet.ok()) return fleet.status();
+    rollback_fleet = std::move(fleet).value();
+    return Status::Ok();
+  }
+
+  // Another instance's trip or clear (or this one's, as the fleet stored it).
+  void Adopt(const RollbackRecord& record) {
+    if (!enforcer || !enforcer->AdoptRollback(AdoptedTransition(record))) return;
+    nlohmann::json fields = {{"rule", record.rule},
+                             {"tripped", record.tripped},
+                             {"trigger", record.trigger},
+                             {"origin", record.origin},
+                             {"epoch", record.epoch}};
+    if (record.tripped) {
+      fields["reason"] = record.reason;
+      log->Warn("rollback_adopted", std::move(fields));
+    } else {
+      log->Info("rollback_adopted", std::move(fields));
+    }
+  }
+
+  // Before serving: the trips the fleet already has apply to the first request.
+  void SyncRollbackFleet() {
+    if (!rollback_fleet) return;
+    if (Status st = rollback_fleet->Sync(); !st.ok()) {
+      log->Warn("rollback_fleet_unavailable",
+                {{"key", rollback_fleet->key()}, {"error", st.message()}});
+    }
   }
 
   // Workers, metrics and the other observers, sized by the config.
@@ -611,6 +665,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   m.io_clock = io_clock;
   m.start_wall_ns = clock->WallNow();
   if (Status st = m.OpenEngine(); !st.ok()) return st;
+  m.SyncRollbackFleet();
   m.CreateWorkers();
   auto gateway = m.ResolveGateway();
   if (!gateway.ok()) return gateway.status();
@@ -648,6 +703,7 @@ void Server::Start() {
   for (auto& w : m.workers) m.ScheduleSweep(*w);
   m.ScheduleReloadPoll();
   m.WatchEtcd();
+  if (m.rollback_fleet) m.rollback_fleet->Start();
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
                          {"threads", m.workers.size()},
@@ -655,7 +711,8 @@ void Server::Start() {
                          {"failure_mode", m.config->failure_mode},
                          {"policy", m.config->policy_path},
                          {"policy_generation", m.policies->generation()},
-                         {"headers", m.config->header_style}};
+                         {"headers", m.config->header_style},
+                         {"rollback_scope", m.rollback_fleet ? "fleet" : "instance"}};
   if (m.admin_acceptor) {
     info["admin"] = m.admin_acceptor->local_endpoint().address().to_string() + ":" +
                     std::to_string(admin_port());
@@ -682,6 +739,7 @@ void Server::Wait() {
     if (t.joinable()) t.join();
   }
   m.etcd_watch.reset();
+  if (m.rollback_fleet) m.rollback_fleet->Stop();
   m.source_pool.join();
   if (m.grpc) m.grpc->Shutdown();
   m.log->Info("stopped", {{"connections_total", m.metrics->connections_total.load()}});

@@ -227,10 +227,13 @@ Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
     };
   } else if (RedisClusterStore* cluster = opened->cluster) {
     bundle.redis_command = [cluster](std::vector<std::string> argv) {
-      const std::string key = argv.size() > 1 ? argv[1] : std::string();
+      const bool script =
+          argv.size() > 3 && (argv[0] == "EVAL" || argv[0] == "EVALSHA") && argv[2] != "0";
+      const std::string key = script ? argv[3] : argv.size() > 1 ? argv[1] : std::string();
       return cluster->Command(key, std::move(argv));
     };
   }
+  bundle.key_prefix = opened->key_prefix;
 #endif
   bundle.store = std::move(opened->store);
   return bundle;

@@ -34,9 +34,11 @@ struct StoreBundle {
   // Appends store gauges/counters (keys, evictions, breaker state) to /metrics.
   std::function<void(PrometheusWriter&)> export_metrics;
   // A plain command on the Redis behind the store (RedisStore::Command, or the
-  // cluster's routed by its first key); null for the local store. Reads Redis
-  // tenant tables (server/tenant_hash.h).
+  // cluster's routed by its first key: argv[1], or for EVAL/EVALSHA the first
+  // of KEYS); null for the local store. Reads Redis tenant tables
+  // (server/tenant_hash.h) and shares the rollback guards (RollbackFleet).
   RedisCommand redis_command;
+  std::string key_prefix;  // the remote store's key prefix; "" for the local store
 };
 
 // The runtime store spec of the config's `store` section (URL, local_*,

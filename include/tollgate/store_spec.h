@@ -112,6 +112,9 @@ struct OpenedStore {
   RedisStore* redis = nullptr;
   RedisClusterStore* cluster = nullptr;
   ResilientStore* resilient = nullptr;
+  // Remote stores: the key prefix of the URL (shared keys such as the fleet's
+  // sets are named with it); empty for the local store.
+  std::string key_prefix;
   // Whether the backing store is healthy (its connections up and, when
   // resilient, its breaker not open), whatever the failure mode says.
   bool BackingHealthy() const;

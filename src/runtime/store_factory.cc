@@ -111,6 +111,7 @@ Result<OpenedStore> OpenRedis(const StoreSpec& spec, const StoreEnv& env) {
   out.description = "redis " + options->host + ":" + std::to_string(options->port) + " db " +
                     std::to_string(options->db);
   out.redis = redis.get();
+  out.key_prefix = options->key_prefix;
   RedisStore* raw = redis.get();  // owned by the resilient store, which owns the fleet too
   return Finish(
       spec, env, std::move(redis), std::move(out), options->key_prefix,
@@ -128,6 +129,7 @@ Result<OpenedStore> OpenRedisCluster(const StoreSpec& spec, const StoreEnv& env)
   out.scheme = StoreScheme::kRedisCluster;
   out.description = "redis-cluster (" + std::to_string(options->seeds.size()) + " seeds)";
   out.cluster = cluster.get();
+  out.key_prefix = options->node.key_prefix;
   // Routed by the fleet key's slot; MOVED/ASK are the cluster store's business.
   RedisClusterStore* raw = cluster.get();
   return Finish(spec, env, std::move(cluster), std::move(out), options->node.key_prefix,
