@@ -18,6 +18,7 @@
 #include "base/config_errors.h"
 #include "base/json_depth.h"
 #include "base/json_fields.h"
+#include "base/names.h"
 #include "policy/policy_impl.h"
 #include "policy/value_sets.h"
 #include "tollgate/calendar.h"
@@ -36,15 +37,7 @@ using base::JsonFields;
 using base::JsonTypeName;
 using base::NumberText;
 
-bool ValidName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxRuleNameLength) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
-}
+bool ValidName(std::string_view name) { return base::IsPolicyName(name); }
 
 bool IsWhole(double v) { return std::floor(v) == v; }
 

@@ -17,6 +17,7 @@
 #include "tollgate/lease.h"
 
 #include "base/config_errors.h"
+#include "base/names.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 #include "tollgate/policy_headers.h"
@@ -33,7 +34,7 @@ inline constexpr int kMaxJsonDepth = 32;
 inline constexpr size_t kMaxRules = 1000;
 inline constexpr size_t kMaxLimitKeys = 8;
 inline constexpr size_t kMaxConditions = 16;
-inline constexpr size_t kMaxRuleNameLength = 64;
+inline constexpr size_t kMaxRuleNameLength = base::kMaxNameLength;
 inline constexpr size_t kMaxRegexLength = 512;
 inline constexpr size_t kMaxMatchValues = 256;
 inline constexpr size_t kMaxKeyValueLength = 256;  // longer values are replaced by a hash

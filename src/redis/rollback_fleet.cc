@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/instance_id.h"
+#include "base/names.h"
 
 namespace tollgate {
 namespace {
@@ -42,15 +43,9 @@ constexpr size_t kMaxTrigger = 32;
 constexpr size_t kMaxError = 300;
 constexpr int64_t kMaxEpoch = int64_t{1} << 53;  // Lua numbers are exact below 2^53
 
-bool IsRuleName(std::string_view s) {
-  if (s.empty() || s.size() > kMaxRollbackRuleName) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
-}
+// A policy's rule name (the hash's fields are nothing else).
+bool IsRuleName(std::string_view s) { return base::IsPolicyName(s); }
+static_assert(kMaxRollbackRuleName == base::kMaxNameLength);
 
 bool IsTrigger(std::string_view s) {
   if (s.empty() || s.size() > kMaxTrigger) return false;
