@@ -85,6 +85,12 @@ TEST_P(SettleContractTest, WindowsCountPastTheLimitAndRefundWithinTheirWindow) {
     const Settled s = SettleOne(k, l, 14, 0);  // 15 counted against 10
     EXPECT_EQ(s.charged, 14);
     EXPECT_FALSE(s.decision.allowed);
+    // The settlement's own report: the window's end (a sliding window's
+    // counts weigh on the next window too: up to two windows).
+    EXPECT_EQ(s.decision.remaining, 0);
+    EXPECT_GT(s.decision.reset_after.count(), 0);
+    EXPECT_LE(s.decision.reset_after,
+              std::chrono::hours(24 * 366) * (a == Algorithm::kSlidingWindow ? 2 : 1));
     const Decision d = One(k, l, 1);
     EXPECT_FALSE(d.allowed);
     EXPECT_EQ(d.remaining, 0);
@@ -127,11 +133,13 @@ TEST_P(SettleContractTest, RefusesWhatItCannotSettle) {
   s.window = std::chrono::seconds(10);
   const Limit log = *Limit::Create(s);
   const Limit ok = SlowBucket(5);
-  SettleItem items[] = {{Key("a"), &ok, 1, 0}, {Key("log"), &log, 1, 0}};
+  // The items borrow their keys: keep them alive for the calls.
+  const std::string a = Key("a"), log_key = Key("log");
+  SettleItem items[] = {{a, &ok, 1, 0}, {log_key, &log, 1, 0}};
   auto r = store_->Settle(items);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  SettleItem negative{Key("a"), &ok, -1, 0};
+  SettleItem negative{a, &ok, -1, 0};
   EXPECT_FALSE(store_->Settle(std::span<const SettleItem>(&negative, 1)).ok());
   // Nothing was charged by the refused call.
   EXPECT_EQ(One(Key("a"), ok, 0).remaining, 5);

@@ -1,6 +1,8 @@
 #include "redis/settle_script.h"
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -154,6 +156,16 @@ bool Limb(const RedisReply& r, int64_t max_s, int64_t* s) {
   return true;
 }
 
+// The index of the synthetic window a window reply is decoded in: far enough
+// from 0 that its state word is never 0 and the window before it exists
+// (sliding), small enough that core's window arithmetic ((index + 1) * w, the
+// window's end) stays within int64 for every window length up to 366 days
+// (2^20 for a 1 ms window, 289 for a 366-day one), and within every state
+// layout's index bits (2^23 and up).
+int64_t SyntheticWindowIndex(int64_t window_ns) {
+  return std::min<int64_t>(int64_t{1} << 20, std::numeric_limits<int64_t>::max() / window_ns - 2);
+}
+
 // The decision core's Settle reports for `state` at `now` (nothing settled).
 Decision Report(const Limit& limit, uint64_t state, int64_t now) {
   return Settle(limit, state, SettleOp{}, now).step.decision;
@@ -245,14 +257,14 @@ Result<Settled> DecodeSettleReply(const SettleItem& item, const RedisReply& repl
   const int64_t w = limit.window_ns();
   const i128 rel = std::min<i128>(static_cast<i128>(rs) * 1'000'000'000 + rn, w);
   if (rel <= 0) return Bad("window end not after now");
-  constexpr int64_t kWindow = 1 << 20;
-  const int64_t now = static_cast<int64_t>((kWindow + 1) * static_cast<i128>(w) - rel);
+  const int64_t window = SyntheticWindowIndex(w);
+  const int64_t now = static_cast<int64_t>((window + 1) * static_cast<i128>(w) - rel);
   uint64_t state;
   if (sliding) {
-    state = (static_cast<uint64_t>(kWindow) << 40) | static_cast<uint64_t>(count);
+    state = (static_cast<uint64_t>(window) << 40) | static_cast<uint64_t>(count);
     if ((count & ((1 << 20) - 1)) > max || (count >> 20) > max) return Bad("counts out of range");
   } else {
-    state = (static_cast<uint64_t>(kWindow) << FixedWindowCountBits(limit)) |
+    state = (static_cast<uint64_t>(window) << FixedWindowCountBits(limit)) |
             static_cast<uint64_t>(count);
   }
   if (count == 0) state = 0;

@@ -9,6 +9,7 @@
 #include "redis/gcra_script.h"
 #include "redis/redis_keys.h"
 #include "redis/reply_reader.h"
+#include "redis/settle_script.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/redis_store.h"
 
@@ -392,3 +393,62 @@ TEST(ReplyReader, NestingDeeperThanHiredisAllowsIsAProtocolError) {
 
 }  // namespace
 }  // namespace tollgate::redis
+
+namespace tollgate {
+namespace {
+
+RedisReply Ints(std::initializer_list<int64_t> values) {
+  RedisReply r;
+  r.type = RedisReply::Type::kArray;
+  for (int64_t v : values) {
+    RedisReply e;
+    e.type = RedisReply::Type::kInteger;
+    e.integer = v;
+    r.elements.push_back(e);
+  }
+  return r;
+}
+
+// A window settlement's reply decoded in a synthetic window: for every window
+// length up to the longest period (366 days), the report is exact (the
+// window's end is the reply's `rel`), with no overflow on the way (UBSan).
+TEST(SettleReply, WindowReportsAreExactForEveryWindowLength) {
+  using std::chrono::hours;
+  using std::chrono::milliseconds;
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow}) {
+    for (Nanos window : {Nanos(milliseconds(1)), Nanos(std::chrono::seconds(1)), Nanos(hours(1)),
+                         Nanos(hours(24 * 30)), Nanos(hours(24 * 366))}) {
+      SCOPED_TRACE(std::string(AlgorithmName(a)) + " " + std::to_string(window.count()));
+      LimitSpec spec;
+      spec.algorithm = a;
+      spec.burst = 10;
+      spec.window = window;
+      const Limit limit = *Limit::Create(spec);
+      SettleItem item{"k", &limit, 14, 0};
+      const int64_t rel = window.count() / 2 + 1;  // half the window left
+      // 15 counted against 10 (sliding: nothing in the previous window).
+      auto over = redis::DecodeSettleReply(
+          item, Ints({14, 0, 15, rel / 1'000'000'000, rel % 1'000'000'000}));
+      ASSERT_TRUE(over.ok()) << over.status().ToString();
+      EXPECT_EQ(over->charged, 14);
+      EXPECT_FALSE(over->decision.allowed);
+      EXPECT_EQ(over->decision.remaining, 0);
+      if (a == Algorithm::kFixedWindow) {
+        EXPECT_EQ(over->decision.reset_after.count(), rel);
+        EXPECT_EQ(over->decision.retry_after.count(), rel);
+      } else {
+        EXPECT_GT(over->decision.retry_after.count(), 0);
+        EXPECT_LE(over->decision.retry_after, window);
+      }
+      // 4 of 10: allowed, 6 left.
+      auto under =
+          redis::DecodeSettleReply(item, Ints({3, 0, 4, rel / 1'000'000'000, rel % 1'000'000'000}));
+      ASSERT_TRUE(under.ok()) << under.status().ToString();
+      EXPECT_TRUE(under->decision.allowed);
+      EXPECT_EQ(under->decision.remaining, 6);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate
