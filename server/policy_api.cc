@@ -84,10 +84,15 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
   }
   const std::string before = s.policies->version();
   const std::vector<RuleChange> changes = DiffPolicies(*s.policies->Current(), *parsed.policy);
+  json warnings = json::array();
+  for (const ConfigError& w : PolicyWarnings(*parsed.policy)) {
+    warnings.push_back({{"path", w.path}, {"warning", w.message}});
+  }
   json answer = {{"dry_run", dry_run},
                  {"version_before", before},
                  {"version", parsed.version},
-                 {"changes", ChangesJson(changes)}};
+                 {"changes", ChangesJson(changes)},
+                 {"warnings", std::move(warnings)}};
   if (dry_run) return JsonResponse(200, answer);
   std::vector<ConfigError> errors = s.state->put_policy(body, actor);
   if (!errors.empty()) {

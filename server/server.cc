@@ -387,7 +387,16 @@ class Server::Impl {
                              {"changes", ChangesJson(DiffPolicies(*before, *after))}};
     if (!actor.empty()) fields["actor"] = std::string(actor);
     log->Info("policy_reloaded", std::move(fields));
+    LogPolicyWarnings(*after);
     return errors;
+  }
+
+  // One `policy_warning` line for each rule of `policy` that can never apply.
+  void LogPolicyWarnings(const Policy& policy) {
+    for (const ConfigError& w : PolicyWarnings(policy)) {
+      log->Warn("policy_warning",
+                {{"path", w.path}, {"warning", w.message}, {"version", policies->version()}});
+    }
   }
 
   // The first snapshot, from the config and what Create built for it.
@@ -490,6 +499,7 @@ class Server::Impl {
     if (!created.ok()) return created.status();
     store = std::move(created).value();
     if (Status st = OpenPolicy(); !st.ok()) return st;
+    LogPolicyWarnings(*policies->Current());
     tenant_loaded_ns.store(clock->Now());
     policy_stamp = Stamp(config->policy_path);
     auto tracing = DecisionTracer::Create(*config, clock);

@@ -1,7 +1,10 @@
 // `tollgate check-config FILE...`: validates policy files.
 // Prints every error one a line ("rules[1].algorithm_config.burst: must be >=
 // tokens_per_second (100)"), prefixed with the file name when several files
-// are given. Exit status: 0 all valid, 2 any invalid or unreadable.
+// are given. Rules that can never apply (PolicyWarnings) are printed as
+// "warning: rules[1]: never applies: ..." and do not make a file invalid,
+// unless --strict. Exit status: 0 all valid, 2 any invalid or unreadable (or,
+// with --strict, any warning).
 // `tollgate check-config --server CONFIG` runs tollgated's startup checks on a
 // server config (the same function as `tollgated --config CONFIG --check`).
 #include <cstdio>
@@ -19,12 +22,13 @@ namespace {
 
 void Help(FILE* out) {
   std::fprintf(out,
-               "usage: tollgate check-config [--quiet] [--summary] FILE...\n"
+               "usage: tollgate check-config [--quiet] [--summary] [--strict] FILE...\n"
                "       tollgate check-config --server TOLLGATED_CONFIG\n\n"
                "Validates policy files (docs/configuration.md). Prints every error one a line\n"
                "as <json path>: <reason>; exits 0 when every file is valid, 2 otherwise.\n\n"
                "  --quiet     print nothing for valid files\n"
                "  --summary   print one line per rule of valid files\n"
+               "  --strict    a warning (a rule that can never apply) fails the file too\n"
                "  --server    FILE is a tollgated config: run exactly the checks a tollgated\n"
                "              start runs (as tollgated --config FILE --check)\n");
 }
@@ -46,6 +50,7 @@ int CheckServerConfigFile(const std::string& path, bool quiet) {
 int CheckConfigMain(std::vector<std::string> args) {
   bool quiet = false;
   bool summary = false;
+  bool strict = false;
   bool server_config = false;
   std::vector<std::string> files;
   for (const std::string& a : args) {
@@ -57,6 +62,8 @@ int CheckConfigMain(std::vector<std::string> args) {
       quiet = true;
     } else if (a == "--summary") {
       summary = true;
+    } else if (a == "--strict") {
+      strict = true;
     } else if (a == "--server") {
       server_config = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -90,6 +97,14 @@ int CheckConfigMain(std::vector<std::string> args) {
       continue;
     }
     const auto rules = SummarizePolicy(*p.policy);
+    const std::vector<ConfigError> warnings = PolicyWarnings(*p.policy);
+    for (const ConfigError& w : warnings) {
+      std::printf("%swarning: %s\n", prefix.c_str(), w.ToString().c_str());
+    }
+    if (strict && !warnings.empty()) {
+      all_ok = false;
+      continue;
+    }
     if (!quiet) {
       std::printf("%s: ok (%zu rule%s)\n", f.c_str(), rules.size(), rules.size() == 1 ? "" : "s");
     }

@@ -33,6 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parsed.policy) return 0;
   const auto rules = tollgate::SummarizePolicy(*parsed.policy);
   for (const auto& r : rules) FUZZ_CHECK(!r.name.empty(), "a rule without a name");
+  // Warnings name a later rule than the one they blame, never the first.
+  for (const auto& w : tollgate::PolicyWarnings(*parsed.policy)) {
+    FUZZ_CHECK(w.path.rfind("rules[", 0) == 0 && w.path != "rules[0]" && !w.message.empty(),
+               "a warning at " + w.path);
+  }
 
   auto env = tollgate::fuzz::FreshEnforcer(tollgate::PolicyStore::FromPolicy(parsed.policy));
   tollgate::Enforcer& enforcer = *env->enforcer;

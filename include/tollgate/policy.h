@@ -124,6 +124,16 @@ std::vector<RuleChange> DiffPolicies(const Policy& before, const Policy& after);
 // "no changes\n".
 std::string FormatPolicyDiff(std::span<const RuleChange> changes);
 
+// Rules of a valid `policy` that can never apply, one warning each (path
+// "rules[i]"): a rule after a rule of the same tier group without `match`
+// (two rules on the same limit_keys are one group unless "group" says
+// otherwise, and the first takes every request of the group), and every rule
+// after an `allow` rule without `match`, or an enforced `deny` rule without
+// `match` (evaluation stops there). Not errors: the policy loads and decides
+// as written; `tollgate check-config` prints them and tollgated logs them
+// (`policy_warning`) on every load and reload.
+std::vector<ConfigError> PolicyWarnings(const Policy& policy);
+
 // The name (lower case) of a header that a rule of `policy` keys on
 // (limit_keys "header:<name>") and that `headers` hold more than once, or
 // nullopt. A front end refuses such a request (tollgated's gateway: 400)

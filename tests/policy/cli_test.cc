@@ -42,6 +42,25 @@ TEST_F(CliTest, CheckConfigValidExitsZero) {
   EXPECT_NE(out.find("ok (4 rules)"), std::string::npos) << out;
 }
 
+// A rule that can never apply is a warning, one line with its path: the file
+// stays valid (exit 0) unless --strict.
+TEST_F(CliTest, CheckConfigWarnsOfARuleThatNeverApplies) {
+  const testing::ScopedTempDir dir;
+  const std::string file = dir.File("policy.json");
+  std::ofstream(file) << R"({"rules": [
+    {"name": "burst", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 5, "burst": 10}},
+    {"name": "daily", "limit_keys": ["header:x-api-key"], "algorithm_config": {"count": 1000, "period": "1d"}}]})";
+  std::string out;
+  EXPECT_EQ(RunCli("check-config " + file, &out), 0);
+  EXPECT_NE(out.find("warning: rules[1]: never applies: rules[0] (\"burst\")"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ok (2 rules)"), std::string::npos) << out;
+  std::string strict;
+  EXPECT_EQ(RunCli("check-config --strict " + file, &strict), 2);
+  EXPECT_NE(strict.find("warning: rules[1]"), std::string::npos) << strict;
+  EXPECT_EQ(strict.find("ok ("), std::string::npos) << strict;
+}
+
 TEST_F(CliTest, PolicyDiffPrintsOneLineARuleChange) {
   const testing::ScopedTempDir dir;
   const std::string before = dir.File("old.json"), after = dir.File("new.json");

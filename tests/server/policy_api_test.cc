@@ -128,6 +128,40 @@ TEST_F(PolicyApi, DryRunListsChangesAndAppliesNothing) {
       400);
 }
 
+// A rule that can never apply: the dry run lists it, a PUT applies the policy
+// anyway (it is valid) and the reload logs one policy_warning line for it.
+TEST_F(PolicyApi, ARuleThatNeverAppliesIsAWarningNotAnError) {
+  const std::string dead = R"({"rules": [
+    {"name": "burst", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 5}},
+    {"name": "daily", "limit_keys": ["header:x-api-key"],
+     "algorithm_config": {"count": 1000, "period": "1d"}}]})";
+  HttpResponse dry = Fetch(s_->admin_port, "PUT", "/v1/policy?dry_run=1", Admin(), dead);
+  ASSERT_EQ(dry.status, 200) << dry.body;
+  json d = Body(dry);
+  ASSERT_EQ(d["warnings"].size(), 1u) << d;
+  EXPECT_EQ(d["warnings"][0]["path"], "rules[1]");
+  EXPECT_NE(d["warnings"][0]["warning"].get<std::string>().find("never applies"),
+            std::string::npos);
+  EXPECT_TRUE(Body(Fetch(s_->admin_port, "PUT", "/v1/policy?dry_run=1", Admin(),
+                         RaisedPolicy()))["warnings"]
+                  .empty());
+  ASSERT_EQ(Fetch(s_->admin_port, "PUT", "/v1/policy", Admin(), dead).status, 200);
+  bool logged = WaitFor([&] {
+    log_->Flush();
+    std::istringstream lines(ReadAll(log_path_));
+    for (std::string line; std::getline(lines, line);) {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("msg", "") == "policy_warning" &&
+          j.value("path", "") == "rules[1]" &&
+          j.value("warning", "").find("rules[0] (\"burst\")") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  });
+  EXPECT_TRUE(logged) << ReadAll(log_path_);
+}
+
 TEST_F(PolicyApi, InvalidPolicyIsRejectedWithEveryError) {
   const json before = GetPolicy();
   HttpResponse r = Fetch(s_->admin_port, "PUT", "/v1/policy", Admin(),
