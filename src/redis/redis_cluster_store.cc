@@ -499,7 +499,9 @@ class RedisClusterStore::Impl {
 
   // Follows the error reply `error` of `job` when it is a redirection, for
   // decisions and plain commands alike: MOVED points the slot at the new
-  // owner and routes again, ASK goes once to the target with ASKING, and
+  // owner and routes again (a job redirected before backs off first: the
+  // nodes are still agreeing on the slot), ASK goes once to the target with
+  // ASKING, and
   // TRYAGAIN-like errors park the job for a backoff within its deadline; all
   // bounded by max_redirects. None of these ran the call, so nothing runs
   // twice. kTaken: the job went on. kNone: not a redirection (or no time
@@ -521,7 +523,18 @@ class RedisClusterStore::Impl {
       moved_.fetch_add(1, std::memory_order_relaxed);
       if (NodeClient* n = Node(endpoint)) slot_node_[static_cast<size_t>(slot)] = n;
       RequestRefresh(false);
-      Route(std::move(job));
+      if (job->redirects == 1) {
+        Route(std::move(job));  // the map was stale: go where the slot is now
+        return Redirected::kTaken;
+      }
+      // Redirected again: the nodes disagree about the slot for a moment (a
+      // resharding tool sets its new owner on one node at a time; a failover's
+      // config is still spreading) and MOVED may bounce between two of them.
+      // Going straight back would spend max_redirects in microseconds; wait a
+      // backoff instead, as for TRYAGAIN, while the topology is read again.
+      const auto backoff = Backoff(*job);
+      if (now + backoff >= job->deadline) return Redirected::kNone;
+      Park(std::move(job), now + backoff);
       return Redirected::kTaken;
     }
     if (ask) {
