@@ -102,7 +102,11 @@ BODIES = {
     "request-header-pairs": {"request": {"path": "/login", "ip": "10.1.2.3",
                                          "headers": [["X-Forwarded-For", "203.0.113.1"], ["x-api-key", "a"]]}},
     "items": {"items": [{"rule": "free", "key": "k1", "cost": 3}, {"rule": "per-ip", "key": "198.51.100.1"}]},
-    "items-peek": {"items": [{"rule": "tenant-log", "key": "t", "cost": 0}]},
+    "items-peek": {"items": [{"rule": "tenant-log", "values": ["t", None], "cost": 0}]},
+    "items-values": {"items": [{"rule": "tenant-log", "values": ["t|1", "all"], "cost": 2},
+                               {"rule": "free", "values": ["k1"]}]},
+    "items-values-bad": {"items": [{"rule": "tenant-log", "key": "t"},
+                                   {"rule": "tenant-log", "values": ["t", "none"]}]},
     "bad": {"request": {"path": "nope"}, "items": []},
 }
 for name, body in BODIES.items():

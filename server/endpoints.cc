@@ -124,7 +124,10 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
   const int64_t t0 = rt.clock->Now();
   DecisionTracer::Active span = BeginSpan(rt, request.trace);
   Result<CheckOutcome> outcome = rt.enforcer->CheckItems(input.items);
-  if (!outcome.ok()) co_return Problem(400, "Invalid decision request", outcome.status().message());
+  if (!outcome.ok()) {
+    co_return Problem(400, "Invalid decision request", outcome.status().message(),
+                      ItemErrors(outcome.status().message()));
+  }
   RecordOutcome(rt, *request.shard, *outcome, rt.clock->Now() - t0, nullptr, request.trace_id);
   if (span.sampled) rt.tracer->End(span, *outcome);
   co_return RenderDecision(*outcome);

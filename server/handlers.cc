@@ -4,6 +4,7 @@
 
 #include "base/config_errors.h"
 #include "base/json_fields.h"
+#include "server/key_admin.h"
 #include "server/rollback_admin.h"
 #include "tollgate/limit.h"
 #include "tollgate/period.h"
@@ -218,22 +219,32 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
     return;
   }
   out->item_storage.reserve(items.size() * 2);  // pointers into it must stay valid
+  out->value_storage.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     std::string path = "items[" + std::to_string(i) + "]";
     const json& it = items[i];
     if (!it.is_object()) {
-      errors->push_back({path, "must be an object {rule?, key, cost?}"});
+      errors->push_back({path, "must be an object {rule?, key | values, cost?, limit?}"});
       continue;
     }
     base::ConfigErrors e(errors);
     base::JsonFields f(it, path, e);
-    f.RejectUnknown({"rule", "key", "cost", "limit"});
+    f.RejectUnknown({"rule", "key", "values", "cost", "limit"});
     std::string rule, key;
     f.String("rule", &rule);
-    if (!f.Has("key")) {
-      f.Error("key", "is required");
-    } else {
+    // "key": the identity of a rule with one limit_keys source; "values": one
+    // value per source, in order, for any rule (the key routes' form).
+    out->value_storage.emplace_back();
+    if (f.Has("key") == f.Has("values")) {
+      f.Error("key",
+              "exactly one of \"key\" or \"values\" (the rule's limit_keys values) is "
+              "required");
+    } else if (f.Has("key")) {
       f.String("key", &key);
+    } else if (rule.empty()) {
+      f.Error("values", "needs \"rule\" (values are a rule's limit_keys values)");
+    } else {
+      ParseKeyValues(*f.Find("values"), f.PathOf("values"), &out->value_storage.back(), errors);
     }
     int64_t cost = 1;
     f.Integer("cost", &cost, 0, Limit::kMaxBurst);
@@ -246,6 +257,7 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
     ExplicitItem item;
     item.rule = rule_ref;
     item.key = key_ref;
+    item.values = out->value_storage.back();
     item.cost = cost;
     item.limit_override = limit;
     out->has_limits = out->has_limits || limit.has_value();
@@ -315,6 +327,31 @@ RequestView DescribedRequest::View() {
   v.peer_address = client_ip;
   v.headers = std::span<const HeaderPair>(headers.data(), headers.size());
   return v;
+}
+
+// CheckItems' refusals read "items[i]: <why>", or "items[i]: <field>: <why>"
+// for a field of the item (key, values, values[j], cost, limit): the problem's
+// errors then name the field's path, as the body parser's do.
+std::vector<ConfigError> ItemErrors(std::string_view message) {
+  const size_t colon = message.find("]: ");
+  if (!message.starts_with("items[") || colon == std::string_view::npos) {
+    return {{"items", std::string(message)}};
+  }
+  std::string path(message.substr(0, colon + 1));
+  std::string_view why = message.substr(colon + 3);
+  for (std::string_view field : {"values", "key", "cost", "limit"}) {
+    if (!why.starts_with(field)) continue;
+    const size_t end = why.find(": ");
+    const std::string_view name = why.substr(0, end);
+    if (end == std::string_view::npos ||
+        (name.size() > field.size() && name[field.size()] != '[')) {
+      continue;
+    }
+    path += "." + std::string(name);
+    why.remove_prefix(end + 2);
+    break;
+  }
+  return {{std::move(path), std::string(why)}};
 }
 
 std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out) {

@@ -36,11 +36,16 @@ struct DescribedRequest {
 struct DecideInput {
   std::optional<DescribedRequest> request;
   std::vector<std::string> item_storage;  // rule and key strings the items point to
+  std::vector<std::vector<std::optional<std::string>>> value_storage;  // items' "values"
   std::vector<ExplicitItem> items;
   bool has_limits = false;  // an item carries its own "limit" (needs the admin token)
 };
 // Returns errors (with JSON paths) when the body is not a valid decide request.
 std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out);
+// Enforcer::CheckItems' refusal ("items[i]: <field>: <why>") as a problem's
+// errors: the path names the item's field (items[0].values[2]) when the
+// message does, else the item.
+std::vector<ConfigError> ItemErrors(std::string_view message);
 
 // The body of /v1/release: {"leases": ["<lease token>", ...]}, at most
 // kMaxReleaseLeases tokens, each checked by Enforcer::ParseLeaseToken.

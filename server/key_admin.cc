@@ -186,6 +186,30 @@ Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
   return JsonResponse(200, answer);
 }
 
+}  // namespace
+
+bool ParseKeyValues(const json& values, const std::string& path,
+                    std::vector<std::optional<std::string>>* out,
+                    std::vector<ConfigError>* errors) {
+  if (!values.is_array() || values.empty() || values.size() > kMaxKeyValues) {
+    errors->push_back(
+        {path, "must be an array of 1 to " + std::to_string(kMaxKeyValues) + " strings or nulls"});
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::optional<std::string> v;
+    if (ReadValue(values[i], base::IndexPath(path, i), &v, errors)) {
+      out->push_back(std::move(v));
+    } else {
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+namespace {
+
 // "values" (in limit_keys order) or "keys" (by source): exactly one.
 void ParseKey(const json& doc, KeyRequest* out, std::vector<ConfigError>* errors_out) {
   std::vector<ConfigError>& errors = *errors_out;
@@ -196,17 +220,7 @@ void ParseKey(const json& doc, KeyRequest* out, std::vector<ConfigError>* errors
                       "exactly one of \"values\" (in limit_keys order) or \"keys\" "
                       "(by source) is required"});
   } else if (values != doc.end()) {
-    if (!values->is_array() || values->empty() || values->size() > kMaxKeyValues) {
-      errors.push_back({"values", "must be an array of 1 to " + std::to_string(kMaxKeyValues) +
-                                      " strings or nulls"});
-    } else {
-      for (size_t i = 0; i < values->size(); ++i) {
-        std::optional<std::string> v;
-        if (ReadValue((*values)[i], base::IndexPath("values", i), &v, &errors)) {
-          out->values.push_back(std::move(v));
-        }
-      }
-    }
+    ParseKeyValues(*values, "values", &out->values, &errors);
   } else {
     out->by_source_given = true;
     if (!keys->is_object() || keys->empty() || keys->size() > kMaxKeyValues) {

@@ -29,6 +29,7 @@
 #define TOLLGATE_SERVER_KEY_ADMIN_H_
 
 #include <boost/asio/awaitable.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,12 @@ struct KeyRequest {
 };
 inline constexpr size_t kMaxKeyValues = 32;
 inline constexpr size_t kMaxKeyValueBytes = 4096;
+// A "values" array at `path`: 1 to kMaxKeyValues strings (at most
+// kMaxKeyValueBytes each) or nulls (the source absent), appended to *out in
+// order. The key routes and /v1/decide items name a key with it; false, with
+// each problem's path (values, values[i]) in *errors, when it is not one.
+bool ParseKeyValues(const nlohmann::json& values, const std::string& path,
+                    std::vector<std::optional<std::string>>* out, std::vector<ConfigError>* errors);
 // Every problem of `body` for `action`, with the field's path.
 std::vector<ConfigError> ParseKeyRequest(std::string_view body, KeyAction action, KeyRequest* out);
 

@@ -37,9 +37,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const auto outcome = env->enforcer->CheckItems(input.items);
   if (!outcome.ok()) {
+    const std::string m = outcome.status().message();
+    const auto errors = tollgate::server::ItemErrors(m);
+    FUZZ_CHECK(
+        errors.size() == 1 && errors[0].path.starts_with("items") && !errors[0].message.empty(),
+        "a refusal's error names no item");
     tollgate::fuzz::CheckSerialized(
-        tollgate::server::Problem(400, "Invalid decision request", outcome.status().message()),
-        true, false);
+        tollgate::server::Problem(400, "Invalid decision request", m, errors), true, false);
     return 0;
   }
   tollgate::fuzz::CheckOutcome(*outcome);

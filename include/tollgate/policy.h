@@ -317,7 +317,14 @@ class RuleHandle {
 struct ExplicitItem {
   std::string_view rule = {};  // a rule name of the current policy; empty: see CheckItems
   std::string_view key = {};   // the identity; normalised and bounded like request values
-  int64_t cost = 1;            // >= 0; 0 peeks
+  // Instead of `key`: the rule's limit_keys values in order (nullopt: that
+  // source absent; a "const:" source's own constant or nullopt). The item then
+  // shares the bucket (and tenant row, rollout, lease set) of a request whose
+  // sources give these values, which `key` cannot name for a rule with several
+  // limit_keys. Needs `rule`; a count other than the rule's limit_keys, or a
+  // non-empty `key` beside it, is kInvalidArgument.
+  std::span<const std::optional<std::string>> values = {};
+  int64_t cost = 1;  // >= 0; 0 peeks
   // Optional ad-hoc limit (Envoy RateLimitOverride). With an empty rule it
   // makes an ad-hoc policy named `override_name` (default "override").
   std::optional<LimitSpec> limit_override = {};

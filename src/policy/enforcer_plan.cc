@@ -283,7 +283,27 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       index = 0;
     }
     const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
-    const std::string identity = NormalizeKeyValue(it.key);
+    std::string identity;
+    bool missing = false;  // a source absent: the tenant table is not consulted (as for requests)
+    if (!it.values.empty()) {
+      if (rule == nullptr || it.rule.empty()) {
+        return InvalidArgument(where + "values need a rule name (they are its limit_keys values)");
+      }
+      if (!it.key.empty()) return InvalidArgument(where + "key or values, not both");
+      Result<std::string> joined = IdentityOfValues(*rule, it.values, &missing);
+      if (!joined.ok()) return InvalidArgument(where + joined.status().message());
+      identity = std::move(*joined);
+    } else if (rule != nullptr && rule->action == RuleAction::kLimit && rule->keys.size() > 1) {
+      // One string names no bucket of a rule keyed on several values: a
+      // request's identity joins them (JoinIdentity), a key would be escaped.
+      std::string specs;
+      for (const Source& s : rule->keys) specs += (specs.empty() ? "" : ", ") + s.spec;
+      return InvalidArgument(where + "key: rule '" + rule->name + "' keys on " +
+                             std::to_string(rule->keys.size()) + " values (" + specs +
+                             "): name them with values");
+    } else {
+      identity = NormalizeKeyValue(it.key);
+    }
     // A rule without a limit (allow, deny, unlimited) is decided as a
     // request would be: without the store, whatever the item's limit says.
     ExplicitItem::Storeless storeless_kind = it.storeless;
@@ -300,7 +320,8 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
       auto l = Limit::Create(*it.limit_override);
       if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
       limit = *l;
-    } else if (const Limit* tenant = rule->tenants ? rule->tenants->Find(identity) : nullptr) {
+    } else if (const Limit* tenant =
+                   rule->tenants && !missing ? rule->tenants->Find(identity) : nullptr) {
       limit = *tenant;  // the same limit a request with this key gets
     } else {
       limit = rule->limit;

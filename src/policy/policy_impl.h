@@ -225,6 +225,16 @@ std::string IdentityPart(const std::optional<std::string>& value);
 // Joins normalised values with '|' (unambiguous thanks to the escaping).
 std::string JoinIdentity(const std::vector<std::string>& normalized_values);
 
+// The identity a request whose sources give `values` (in the rule's
+// limit_keys order; nullopt: absent) gets for `rule`: IdentityPart of each,
+// joined. `*missing` (optional) tells whether a source was absent (a tenant
+// table is then not consulted). Refuses a count other than the rule's
+// limit_keys and a value for a "const:" source other than its constant, with
+// messages "values: ..." and "values[i]: ...".
+Result<std::string> IdentityOfValues(const Rule& rule,
+                                     std::span<const std::optional<std::string>> values,
+                                     bool* missing = nullptr);
+
 // A stable 64-bit hash (SplitMix-finalised FNV-1a) of `data` with `seed`.
 uint64_t StableHash(std::string_view data, uint64_t seed);
 

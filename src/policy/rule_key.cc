@@ -15,6 +15,35 @@ std::string IdentityPart(const std::optional<std::string>& value) {
   return value ? NormalizeKeyValue(*value) : std::string(kMissingValue);
 }
 
+Result<std::string> IdentityOfValues(const Rule& r,
+                                     std::span<const std::optional<std::string>> values,
+                                     bool* missing) {
+  if (values.size() != r.keys.size()) {
+    return InvalidArgument("values: rule '" + r.name + "' keys on " +
+                           std::to_string(r.keys.size()) + " value(s), got " +
+                           std::to_string(values.size()));
+  }
+  std::vector<std::string> parts;
+  parts.reserve(values.size());
+  bool absent = false;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Source& source = r.keys[i];
+    const std::optional<std::string>* value = &values[i];
+    if (source.kind == Source::Kind::kConst) {
+      if (*value && **value != source.arg) {
+        return InvalidArgument("values[" + std::to_string(i) + "]: " + source.spec +
+                               " is always '" + source.arg + "'");
+      }
+      parts.push_back(NormalizeKeyValue(source.arg));
+      continue;
+    }
+    absent |= !value->has_value();
+    parts.push_back(IdentityPart(*value));
+  }
+  if (missing != nullptr) *missing = absent;
+  return JoinIdentity(parts);
+}
+
 RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
                          std::span<const std::optional<std::string>> values) {
   RuleKeyResult out;
@@ -33,32 +62,18 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
                         " rule: it is decided without the store and keeps no state");
     return out;
   }
-  if (values.size() != r.keys.size()) {
-    out.status =
-        InvalidArgument("values: rule '" + r.name + "' keys on " + std::to_string(r.keys.size()) +
-                        " value(s), got " + std::to_string(values.size()));
+  bool missing = false;
+  Result<std::string> identity = IdentityOfValues(r, values, &missing);
+  if (!identity.ok()) {
+    out.status = identity.status();
     return out;
   }
-  RuleKey key{.rule = r.name, .identity = {}, .bucket_key = {}, .limit = r.limit, .limit_keys = {}};
-  std::vector<std::string> parts;
-  parts.reserve(values.size());
-  bool missing = false;
-  for (size_t i = 0; i < values.size(); ++i) {
-    const Source& source = r.keys[i];
-    key.limit_keys.push_back(source.spec);
-    std::optional<std::string> value = values[i];
-    if (source.kind == Source::Kind::kConst) {
-      if (value && *value != source.arg) {
-        out.status = InvalidArgument("values[" + std::to_string(i) + "]: " + source.spec +
-                                     " is always '" + source.arg + "'");
-        return out;
-      }
-      value = source.arg;
-    }
-    missing |= !value;
-    parts.push_back(IdentityPart(value));
-  }
-  key.identity = JoinIdentity(parts);
+  RuleKey key{.rule = r.name,
+              .identity = std::move(*identity),
+              .bucket_key = {},
+              .limit = r.limit,
+              .limit_keys = {}};
+  for (const Source& source : r.keys) key.limit_keys.push_back(source.spec);
   key.bucket_key = BucketKey(r.name, r.limit.algorithm(), key.identity);
   // A tenant table's row is the limit requests with this key are decided with.
   if (const Limit* tenant = r.tenants && !missing ? r.tenants->Find(key.identity) : nullptr) {

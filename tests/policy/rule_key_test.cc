@@ -104,5 +104,82 @@ TEST_F(RuleKeyTest, RefusesWhatNamesNoBucket) {
             (std::vector<std::string>{"header:x-api-key", "ip:address", "const:eu"}));
 }
 
+// ExplicitItem::values (/v1/decide's "values"): an item names the bucket of
+// a request on a rule with several limit_keys, hostile values included, and
+// the request's identity: rollout (enforce_percent hashes it) and the lease
+// set of a concurrency rule agree with the request's.
+TEST_F(RuleKeyTest, ItemValuesShareTheRequestsBucket) {
+  for (const std::string& v :
+       {std::string("plain"), std::string("a|b"), std::string("~t\x01"), std::string(1000, 'L')}) {
+    SCOPED_TRACE(v.substr(0, 40));
+    testing::TestRequest r;
+    r.Header("x-api-key", v).Peer("198.51.100.4");
+    ASSERT_TRUE(enforcer_->Check(r.View()).allowed());  // 4 left
+    const std::vector<std::optional<std::string>> values = {v, "198.51.100.4", std::nullopt};
+    ExplicitItem item;
+    item.rule = "pair";
+    item.values = values;
+    Result<CheckOutcome> out = enforcer_->CheckItems({&item, 1});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->rules.size(), 1u);
+    EXPECT_EQ(out->rules[0].decision.remaining, 3);
+    EXPECT_EQ(Remaining("pair", values), 3);
+    EXPECT_EQ(out->rules[0].key, KeyForRule(*policies_->Current(), "pair", values).key->identity);
+  }
+}
+
+TEST_F(RuleKeyTest, ItemValuesAreCheckedAgainstTheRule) {
+  auto refusal = [&](ExplicitItem item) {
+    Result<CheckOutcome> out = enforcer_->CheckItems({&item, 1});
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    return out.ok() ? std::string() : out.status().message();
+  };
+  const std::vector<std::optional<std::string>> one = {"k"};
+  const std::vector<std::optional<std::string>> wrong_const = {"k", "1.2.3.4", "us"};
+  EXPECT_EQ(refusal({.rule = "pair", .values = one}),
+            "items[0]: values: rule 'pair' keys on 3 value(s), got 1");
+  EXPECT_EQ(refusal({.rule = "pair", .values = wrong_const}),
+            "items[0]: values[2]: const:eu is always 'eu'");
+  EXPECT_EQ(refusal({.rule = "shared", .key = "k", .values = one}),
+            "items[0]: key or values, not both");
+  EXPECT_EQ(refusal({.rule = "", .values = one, .limit_override = LimitSpec{}}),
+            "items[0]: values need a rule name (they are its limit_keys values)");
+  // One string names no bucket of a rule with several limit_keys.
+  EXPECT_EQ(refusal({.rule = "pair", .key = "k|1.2.3.4|eu"}),
+            "items[0]: key: rule 'pair' keys on 3 values (header:x-api-key, ip:address, "
+            "const:eu): name them with values");
+  // Nothing was charged by a refused call.
+  EXPECT_EQ(Remaining("shared", {"k"}), 100);
+}
+
+TEST(RuleKeyRolloutTest, ItemValuesGetTheRequestsRolloutShare) {
+  ManualClock clock;
+  LocalStoreOptions o;
+  o.clock = &clock;
+  std::unique_ptr<LocalStore> store = *LocalStore::Create(o);
+  std::shared_ptr<PolicyStore> policies = *PolicyStore::FromText(R"({"rules": [
+    {"name": "half", "limit_keys": ["header:x-user", "header:x-route"], "enforce_percent": 50,
+     "algorithm_config": {"rps": 1, "burst": 1}}]})");
+  std::unique_ptr<Enforcer> enforcer = *Enforcer::Create(policies, store.get(), &clock, {});
+  int shadowed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string user = "u" + std::to_string(i), route = "/r|" + std::to_string(i % 7);
+    testing::TestRequest r;
+    r.Header("x-user", user).Header("x-route", route);
+    const CheckOutcome request = enforcer->Explain(r.View());
+    ASSERT_EQ(request.rules.size(), 1u);
+    const std::vector<std::optional<std::string>> values = {user, route};
+    ExplicitItem item{.rule = "half", .cost = 0};
+    item.values = values;
+    Result<CheckOutcome> out = enforcer->CheckItems({&item, 1});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->rules[0].shadow_reason, request.rules[0].shadow_reason) << user << route;
+    shadowed += request.rules[0].shadow ? 1 : 0;
+  }
+  // Both shares occur, so the comparison above saw both answers.
+  EXPECT_GT(shadowed, 40);
+  EXPECT_LT(shadowed, 160);
+}
+
 }  // namespace
 }  // namespace tollgate

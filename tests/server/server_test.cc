@@ -192,6 +192,65 @@ TEST_P(ServerE2E, DecideRejectsBadInputWithProblemDetails) {
   EXPECT_EQ(Fetch(s->port, "GET", "/healthz").status, 200);
 }
 
+// "values" names a bucket of a rule with several limit_keys as a request
+// fills it: a described request and an item with its values share the
+// bucket (a '|' in a value included), on every store; a bare "key" for such a
+// rule, or a wrong count of values, is a 400 naming the field.
+TEST_P(ServerE2E, DecideItemsNameAMultiKeyBucketByItsValues) {
+  auto s = Start(Config(), R"({"rules": [
+    {"name": "pair", "limit_keys": ["header:x-api-key", "header:x-region", "const:v1"],
+     "algorithm_config": {"rps": 0.001, "burst": 3}}]})");
+  ASSERT_TRUE(s);
+  const std::string key = Key("|a");
+  json body = {
+      {"request", {{"path", "/x"}, {"headers", {{"x-api-key", key}, {"x-region", "eu west"}}}}}};
+  auto r = Fetch(s->port, "POST", "/v1/decide", {}, body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json request = json::parse(r.body);
+  ASSERT_EQ(request["rules"][0]["remaining"], 2) << r.body;
+
+  json items = {{"items", {{{"rule", "pair"}, {"values", {key, "eu west", nullptr}}}}}};
+  r = Fetch(s->port, "POST", "/v1/decide", {}, items.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["rules"][0]["remaining"], 1) << r.body;
+  EXPECT_EQ(j["rules"][0]["key"], request["rules"][0]["key"]);
+  // Another region is another bucket.
+  items = {{"items", {{{"rule", "pair"}, {"values", {key, "us", "v1"}}}}}};
+  r = Fetch(s->port, "POST", "/v1/decide", {}, items.dump());
+  EXPECT_EQ(json::parse(r.body)["rules"][0]["remaining"], 2) << r.body;
+
+  struct Case {
+    json item;
+    std::string path, message;
+  } cases[] = {
+      {{{"rule", "pair"}, {"key", key}}, "items[0].key", "name them with values"},
+      {{{"rule", "pair"}, {"values", {key}}}, "items[0].values", "keys on 3 value(s), got 1"},
+      {{{"rule", "pair"}, {"values", {key, "eu", "v2"}}},
+       "items[0].values[2]",
+       "const:v1 is always 'v1'"},
+      {{{"rule", "pair"}, {"values", {key, 7, nullptr}}}, "items[0].values[1]", "string or null"},
+      {{{"rule", "pair"}, {"values", json::array()}}, "items[0].values", "array of 1 to"},
+      {{{"values", {key, "eu", nullptr}}}, "items[0].values", "needs \"rule\""},
+      {{{"rule", "pair"}, {"key", key}, {"values", {key, "eu", nullptr}}},
+       "items[0].key",
+       "exactly one of"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.item.dump());
+    r = Fetch(s->port, "POST", "/v1/decide", {}, json{{"items", {c.item}}}.dump());
+    ASSERT_EQ(r.status, 400) << r.body;
+    j = json::parse(r.body);
+    ASSERT_TRUE(j["errors"].is_array()) << r.body;
+    EXPECT_EQ(j["errors"][0]["path"], c.path) << r.body;
+    EXPECT_NE(j["errors"][0]["message"].get<std::string>().find(c.message), std::string::npos)
+        << r.body;
+  }
+  // The refused bodies charged nothing.
+  r = Fetch(s->port, "POST", "/v1/decide", {}, body.dump());
+  EXPECT_EQ(json::parse(r.body)["rules"][0]["remaining"], 0) << r.body;
+}
+
 TEST_P(ServerE2E, EveryHeaderStyle) {
   struct Style {
     std::string name;
