@@ -85,11 +85,8 @@ RollbackTrigger RuleState::RecordUpstream(const RollbackConfig& config, bool ser
 }
 
 uint64_t RollbackFingerprintOf(std::string_view canonical) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : canonical) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  constexpr uint64_t kFingerprintSeed = 0x66696e6765727072ULL;  // "fingerpr"
+  const uint64_t h = StableHash(canonical, kFingerprintSeed);
   return h == 0 ? 1 : h;
 }
 

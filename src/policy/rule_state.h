@@ -108,7 +108,7 @@ struct RuleState {
   void Roll(const RollbackConfig& config, int64_t now_ns);
 };
 
-// FNV-1a 64 of a rule's canonical text (Rule::fingerprint): the same on every
+// StableHash (policy_impl.h) of a rule's canonical text (Rule::fingerprint): the same on every
 // instance running the same definition, never 0.
 uint64_t RollbackFingerprintOf(std::string_view canonical);
 

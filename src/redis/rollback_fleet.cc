@@ -43,8 +43,7 @@ constexpr size_t kMaxTrigger = 32;
 constexpr size_t kMaxError = 300;
 constexpr int64_t kMaxEpoch = int64_t{1} << 53;  // Lua numbers are exact below 2^53
 
-// A policy's rule name (the hash's fields are nothing else).
-bool IsRuleName(std::string_view s) { return base::IsPolicyName(s); }
+// The hash's fields are a policy's rule names (base::IsPolicyName) and nothing else.
 static_assert(kMaxRollbackRuleName == base::kMaxNameLength);
 
 bool IsTrigger(std::string_view s) {
@@ -117,7 +116,7 @@ std::string_view NextWord(std::string_view* rest) {
 }  // namespace
 
 Result<RollbackRecord> ParseRollbackRecord(std::string_view rule, std::string_view value) {
-  if (!IsRuleName(rule)) return InvalidArgument("not a rule name");
+  if (!base::IsPolicyName(rule)) return InvalidArgument("not a rule name");
   if (value.size() > kMaxRollbackValue) {
     return InvalidArgument("longer than " + std::to_string(kMaxRollbackValue) + " bytes");
   }
@@ -243,7 +242,7 @@ class RollbackFleet::Impl {
   // carry, and room (a queue as long as the hash's cap is a hostile caller).
   // mu_ is held.
   Status Admissible(const RollbackChange& change) const {
-    if (!IsRuleName(change.rule) || !IsTrigger(change.trigger)) {
+    if (!base::IsPolicyName(change.rule) || !IsTrigger(change.trigger)) {
       return InvalidArgument("rollback fleet: not a rule name or trigger");
     }
     if (pending_.size() >= options_.max_records && pending_.count(change.rule) == 0) {
