@@ -67,7 +67,9 @@ struct RedisClusterStats {
   uint64_t script_calls = 0;
   uint64_t moved = 0;
   uint64_t ask = 0;
-  uint64_t tryagain = 0;  // TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING retries
+  // Waits before a resend: TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING, a
+  // batch split by a resharding, a MOVED bounce between two masters.
+  uint64_t tryagain = 0;
   uint64_t refreshes = 0;
   uint64_t retired_nodes = 0;   // node clients closed because the topology dropped their node
   uint64_t retried_unsent = 0;  // calls re-routed after failing before being sent

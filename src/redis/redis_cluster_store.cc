@@ -534,6 +534,7 @@ class RedisClusterStore::Impl {
       // backoff instead, as for TRYAGAIN, while the topology is read again.
       const auto backoff = Backoff(*job);
       if (now + backoff >= job->deadline) return Redirected::kNone;
+      tryagain_.fetch_add(1, std::memory_order_relaxed);
       Park(std::move(job), now + backoff);
       return Redirected::kTaken;
     }

@@ -448,14 +448,17 @@ struct SlotMigration {
     }
   }
   // The unlucky order some resharding tools take (redis-cli sets the target
-  // first): the source learns the new owner `bounce` before the target does.
+  // first): the source learns the new owner before the target does.
   // Meanwhile the source answers MOVED to the target and the target, still
   // importing, MOVED back: a client must wait that out, not give up after
-  // max_redirects round trips of a few microseconds each.
-  void FinishSourceFirst(std::chrono::milliseconds bounce) {
+  // max_redirects round trips of a few microseconds each. The bounce is held
+  // until `store`'s clients have waited through it `waits` times.
+  void FinishSourceFirst(RedisClusterStore& store, uint64_t waits) {
     const std::string slot_text = std::to_string(slot);
+    const uint64_t target = store.Stats().tryagain + waits;
     ASSERT_EQ(c.node(from).Command({"CLUSTER", "SETSLOT", slot_text, "NODE", to_id}), "OK");
-    std::this_thread::sleep_for(bounce);  // how long the tool takes to reach the target
+    EXPECT_TRUE(WaitFor([&] { return store.Stats().tryagain >= target; }, 10s, 1ms))
+        << "the clients never waited through the MOVED bounce";
     for (size_t i = 0; i < c.size(); ++i) {
       if (i != from) c.node(i).Command({"CLUSTER", "SETSLOT", slot_text, "NODE", to_id});
     }
@@ -548,8 +551,8 @@ TEST(RedisClusterStore, MultiSlotBatchSplitByAReshardingIsReroutedAcrossMasters)
 }
 
 // 16 threads charge ten buckets of one slot while it moves to another master,
-// finished in the order that makes MOVED bounce for 50 ms: no call fails, no
-// token is granted twice or lost.
+// finished in the order that makes MOVED bounce between two masters: no call
+// fails, no token is granted twice or lost.
 TEST(RedisClusterStore, SlotMigrationUnderLoadIsInvisibleAndExact) {
   auto start = RedisCluster::Start(RedisCluster::Options{});  // its own cluster: it reshards
   if (start.missing) GTEST_SKIP() << start.error;
@@ -602,9 +605,9 @@ TEST(RedisClusterStore, SlotMigrationUnderLoadIsInvisibleAndExact) {
   m.Begin();
   wait_calls(200);  // load while MIGRATING: new keys get ASK
   m.MoveKeys();
-  wait_calls(200);            // all keys on the target: everything ASKs
-  m.FinishSourceFirst(50ms);  // MOVED bounces between source and target for 50 ms
-  wait_calls(200);            // the slot is the target's: MOVED, then the new map
+  wait_calls(200);                  // all keys on the target: everything ASKs
+  m.FinishSourceFirst(*store, 32);  // MOVED bounces until the clients waited 32 times
+  wait_calls(200);                  // the slot is the target's: MOVED, then the new map
   stop.store(true);
   for (auto& th : threads) th.join();
 
