@@ -13,6 +13,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/redact.h"
+
 namespace tollgate::etcd {
 namespace {
 
@@ -151,7 +153,8 @@ bool Dechunk(std::string* raw, std::string* body, bool* done) {
 
 }  // namespace
 
-Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
+Result<EtcdUrl> ParseEtcdUrl(const std::string_view whole) {
+  std::string_view url = whole;
   constexpr std::string_view kScheme = "etcd://";
   if (url.substr(0, kScheme.size()) != kScheme) {
     return InvalidArgument(
@@ -171,28 +174,31 @@ Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
     const std::string_view one = hosts.substr(0, comma);
     hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
     if (one.find('@') != std::string_view::npos) {
-      return InvalidArgument("endpoint '" + std::string(one) +
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
                              "': user:password@ is not supported (etcd authentication is not "
                              "implemented; give tollgated an etcd without auth on a trusted "
                              "network, or a local proxy that authenticates)");
     }
     const size_t colon = one.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
-      return InvalidArgument("endpoint '" + std::string(one) + "' must be host:port");
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
+                             "' must be host:port");
     }
     int port = 0;
     const std::string_view digits = one.substr(colon + 1);
     if (digits.empty() || digits.size() > 5)
-      return InvalidArgument("bad port in " + std::string(one));
+      return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
     for (char c : digits) {
-      if (c < '0' || c > '9') return InvalidArgument("bad port in " + std::string(one));
+      if (c < '0' || c > '9')
+        return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
       port = port * 10 + (c - '0');
     }
-    if (port < 1 || port > 65535) return InvalidArgument("bad port in " + std::string(one));
+    if (port < 1 || port > 65535)
+      return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
     const std::string host(one.substr(0, colon));
     in_addr ignored{};
     if (host != "localhost" && inet_pton(AF_INET, host.c_str(), &ignored) != 1) {
-      return InvalidArgument("endpoint '" + std::string(one) +
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
                              "': the host must be an IPv4 address or localhost (names are not "
                              "resolved, IPv6 is not supported)");
     }

@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 
+#include "base/redact.h"
 #include "trace/otlp_json.h"
 
 namespace tollgate::trace {
@@ -24,7 +25,7 @@ Result<CollectorUrl> ParseCollectorUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme) {
     return InvalidArgument("must start with http:// (OTLP/HTTP without TLS), got \"" +
-                           std::string(url.substr(0, 16)) + "\"");
+                           base::RedactUrl(url, 100) + "\"");
   }
   std::string_view rest = url.substr(kScheme.size());
   size_t slash = rest.find('/');

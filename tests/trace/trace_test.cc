@@ -184,6 +184,16 @@ TEST(Exporter, TheQueueIsBoundedBehindAHangingCollector) {
   exporter->reset();
 }
 
+// A collector URL with user info is refused without quoting its password.
+TEST(CollectorUrl, ErrorsNeverQuoteAPassword) {
+  for (const char* bad : {"https://user:s3cret@collector:4318/v1/traces",
+                          "http://user:s3cret@collector:4318/v1/traces", "s3cret@collector"}) {
+    auto url = ParseCollectorUrl(bad);
+    ASSERT_FALSE(url.ok()) << bad;
+    EXPECT_EQ(url.status().message().find("s3cret"), std::string::npos) << url.status().message();
+  }
+}
+
 TEST(Exporter, RefusesBadOptions) {
   ExporterOptions o;
   o.endpoint = "http://127.0.0.1:4318";
