@@ -68,11 +68,7 @@ std::string RedactUrlPiece(std::string_view url, std::string_view piece) {
   if (!inside || (at != std::string_view::npos && size_t(piece.data() - url.data()) <= at)) {
     return RedactUrl(url);
   }
-  const size_t eq = piece.find('=');
-  if (eq != std::string_view::npos && IsSensitiveQueryName(piece.substr(0, eq))) {
-    return Printable(piece.substr(0, eq), 64) + "=" + std::string(kRedacted);
-  }
-  return Printable(piece, 64);
+  return Printable(RedactParams(piece), 64);
 }
 
 std::string RedactUrl(std::string_view url, size_t max_bytes) {

@@ -35,8 +35,8 @@ std::string RedactUrl(std::string_view url, size_t max_bytes = 200);
 // A piece of `url` (a view into it: a port, an option, one of several
 // endpoints) for an error message: the piece itself, at most 64 printable
 // bytes, when it lies after the URL's last '@' (so it holds no user info),
-// with the value hidden when it is a sensitive "name=value"; else the whole
-// URL as RedactUrl shows it.
+// with sensitive parameters' values hidden as RedactUrl hides them; else the
+// whole URL as RedactUrl shows it.
 std::string RedactUrlPiece(std::string_view url, std::string_view piece);
 
 // True for a query parameter name whose value RedactUrl hides.

@@ -40,6 +40,7 @@ TEST(RedactUrlPiece, QuotesAPieceOnlyAfterTheLastAt) {
   const std::string_view view(url);
   EXPECT_EQ(RedactUrlPiece(view, view.substr(url.find("99x"), 3)), "99x");
   EXPECT_EQ(RedactUrlPiece(view, view.substr(url.find("token"))), "token=***");
+  EXPECT_EQ(RedactUrlPiece(view, view.substr(url.find("timeout_ms"))), "timeout_ms=a&token=***");
   EXPECT_EQ(RedactUrlPiece(view, view.substr(url.find("s3cret"), 6)),
             "redis://:***@h:99x/0?timeout_ms=a&token=***");
   EXPECT_EQ(RedactUrlPiece(view, "elsewhere"), RedactUrl(url));  // not a view into url
