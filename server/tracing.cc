@@ -109,6 +109,10 @@ void DecisionTracer::Render(PrometheusWriter& w) const {
   w.Sample("tollgate_trace_spans_total", {"outcome", "exported"}, s.exported);
   w.Sample("tollgate_trace_spans_total", {"outcome", "dropped"}, s.dropped);
   w.Sample("tollgate_trace_spans_total", {"outcome", "failed"}, s.failed);
+  w.Family("tollgate_trace_replies_oversized_total", "counter",
+           "Collector replies dropped past a bound (head, chunk-size line or body; their "
+           "batches failed)");
+  w.Sample("tollgate_trace_replies_oversized_total", {}, s.oversized_replies);
   w.Family("tollgate_trace_queue_spans", "gauge", "Spans waiting for the exporter");
   w.Sample("tollgate_trace_queue_spans", double(s.queued));
   w.Family("tollgate_trace_queue_capacity", "gauge", "Spans the exporter queue holds at most");

@@ -77,7 +77,8 @@ class DecisionTracer {
   // Queues the decision's spans (nothing when not sampled). Never waits.
   void End(const Active& active, const CheckOutcome& outcome);
 
-  // tollgate_trace_spans_total{outcome=...} and tollgate_trace_queue_spans.
+  // tollgate_trace_spans_total{outcome=...}, tollgate_trace_replies_oversized_total and
+  // tollgate_trace_queue_spans.
   void Render(PrometheusWriter& w) const;
   trace::OtlpHttpExporter::Stats stats() const { return exporter_->stats(); }
 
