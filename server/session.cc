@@ -307,7 +307,8 @@ net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
 }
 
 // Refuses what no endpoint may see: a bad Host, a method the route does not
-// take, on the gateway a limit key header sent twice. True when `ex` holds the answer.
+// take, on the gateway and /v1/auth (whose headers are the client's, as nginx
+// forwards them) a limit key header sent twice. True when `ex` holds the answer.
 bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex) {
   if (std::string_view why = HostProblem(hp.get()); !why.empty()) {
     ex.resp = Problem(400, "Bad request", why);
@@ -320,8 +321,8 @@ bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& e
     if (!hp.is_done()) ex.resp.close = true;  // the body is not read
     return true;
   }
-  if (route.op != Op::kGateway) return false;
-  // A header a rule keys on, sent twice: refused, never a copy picked (issue 14).
+  if (route.op != Op::kGateway && route.op != Op::kAuth) return false;
+  // A header a rule keys on, sent twice: refused, never a copy picked (issues 14, 29).
   std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policy, headers_);
   if (!repeated) return false;
   ex.resp = Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
