@@ -42,7 +42,8 @@ net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request
 // A sampled span's start, or an unsampled one when tracing is off.
 DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
   if (!rt.tracer) return {};
-  return rt.tracer->Begin(trace ? trace->parent() : nullptr);
+  if (!trace) return rt.tracer->Begin(nullptr, false);
+  return rt.tracer->Begin(trace->parent(), trace->parent_trusted());
 }
 
 // Runs `f` (a reload or a policy write, which may wait on etcd) on the

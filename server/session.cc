@@ -193,6 +193,7 @@ class Session {
   net::awaitable<void> Pause(Nanos delay);
   net::awaitable<bool> Respond(Exchange& ex);
   RequestView ViewOf(const http::request_header<>& req);
+  void TraceFrom(const http::request_header<>& req, RequestTrace& trace) const;
 
   const RuntimeHolder& runtimes_;
   Worker& w_;
@@ -293,11 +294,18 @@ RequestView Session::ViewOf(const http::request_header<>& req) {
   return view;
 }
 
+// The request's trace context; its sampled flag counts only from a trusted
+// proxy (checked only when tracing is on and a traceparent came).
+void Session::TraceFrom(const http::request_header<>& req, RequestTrace& trace) const {
+  const std::optional<std::string_view> traceparent = Traceparent(req);
+  trace.From(traceparent, traceparent && rt_->tracer && PeerTrusted(cfg(), peer_));
+}
+
 net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
   const auto& req = hp.get();
   ex.keep_alive = req.keep_alive();
   ex.head = req.method() == http::verb::head;
-  ex.trace.From(Traceparent(req));
+  TraceFrom(req, ex.trace);
   const RequestView view = ViewOf(req);
   const RouteResult route = Route(kind_, view.method, view.path, rt_->exposure);
   ex.endpoint = route.endpoint;
@@ -387,7 +395,7 @@ net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route,
     }
     // Headers point into the parser's message: rebuilt after the move.
     view = ViewOf(bp->get());
-    ex.trace.From(Traceparent(bp->get()));
+    TraceFrom(bp->get(), ex.trace);
   }
   Request request;
   request.listener = kind_;
