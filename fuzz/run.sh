@@ -27,6 +27,8 @@ max_len() {
     rls_yaml | time_zone) echo 8192 ;;  # zone files: Debian's largest is under 4 KiB
     rls_request | rls_wildcard | cluster_topology | client_headers) echo 4096 ;;
     tenant_table) echo 65536 ;;  # a few thousand rows: crosses the slot table growth
+    admin_query) echo 16384 ;;  # a query fits the 16 KiB header limit
+    admin_guard) echo 4096 ;;
     *) echo 2048 ;;
   esac
 }

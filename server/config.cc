@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/ascii.h"
 #include "base/config_errors.h"
 #include "base/json_fields.h"
 #include "server/secrets.h"
@@ -85,6 +86,46 @@ void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("default_algorithm", &c->rls_default_algorithm);
 }
 
+// A DNS name: dot-separated labels of letters, digits and '-' (1 to 63 bytes,
+// not starting or ending with '-'), at most 253 bytes in all.
+bool IsHostName(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  size_t label = 0;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    const char c = i < name.size() ? name[i] : '.';
+    if (c == '.') {
+      if (label == 0 || label > 63 || name[i - 1] == '-' || name[i - label] == '-') return false;
+      label = 0;
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-') {
+      ++label;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// admin.allowed_hosts: DNS names (no port, no wildcard), kept in lower case.
+void ReadAllowedHosts(JsonFields& a, ServerConfig* c) {
+  constexpr size_t kMaxNames = 64;
+  std::vector<std::string> names;
+  a.StringList("allowed_hosts", &names);
+  if (names.size() > kMaxNames) {
+    a.Error("allowed_hosts", "at most " + std::to_string(kMaxNames) + " names");
+    return;
+  }
+  c->admin_allowed_hosts.clear();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!IsHostName(names[i])) {
+      a.Error(base::IndexPath("allowed_hosts", i),
+              "must be a host name (letters, digits, '-' and '.'; no port, no wildcard)");
+      continue;
+    }
+    c->admin_allowed_hosts.push_back(base::AsciiLowered(names[i]));
+  }
+}
+
 void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.String("listen", &c->admin_listen);
   std::string inline_token;
@@ -93,6 +134,7 @@ void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.String("token", &inline_token);
   a.String("token_file", &token_file);
   a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
+  ReadAllowedHosts(a, c);
   if (!inline_token.empty() && !token_file.empty()) {
     a.Error("token_file", "set token_file or token, not both");
   } else if (!inline_token.empty()) {

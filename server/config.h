@@ -56,6 +56,9 @@ struct ServerConfig {
   std::string admin_token;
   std::string admin_token_file;  // where admin_token was read from (for messages)
   bool admin_allow_unauthenticated = false;
+  // Host names the admin listener answers besides IP literals, "localhost" and
+  // its own listen host (server/admin_guard.h: DNS rebinding); lower case.
+  std::vector<std::string> admin_allowed_hosts;
   // What the main listener serves besides the gateway and /healthz, /readyz
   // (server/route.h): unset = on without a gateway (a decision service), off
   // in gateway mode (the public side of the protected upstream).

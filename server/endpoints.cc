@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <memory>
 
+#include "server/admin_guard.h"
 #include "server/handlers.h"
 #include "server/http_framing.h"
 #include "server/key_admin.h"
@@ -46,19 +47,16 @@ DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
   return rt.tracer->Begin(trace->parent(), trace->parent_trusted());
 }
 
-// Runs `f` (a reload or a policy write, which may wait on etcd) on the
-// state's source executor and resumes on this worker when it is done, so a
-// slow or frozen etcd member never holds up the worker's other connections.
-template <typename F>
-net::awaitable<Response> OffWorker(const Runtime& rt, F f) {
-  if (!rt.state->source_executor) co_return f();
-  co_return co_await net::co_spawn(
-      *rt.state->source_executor, [&f]() -> net::awaitable<Response> { co_return f(); },
-      net::use_awaitable);
+// A reload or a policy write may wait on etcd: on the state's source
+// executor, so a slow or frozen etcd member never holds up the worker.
+net::awaitable<Response> Reload(const Request&, const Runtime& rt) {
+  co_return co_await OffWorker(rt.state->source_executor, [&rt] { return HandleReload(rt); });
 }
 
-net::awaitable<Response> Reload(const Request&, const Runtime& rt) {
-  co_return co_await OffWorker(rt, [&rt] { return HandleReload(rt); });
+// The main listener says whether it is ready, nothing more; the admin
+// listener adds what an operator needs (policy, store, rolled-back rules).
+net::awaitable<Response> Readyz(const Request& request, const Runtime& rt) {
+  co_return HandleReadyz(rt, request.listener == ListenerKind::kAdmin);
 }
 
 // Handlers that need neither the request nor a suspension point.
@@ -141,15 +139,18 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
 
 net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
   if (request.view.method != "PUT") co_return HandlePolicy(rt);
-  co_return co_await OffWorker(rt, [&] {
+  co_return co_await OffWorker(rt.state->source_executor, [&] {
     return HandlePolicyPut(rt, request.body, request.view.query, request.view.peer_address);
   });
 }
 
+// On a fleet the action is sent to Redis at once: off the worker.
 template <bool kTrip>
 net::awaitable<Response> RollbackAction(const Request& request, const Runtime& rt) {
-  co_return HandleRollbackAction(rt, kTrip, request.view.query, request.view.peer_address,
-                                 request.trace_id);
+  co_return co_await OffWorker(rt.state->admin_executor, [&] {
+    return HandleRollbackAction(rt, kTrip, request.view.query, request.view.peer_address,
+                                request.trace_id);
+  });
 }
 
 // Awaits Enforcer::ReleaseAsync (never blocks the loop); the count of leases
@@ -195,7 +196,7 @@ net::awaitable<Response> NotFound(const Request&, const Runtime&) {
 constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   std::array<Handler, size_t(Op::kCount)> h{};
   h[size_t(Op::kHealthz)] = &Plain<HandleHealthz>;
-  h[size_t(Op::kReadyz)] = &Plain<HandleReadyz>;
+  h[size_t(Op::kReadyz)] = &Readyz;
   h[size_t(Op::kMetrics)] = &Plain<HandleMetrics>;
   h[size_t(Op::kReload)] = &Reload;
   h[size_t(Op::kPolicy)] = &PolicyApi;
@@ -220,13 +221,25 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
 
 Handler HandlerFor(Op op) { return op < Op::kCount ? kHandlers[size_t(op)] : nullptr; }
 
-std::optional<Response> CheckAdminToken(const Request& request, const Runtime& rt) {
-  if (rt.bearer.empty()) return std::nullopt;
-  std::optional<std::string_view> authz = request.view.Header("authorization");
-  if (authz && SecretEquals(*authz, rt.bearer)) return std::nullopt;
-  Response r = Problem(401, "", "admin endpoints need the bearer token");
-  r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
-  return r;
+std::optional<Response> CheckAdminRequest(const Request& request, const RouteResult& route,
+                                          const Runtime& rt) {
+  const bool admin = request.listener == ListenerKind::kAdmin;
+  // Host first, reads included: a rebinding page must not even learn what the listener says.
+  std::optional<AdminRefusal> refused =
+      admin ? ScreenAdminHost(request.view, rt.admin_hosts) : std::nullopt;
+  if (!refused && route.needs_token && !rt.bearer.empty()) {
+    std::optional<std::string_view> authz = request.view.Header("authorization");
+    if (!authz || !SecretEquals(*authz, rt.bearer)) {
+      Response r = Problem(401, "", "admin endpoints need the bearer token");
+      r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
+      return r;
+    }
+  }
+  if (!refused && admin) {
+    refused = ScreenAdminChange(request.view, route, !rt.bearer.empty());
+  }
+  if (!refused) return std::nullopt;
+  return Problem(refused->status, "Admin request refused", refused->detail);
 }
 
 net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,

@@ -4,8 +4,10 @@
 // A handler takes a request and the runtime snapshot (server/runtime.h) and
 // returns a response; it touches no socket. The session (server/session.h)
 // reads the request, routes it through the route table (server/route.h),
-// checks the admin token where the route asks for it (CheckAdminToken, the
-// one place), dispatches to HandlerFor(route.op) and writes what comes back.
+// checks it in one place (CheckAdminRequest: on the admin listener the Host,
+// then the admin token where the route asks for it, then what keeps a web
+// page out, server/admin_guard.h), dispatches to HandlerFor(route.op) and
+// writes what comes back.
 //
 // Every decision a request asks for (the gateway, /v1/auth, /v1/decide) goes
 // through DecideAndRecord: the Enforcer (inline, or through CheckAsync when the
@@ -14,10 +16,17 @@
 //
 // Thread safety: handlers run on the session's I/O thread; what they touch
 // beyond the request is the snapshot and the thread-safe objects it points to.
+// A handler that waits on something slow (a reload or policy write on etcd,
+// key or rollback administration on Redis) runs that part on an executor of
+// its own (OffWorker) and resumes on the worker when it is done, so the
+// worker's other connections keep being decided meanwhile.
 #ifndef TOLLGATE_SERVER_ENDPOINTS_H_
 #define TOLLGATE_SERVER_ENDPOINTS_H_
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,9 +56,25 @@ using Handler = boost::asio::awaitable<Response> (*)(const Request&, const Runti
 // The handler of `op`; null for Op::kGateway (the session proxies).
 Handler HandlerFor(Op op);
 
-// The 401 for a request without the admin token, when one is configured
-// (compared in constant time); nullopt when the request may proceed.
-std::optional<Response> CheckAdminToken(const Request& request, const Runtime& rt);
+// The answer refusing `request` before its handler runs, or nullopt when it
+// may proceed: on the admin listener a Host it does not answer (421, DNS
+// rebinding); where the route needs it and one is configured, the admin token
+// (401, compared in constant time); on the admin listener a state-changing
+// request a web page could have sent (403, 415); server/admin_guard.h.
+std::optional<Response> CheckAdminRequest(const Request& request, const RouteResult& route,
+                                          const Runtime& rt);
+
+// Runs `f` (returning a Response) on `executor` and resumes on the caller's
+// executor when it is done; runs it inline when `executor` is empty. `f` and
+// what it refers to must outlive the wait (the session's request does).
+template <typename F>
+boost::asio::awaitable<Response> OffWorker(
+    const std::optional<boost::asio::any_io_executor>& executor, F f) {
+  if (!executor) co_return f();
+  co_return co_await boost::asio::co_spawn(
+      *executor, [&f]() -> boost::asio::awaitable<Response> { co_return f(); },
+      boost::asio::use_awaitable);
+}
 
 // Decides `request` and records the outcome (latency, counters, /v1/top, the
 // gated rejection log) and its spans when tracing samples it (`trace`: the

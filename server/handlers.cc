@@ -446,12 +446,15 @@ Response HandleHealthz(const Runtime& s) {
   return r;
 }
 
-Response HandleReadyz(const Runtime& s) {
+Response HandleReadyz(const Runtime& s, bool detail) {
   // Ready when the store can decide or the failure mode answers for it; the
   // store behind the failure mode is reported on its own.
   const bool can_decide = s.store->store->Healthy();
   const bool backing_ok = s.store->backing_healthy ? s.store->backing_healthy() : can_decide;
   bool ready = !s.state->Draining() && (can_decide || !s.store->fail_closed);
+  if (!detail) {
+    return JsonResponse(ready ? 200 : 503, {{"ready", ready}, {"draining", s.state->Draining()}});
+  }
   const PolicyStore::ReloadResult last = s.policies->last_reload();
   json j = {{"ready", ready},
             {"policy_generation", s.policies->generation()},

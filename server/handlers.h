@@ -64,7 +64,10 @@ Response RenderDecision(const CheckOutcome& outcome);
 Response RejectionResponse(const CheckOutcome& outcome);
 
 Response HandleHealthz(const Runtime& s);
-Response HandleReadyz(const Runtime& s);
+// {"ready", "draining"}; with `detail` (the admin listener) also the policy's
+// version and source, the store and its health, the failure mode and the
+// rolled-back rules, which the public listener does not show.
+Response HandleReadyz(const Runtime& s, bool detail);
 Response HandleMetrics(const Runtime& s);
 
 // Admin.

@@ -305,14 +305,18 @@ std::vector<ConfigError> ParseKeyRequest(std::string_view body, KeyAction action
   return errors;
 }
 
+// The store calls wait on the admin executor, never on the worker.
 boost::asio::awaitable<Response> KeyGet(const Request& request, const Runtime& rt) {
-  co_return KeyAdmin(request, rt, KeyAction::kGet);
+  co_return co_await OffWorker(rt.state->admin_executor,
+                               [&] { return KeyAdmin(request, rt, KeyAction::kGet); });
 }
 boost::asio::awaitable<Response> KeyReset(const Request& request, const Runtime& rt) {
-  co_return KeyAdmin(request, rt, KeyAction::kReset);
+  co_return co_await OffWorker(rt.state->admin_executor,
+                               [&] { return KeyAdmin(request, rt, KeyAction::kReset); });
 }
 boost::asio::awaitable<Response> KeySet(const Request& request, const Runtime& rt) {
-  co_return KeyAdmin(request, rt, KeyAction::kSet);
+  co_return co_await OffWorker(rt.state->admin_executor,
+                               [&] { return KeyAdmin(request, rt, KeyAction::kSet); });
 }
 
 }  // namespace tollgate::server

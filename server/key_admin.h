@@ -23,8 +23,10 @@
 // remaining), 404 for a rule the running policy does not have, 503 when the
 // store failed (the key is then as it was, or as the store last wrote it).
 //
-// Thread safety: handlers run on the session's worker; the store call blocks
-// it for at most the store's call timeout, like /v1/decide's items.
+// Thread safety: the handlers are awaited on the session's worker; the action
+// itself (the store calls, up to the store's call timeout each) runs on the
+// server's admin executor (ServerState::admin_executor), so a slow or stalled
+// Redis never holds up the decisions of the worker's other connections.
 #ifndef TOLLGATE_SERVER_KEY_ADMIN_H_
 #define TOLLGATE_SERVER_KEY_ADMIN_H_
 

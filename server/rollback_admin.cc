@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "base/names.h"
+
 namespace tollgate::server {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr size_t kMaxReason = 200;
 
 Response Json(int status, const json& j) {
   Response r;
@@ -143,22 +143,39 @@ Response HandleRollbackView(const Runtime& s) {
   return Json(200, view);
 }
 
-Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
-                              std::string_view peer, std::string_view trace_id) {
-  std::string rule, reason;
+std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, RollbackQuery* out) {
   std::vector<ConfigError> errors;
+  bool rule_given = false;
+  auto error = [&](std::string path, std::string message) {
+    if (errors.size() < kMaxRollbackQueryErrors) errors.push_back({std::move(path), message});
+  };
   ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
     if (name == "rule") {
-      rule = value;
+      if (rule_given) return error("rule", "given more than once");
+      rule_given = true;
+      if (!base::IsPolicyName(value)) {
+        return error("rule", "must be a rule name (1 to " + std::to_string(base::kMaxNameLength) +
+                                 " letters, digits, '-', '_', '.' or ':')");
+      }
+      out->rule = value;
     } else if (name == "reason" && trip) {
-      reason = value.substr(0, kMaxReason);
+      out->reason = value.substr(0, kMaxRollbackReason);
     } else {
-      errors.push_back({std::string(name).substr(0, 64),
-                        trip ? "unknown parameter (rule, reason)" : "unknown parameter (rule)"});
+      error(Logger::Client(name.substr(0, 64)),
+            trip ? "unknown parameter (rule, reason)" : "unknown parameter (rule)");
     }
   });
-  if (rule.empty()) errors.push_back({"rule", "is required"});
+  if (!rule_given) error("rule", "is required");
+  return errors;
+}
+
+Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
+                              std::string_view peer, std::string_view trace_id) {
+  RollbackQuery q;
+  std::vector<ConfigError> errors = ParseRollbackQuery(query, trip, &q);
   if (!errors.empty()) return Problem(400, "Bad query", "", errors);
+  const std::string& rule = q.rule;
+  const std::string& reason = q.reason;
   // Before the action: what the guard was, for the audit line.
   RuleCounters before;
   bool known = false;

@@ -12,8 +12,9 @@
 // whether it was tripped and why, the caller's address, the trace id).
 // Scope: on the local store an action changes this instance only; on a remote
 // store (store.share_rollback, the default) it is also sent to the fleet
-// (RollbackFleet::PublishNow, one Redis round trip on the worker, as key
-// administration) and the answer says whether the fleet has it ("fleet":
+// (RollbackFleet::PublishNow, one Redis round trip on the server's admin
+// executor, never on a worker, as key administration) and the answer says whether the fleet has it
+// ("fleet":
 // {"published": true, "epoch": N}) or it was queued for the fleet's thread.
 //
 // Thread safety: as every handler (server/endpoints.h).
@@ -32,6 +33,18 @@ namespace tollgate::server {
 
 // The tripped rules ([{rule, trigger, reason[, origin]}]), for /readyz and the view.
 nlohmann::json TrippedRules(const std::vector<RuleCounters>& counters);
+
+// The query of /v1/rollback/clear and /v1/rollback/trip: rule=NAME (once, a
+// policy name, base/names.h) and, for a trip, reason=TEXT (cut to
+// kMaxRollbackReason bytes). Every problem (at most kMaxRollbackQueryErrors)
+// with the parameter's name; the values are percent-decoded.
+inline constexpr size_t kMaxRollbackReason = 200;
+inline constexpr size_t kMaxRollbackQueryErrors = 8;
+struct RollbackQuery {
+  std::string rule;
+  std::string reason;
+};
+std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, RollbackQuery* out);
 
 Response HandleRollbackView(const Runtime& s);
 // `trip`: /v1/rollback/trip, else /v1/rollback/clear. `peer` and `trace_id`

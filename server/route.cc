@@ -21,6 +21,9 @@ struct RouteEntry {
   Endpoint endpoint;
   Op op;
   bool needs_token;
+  // The body is a JSON document: sent as Content-Type: application/json
+  // (server/admin_guard.h), so a web page's simple request never carries one.
+  bool json_body = false;
 };
 
 // Every endpoint tollgated serves itself (docs/operations.md, "Security model").
@@ -32,7 +35,7 @@ constexpr RouteEntry kRoutes[] = {
     {"/metrics", kAdminListener | kMainIfMetrics, Methods::kGet, Endpoint::kMetrics, Op::kMetrics,
      true},
     {"/v1/reload", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kReload, true},
-    {"/v1/policy", kAdminListener, Methods::kGetPut, Endpoint::kAdmin, Op::kPolicy, true},
+    {"/v1/policy", kAdminListener, Methods::kGetPut, Endpoint::kAdmin, Op::kPolicy, true, true},
     {"/v1/top", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kTop, true},
     {"/v1/explain", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kExplain, true},
     {"/v1/rollback", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kRollbackView, true},
@@ -40,9 +43,9 @@ constexpr RouteEntry kRoutes[] = {
      true},
     {"/v1/rollback/trip", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kRollbackTrip,
      true},
-    {"/v1/keys/get", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyGet, true},
-    {"/v1/keys/reset", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyReset, true},
-    {"/v1/keys/set", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeySet, true},
+    {"/v1/keys/get", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyGet, true, true},
+    {"/v1/keys/reset", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyReset, true, true},
+    {"/v1/keys/set", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeySet, true, true},
     // /v1/auth takes any method: nginx's auth_request sends the client's.
     {"/v1/auth", kMainIfDecision, Methods::kAny, Endpoint::kAuth, Op::kAuth, false},
     {"/v1/decide", kMainIfDecision, Methods::kPost, Endpoint::kDecide, Op::kDecide, false},
@@ -85,7 +88,7 @@ RouteResult Route(ListenerKind kind, std::string_view method, std::string_view p
                   const Exposure& exposure) {
   for (const RouteEntry& r : kRoutes) {
     if (r.path == path && Serves(r, kind, exposure)) {
-      return {r.endpoint, Disallowed(r.methods, method), r.op, r.needs_token};
+      return {r.endpoint, Disallowed(r.methods, method), r.op, r.needs_token, r.json_body};
     }
   }
   if (kind == ListenerKind::kAdmin) {

@@ -19,13 +19,16 @@
 //
 // The routes are one table (route.cc, kRoutes): path, the listeners that
 // serve it, the methods it takes, its endpoint (for metrics and logs), its
-// operation (the handler the session dispatches to, server/endpoints.h) and
-// whether it needs the admin token. A path is compared byte for byte (no
+// operation (the handler the session dispatches to, server/endpoints.h),
+// whether it needs the admin token and whether its body is JSON (which the
+// admin guard, server/admin_guard.h, holds to Content-Type: application/json).
+// A path is compared byte for byte (no
 // decoding, no case folding): "/v1/Decide" or "/v1/decide/" on the main
 // listener of a gateway is proxied like any path. Route also answers which
 // methods the endpoint takes, so the session can answer 405 with Allow before
 // reading any body, and whether the admin token is needed, which the session
-// checks in one place for every route that says so.
+// checks in one place (CheckAdminRequest) for every route that says so, with
+// the admin listener's Host and the checks that keep a web page out.
 //
 // Thread safety: pure functions of their arguments.
 #ifndef TOLLGATE_SERVER_ROUTE_H_
@@ -79,6 +82,7 @@ struct RouteResult {
   std::string_view allow;
   Op op = Op::kNotFound;
   bool needs_token = false;  // the admin token, when one is configured
+  bool json_body = false;    // its body (PUT, POST) is JSON: Content-Type application/json
 };
 
 // `method` is the request's method token as sent ("GET", "HEAD", "POST"...),

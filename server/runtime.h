@@ -68,6 +68,10 @@ struct ServerState {
   // Where the admin API runs `reload` and `put_policy`: a thread of their own,
   // never a worker (they may wait on etcd for seconds). Empty: the caller's.
   std::optional<boost::asio::any_io_executor> source_executor;
+  // Where key and rollback administration call the store (Redis round trips):
+  // a thread of their own, so a slow store never stalls a worker's decisions.
+  // Empty: the caller's.
+  std::optional<boost::asio::any_io_executor> admin_executor;
 
   bool Draining() const { return draining.load(std::memory_order_relaxed); }
 };
@@ -77,6 +81,7 @@ struct Runtime {
   std::shared_ptr<const ServerConfig> config;  // never null
   Exposure exposure;                           // what the main listener serves
   std::string bearer;                          // "Bearer <token>", or "" without a token
+  std::vector<std::string> admin_hosts;        // AdminHostNames (server/admin_guard.h)
   IdentityRedactor identities;                 // how keys and addresses are shown
   std::shared_ptr<const Gateway> gateway;      // null unless gateway mode
 

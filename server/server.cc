@@ -17,6 +17,7 @@
 
 #include "base/redact.h"
 #include "runtime/etcd_watch.h"
+#include "server/admin_guard.h"
 #include "server/context.h"
 #include "server/handlers.h"
 #include "server/policy_file.h"
@@ -154,6 +155,10 @@ class Server::Impl {
   // run here, not on a worker: an etcd read or write waits up to io_timeout per
   // member. Joined in Wait once the workers (which await its answers) are done.
   net::thread_pool source_pool{1};
+  // Key and rollback administration wait here on the store (a Redis round
+  // trip, up to its call timeout), never on a worker deciding requests.
+  // Joined in Wait with source_pool.
+  net::thread_pool admin_pool{1};
 
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
@@ -406,6 +411,7 @@ class Server::Impl {
     rt->config = config;
     rt->exposure = ExposureOf(*config);
     if (!config->admin_token.empty()) rt->bearer = "Bearer " + config->admin_token;
+    rt->admin_hosts = AdminHostNames(*config);
     rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
     rt->gateway = std::move(gateway);
     rt->policy = policies->Current(&rt->policy_generation);
@@ -690,6 +696,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   if (Status st = m.BindListeners(); !st.ok()) return st;
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
   m.state.source_executor = m.source_pool.get_executor();
+  m.state.admin_executor = m.admin_pool.get_executor();
   m.state.put_policy = [&m](std::string_view text, std::string_view actor) {
     return m.PutPolicy(text, actor);
   };
@@ -753,6 +760,7 @@ void Server::Wait() {
   m.etcd_watch.reset();
   if (m.rollback_fleet) m.rollback_fleet->Stop();
   m.source_pool.join();
+  m.admin_pool.join();
   if (m.grpc) m.grpc->Shutdown();
   m.log->Info("stopped", {{"connections_total", m.metrics->connections_total.load()}});
   m.log->Flush();

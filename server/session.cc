@@ -377,8 +377,9 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   co_return Next::kContinue;
 }
 
-// Our own endpoints: the whole (bounded) body first, then the admin token
-// where the route needs it, then the route's handler. Bodyless requests (the
+// Our own endpoints: the whole (bounded) body first, then CheckAdminRequest
+// (the admin listener's Host, the admin token where the route needs it, what
+// keeps a web page out), then the route's handler. Bodyless requests (the
 // common case: GET /v1/auth) keep the header parser's message.
 net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route, RequestView view,
                                        Exchange& ex) {
@@ -404,8 +405,7 @@ net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route,
   request.trace_id = ex.trace.id();
   request.trace = &ex.trace;
   request.shard = &shard_;
-  std::optional<Response> denied =
-      route.needs_token ? CheckAdminToken(request, *rt_) : std::nullopt;
+  std::optional<Response> denied = CheckAdminRequest(request, route, *rt_);
   if (denied) {
     ex.resp = std::move(*denied);
   } else {

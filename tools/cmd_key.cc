@@ -179,7 +179,10 @@ Answer Post(const Options& o, const std::string& host, const std::string& port) 
     net::ip::tcp::resolver resolver(io);
     stream.connect(resolver.resolve(host, port));
     http::request<http::string_body> req{http::verb::post, "/v1/keys/" + o.action, 11};
-    req.set(http::field::host, host);
+    // host:port, an IPv6 address in brackets: the admin listener checks it (DNS rebinding).
+    req.set(http::field::host,
+            (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port);
+    // A JSON body says so: the admin listener refuses any other media type (415).
     req.set(http::field::content_type, "application/json");
     if (!o.token.empty()) req.set(http::field::authorization, "Bearer " + o.token);
     req.body() = o.body.dump();

@@ -2,15 +2,17 @@
 # `make package-install-test`: the tollgate .deb in a clean Debian 12 root.
 #   1. debootstrap --variant=minbase bookworm (or unpack ROOT_TARBALL, a tarball of one);
 #   2. apt-get install the .deb there (its dependencies come from the Debian mirror);
-#   3. check what the maintainer scripts did: the system user, the conffiles, the unit
-#      enabled (deb-systemd-helper's symlink);
+#   3. check what the maintainer scripts did: the system user, the conffiles, the admin
+#      token (0640 root:tollgate, 64 hex digits), the unit enabled (deb-systemd-helper's symlink);
 #   4. install systemd there and boot it as PID 1 in namespaces of its own (pid, mount, net,
 #      uts, ipc: what systemd-nspawn does, which this machine lacks); tollgated.service must be
 #      active after boot, as the user tollgate, without capabilities, under its seccomp
-#      filter; answer a request; `systemctl reload` while a client keeps sending requests
-#      (none may fail); `systemctl reload` with an invalid policy must fail and leave the
-#      same process running; `systemctl stop` must succeed with exit status 0;
-#   5. apt-get purge: the conffiles go.
+#      filter; answer a request; the admin listener: 401 without the token, 403 for a
+#      cross-site request with it, 200 for a reload with it; `systemctl reload` while a
+#      client keeps sending requests (none may fail); `systemctl reload` with an invalid
+#      policy must fail and leave the same process running; `systemctl stop` must succeed
+#      with exit status 0;
+#   5. apt-get purge: the conffiles and the admin token go.
 # Needs root (debootstrap, chroot, unshare, nsenter) and a Debian mirror (MIRROR).
 # usage: tools/package_install_test.sh PACKAGE_DIR
 set -euo pipefail
@@ -58,6 +60,11 @@ conffiles=$(in_root dpkg-query -W -f='${Conffiles}\n' tollgate | awk 'NF {print 
 [ "$conffiles" = "/etc/tollgate/policy.json /etc/tollgate/tollgated.json " ] || fail "conffiles: $conffiles"
 echo "conffiles: $conffiles"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/tollgated.service" ] || fail "unit not enabled"
+token_stat=$(in_root stat -c '%a %U:%G' /etc/tollgate/admin.token) || fail "no /etc/tollgate/admin.token"
+[ "$token_stat" = "640 root:tollgate" ] || fail "admin token is $token_stat, expected 640 root:tollgate"
+token=$(cat "$root/etc/tollgate/admin.token")
+[[ "$token" =~ ^[0-9a-f]{64}$ ]] || fail "admin token is not 64 hex digits"
+echo "admin token: /etc/tollgate/admin.token ($token_stat, 64 hex digits)"
 echo "enabled: $(readlink "$root/etc/systemd/system/multi-user.target.wants/tollgated.service")"
 
 step "apt-get install systemd, boot it in namespaces of its own (pid, mount, net, uts, ipc)"
@@ -106,6 +113,15 @@ ns journalctl -u tollgated --no-pager -o cat | grep -q 'config and policy are va
 code=$(ns curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/v1/auth -H 'X-Original-URI: /api/items' -H 'X-Api-Key: k1')
 [ "$code" = 204 ] || fail "/v1/auth answered $code"
 echo "GET /v1/auth: $code"
+# The admin listener needs the token postinst made, and refuses a page's request even with it.
+admin() { ns curl -s -o /dev/null -w '%{http_code}' -X POST "$@"; }
+code=$(admin http://127.0.0.1:9090/v1/rollback/trip?rule=none)
+[ "$code" = 401 ] || fail "admin without the token answered $code"
+code=$(admin -H "Authorization: Bearer $token" -H 'Origin: http://evil.example' http://127.0.0.1:9090/v1/rollback/clear?rule=none)
+[ "$code" = 403 ] || fail "a cross-site admin request answered $code"
+code=$(admin -H "Authorization: Bearer $token" http://127.0.0.1:9090/v1/reload)
+[ "$code" = 200 ] || fail "admin reload with the token answered $code"
+echo "admin: 401 without the token, 403 cross-site, 200 with the token"
 
 step "systemctl reload while a client sends requests"
 # The client runs in the root's namespaces and reports after each request; every answer must
@@ -150,5 +166,6 @@ step "apt-get purge tollgate"
 in_root apt-get purge -y -q tollgate >/dev/null 2>&1 || fail "apt-get purge"
 [ ! -e "$root/etc/tollgate/tollgated.json" ] || fail "purge left /etc/tollgate/tollgated.json"
 [ ! -e "$root/usr/bin/tollgated" ] || fail "purge left /usr/bin/tollgated"
+[ ! -e "$root/etc/tollgate/admin.token" ] || fail "purge left /etc/tollgate/admin.token"
 echo "purged: /etc/tollgate and /usr/bin/tollgated are gone"
 step "PASS"

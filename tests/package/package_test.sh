@@ -4,7 +4,8 @@
 #   - lintian finds no error and no warning in either, and (in a TOLLGATE_HARDENING build)
 #     no hardening-* tag at all;
 #   - the tollgate package has its binaries in /usr/bin, exactly the two conffiles, the unit,
-#     the sysusers entry, and maintainer scripts that create the user and enable the unit;
+#     the sysusers entry, and maintainer scripts that create the user, make the admin token
+#     (which the packaged config requires) and enable the unit;
 #   - `systemd-analyze verify` accepts the unit (against the unpacked package as root), and
 #     `systemd-analyze security --offline` rates its sandbox at most THRESHOLD;
 #   - the packaged tollgated --check accepts the packaged config and policy;
@@ -68,6 +69,14 @@ actual=$(sort "$work/control/conffiles")
 grep -q 'systemd-sysusers tollgate.conf' "$work/control/postinst" || fail "postinst creates no user"
 grep -q "deb-systemd-helper enable 'tollgated.service'" "$work/control/postinst" \
   || fail "postinst does not enable the unit"
+# The admin token: made by postinst from /dev/urandom (0640 root:tollgate, only if absent),
+# named by the packaged config, removed on purge.
+grep -q 'od -An -tx1 -N32 /dev/urandom' "$work/control/postinst" || fail "postinst makes no admin token"
+grep -q 'chmod 0640 /etc/tollgate/admin.token' "$work/control/postinst" || fail "admin token mode"
+grep -q 'chown root:tollgate /etc/tollgate/admin.token' "$work/control/postinst" || fail "admin token owner"
+grep -q '"token_file": "/etc/tollgate/admin.token"' "$root/etc/tollgate/tollgated.json" \
+  || fail "the packaged config does not require the admin token"
+grep -q 'rm -f /etc/tollgate/admin.token' "$work/control/postrm" || fail "purge leaves the admin token"
 grep -q '^u tollgate ' "$root/usr/lib/sysusers.d/tollgate.conf" || fail "sysusers entry"
 
 # The unit, verified with the package's files in place (its ExecStart binaries must exist).
@@ -84,8 +93,12 @@ systemd-analyze security --offline=yes --root="$root" --threshold="$THRESHOLD" \
 echo "systemd-analyze security: $(grep -o 'Overall exposure level.*' "$work/security.log")"
 
 # The packaged binary accepts the packaged config (the unit's ExecStartPre), with the
-# policy read from the unpacked root instead of /etc.
-"$root/usr/bin/tollgated" --check --config "$root/etc/tollgate/tollgated.json" \
+# policy read from the unpacked root instead of /etc and a token as postinst makes one.
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/admin.token"
+echo >>"$work/admin.token"
+sed "s|/etc/tollgate/admin.token|$work/admin.token|" "$root/etc/tollgate/tollgated.json" \
+  >"$work/tollgated.json"
+"$root/usr/bin/tollgated" --check --config "$work/tollgated.json" \
   --policy "$root/etc/tollgate/policy.json" >"$work/check.log" 2>&1 \
   || { cat "$work/check.log"; fail "tollgated --check refuses the packaged config"; }
 echo "tollgated --check: the packaged config and policy are valid"

@@ -122,7 +122,8 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(6)).version); }, 20s));
 
   // PUT /v1/policy on one instance writes etcd; the others follow.
-  auto put = Fetch(fleet[1]->admin_port, "PUT", "/v1/policy", {}, Keyed(7));
+  auto put = Fetch(fleet[1]->admin_port, "PUT", "/v1/policy",
+                   {{"Content-Type", "application/json"}}, Keyed(7));
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(7)).version); }, 10s));
   EXPECT_EQ(unanswered.load(), 0);
@@ -190,7 +191,7 @@ TEST(EtcdPolicySource, ReloadFromAFrozenEtcdDoesNotBlockDecisions) {
   std::string reload_body;
   std::thread reload([&] {
     testing::HttpConnection admin(s->admin_port, 120s);
-    auto r = admin.Request("POST", "/v1/reload");
+    auto r = admin.Request("POST", "/v1/reload", {{"Content-Type", "application/json"}});
     reload_status = r.status;
     reload_body = r.body;
     reloaded = true;

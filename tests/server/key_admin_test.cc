@@ -25,7 +25,10 @@ using json = nlohmann::json;
 
 constexpr char kToken[] = "key-admin-token-0123";
 
-Headers Admin() { return {{"Authorization", std::string("Bearer ") + kToken}}; }
+// The token, and the JSON media type the admin listener requires of a JSON body.
+Headers Admin() {
+  return {{"Authorization", std::string("Bearer ") + kToken}, {"Content-Type", "application/json"}};
+}
 
 json Body(const HttpResponse& r) {
   json j = json::parse(r.body, nullptr, false);

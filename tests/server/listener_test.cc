@@ -106,7 +106,9 @@ TEST(Listener, IdleSocketsOnTheMainPortDoNotLockOutAdmin) {
   // The admin listener still answers its probes and reloads.
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/healthz").status, 200);
   EXPECT_EQ(Fetch(s->admin_port, "GET", "/metrics").status, 200);
-  EXPECT_EQ(Fetch(s->admin_port, "POST", "/v1/reload").status, 200);
+  EXPECT_EQ(
+      Fetch(s->admin_port, "POST", "/v1/reload", {{"Content-Type", "application/json"}}).status,
+      200);
   // A slot freed on main is usable again.
   idle.pop_back();
   EXPECT_TRUE(WaitFor([&] { return Fetch(s->port, "GET", "/healthz").status == 200; }, 10s));

@@ -35,7 +35,10 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-Headers Admin() { return {{"Authorization", std::string("Bearer ") + kToken}}; }
+// The token, and the JSON media type the admin listener requires of a JSON body.
+Headers Admin() {
+  return {{"Authorization", std::string("Bearer ") + kToken}, {"Content-Type", "application/json"}};
+}
 
 json Body(const HttpResponse& r) {
   json j = json::parse(r.body, nullptr, false);

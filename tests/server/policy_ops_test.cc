@@ -180,8 +180,8 @@ TEST_F(PolicyOpsTest, ShadowRejectionsAreLoggedRedactedAndRateLimited) {
   EXPECT_NE(top.body.find("\"rule\":\"calibrate\""), std::string::npos) << top.body;
 }
 
-// Gateway mode: the upstream answering 5xx trips the guard; /readyz, the
-// admin view and metrics show it; clearing needs the admin token, is
+// Gateway mode: the upstream answering 5xx trips the guard; the admin
+// listener's /readyz, the admin view and metrics show it; clearing needs the admin token, is
 // audit-logged, and the rule enforces again.
 TEST_F(PolicyOpsTest, UpstreamErrorsTripTheGuardAndAnAdminClearsIt) {
   TestUpstream upstream;
@@ -197,7 +197,7 @@ TEST_F(PolicyOpsTest, UpstreamErrorsTripTheGuardAndAnAdminClearsIt) {
   ASSERT_TRUE(t);
   const Headers bearer = {{"Authorization", "Bearer " + token}};
   auto tripped = [&] {
-    auto r = Fetch(t->port(), "GET", "/readyz");
+    auto r = Fetch(t->admin_port(), "GET", "/readyz");
     json j = json::parse(r.body, nullptr, false);
     return j.is_object() && !j["rolled_back"].empty();
   };
@@ -210,7 +210,7 @@ TEST_F(PolicyOpsTest, UpstreamErrorsTripTheGuardAndAnAdminClearsIt) {
   ASSERT_EQ(Fetch(t->port(), "GET", "/status?code=502", {{"X-Api-Key", "k9"}}).status, 502);
   // The answer is recorded right after it is relayed: wait for it.
   ASSERT_TRUE(WaitFor(tripped)) << t->Log();
-  json ready = json::parse(Fetch(t->port(), "GET", "/readyz").body);
+  json ready = json::parse(Fetch(t->admin_port(), "GET", "/readyz").body);
   EXPECT_EQ(ready["ready"], true) << ready;  // still deciding, in shadow
   EXPECT_EQ(ready["rolled_back"][0]["rule"], "api") << ready;
   EXPECT_EQ(ready["rolled_back"][0]["trigger"], "upstream_errors") << ready;
@@ -277,7 +277,7 @@ TEST_F(PolicyOpsTest, UpstreamLatencyAboveTheP99MaxTripsTheGuard) {
                      std::to_string(upstream.port()) + R"("})");
   ASSERT_TRUE(t);
   auto rolled_back = [&] {
-    json j = json::parse(Fetch(t->port(), "GET", "/readyz").body, nullptr, false);
+    json j = json::parse(Fetch(t->admin_port(), "GET", "/readyz").body, nullptr, false);
     return j.is_object() ? j["rolled_back"] : json::array();
   };
   for (int i = 0; i < 2; ++i) {
@@ -308,10 +308,10 @@ TEST_F(PolicyOpsTest, DecisionLatencyAboveTheP99MaxTripsTheGuard) {
     return Fetch(t->port(), "GET", "/v1/auth", {{"X-Original-URI", "/"}, {"X-Api-Key", "k"}});
   };
   for (int i = 0; i < 4; ++i) ASSERT_EQ(auth().status, 204);
-  json ready = json::parse(Fetch(t->port(), "GET", "/readyz").body);
+  json ready = json::parse(Fetch(t->admin_port(), "GET", "/readyz").body);
   EXPECT_TRUE(ready["rolled_back"].empty()) << ready;
   ASSERT_EQ(auth().status, 204);
-  ready = json::parse(Fetch(t->port(), "GET", "/readyz").body);
+  ready = json::parse(Fetch(t->admin_port(), "GET", "/readyz").body);
   ASSERT_EQ(ready["rolled_back"].size(), 1u) << ready;
   EXPECT_EQ(ready["rolled_back"][0]["trigger"], "latency_p99") << ready;
 }

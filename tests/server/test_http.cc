@@ -237,7 +237,11 @@ HttpResponse HttpConnection::ReadResponse(bool head) {
 
 HttpResponse HttpConnection::Request(const std::string& method, const std::string& target,
                                      const Headers& headers, const std::string& body) {
-  std::string req = method + " " + target + " HTTP/1.1\r\nHost: test\r\n";
+  // Host: localhost (a name the admin listener answers) unless the caller sends its own.
+  const bool has_host = std::any_of(headers.begin(), headers.end(),
+                                    [](const auto& h) { return AsciiLowered(h.first) == "host"; });
+  std::string req = method + " " + target + " HTTP/1.1\r\n" +
+                    (has_host ? std::string() : std::string("Host: localhost\r\n"));
   bool has_length = false;
   for (const auto& [n, v] : headers) {
     req += n + ": " + v + "\r\n";

@@ -48,6 +48,8 @@ class HttpConnection {
   ~HttpConnection();
   bool connected() const { return fd_ >= 0; }
 
+  // Sends Host: localhost unless `headers` has a Host field, and Content-Length
+  // for a body (and for every POST and PUT) unless `headers` frames it.
   HttpResponse Request(const std::string& method, const std::string& target,
                        const Headers& headers = {}, const std::string& body = "");
   // Raw bytes; returns false if the send failed.

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 namespace tollgate::testing {
 
@@ -19,7 +20,8 @@ struct HostileRedis::Conn {
   int fd = -1;
   std::string in;
   std::string out;
-  size_t endless_left = 0;  // bulk bytes still to send (kEndlessBulk)
+  size_t endless_left = 0;                                // bulk bytes still to send (kEndlessBulk)
+  std::vector<std::pair<std::string, std::string>> held;  // (command, subcommand) under kHold
 };
 
 namespace {
@@ -106,8 +108,13 @@ HostileRedis::~HostileRedis() {
 }
 
 void HostileRedis::SetReply(Reply reply) {
-  std::lock_guard<std::mutex> lock(mu_);
-  options_.reply = reply;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.reply == Reply::kHold && reply != Reply::kHold) release_held_ = true;
+    options_.reply = reply;
+  }
+  const char x = 0;
+  (void)!::write(wake_[1], &x, 1);
 }
 
 std::vector<std::string> HostileRedis::commands() const {
@@ -148,6 +155,16 @@ void HostileRedis::OnCommand(Conn& c, const std::vector<std::string>& argv) {
     commands_.push_back(cmd + (sub.empty() ? "" : " " + sub));
     reply = options_.reply;
   }
+  // Replies keep the commands' order: behind a held command, this one waits too.
+  const bool script_load = cmd == "SCRIPT" && sub == "LOAD" && options_.answer_script_load;
+  if ((reply == Reply::kHold && !script_load) || !c.held.empty()) {
+    c.held.emplace_back(cmd, sub);
+    return;
+  }
+  Answer(c, cmd, sub, reply);
+}
+
+void HostileRedis::Answer(Conn& c, const std::string& cmd, const std::string& sub, Reply reply) {
   if (cmd == "SCRIPT" && sub == "LOAD" && options_.answer_script_load) {
     c.out += Bulk(std::string(40, 'f'));
     return;
@@ -176,6 +193,7 @@ void HostileRedis::OnCommand(Conn& c, const std::vector<std::string>& argv) {
       c.endless_left = kEndlessBytes;
       break;
     case Reply::kSilence:
+    case Reply::kHold:
       break;
     case Reply::kHugeSlotRange:
     case Reply::kNegativeSlotRange:
@@ -199,6 +217,22 @@ void HostileRedis::Run() {
       fds.push_back({c->fd, static_cast<short>(POLLIN | (write ? POLLOUT : 0)), 0});
     }
     if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) {
+      char drain[64];
+      while (::read(wake_[0], drain, sizeof(drain)) > 0) {
+      }
+    }
+    if (release_held_.exchange(false)) {
+      Reply reply;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reply = options_.reply;
+      }
+      for (const auto& c : conns) {
+        for (const auto& [cmd, sub] : c->held) Answer(*c, cmd, sub, reply);
+        c->held.clear();
+      }
+    }
     if (fds[1].revents & POLLIN) {
       for (;;) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);

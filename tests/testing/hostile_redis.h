@@ -31,6 +31,7 @@ class HostileRedis {
     kPartial,            // the first half of a plausible reply, then silence
     kEndlessBulk,        // "$1073741824" then bytes for as long as the client reads
     kSilence,            // reads everything, answers nothing
+    kHold,               // answers nothing until SetReply: then each held command gets that reply
     kHugeSlotRange,      // CLUSTER SLOTS/SHARDS: slots 0 .. INT64_MAX owned by this server
     kNegativeSlotRange,  // CLUSTER SLOTS/SHARDS: slots -5 .. 100
     kValidTopology,      // CLUSTER SLOTS/SHARDS: all slots owned by this server ("OK" else)
@@ -54,6 +55,7 @@ class HostileRedis {
 
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  // Changes the reply; leaving kHold answers every held command with `reply`.
   void SetReply(Reply reply);
   // The port the topology replies name as the owner of their slots (0: this
   // server's own), to move slots between fake nodes.
@@ -72,6 +74,7 @@ class HostileRedis {
   explicit HostileRedis(Options options) : options_(options) {}
   void Run();
   void OnCommand(Conn& c, const std::vector<std::string>& argv);
+  void Answer(Conn& c, const std::string& cmd, const std::string& sub, Reply reply);
   std::string TopologyReply(Reply reply, bool shards) const;
 
   Options options_;  // reply changed under mu_
@@ -82,7 +85,8 @@ class HostileRedis {
   std::atomic<size_t> accepted_{0};
   std::atomic<size_t> open_{0};
   std::atomic<int> topology_port_{0};
-  mutable std::mutex mu_;  // guards options_.reply and commands_
+  std::atomic<bool> release_held_{false};  // SetReply left kHold: answer what was held
+  mutable std::mutex mu_;                  // guards options_.reply and commands_
   std::vector<std::string> commands_;
   std::thread thread_;
 };
