@@ -27,6 +27,7 @@ max_len() {
     rls_yaml | time_zone) echo 8192 ;;  # zone files: Debian's largest is under 4 KiB
     rls_request | rls_wildcard | cluster_topology | client_headers) echo 4096 ;;
     tenant_table) echo 65536 ;;  # a few thousand rows: crosses the slot table growth
+    response_trailer | chunked_relay) echo 40000 ;;  # past the 16 KiB relay buffer and the trailer bounds
     *) echo 2048 ;;
   esac
 }
