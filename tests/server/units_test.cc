@@ -209,8 +209,8 @@ TEST(ServerConfig, AbortDrainIsReadAndBounded) {
   EXPECT_EQ(c.abort_drain_timeout, Millis(0));
   EXPECT_EQ(c.abort_drain_bytes, 1024u);
   ServerConfig bad;
-  errors = ParseServerConfig(
-      R"({"gateway": {"abort_drain_ms": 3600001, "abort_drain_bytes": -1}})", &bad);
+  errors = ParseServerConfig(R"({"gateway": {"abort_drain_ms": 3600001, "abort_drain_bytes": -1}})",
+                             &bad);
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[0].path, "gateway.abort_drain_ms");
   EXPECT_EQ(errors[1].path, "gateway.abort_drain_bytes");
