@@ -240,6 +240,8 @@ void ReadGateway(JsonFields& g, ServerConfig* c) {
   g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
   g.Integer("max_idle_connections", &c->upstream_max_idle, 0, 100000);
   g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
+  g.Duration("abort_drain_ms", &c->abort_drain_timeout, 0, kHour);
+  g.Integer("abort_drain_bytes", &c->abort_drain_bytes, 0, int64_t{1} << 40);
 }
 
 void ReadLog(JsonFields& l, ServerConfig* c) {

@@ -138,6 +138,10 @@ struct ServerConfig {
   Millis upstream_timeout{30000};  // for the upstream's response header and each body read
   size_t upstream_max_idle = 64;   // idle keep-alive upstream connections per thread
   size_t gateway_max_body_bytes = 16 * 1024 * 1024;  // streamed request bodies; over -> 413
+  // A client gone mid-response: the upstream is read on (discarded) this long
+  // and this many body bytes for its trailer, else the rules' abort_cost.
+  Millis abort_drain_timeout{30000};
+  uint64_t abort_drain_bytes = 8 * 1024 * 1024;
 
   // Logs.
   std::string log_level = "info";        // trace | debug | info | warn | error | off

@@ -90,6 +90,16 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
         sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.upstream_errors[k]; }));
   }
 
+  w.Family("tollgate_gateway_client_aborts_total", "counter",
+           "Gateway clients that left mid-response, by how the upstream's drain ended "
+           "(finished: its reported cost settled; cut: abort_cost charged).");
+  static constexpr std::string_view kDrains[] = {"finished", "cut"};
+  for (size_t d = 0; d < kClientAbortCount; ++d) {
+    w.Sample(
+        "tollgate_gateway_client_aborts_total", {"drain", kDrains[d]},
+        sum([&](const Shard& s) -> const std::atomic<uint64_t>& { return s.client_aborts[d]; }));
+  }
+
   w.Family("tollgate_admin_key_actions_total", "counter",
            "Key administration requests (/v1/keys/*) by action and result (error: refused "
            "input, unknown rule or a failed store call).");

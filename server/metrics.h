@@ -52,6 +52,9 @@ class ServerMetrics {
   // index kStatuses.size() = 504, +1 = any other status.
   static constexpr size_t kStatusSlots = kStatuses.size() + 2;
   enum UpstreamError { kConnect, kTimeout, kBroken, kUpstreamErrorCount };
+  // A gateway client that left mid-response: the upstream finished within the
+  // abort drain (its reported cost settles), or did not (abort_cost).
+  enum ClientAbort { kAbortFinished, kAbortCut, kClientAbortCount };
   // Another front end's decision latencies and store calls (the gRPC one),
   // rendered into the same families with the label frontend="...".
   using LatencyCounts = tollgate::LatencyCounts;
@@ -63,6 +66,7 @@ class ServerMetrics {
     std::atomic<uint64_t> shaped{0};  // decisions that asked us to delay (leaky bucket)
     std::array<std::atomic<uint64_t>, kUpstreamErrorCount> upstream_errors{};
     std::atomic<uint64_t> upstream_requests{0};
+    std::array<std::atomic<uint64_t>, kClientAbortCount> client_aborts{};
 
     void CountRequest(Endpoint e, int status) {
       requests[size_t(e)][StatusSlot(status)].fetch_add(1, std::memory_order_relaxed);

@@ -13,10 +13,16 @@
 #include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
+#include "server/response_capture.h"
 #include "server/write_now.h"
 #include "src/policy/client_ip.h"
 
 namespace tollgate::server {
+
+size_t UpstreamBufferLimit(const ServerConfig& cfg) {
+  return std::max(ReadBufferLimit(cfg), 2 * RelayScratch::kBufferSize);
+}
+
 namespace {
 
 namespace beast = boost::beast;
@@ -26,15 +32,6 @@ using net::use_awaitable;
 
 constexpr size_t kRelayBuffer = RelayScratch::kBufferSize;
 
-// The buffer an upstream response is parsed from. Bounded like a client's
-// read buffer (ReadBufferLimit): an upstream that streams an endless chunk
-// extension or trailer section fills it and the exchange fails
-// (http::error::buffer_overflow) instead of growing tollgated's memory. At
-// least two relay buffers, so a response read into the relay buffer whole can
-// always be handed over to the parser.
-size_t UpstreamBufferLimit(const ServerConfig& cfg) {
-  return std::max(ReadBufferLimit(cfg), 2 * kRelayBuffer);
-}
 using ResponseParser = http::response_parser<http::buffer_body>;
 
 // Removes hop-by-hop fields (RFC 9110 7.6.1), including those Connection names
@@ -160,59 +157,6 @@ struct ProxyCall {
   ResponseOutcome upstream = {};
 };
 
-// The settlement's name for response field `name`, or null when it asks for none.
-const std::string* Wanted(const ProxyCall& call, std::string_view name) {
-  for (const std::string& want : call.capture) {
-    if (EqualsIgnoreCase(name, want)) return &want;
-  }
-  return nullptr;
-}
-
-// Records a field the settlement asked for; a later value (a repeated field,
-// or the trailer's) replaces an earlier one, so one bounded value a name is kept.
-void Capture(ProxyCall& call, std::string_view name, std::string_view value) {
-  const std::string* want = Wanted(call, name);
-  if (want == nullptr) return;
-  std::string v(value.substr(0, kMaxCapturedValue));
-  for (HeaderField& f : call.upstream.fields) {
-    if (f.name == *want) {
-      f.value = std::move(v);
-      return;
-    }
-  }
-  call.upstream.fields.push_back({*want, std::move(v)});
-}
-
-std::string_view NameOf(const auto& field) {
-  return {field.name_string().data(), field.name_string().size()};
-}
-std::string_view ValueOf(const auto& field) { return {field.value().data(), field.value().size()}; }
-
-// Captures a streamed response head's fields; returns how many were wanted
-// (Beast's parser appends trailer fields after them).
-template <class Fields>
-size_t CaptureHead(ProxyCall& call, const Fields& fields) {
-  size_t n = 0;
-  if (call.capture.empty()) return 0;
-  for (const auto& f : fields) {
-    if (Wanted(call, NameOf(f)) == nullptr) continue;
-    ++n;
-    Capture(call, NameOf(f), ValueOf(f));
-  }
-  return n;
-}
-
-// Captures the trailer fields: the wanted fields after the head's `head_count`.
-template <class Fields>
-void CaptureTrailer(ProxyCall& call, const Fields& fields, size_t head_count) {
-  if (call.capture.empty()) return;
-  size_t seen = 0;
-  for (const auto& f : fields) {
-    if (Wanted(call, NameOf(f)) == nullptr) continue;
-    if (seen++ >= head_count) Capture(call, NameOf(f), ValueOf(f));
-  }
-}
-
 // One log line per upstream failure (502, 504, a relay broken mid-body), when
 // the gate admits it: at most log.reject_per_second a second, like rejections.
 void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamError kind,
@@ -331,22 +275,45 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
   co_return ec;
 }
 
-// The streaming path for a response whose header is in `rp`: rewrite the
-// header, add the rate-limit headers, relay the body through `buf` piece by
-// piece as it arrives. The header goes out with the first piece of the body
-// (one write).
-net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease& up,
-                                                  beast::flat_buffer& ubuf, ResponseParser& rp,
-                                                  char* buf) {
-  const ServerConfig& cfg = *call.s.config;
-  beast::error_code ec;
+// A client that went away mid-response (a write to it failed) while a
+// settlement wants response fields: the upstream is read on and discarded, so
+// that its trailer (or the rest of a body framed by length) still settles the
+// request, within gateway.abort_drain_bytes of body and gateway.abort_drain_ms.
+// An upstream that does not finish within them ends the exchange as
+// ResponseOutcome::client_aborted (docs/gateway.md).
+struct AbortDrain {
+  bool active = false;
+  int64_t deadline_ns = 0;
+  uint64_t bytes_left = 0;
+
+  void Start(const ServerConfig& cfg, const Clock& clock) {
+    active = true;
+    deadline_ns = clock.Now() + Nanos(cfg.abort_drain_timeout).count();
+    bytes_left = cfg.abort_drain_bytes;
+  }
+  // Counts `n` discarded body bytes; false past the bound.
+  bool Take(uint64_t n) {
+    if (n > bytes_left) return false;
+    bytes_left -= n;
+    return true;
+  }
+};
+
+// Ends an exchange whose client left and whose upstream did not finish
+// within the drain: the settlement charges the rules' abort_cost.
+ProxyResult ClientAborted(ProxyCall& call, int status) {
+  call.upstream.client_aborted = true;
+  call.shard.client_aborts[ServerMetrics::kAbortCut].fetch_add(1, std::memory_order_relaxed);
+  return ProxyResult{status, false, {}};
+}
+
+// The rewritten response head of a streamed response: hop-by-hop fields out,
+// the rate-limit headers in, the framing re-derived. Returns whether the
+// client connection may be kept.
+bool RewriteStreamedResponseHead(ProxyCall& call, ResponseParser& rp) {
   auto& res = rp.get();
   const int status = res.result_int();
-  // A 101's connection speaks another protocol now: never pooled.
-  const bool upstream_keep_alive = rp.keep_alive() && status != 101;
   const boost::optional<std::uint64_t> length = rp.content_length();
-  call.upstream.status = status;
-  const size_t head_captured = CaptureHead(call, res);
   RemoveHopByHop(res);
   for (const HeaderField& h : call.response_headers) {
     if (IsAppendableRateLimitField(h.name)) {
@@ -367,17 +334,51 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   }
   res.version(11);
   res.keep_alive(keep_alive);
+  return keep_alive;
+}
+
+// The streaming path for a response whose header is in `rp`: rewrite the
+// header, add the rate-limit headers, relay the body through `buf` piece by
+// piece as it arrives. The header goes out with the first piece of the body
+// (one write). The fields the settlement wants are captured from the head and,
+// once the upstream finished, from the trailer, whatever the client did.
+net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease& up,
+                                                  beast::flat_buffer& ubuf, ResponseParser& rp,
+                                                  char* buf) {
+  const ServerConfig& cfg = *call.s.config;
+  beast::error_code ec;
+  auto& res = rp.get();
+  const int status = res.result_int();
+  // A 101's connection speaks another protocol now: never pooled.
+  const bool upstream_keep_alive = rp.keep_alive() && status != 101;
+  call.upstream.status = status;
+  ResponseCapture capture(call.capture, &call.upstream.fields);
+  capture.Head(res);
+  const bool keep_alive = RewriteStreamedResponseHead(call, rp);
   http::serializer<false, http::buffer_body> rs{res};
+  AbortDrain drain;
   do {
     if (!rp.is_done()) {
+      if (drain.active && call.w.clock.Now() >= drain.deadline_ns) {
+        co_return ClientAborted(call, status);
+      }
       res.body().data = buf;
       res.body().size = kRelayBuffer;
       up->SetDeadline(cfg.upstream_timeout);
-      HoldClientFor(call);
+      if (drain.active) {
+        up->deadline_ns = std::min(up->deadline_ns, drain.deadline_ns);
+      } else {
+        HoldClientFor(call);
+      }
       // read_some: forward what has arrived, do not wait for a full buffer.
       co_await http::async_read_some(up->socket, ubuf, rp, redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::end_of_stream && rp.is_done()) ec = {};
+      res.body().size = kRelayBuffer - res.body().size;
+      if (drain.active) {
+        if (ec || !drain.Take(res.body().size)) co_return ClientAborted(call, status);
+        continue;  // discarded: nobody to send it to
+      }
       if (ec) {
         const auto kind = up->timed_out ? ServerMetrics::kTimeout : ServerMetrics::kBroken;
         call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
@@ -388,7 +389,6 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
             up->timed_out ? ResponseOutcome::Kind::kTimeout : ResponseOutcome::Kind::kBroken;
         co_return ProxyResult{status, false, {}};  // half-sent: only closing can tell the client
       }
-      res.body().size = kRelayBuffer - res.body().size;
       // No bytes (a chunk header only): null data, or the serializer would
       // write an empty chunk, which ends a chunked body.
       res.body().data = res.body().size > 0 ? buf : nullptr;
@@ -401,13 +401,18 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
     call.client.SetDeadline(cfg.write_timeout);
     co_await http::async_write(call.client.socket, rs, redirect_error(use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return ProxyResult{status, false, {}};
-  } while (!rp.is_done() && !rs.is_done());
+    if (ec && capture.empty()) co_return ProxyResult{status, false, {}};  // nothing to settle
+    if (ec) drain.Start(cfg, call.w.clock);  // the client went away: read the upstream on
+  } while (!rp.is_done() && (drain.active || !rs.is_done()));
   // A chunked body's trailer fields are in `res` now (after the head's).
-  if (rp.is_done()) CaptureTrailer(call, res, head_captured);
+  if (rp.is_done()) capture.Trailer(res);
 
   if (upstream_keep_alive && rp.is_done() && ubuf.size() == 0 && !call.s.state->Draining()) {
     up.Release(cfg.upstream_max_idle);
+  }
+  if (drain.active) {
+    call.shard.client_aborts[ServerMetrics::kAbortFinished].fetch_add(1, std::memory_order_relaxed);
+    co_return ProxyResult{status, false, {}};
   }
   co_return ProxyResult{status, keep_alive, {}};
 }
@@ -666,7 +671,8 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
   beast::error_code ec;
   const int status = parsed.status();
   call.upstream.status = status;
-  for (const FieldView& f : parsed.fields()) Capture(call, f.name, f.value);
+  ResponseCapture capture(call.capture, &call.upstream.fields);
+  for (const FieldView& f : parsed.fields()) capture.Field(f.name, f.value);
   const bool keep_alive = call.client_keep_alive && !s.state->Draining();
   scratch.head.clear();
   AppendClientResponseHead(parsed, call.response_headers, keep_alive, call.client_version,

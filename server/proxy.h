@@ -20,6 +20,12 @@
 // broken connection, bad response, or a small response cut short) or 504
 // (connect or response timeout); after that the client connection is closed,
 // because a half-sent response cannot be turned into an error.
+//
+// A client that goes away mid-response (a write to it fails) does not end the
+// upstream exchange: the upstream is read on and discarded, within
+// gateway.abort_drain_ms and abort_drain_bytes, so that the fields the
+// settlement wants (a trailer) are captured whenever the upstream finishes;
+// when it does not finish within them, ProxyResult::upstream.client_aborted.
 #ifndef TOLLGATE_SERVER_PROXY_H_
 #define TOLLGATE_SERVER_PROXY_H_
 
@@ -34,6 +40,7 @@
 
 #include "server/config.h"
 #include "server/context.h"
+#include "server/response_capture.h"
 #include "tollgate/policy.h"
 
 namespace tollgate::server {
@@ -48,7 +55,14 @@ struct ProxyResult {
   // header's; each value cut to kMaxCapturedValue bytes).
   ResponseOutcome upstream;
 };
-inline constexpr size_t kMaxCapturedValue = 64;
+
+// The buffer an upstream response is parsed from. Bounded like a client's
+// read buffer (ReadBufferLimit): an upstream that streams an endless chunk
+// extension or trailer section fills it and the exchange fails
+// (http::error::buffer_overflow) instead of growing tollgated's memory. At
+// least two relay buffers, so a response read into the relay buffer whole can
+// always be handed over to the parser.
+size_t UpstreamBufferLimit(const ServerConfig& cfg);
 
 // Whether `peer_ip` is one of `cfg.trusted_proxies`: the list that decides
 // whether a peer's forwarding fields are kept (server/proxy_wire.h) and whether

@@ -435,6 +435,11 @@ struct ResponseOutcome {
   std::vector<HeaderField> fields;
   // cost_source "handler": the cost the handler reported, if it did.
   std::optional<int64_t> handler_cost;
+  // The client went away before the response ended, and the upstream did not
+  // finish it within the gateway's abort drain (gateway.abort_drain_ms and
+  // abort_drain_bytes): a cost after the response charges the rule's
+  // abort_cost, or the cost reported so far when that is larger.
+  bool client_aborted = false;
 };
 
 class Settlement;

@@ -436,6 +436,7 @@ struct CostConfig {
   int64_t default_cost = 1;
   std::optional<int64_t> cost_estimate;
   std::optional<int64_t> max_response_cost;
+  std::optional<int64_t> abort_cost;
 };
 
 // "response_header:<name>" (a response header, or a trailer of that name) or
@@ -518,8 +519,8 @@ void ParseMaxDelay(JsonFields& f, Algorithm algorithm, const std::string& path, 
 
 // algorithm_config's cost fields: cost_source (fixed, a request header or
 // query parameter, a response header or the handler), fixed_cost,
-// default_cost, and for a cost after the response cost_estimate and
-// max_response_cost.
+// default_cost, and for a cost after the response cost_estimate,
+// max_response_cost and abort_cost.
 void ParseCostFields(JsonFields& f, const json& c, Algorithm algorithm, const std::string& path,
                      CostConfig* cost, ConfigErrors& e) {
   if (auto src = f.String("cost_source")) {
@@ -554,9 +555,10 @@ void ParseCostFields(JsonFields& f, const json& c, Algorithm algorithm, const st
   if (auto dc = f.Whole("default_cost", kMaxCost)) cost->default_cost = *dc;
   cost->cost_estimate = f.Whole("cost_estimate", kMaxCost);
   cost->max_response_cost = f.Whole("max_response_cost", kMaxCost);
+  cost->abort_cost = f.Whole("abort_cost", kMaxCost);
   const bool after =
       cost->kind == Rule::CostKind::kResponse || cost->kind == Rule::CostKind::kHandler;
-  for (const char* field : {"cost_estimate", "max_response_cost"}) {
+  for (const char* field : {"cost_estimate", "max_response_cost", "abort_cost"}) {
     if (!after && c.contains(field)) {
       e.Add(FieldPath(path, field),
             "is only used with a cost after the response (cost_source \"response_header:<name>\" "
@@ -609,7 +611,7 @@ bool ParseAlgorithmConfig(const json& c, Algorithm algorithm, const std::string&
   JsonFields f(c, path, e);
   f.RejectUnknown({"tokens_per_second", "rps", "count", "period", "burst", "window_seconds",
                    "window", "calendar", "time_zone", "max_delay_ms", "cost_source", "fixed_cost",
-                   "default_cost", "cost_estimate", "max_response_cost"});
+                   "default_cost", "cost_estimate", "max_response_cost", "abort_cost"});
   spec->algorithm = algorithm;
   const bool window = IsWindowAlgorithm(algorithm);
 
@@ -1104,6 +1106,11 @@ void SetRuleCost(const CostConfig& cost, std::optional<RefundOn> refund_on, cons
     }
     if (rule->default_cost > rule->max_response_cost) {
       e.Add(FieldPath(ac, "default_cost"),
+            "must be at most max_response_cost (" + std::to_string(rule->max_response_cost) + ")");
+    }
+    rule->abort_cost = cost.abort_cost.value_or(rule->max_response_cost);
+    if (rule->abort_cost > rule->max_response_cost) {
+      e.Add(FieldPath(ac, "abort_cost"),
             "must be at most max_response_cost (" + std::to_string(rule->max_response_cost) + ")");
     }
   }

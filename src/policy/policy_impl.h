@@ -178,6 +178,10 @@ struct Rule {
   // bound of a reported cost (larger values are clamped and counted invalid).
   int64_t cost_estimate = 1;
   int64_t max_response_cost = 0;
+  // kResponse / kHandler: charged when the client left before the response
+  // ended and the upstream did not finish (ResponseOutcome::client_aborted);
+  // max_response_cost by default.
+  int64_t abort_cost = 0;
   std::optional<RefundOn> refund_on;
   bool SettlesAfterResponse() const {
     return cost_kind == CostKind::kResponse || cost_kind == CostKind::kHandler ||

@@ -23,6 +23,7 @@ struct Settlement::Item {
   int64_t charged = 0;       // charged up front (the estimate, or the cost)
   int64_t default_cost = 1;  // a missing or bad reported cost
   int64_t max_cost = 0;      // a reported cost's bound
+  int64_t abort_cost = 0;    // the client left and the upstream did not finish
   std::optional<RefundOn> refund_on;
   std::optional<FailureMode> failure_mode;
   RuleState* state = nullptr;
@@ -174,6 +175,7 @@ std::shared_ptr<Settlement> Enforcer::Impl::MakeSettlement(const Plan& plan) con
     s.charged = plan.peek ? 0 : item.cost;
     s.default_cost = rule.default_cost;
     s.max_cost = rule.max_response_cost;
+    s.abort_cost = rule.abort_cost;
     s.refund_on = rule.refund_on;
     s.failure_mode = item.failure_mode;
     s.state = item.state;
@@ -226,7 +228,12 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
     } else if (it.cost_kind == Rule::CostKind::kResponse ||
                it.cost_kind == Rule::CostKind::kHandler) {
       int64_t cost = 0;
-      if (!ReportedCost(it, response, &cost) || cost > it.max_cost) {
+      const bool reported = ReportedCost(it, response, &cost) && cost <= it.max_cost;
+      if (response.client_aborted) {
+        // The client left and the upstream did not finish: abort_cost, or
+        // what was reported so far (a header) when larger.
+        cost = reported ? std::max(cost, it.abort_cost) : it.abort_cost;
+      } else if (!reported) {
         // Missing, malformed or beyond the bound: the documented default (or
         // the bound), counted. An upstream that never answered is not counted.
         if (response.kind == ResponseOutcome::Kind::kResponse && response.status != 0) {

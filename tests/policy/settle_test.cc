@@ -200,6 +200,58 @@ TEST_F(SettleEnforcerTest, MissingBadOrHugeCostsChargeTheDefaultOrTheBound) {
   EXPECT_EQ(Counters("tokens").response_cost_invalid, 4u);
 }
 
+// A client that left before the response ended, its upstream not finished
+// (ResponseOutcome::client_aborted): abort_cost (max_response_cost, 40, here),
+// or what a header reported when larger; never counted invalid; a refund by
+// status still applies.
+TEST_F(SettleEnforcerTest, AClientThatLeftEarlyIsChargedTheAbortCost) {
+  for (const std::string& reported : {std::string(), std::string("7"), std::string("ten")}) {
+    CheckOutcome o = Check("gone" + reported);
+    ASSERT_TRUE(o.allowed());
+    ResponseOutcome gone = Response(200, reported);
+    gone.client_aborted = true;
+    ASSERT_TRUE(enforcer_->Settle(*o.settlement, gone).ok());
+  }
+  EXPECT_EQ(Counters("tokens").settled_cost, 3 * 38u);
+  EXPECT_EQ(Counters("tokens").response_cost_invalid, 0u);
+  CheckOutcome refunded = Check("gone503");
+  ResponseOutcome gone = Response(503, "");
+  gone.client_aborted = true;
+  ASSERT_TRUE(enforcer_->Settle(*refunded.settlement, gone).ok());
+  EXPECT_EQ(Counters("tokens").settled_cost, 3 * 38u);
+  ASSERT_EQ(Counters("tokens").refunds.size(), 1u);
+}
+
+TEST(SettleAbortCost, ParsedWithDefaultBoundAndPaths) {
+  ParsedPolicy p =
+      ParsePolicy(Rule(R"({"rps": 10, "burst": 100, "cost_source": "response_header:x-tokens",
+               "max_response_cost": 1000, "abort_cost": 600})"));
+  ASSERT_TRUE(p.errors.empty()) << p.errors[0].ToString();
+  EXPECT_EQ(p.policy->rules[0].abort_cost, 600);
+  ParsedPolicy d = ParsePolicy(
+      Rule(R"({"rps": 10, "burst": 100, "cost_source": "handler", "max_response_cost": 1000})"));
+  ASSERT_TRUE(d.errors.empty()) << d.errors[0].ToString();
+  EXPECT_EQ(d.policy->rules[0].abort_cost, 1000);  // max_response_cost by default
+  ParsedPolicy b = ParsePolicy(Rule(R"({"rps": 10, "burst": 100, "cost_source": "handler"})"));
+  ASSERT_TRUE(b.errors.empty()) << b.errors[0].ToString();
+  EXPECT_EQ(b.policy->rules[0].abort_cost, 100 * kDefaultMaxResponseCostBursts);
+
+  const std::string ac = "rules[0].algorithm_config.";
+  EXPECT_EQ(Errors(Rule(R"({"rps": 1, "burst": 5, "cost_source": "handler",
+                             "max_response_cost": 50, "abort_cost": 51})")),
+            std::vector<std::string>{ac + "abort_cost: must be at most max_response_cost (50)"});
+  EXPECT_EQ(Errors(Rule(R"({"rps": 1, "burst": 5, "abort_cost": 2})")),
+            std::vector<std::string>{
+                ac + "abort_cost: is only used with a cost after the response (cost_source "
+                     "\"response_header:<name>\" or \"handler\")"});
+  EXPECT_EQ(
+      Errors(Rule(R"({"rps": 1, "burst": 5, "cost_source": "handler", "abort_cost": "9"})"))[0],
+      ac + "abort_cost: must be a number (got a string)");
+  EXPECT_EQ(
+      Errors(Rule(R"({"rps": 1, "burst": 5, "cost_source": "handler", "abort_cost": 0})")).size(),
+      1u);
+}
+
 TEST(SettleExample, LlmTokensPolicyLoads) {
   ParsedPolicy p =
       ParsePolicyFile(std::string(TOLLGATE_SOURCE_DIR) + "/examples/policies/llm-tokens.json");

@@ -163,6 +163,8 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.body_timeout, d.body_timeout);
   EXPECT_EQ(c.lingering_close, d.lingering_close);
   EXPECT_EQ(c.upstream_timeout, d.upstream_timeout);
+  EXPECT_EQ(c.abort_drain_timeout, d.abort_drain_timeout);
+  EXPECT_EQ(c.abort_drain_bytes, d.abort_drain_bytes);
   EXPECT_EQ(c.top_capacity, d.top_capacity);
   EXPECT_EQ(c.trace_endpoint, d.trace_endpoint);
   EXPECT_EQ(c.trace_sample_ratio, d.trace_sample_ratio);
@@ -195,6 +197,26 @@ TEST(ServerConfig, TracingSectionIsReadAndChecked) {
   bool named = false;
   for (const auto& e : ValidateServerConfig(bad)) named = named || e.path == "tracing.endpoint";
   EXPECT_TRUE(named);
+}
+
+// The client-abort drain (issue 29): 0 turns it off; negative, too long or not
+// a number is refused with its path.
+TEST(ServerConfig, AbortDrainIsReadAndBounded) {
+  ServerConfig c;
+  auto errors =
+      ParseServerConfig(R"({"gateway": {"abort_drain_ms": 0, "abort_drain_bytes": 1024}})", &c);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(c.abort_drain_timeout, Millis(0));
+  EXPECT_EQ(c.abort_drain_bytes, 1024u);
+  ServerConfig bad;
+  errors = ParseServerConfig(R"({"gateway": {"abort_drain_ms": 3600001, "abort_drain_bytes": -1}})",
+                             &bad);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].path, "gateway.abort_drain_ms");
+  EXPECT_EQ(errors[1].path, "gateway.abort_drain_bytes");
+  errors = ParseServerConfig(R"({"gateway": {"abort_drain_bytes": "8M"}})", &bad);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "gateway.abort_drain_bytes");
 }
 
 TEST(ServerConfig, ValidationCatchesBadValues) {
