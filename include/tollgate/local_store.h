@@ -125,7 +125,9 @@ class LocalStore final : public Store {
   // and insert run under its shard's mutex. At most max_keys keys hold
   // leases (a separate table from the buckets'); when it is full a new key is
   // denied with retry_after 1 s once keys whose leases all expired are swept.
-  // Lease ids are 16 hex digits. Expiry follows the store's clock.
+  // Lease ids are 128 random bits (32 hex digits, OpenSSL's RAND_bytes);
+  // a release with an id of another form is kInvalidArgument. Expiry follows
+  // the store's clock.
   bool SupportsLeases() const override { return true; }
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
   Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;
