@@ -16,8 +16,10 @@
 // slot carries no information, whatever its group). When nothing is at rest
 // the decision follows `overflow`:
 //  - kEvict (default): the bucket of the new key's own group closest to rest
-//    (the least debt left: for equal limits, the least recently charged) is
-//    dropped and the new key takes its slot; the evicted client gets a fresh
+//    (the least debt left: for equal limits, the least recently charged; of
+//    fixed and sliding windows ending together, the least used, and one at
+//    its limit only when no less-used one is left) is dropped and the new
+//    key takes its slot; the evicted client gets a fresh
 //    bucket if it comes back. When its group has nothing in the window to
 //    evict, the decision is allowed and counted as overflow_allowed. Storage
 //    pressure never blocks traffic, and the clients deepest in debt (the
