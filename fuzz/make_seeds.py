@@ -241,6 +241,18 @@ write("script_reply", "fixarray", b"\0" + bytes([0x93, 0x01, 0xcc, 0xff, 0xd0, 0
 for i in range(4):
     write("script_reply", "items-%d" % i, bytes([1 + i]) + hashlib.sha256(b"s%d" % i).digest() * 3)
 
+# --- lease, settlement and key-admin replies (fuzz_reply.h) -----------------------------------
+# Byte streams the targets carve into a limit and replies; a few steered by hand:
+# lease_reply "allowed": max_in_flight 2, lease 1 ms, reply {1, 1, 0}, then a release of the
+# drawn id answered 1; "denied": {0, 2, 5000}; "error": an error reply.
+write("lease_reply", "allowed", bytes([1, 1]) + bytes(7) + bytes([0, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, 0, 1, 1])
+      + bytes([0, 1, 0, 1, 3, 1]))
+write("lease_reply", "denied", bytes([1, 1]) + bytes(7) + bytes([0, 1, 1, 1, 3, 1, 0x89, 0x13, 0, 0, 0, 0, 1, 1]))
+write("lease_reply", "error", bytes([1, 1]) + bytes(7) + bytes([1, 2, 20]) + b"ERR duplicate lease id" + bytes([1]))
+for target in ("lease_reply", "settle_reply", "key_admin_reply"):
+    for i in range(4):
+        write(target, "bytes-%d" % i, hashlib.sha256(b"%s%d" % (target.encode(), i)).digest() * (1 + i))
+
 # --- client side (client_headers) -----------------------------------------------------------
 CLIENT = {
     "draft11": 'RateLimit-Policy: "default";q=100;w=60, "burst";q=10;w=1;pk=:cHJvamVjdA==:\n'
