@@ -133,6 +133,9 @@ RELEASE_BODIES = {
     "two-keys": {"leases": [lease_token("00000000000000ff", LIVE_KEY),
                             lease_token("ffffffffffffffffffffffffffffffff", "inflight\x1fconcurrency\x1fother")]},
     "not-concurrency": {"leases": [lease_token("0a", "free\x1fsliding_window\x1fk1")]},
+    # a lease-set key of a rule that is not a concurrency rule, and of an unknown rule (issue 29)
+    "other-rule": {"leases": [lease_token("0123456789abcdef0123456789abcdef", "free\x1fconcurrency\x1fk1"),
+                              lease_token("0123456789abcdef0123456789abcdef", "ghost\x1fconcurrency\x1fk")]},
     "upper-hex": {"leases": ["0A." + LIVE_KEY.encode().hex()]},
     "odd-hex": {"leases": ["0a." + LIVE_KEY.encode().hex()[:-1]]},
     "wrong-types": {"leases": [7, None, {"id": "0a"}], "extra": True},

@@ -860,8 +860,8 @@ Result<HeldLease> Enforcer::ParseLeaseToken(std::string_view token) const {
   const std::shared_ptr<const Policy> live = policies().Current();
   const int index = live->Find(lease.rule);
   if (index < 0 || !live->rules[static_cast<size_t>(index)].lease) {
-    return InvalidArgument("lease: rule '" + lease.rule.substr(0, 64) +
-                           "' is not a concurrency rule of the current policy");
+    // The name is the client's bytes: not echoed.
+    return InvalidArgument("lease: its rule is not a concurrency rule of the current policy");
   }
   return lease;
 }
