@@ -133,6 +133,9 @@ RELEASE_BODIES = {
     "two-keys": {"leases": [lease_token("00000000000000ff", LIVE_KEY),
                             lease_token("ffffffffffffffffffffffffffffffff", "inflight\x1fconcurrency\x1fother")]},
     "not-concurrency": {"leases": [lease_token("0a", "free\x1fsliding_window\x1fk1")]},
+    # a lease-set key of a rule that is not a concurrency rule, and of an unknown rule (issue 29)
+    "other-rule": {"leases": [lease_token("0123456789abcdef0123456789abcdef", "free\x1fconcurrency\x1fk1"),
+                              lease_token("0123456789abcdef0123456789abcdef", "ghost\x1fconcurrency\x1fk")]},
     "upper-hex": {"leases": ["0A." + LIVE_KEY.encode().hex()]},
     "odd-hex": {"leases": ["0a." + LIVE_KEY.encode().hex()[:-1]]},
     "wrong-types": {"leases": [7, None, {"id": "0a"}], "extra": True},
@@ -240,6 +243,18 @@ write("script_reply", "reply", b"\0" + script)
 write("script_reply", "fixarray", b"\0" + bytes([0x93, 0x01, 0xcc, 0xff, 0xd0, 0x80]))
 for i in range(4):
     write("script_reply", "items-%d" % i, bytes([1 + i]) + hashlib.sha256(b"s%d" % i).digest() * 3)
+
+# --- lease, settlement and key-admin replies (fuzz_reply.h) -----------------------------------
+# Byte streams the targets carve into a limit and replies; a few steered by hand:
+# lease_reply "allowed": max_in_flight 2, lease 1 ms, reply {1, 1, 0}, then a release of the
+# drawn id answered 1; "denied": {0, 2, 5000}; "error": an error reply.
+write("lease_reply", "allowed", bytes([1, 1]) + bytes(7) + bytes([0, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, 0, 1, 1])
+      + bytes([0, 1, 0, 1, 3, 1]))
+write("lease_reply", "denied", bytes([1, 1]) + bytes(7) + bytes([0, 1, 1, 1, 3, 1, 0x89, 0x13, 0, 0, 0, 0, 1, 1]))
+write("lease_reply", "error", bytes([1, 1]) + bytes(7) + bytes([1, 2, 20]) + b"ERR duplicate lease id" + bytes([1]))
+for target in ("lease_reply", "settle_reply", "key_admin_reply"):
+    for i in range(4):
+        write(target, "bytes-%d" % i, hashlib.sha256(b"%s%d" % (target.encode(), i)).digest() * (1 + i))
 
 # --- client side (client_headers) -----------------------------------------------------------
 CLIENT = {

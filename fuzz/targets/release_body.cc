@@ -8,7 +8,9 @@
 // rendered as one well-framed problem response, or every lease it names is
 // at most kMaxReleaseLeases tokens, each of which is a concurrency rule's
 // lease set (the key holds exactly one 0x1F, right after the rule name, and
-// the rule is the key's prefix) and prints back as the token it came from.
+// the rule is the key's prefix) of the policy's one concurrency rule
+// ("inflight": no other rule's name, issue 29) and prints back as the token
+// it came from.
 // Releasing them frees at most one slot per lease and never frees the live
 // lease the target took unless a token names its id; a freed lease leaves a
 // slot that the next acquire takes.
@@ -67,6 +69,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    lease.key[lease.rule.size()] == '\x1f',
                "a lease whose key is not its rule's");
     FUZZ_CHECK(lease.rule.find('\x1f') == std::string::npos, "a rule name with a separator");
+    FUZZ_CHECK(lease.rule == "inflight",
+               "a lease of a rule that is not the policy's concurrency rule");
     names_live = names_live || (lease.key == live.key && lease.id == live.id);
   }
   int64_t released = 0;

@@ -20,16 +20,14 @@
 #include <vector>
 
 #include "fuzz_input.h"
+#include "fuzz_reply.h"
 #include "redis/gcra_script.h"
 #include "redis/node_client.h"
 
 namespace {
 
-using tollgate::Algorithm;
 using tollgate::Decision;
 using tollgate::Limit;
-using tollgate::LimitSpec;
-using tollgate::Nanos;
 using tollgate::fuzz::Input;
 namespace redis = tollgate::redis;
 
@@ -42,26 +40,6 @@ void RoundTrip(std::string_view bytes) {
   std::vector<int64_t> back;
   FUZZ_CHECK(redis::ParseMsgpackInts(again, &back) && back == values,
              "MessagePack integers do not round-trip");
-}
-
-std::optional<Limit> AnyLimit(Input& in) {
-  LimitSpec spec;
-  spec.algorithm = static_cast<Algorithm>(in.Byte() % 4);  // not sliding_log
-  const bool window =
-      spec.algorithm == Algorithm::kFixedWindow || spec.algorithm == Algorithm::kSlidingWindow;
-  spec.burst =
-      in.Bool() ? in.Range(1, 100) : in.Range(1, window ? (1 << 20) - 1 : Limit::kMaxBurst);
-  static constexpr double kRates[] = {1e-6, 0.5, 1, 10, 1000, 1e6, 1e9};
-  spec.rate =
-      window ? 0 : std::max<double>(kRates[in.Byte() % 7], static_cast<double>(spec.burst) / 1e9);
-  spec.window =
-      Nanos(in.Bool() ? in.Range(1'000'000, 366LL * 86400 * 1'000'000'000) : 1'000'000'000);
-  if (spec.algorithm == Algorithm::kLeakyBucket && in.Bool()) {
-    spec.max_delay = Nanos(in.Bool() ? -1 : in.Range(1, 10'000'000'000));
-  }
-  auto limit = Limit::Create(spec);
-  if (!limit.ok() || !redis::CheckScriptLimit(*limit).ok()) return std::nullopt;
-  return *limit;
 }
 
 void CheckDecision(const Decision& d, const Limit& limit, const redis::ScriptItem& item,
@@ -95,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> triples;
   const size_t n = 1 + in.Byte() % 4;
   for (size_t i = 0; i < n && !in.empty(); ++i) {
-    auto limit = AnyLimit(in);
+    auto limit = tollgate::fuzz::AnyScriptLimit(in);
     if (!limit) continue;
     const int64_t cost = in.Bool() ? in.Range(0, 3) : in.Range(0, limit->burst() + 2);
     redis::ScriptItem item = redis::MakeScriptItem(*limit, cost);

@@ -69,8 +69,10 @@ class LeaseLimit {
 };
 
 // A lease id: at most kMaxIdLength characters of [0-9a-f]. Opaque to callers;
-// unique per key while live. It is not a secret: a front end that hands it to
-// clients should bind it to the key it was granted on (release takes both).
+// unique per key while live. The shipped stores draw 128 bits from a CSPRNG
+// (OpenSSL's RAND_bytes, 32 hex digits), so the id is the capability to
+// release its lease: no number of ids seen predicts another. A front end that
+// hands it to clients binds it to the key it was granted on (release takes both).
 inline constexpr size_t kMaxLeaseIdLength = 32;
 bool ValidLeaseId(std::string_view id);
 

@@ -16,8 +16,10 @@
 // slot carries no information, whatever its group). When nothing is at rest
 // the decision follows `overflow`:
 //  - kEvict (default): the bucket of the new key's own group closest to rest
-//    (the least debt left: for equal limits, the least recently charged) is
-//    dropped and the new key takes its slot; the evicted client gets a fresh
+//    (the least debt left: for equal limits, the least recently charged; of
+//    fixed and sliding windows ending together, the least used, and one at
+//    its limit only when no less-used one is left) is dropped and the new
+//    key takes its slot; the evicted client gets a fresh
 //    bucket if it comes back. When its group has nothing in the window to
 //    evict, the decision is allowed and counted as overflow_allowed. Storage
 //    pressure never blocks traffic, and the clients deepest in debt (the
@@ -125,7 +127,9 @@ class LocalStore final : public Store {
   // and insert run under its shard's mutex. At most max_keys keys hold
   // leases (a separate table from the buckets'); when it is full a new key is
   // denied with retry_after 1 s once keys whose leases all expired are swept.
-  // Lease ids are 16 hex digits. Expiry follows the store's clock.
+  // Lease ids are 128 random bits (32 hex digits, OpenSSL's RAND_bytes);
+  // a release with an id of another form is kInvalidArgument. Expiry follows
+  // the store's clock.
   bool SupportsLeases() const override { return true; }
   Result<LeaseDecision> AcquireLease(std::string_view key, const LeaseLimit& limit) override;
   Result<bool> ReleaseLease(std::string_view key, std::string_view lease_id) override;

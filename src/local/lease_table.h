@@ -12,13 +12,15 @@
 // expired; if the table is still full the acquire is denied (retry_after 1 s,
 // counted in overflow_rejected): running out of room never admits unlimited.
 //
-// Ids: a per-table counter passed through a keyed bijective mix, printed as
-// 16 hex digits: unique for 2^64 grants, not guessable by counting.
+// Ids: 128 bits from a CSPRNG (base/lease_id.h), 32 hex digits: no number
+// of ids seen tells anything about the next one. A release compares the id it
+// is given with a key's live ids in constant time.
 //
 // Thread safety: all methods are safe to call concurrently.
 #ifndef TOLLGATE_SRC_LOCAL_LEASE_TABLE_H_
 #define TOLLGATE_SRC_LOCAL_LEASE_TABLE_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/lease_id.h"
 #include "tollgate/lease.h"
 
 namespace tollgate {
@@ -37,7 +40,8 @@ class LeaseTable {
  public:
   LeaseTable(size_t max_keys, size_t shards);
 
-  LeaseDecision Acquire(std::string_view key, const LeaseLimit& limit, int64_t now_ns);
+  // kInternal when no random id could be drawn (nothing is recorded).
+  Result<LeaseDecision> Acquire(std::string_view key, const LeaseLimit& limit, int64_t now_ns);
   // kInvalidArgument for a malformed id; else whether the lease was live.
   Result<bool> Release(std::string_view key, std::string_view lease_id, int64_t now_ns);
 
@@ -47,8 +51,9 @@ class LeaseTable {
 
  private:
   struct Lease {
-    uint64_t id;
+    std::array<char, 2 * kRandomLeaseIdBytes> id;  // hex digits, no allocation
     int64_t expires_ns;
+    std::string_view Id() const { return {id.data(), id.size()}; }
   };
   struct StringHash {
     using is_transparent = void;
@@ -61,14 +66,11 @@ class LeaseTable {
   };
 
   Shard& ShardOf(std::string_view key);
-  uint64_t NextId();
   // Drops expired leases from every key of `shard` and erases emptied keys.
   void SweepLocked(Shard& shard, int64_t now_ns);
 
   const size_t max_keys_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  uint64_t id_secret_ = 0;
-  std::atomic<uint64_t> id_counter_{0};
   std::atomic<size_t> keys_{0};
   std::atomic<uint64_t> overflow_rejected_{0};
 };

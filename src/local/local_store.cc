@@ -119,6 +119,32 @@ size_t LogBytes(const SlidingLogState& state) {
          512 * (state.entries.size() / kPerDequeNode + 1);
 }
 
+// How full a window is, as a sub-microsecond addition to its idle time: 0
+// (unused) to kFullnessSteps ns (at or past its limit; anything less stays
+// below). Eviction takes the smallest idle time, as a token bucket's TAT
+// ranks buckets by their debt; a window's end alone is the same for every key
+// of one window, so a key at 1000/1000 looked no different from one at
+// 1/1000 and a flood of new keys freed throttled clients (issue 29). Keys of
+// one window are now evicted least used first, and one at its limit only
+// when no less-used key is left. A window stays "not at rest" for at most
+// kFullnessSteps ns past its end: harmless, a state read then still decides
+// by its own window index (windows are at least 1 ms).
+constexpr int64_t kFullnessSteps = 1023;
+
+int64_t Fullness(int64_t remaining, int64_t limit) {
+  if (remaining <= 0 || limit <= 0) return kFullnessSteps;
+  if (remaining >= limit) return 0;
+  const int64_t used = limit - remaining;
+  if (used <= INT64_MAX / kFullnessSteps) return used * kFullnessSteps / limit;
+  return static_cast<int64_t>(static_cast<unsigned __int128>(used) * kFullnessSteps /
+                              static_cast<uint64_t>(limit));
+}
+
+// A window step's idle time with its fullness (see kFullnessSteps).
+int64_t RankedIdleAt(const Limit& limit, const StepResult& r) {
+  return r.idle_at + Fullness(r.decision.remaining, limit.burst());
+}
+
 }  // namespace
 
 // Invariants:
@@ -400,7 +426,7 @@ class LocalStore::Impl {
           return would.decision;
         }
         if (!r.changed) return r.decision;
-        if (window) NoteIdle(*slot, r.idle_at);  // before the CAS (see above)
+        if (window) NoteIdle(*slot, RankedIdleAt(limit, r));  // before the CAS (see above)
         if (slot->state.compare_exchange_weak(st, r.state, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
           if (charged != nullptr) *charged = r.state;
@@ -441,7 +467,7 @@ class LocalStore::Impl {
         out.refunded = r.refunded;
         out.decision = r.step.decision;
         if (!r.step.changed) return out;
-        if (window) NoteIdle(*slot, r.step.idle_at);  // before the CAS (see Decide)
+        if (window) NoteIdle(*slot, RankedIdleAt(limit, r.step));  // before the CAS (see Decide)
         if (slot->state.compare_exchange_weak(st, r.step.state, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
           return out;
@@ -507,16 +533,19 @@ class LocalStore::Impl {
   bool EraseLog(Shard& s, const Limit& limit, int64_t now, uint16_t group, bool own_group,
                 bool in_debt) {
     auto best = s.logs.end();
-    int64_t best_idle = 0;
+    int64_t best_idle = 0, best_rank = 0;
     size_t n = 0;
     for (auto j = s.logs.begin(); j != s.logs.end() && n < kProbeWindow; ++j, ++n) {
       if ((own_group || in_debt) && j->second.group != group) continue;
       int64_t idle = 0;
       SlidingLogState copy = j->second.state;
-      StepLog(limit, copy, 0, now, &idle);
-      if ((in_debt || idle <= now) && (best == s.logs.end() || idle < best_idle)) {
+      const Decision d = StepLog(limit, copy, 0, now, &idle);
+      // Ranked like a window slot: the least used of those idle soonest.
+      const int64_t rank = idle + Fullness(d.remaining, limit.burst());
+      if ((in_debt || idle <= now) && (best == s.logs.end() || rank < best_rank)) {
         best = j;
         best_idle = idle;
+        best_rank = rank;
       }
     }
     if (best == s.logs.end()) return false;
@@ -630,7 +659,7 @@ class LocalStore::Impl {
         if (!insert) return r.decision;  // reclaimed: the key is gone already
         continue;
       }
-      if (!bucket) NoteIdle(*slot, r.idle_at);  // before the CAS, as in Decide()
+      if (!bucket) NoteIdle(*slot, RankedIdleAt(limit, r));  // before the CAS, as in Decide()
       if (slot->state.compare_exchange_strong(st, next, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
         return r.decision;

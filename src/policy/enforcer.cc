@@ -855,6 +855,14 @@ Result<HeldLease> Enforcer::ParseLeaseToken(std::string_view token) const {
     return InvalidArgument("lease: the key is not a concurrency rule's");
   }
   lease.rule = lease.key.substr(0, at);
+  // The rule must limit concurrency in the policy in force now: a token naming
+  // another rule, or one a reload removed or changed, releases nothing.
+  const std::shared_ptr<const Policy> live = policies().Current();
+  const int index = live->Find(lease.rule);
+  if (index < 0 || !live->rules[static_cast<size_t>(index)].lease) {
+    // The name is the client's bytes: not echoed.
+    return InvalidArgument("lease: its rule is not a concurrency rule of the current policy");
+  }
   return lease;
 }
 

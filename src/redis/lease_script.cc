@@ -1,7 +1,8 @@
 #include "redis/lease_script.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "base/lease_id.h"
 
 namespace tollgate::redis {
 namespace {
@@ -63,25 +64,6 @@ std::optional<int64_t> ClientNowUs(const RedisOptions& options) {
 
 }  // namespace
 
-LeaseIdSource::LeaseIdSource() {
-  std::random_device rd;
-  std::seed_seq seed{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
-  rng_.seed(seed);
-}
-
-std::string LeaseIdSource::Next() {
-  uint64_t hi, lo;
-  {
-    std::lock_guard lock(mu_);
-    hi = rng_();
-    lo = rng_();
-  }
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo));
-  return std::string(buf, 32);
-}
-
 std::vector<std::string> AcquireLeaseArgv(const std::string& redis_key, const LeaseLimit& limit,
                                           const std::string& lease_id,
                                           std::optional<int64_t> now_us) {
@@ -137,9 +119,13 @@ Result<LeaseDecision> ParseAcquireLeaseReply(Result<RedisReply> reply, const Lea
 }
 
 void AcquireLease(const LeaseCommand& command, const std::string& redis_key,
-                  const LeaseLimit& limit, LeaseIdSource& ids, const RedisOptions& options,
-                  Store::LeaseCallback done) {
-  std::string id = ids.Next();
+                  const LeaseLimit& limit, const RedisOptions& options, Store::LeaseCallback done) {
+  std::optional<std::string> drawn = RandomLeaseId();
+  if (!drawn) {
+    done(InternalError("lease: no random id (RAND_bytes failed)"));
+    return;
+  }
+  std::string id = std::move(*drawn);
   auto argv = AcquireLeaseArgv(redis_key, limit, id, ClientNowUs(options));
   command(std::move(argv),
           [limit, id = std::move(id), done = std::move(done)](Result<RedisReply> reply) mutable {

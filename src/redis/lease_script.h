@@ -9,15 +9,15 @@
 // Time: Redis TIME (microseconds) unless the caller passes its own wall clock
 // (use_client_clock), as the bucket script does.
 //
-// Thread safety: LeaseIdSource is safe to share; the rest is stateless.
+// Ids: 128 bits from a CSPRNG (base/lease_id.h), drawn per acquire.
+//
+// Thread safety: stateless; safe to call concurrently.
 #ifndef TOLLGATE_SRC_REDIS_LEASE_SCRIPT_H_
 #define TOLLGATE_SRC_REDIS_LEASE_SCRIPT_H_
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,18 +29,6 @@ namespace tollgate::redis {
 
 // The suffix that turns a bucket's Redis key into its lease set's key.
 inline constexpr std::string_view kLeaseKeySuffix = "|cc";
-
-// 32 hex digits (128 random bits): unique across every client of one Redis
-// without coordination.
-class LeaseIdSource {
- public:
-  LeaseIdSource();
-  std::string Next();
-
- private:
-  std::mutex mu_;
-  std::mt19937_64 rng_;  // guarded by mu_
-};
 
 // EVAL argv that acquires a lease on `redis_key` (the lease set's key).
 // `now_us`: the caller's wall clock in microseconds, or nullopt for Redis TIME.
@@ -61,13 +49,13 @@ Result<LeaseDecision> ParseAcquireLeaseReply(Result<RedisReply> reply, const Lea
 using LeaseCommand =
     std::function<void(std::vector<std::string>, std::function<void(Result<RedisReply>)>)>;
 
-// The whole acquire / release for a store: draws the id, picks the clock
+// The whole acquire / release for a store: draws the id (kInternal, before
+// any I/O, when no random id could be drawn), picks the clock
 // (options.use_client_clock), runs the script through `command`, parses the
 // reply, calls `done` exactly once (on the store's thread, or inline).
 // Release refuses a malformed id (kInvalidArgument) before any I/O.
 void AcquireLease(const LeaseCommand& command, const std::string& redis_key,
-                  const LeaseLimit& limit, LeaseIdSource& ids, const RedisOptions& options,
-                  Store::LeaseCallback done);
+                  const LeaseLimit& limit, const RedisOptions& options, Store::LeaseCallback done);
 void ReleaseLease(const LeaseCommand& command, const std::string& redis_key,
                   std::string_view lease_id, const RedisOptions& options,
                   Store::ReleaseCallback done);

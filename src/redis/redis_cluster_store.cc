@@ -150,7 +150,6 @@ class RedisClusterStore::Impl {
     for (auto& [ep, node] : nodes_) node->Close(why);
   }
 
-  redis::LeaseIdSource& lease_ids() { return lease_ids_; }
   const RedisOptions& node_options() const { return options_.node; }
 
   const RedisClusterOptions& options() const { return options_; }
@@ -983,7 +982,6 @@ class RedisClusterStore::Impl {
   }
 
   const RedisClusterOptions options_;
-  redis::LeaseIdSource lease_ids_;
   const redis::TlsContextPtr tls_;  // null without TLS; shared by every node's connections
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -1124,7 +1122,7 @@ void RedisClusterStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit
       [this, redis_key](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
         impl_->CommandAsync(redis_key, std::move(argv), std::move(cb));
       },
-      redis_key, limit, impl_->lease_ids(), impl_->node_options(), std::move(done));
+      redis_key, limit, impl_->node_options(), std::move(done));
 }
 
 void RedisClusterStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,

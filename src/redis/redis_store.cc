@@ -162,7 +162,6 @@ class RedisStore::Impl {
   }
 
   const RedisOptions options_;
-  redis::LeaseIdSource lease_ids_;
 
  private:
   void Tick() {
@@ -296,8 +295,8 @@ void RedisStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit
       [this](std::vector<std::string> argv, std::function<void(Result<RedisReply>)> cb) {
         impl_->CommandAsync(std::move(argv), std::move(cb));
       },
-      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), limit, impl_->lease_ids_,
-      impl_->options_, std::move(done));
+      RedisKeyFor(key) + std::string(redis::kLeaseKeySuffix), limit, impl_->options_,
+      std::move(done));
 }
 
 void RedisStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,

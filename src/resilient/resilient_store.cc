@@ -211,8 +211,8 @@ class ResilientStore::Impl {
   // to the primary unless the breaker is open (then it expires).
   void ReleaseLeaseAsync(std::string_view key, std::string_view lease_id,
                          Store::ReleaseCallback done) {
-    // The local table's ids are shorter than the primary's: it refuses those
-    // (not an error here) and answers false for ids it never granted.
+    // Both draw 128 random bits: the local table answers false for an id it
+    // never granted (and refuses one of another form; not an error here).
     Result<bool> local = local_->ReleaseLease(key, lease_id);
     if (local.ok() && *local) {
       done(true);

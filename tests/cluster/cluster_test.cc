@@ -13,6 +13,7 @@
 #include "base/one_shot.h"
 #include "cluster/redis_cluster.h"
 #include "lease_cases.h"
+#include "lease_prediction.h"
 #include "period_cases.h"
 #include "redis/window_agreement.h"
 #include "settle_contract.h"
@@ -752,6 +753,17 @@ TEST(RedisClusterStore, LeasesAreExactOnEveryMaster) {
     ExpectNeverMoreThanMaxInFlight({a.get(), b.get()}, key, limit, 3, 60);
     EXPECT_EQ(cluster->node(m).Command({"ZCARD", lease_key}), "3");
   }
+}
+
+// Issue 29: 1,000 own leases tell nothing about the next id (the cluster store
+// drew them from std::mt19937_64 too), and releasing every id derived from
+// them frees no one else's lease.
+TEST(RedisClusterStore, LeaseIdsAreUnpredictableFromAThousandOwnLeases) {
+  RedisCluster* cluster = SharedCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto store = MakeClusterStore(cluster->url());
+  ASSERT_NE(store, nullptr);
+  ExpectForgedReleasesFreeNothing(*store, "unpredictable", 1000);
 }
 
 // The async lease path directly (what tollgated and the Enforcer's RunAsync

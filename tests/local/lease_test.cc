@@ -2,10 +2,13 @@
 // back at their expiry (driven by a ManualClock), bounded key count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <set>
 #include <string>
 
 #include "lease_cases.h"
+#include "lease_prediction.h"
 #include "tollgate/local_store.h"
 
 namespace tollgate {
@@ -138,6 +141,44 @@ TEST(LocalLeaseTest, ClearForgetsLeases) {
   store->Clear();
   EXPECT_EQ(store->Stats().lease_keys, 0u);
   EXPECT_TRUE(store->AcquireLease("k", limit)->allowed);
+}
+
+// The predictors of lease_prediction.h break the schemes the stores used
+// before issue 29, so that their finding nothing in the stores' ids means
+// something: splitmix64 of counter ^ secret (LocalStore), and two
+// std::mt19937_64 outputs per id (the Redis stores).
+TEST(LeaseIdPredictorTest, BreaksTheOldIdSchemes) {
+  const uint64_t secret = 0x5eed5eed12345678ULL;
+  std::vector<std::string> counter_ids;
+  for (uint64_t counter = 1000; counter < 2001; ++counter) {
+    counter_ids.push_back(testing::Hex64(testing::SplitmixFinalize(counter ^ secret)));
+  }
+  EXPECT_EQ(testing::PredictEach(counter_ids).splitmix, 1000);
+  std::seed_seq seed{1, 2, 3, 4, 5, 6, 7, 8};
+  std::mt19937_64 rng(seed);
+  rng.discard(77);  // not at a block boundary
+  std::vector<std::string> mt_ids;
+  for (int i = 0; i < 1001; ++i) {
+    const uint64_t hi = rng(), lo = rng();
+    mt_ids.push_back(testing::Hex64(hi) + testing::Hex64(lo));
+  }
+  EXPECT_EQ(testing::PredictEach(mt_ids).mersenne, 1001 - 156);
+  // And the attack finds the next id among what it forges.
+  std::vector<std::string> own(mt_ids.begin(), mt_ids.end() - 1);
+  const auto forged = testing::ForgedIds(own);
+  EXPECT_NE(std::find(forged.begin(), forged.end(), mt_ids.back()), forged.end());
+  std::vector<std::string> own_counter(counter_ids.begin(), counter_ids.end() - 1);
+  const auto forged_counter = testing::ForgedIds(own_counter);
+  EXPECT_NE(std::find(forged_counter.begin(), forged_counter.end(), counter_ids.back()),
+            forged_counter.end());
+}
+
+// Issue 29: 1,000 own leases tell nothing about the next id, and releasing
+// every id derived from them frees no one else's lease.
+TEST(LocalLeaseTest, IdsAreUnpredictableFromAThousandOwnLeases) {
+  ManualClock clock;
+  auto store = MakeStore(&clock);
+  testing::ExpectForgedReleasesFreeNothing(*store, "tenant", 1000);
 }
 
 }  // namespace

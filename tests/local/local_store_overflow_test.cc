@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -66,6 +67,30 @@ TEST(LocalStoreOverflow, EvictSparesTheDeepestInDebt) {
   for (int i = 0; i < 2000; ++i) store->Acquire("flood" + std::to_string(i), shallow, 1);
   EXPECT_FALSE(store->Acquire("throttled", deep, 1).allowed);
   EXPECT_GT(store->Stats().evicted, 0u);
+}
+
+// Issue 29 (finding 7): windows are spared by how full they are, as buckets
+// by their debt. A client at its window's limit stays limited through a flood
+// of new keys in its window, and one nearly there keeps its count: the flood
+// evicts its own, less-used keys.
+TEST(LocalStoreOverflow, EvictSparesAWindowAtItsLimit) {
+  for (Algorithm algorithm :
+       {Algorithm::kFixedWindow, Algorithm::kSlidingWindow, Algorithm::kSlidingLog}) {
+    SCOPED_TRACE(static_cast<int>(algorithm));
+    ManualClock clock;
+    auto store = Make(&clock, 16, OverflowPolicy::kEvict);
+    LimitSpec s;
+    s.algorithm = algorithm;
+    s.burst = 1000;
+    s.window = std::chrono::hours(1);
+    const Limit window = *Limit::Create(s);
+    ASSERT_TRUE(store->Acquire("limited", window, 1000).allowed);
+    ASSERT_TRUE(store->Acquire("nearly", window, 998).allowed);
+    for (int i = 0; i < 20000; ++i) store->Acquire("flood" + std::to_string(i), window, 1);
+    EXPECT_GT(store->Stats().evicted, 0u);
+    EXPECT_FALSE(store->Acquire("limited", window, 1).allowed) << "evicted: limit forgotten";
+    EXPECT_EQ(store->Acquire("nearly", window, 0).remaining, 2) << "evicted: count forgotten";
+  }
 }
 
 TEST(LocalStoreOverflow, RejectDeniesAndAllowAdmitsCounted) {

@@ -205,5 +205,48 @@ TEST(ConcurrencyRule, LeaseTokensRoundTripAndRefuseWhatIsNotALeaseSet) {
   EXPECT_FALSE(h.enforcer->ParseLeaseToken("").ok());
 }
 
+// A token names its rule through its key; only a concurrency rule of the
+// policy in force may be released (issue 29): not another rule's name put in
+// a lease-set key, not an unknown rule, not a rule a reload removed or turned
+// into a rate rule.
+TEST(ConcurrencyRule, LeaseTokensOnlyNameConcurrencyRulesOfTheCurrentPolicy) {
+  Harness h(kPolicy, Releasing());
+  TestRequest a = Tenant("acme");
+  CheckOutcome o = h.Check(a);
+  ASSERT_EQ(o.leases.size(), 1u);
+  const std::string id = o.leases[0].id;
+  auto token_for = [&](const std::string& rule) {
+    return Enforcer::LeaseToken(HeldLease{rule,
+                                          rule + "\x1f"
+                                                 "concurrency"
+                                                 "\x1f"
+                                                 "acme",
+                                          id});
+  };
+  ASSERT_TRUE(h.enforcer->ParseLeaseToken(token_for("inflight")).ok());
+  for (const std::string rule : {"rate", "ghost"}) {
+    auto refused = h.enforcer->ParseLeaseToken(token_for(rule));
+    ASSERT_FALSE(refused.ok()) << rule;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("not a concurrency rule of the current policy"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  // The rule turns into a rate rule, then goes away: its old token is refused.
+  const std::string token = Enforcer::LeaseToken(o.leases[0]);
+  ASSERT_TRUE(h.policies
+                  ->ReloadFromText(R"({"rules": [
+    {"name": "inflight", "limit_keys": ["header:x-tenant"],
+     "algorithm_config": {"rps": 1, "burst": 3}}]})")
+                  .empty());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken(token).ok()) << "a rate rule now";
+  ASSERT_TRUE(h.policies
+                  ->ReloadFromText(R"({"rules": [
+    {"name": "rate", "limit_keys": ["header:x-tenant"],
+     "algorithm_config": {"rps": 1, "burst": 3}}]})")
+                  .empty());
+  EXPECT_FALSE(h.enforcer->ParseLeaseToken(token).ok()) << "a removed rule";
+}
+
 }  // namespace
 }  // namespace tollgate
