@@ -21,15 +21,44 @@ endfunction()
 # TSan run of `make sanitize`; "integration" marks tests that start servers;
 # "timing" marks tests whose outcome depends on time (real clocks, deadlines,
 # threads), which `make test-stress` runs beside busy CPUs (tools/stress.sh).
+#
+# A shared test helper (tests/server/test_http.cc, tests/testing/redis_server.cc, ...; the list
+# below) named in SOURCES is not compiled into the test: the test links the helper's support
+# library (tests/testing/CMakeLists.txt), so each helper is compiled once per build tree, not
+# once per test binary and per test's compile definitions (which ccache cannot share).
 function(tollgate_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
+  get_property(support_map GLOBAL PROPERTY TOLLGATE_TEST_SUPPORT)
+  set(sources "")
+  set(support_libs "")
+  foreach(src ${ARG_SOURCES})
+    get_filename_component(abs ${src} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${abs})
+    list(FIND support_map ${rel} at)
+    if(at GREATER -1)
+      math(EXPR at "${at} + 1")
+      list(GET support_map ${at} lib)
+      if(TARGET ${lib})
+        list(APPEND support_libs ${lib})
+        continue()
+      endif()
+    endif()
+    list(APPEND sources ${src})
+  endforeach()
+  add_executable(${name} ${sources})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main Threads::Threads)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${support_libs} GTest::gtest GTest::gmock
+    GTest::gtest_main Threads::Threads)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TOLLGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR};TOLLGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
+
+# tollgate_add_test_support(LIB SOURCE): SOURCE (relative to the project root) is a shared test
+# helper compiled into the support library LIB; tollgate_add_test links LIB for it.
+function(tollgate_add_test_support lib source)
+  set_property(GLOBAL APPEND PROPERTY TOLLGATE_TEST_SUPPORT ${source} ${lib})
 endfunction()
