@@ -46,6 +46,7 @@ function(tollgate_add_test name)
     list(APPEND sources ${src})
   endforeach()
   add_executable(${name} ${sources})
+  tollgate_reuse_test_pch(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${support_libs} GTest::gtest GTest::gmock
     GTest::gtest_main Threads::Threads)
@@ -62,3 +63,28 @@ endfunction()
 function(tollgate_add_test_support lib source)
   set_property(GLOBAL APPEND PROPERTY TOLLGATE_TEST_SUPPORT ${source} ${lib})
 endfunction()
+
+# tollgate_precompile_headers(TARGET HEADER...): precompiles HEADERs for TARGET when TOLLGATE_PCH
+# is on (GCC), and forces them into each of its sources. <utility> is always the first: Boost
+# 1.74's awaitable.hpp needs it, which tollgated_lib otherwise supplies by `-include utility`
+# (and an -include before the PCH's would silently keep GCC from using the PCH).
+function(tollgate_precompile_headers target)
+  if(TOLLGATE_PCH)
+    target_precompile_headers(${target} PRIVATE <utility> ${ARGN})
+    set_target_properties(${target} PROPERTIES TOLLGATE_PCH_UTILITY ON)
+  endif()
+endfunction()
+
+# tollgate_reuse_test_pch(TARGET): TARGET (a test) uses the tests' shared PCH (GoogleTest,
+# nlohmann-json; tests/testing/CMakeLists.txt), compiled once per build tree.
+function(tollgate_reuse_test_pch target)
+  if(TOLLGATE_PCH AND TARGET tollgate_test_pch)
+    target_precompile_headers(${target} REUSE_FROM tollgate_test_pch)
+    set_target_properties(${target} PROPERTIES TOLLGATE_PCH_UTILITY ON)
+    # A PCH is used only where the macros its headers test are the same as when it was made
+    # (else -Winvalid-pch, an error under -Werror): -pthread defines _REENTRANT, which some tests
+    # got from their libraries and some not. Every test and the PCH get it.
+    target_compile_options(${target} PRIVATE -pthread)
+  endif()
+endfunction()
+
