@@ -46,6 +46,7 @@ function(tollgate_add_test name)
     list(APPEND sources ${src})
   endforeach()
   add_executable(${name} ${sources})
+  tollgate_test_compile_options(${name})
   tollgate_reuse_test_pch(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${support_libs} GTest::gtest GTest::gmock
@@ -88,3 +89,12 @@ function(tollgate_reuse_test_pch target)
   endif()
 endfunction()
 
+# tollgate_test_compile_options(TARGET): what every test target (and the tests' PCH) is compiled
+# with beyond the tree's flags. TOLLGATE_TEST_LINE_TABLES (CI): line tables only (-g1) instead of
+# full debug info; backtraces and sanitizer reports keep their file:line, a test TU compiles in
+# about three quarters of the time and links smaller.
+function(tollgate_test_compile_options target)
+  if(TOLLGATE_TEST_LINE_TABLES)
+    target_compile_options(${target} PRIVATE $<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+  endif()
+endfunction()
