@@ -6,6 +6,8 @@ BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 # Extra CMake arguments for every build dir when it is configured; CI: -DTOLLGATE_WERROR=ON.
 CMAKE_ARGS ?=
+# Extra CMake arguments for the ASan tree only (CI: -DTOLLGATE_FUZZ_REPLAY=OFF, see .ci/run).
+ASAN_CMAKE_ARGS ?=
 # Ninja when installed. Deferred (=, in recipes): evaluated after deps ran, so a first build on a
 # fresh machine uses the Ninja that deps just installed. A configured dir keeps its generator.
 cmake_gen   = $(if $(wildcard $(1)/CMakeCache.txt),,$(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja"))
@@ -19,7 +21,7 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-stress unit integration format format-check sanitize asan tsan fuzz bench run install package package-install-test dashboard-screenshot clean
+.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run bench run install package package-install-test dashboard-screenshot clean
 
 deps:
 	@bash tools/deps.sh
@@ -33,7 +35,10 @@ configure: $(BUILD)/CMakeCache.txt
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build format-check
+test: build format-check test-run
+
+# The stages on their own (.ci/run times each): ctest on an already built $(BUILD).
+test-run:
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 format:
@@ -45,15 +50,23 @@ format-check:
 # ASan+UBSan over every test, then TSan over the tests labelled "concurrency".
 sanitize: deps asan tsan
 
-asan: | deps
-	cmake -S . -B $(BUILD_ASAN) $(call cmake_gen,$(BUILD_ASAN)) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=address -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
+# Each is three stages, configure -> build -> run (asan-configure, asan-build, asan-run, the same
+# for tsan and fuzz); .ci/run runs and times them one by one (make -o skips a stage already run).
+asan: asan-run
+asan-configure: | deps
+	cmake -S . -B $(BUILD_ASAN) $(call cmake_gen,$(BUILD_ASAN)) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=address -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_ARGS) $(ASAN_CMAKE_ARGS)
+asan-build: asan-configure
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
+asan-run: asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -LE no_asan
 
-tsan: | deps
+tsan: tsan-run
+tsan-configure: | deps
 	cmake -S . -B $(BUILD_TSAN) $(call cmake_gen,$(BUILD_TSAN)) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_SANITIZE=thread -DTOLLGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
+tsan-build: tsan-configure
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $$(bash tools/test_targets.sh $(BUILD_TSAN) concurrency)
+tsan-run: tsan-build
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD_TSAN) --output-on-failure -L concurrency
 
@@ -70,11 +83,14 @@ test-stress: $(if $(filter $(BUILD),$(STRESS_BUILD)),configure)
 
 # libFuzzer targets (fuzz/, docs/fuzzing.md), built with clang and ASan+UBSan in
 # their own tree; each runs FUZZ_SECONDS on a copy of its committed seed corpus.
-fuzz: deps
+fuzz: fuzz-run
+fuzz-configure: deps
 	cmake -S . -B $(BUILD_FUZZ) $(call cmake_gen,$(BUILD_FUZZ)) $(CMAKE_ARGS) -DCMAKE_CXX_COMPILER=clang++-14 \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
 	  -DTOLLGATE_FUZZ=ON -DTOLLGATE_BUILD_TESTS=OFF -DTOLLGATE_BUILD_BENCH=OFF
+fuzz-build: fuzz-configure
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_all
+fuzz-run: fuzz-build
 	bash fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
 
 bench: build

@@ -21,15 +21,80 @@ endfunction()
 # TSan run of `make sanitize`; "integration" marks tests that start servers;
 # "timing" marks tests whose outcome depends on time (real clocks, deadlines,
 # threads), which `make test-stress` runs beside busy CPUs (tools/stress.sh).
+#
+# A shared test helper (tests/server/test_http.cc, tests/testing/redis_server.cc, ...; the list
+# below) named in SOURCES is not compiled into the test: the test links the helper's support
+# library (tests/testing/CMakeLists.txt), so each helper is compiled once per build tree, not
+# once per test binary and per test's compile definitions (which ccache cannot share).
 function(tollgate_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
+  get_property(support_map GLOBAL PROPERTY TOLLGATE_TEST_SUPPORT)
+  set(sources "")
+  set(support_libs "")
+  foreach(src ${ARG_SOURCES})
+    get_filename_component(abs ${src} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${abs})
+    list(FIND support_map ${rel} at)
+    if(at GREATER -1)
+      math(EXPR at "${at} + 1")
+      list(GET support_map ${at} lib)
+      if(TARGET ${lib})
+        list(APPEND support_libs ${lib})
+        continue()
+      endif()
+    endif()
+    list(APPEND sources ${src})
+  endforeach()
+  add_executable(${name} ${sources})
+  tollgate_test_compile_options(${name})
+  tollgate_reuse_test_pch(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main Threads::Threads)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${support_libs} GTest::gtest GTest::gmock
+    GTest::gtest_main Threads::Threads)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TOLLGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR};TOLLGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
+
+# tollgate_add_test_support(LIB SOURCE): SOURCE (relative to the project root) is a shared test
+# helper compiled into the support library LIB; tollgate_add_test links LIB for it.
+function(tollgate_add_test_support lib source)
+  set_property(GLOBAL APPEND PROPERTY TOLLGATE_TEST_SUPPORT ${source} ${lib})
+endfunction()
+
+# tollgate_precompile_headers(TARGET HEADER...): precompiles HEADERs for TARGET when TOLLGATE_PCH
+# is on (GCC), and forces them into each of its sources. <utility> is always the first: Boost
+# 1.74's awaitable.hpp needs it, which tollgated_lib otherwise supplies by `-include utility`
+# (and an -include before the PCH's would silently keep GCC from using the PCH).
+function(tollgate_precompile_headers target)
+  if(TOLLGATE_PCH)
+    target_precompile_headers(${target} PRIVATE <utility> ${ARGN})
+    set_target_properties(${target} PROPERTIES TOLLGATE_PCH_UTILITY ON)
+  endif()
+endfunction()
+
+# tollgate_reuse_test_pch(TARGET): TARGET (a test) uses the tests' shared PCH (GoogleTest,
+# nlohmann-json; tests/testing/CMakeLists.txt), compiled once per build tree.
+function(tollgate_reuse_test_pch target)
+  if(TOLLGATE_PCH AND TARGET tollgate_test_pch)
+    target_precompile_headers(${target} REUSE_FROM tollgate_test_pch)
+    set_target_properties(${target} PROPERTIES TOLLGATE_PCH_UTILITY ON)
+    # A PCH is used only where the macros its headers test are the same as when it was made
+    # (else -Winvalid-pch, an error under -Werror): -pthread defines _REENTRANT, which some tests
+    # got from their libraries and some not. Every test and the PCH get it.
+    target_compile_options(${target} PRIVATE -pthread)
+  endif()
+endfunction()
+
+# tollgate_test_compile_options(TARGET): what every test target (and the tests' PCH) is compiled
+# with beyond the tree's flags. TOLLGATE_TEST_LINE_TABLES (CI): line tables only (-g1) instead of
+# full debug info; backtraces and sanitizer reports keep their file:line, a test TU compiles in
+# about three quarters of the time and links smaller.
+function(tollgate_test_compile_options target)
+  if(TOLLGATE_TEST_LINE_TABLES)
+    target_compile_options(${target} PRIVATE $<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+  endif()
 endfunction()

@@ -10,7 +10,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake ninja-build ccache pkg-config git clang-format
+  build-essential cmake ninja-build ccache lld pkg-config git clang-format
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost-dev libboost-system-dev
   libhiredis-dev libssl-dev libre2-dev

@@ -1,5 +1,6 @@
 # cmake -P script run by the embed_find_package_test CTest test.
-# Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, CXX.
+# Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, CXX, LAUNCHER (the build's compiler
+# launcher, ccache or empty: the examples' objects are cached like the build's own).
 cmake_minimum_required(VERSION 3.25)
 
 function(run)
@@ -32,7 +33,7 @@ endif()
 # 2. A separate project: find_package(tollgate) against the installed tree only.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/embed -B ${WORK_DIR}/embed -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/embed -j 2)
 run(${WORK_DIR}/embed/embed_limiter)
 if(NOT LAST_OUTPUT MATCHES "embed example: ok")
@@ -55,7 +56,7 @@ endif()
 # 3. The libcurl client example builds against the installed tree too.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/client -B ${WORK_DIR}/client -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/client -j 2)
 
 # 4. pkg-config: compile and run a program with only the flags the .pc file gives.
