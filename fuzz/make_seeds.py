@@ -288,4 +288,58 @@ for name, data in ROLLBACK.items():
     write("rollback_fleet", name, data)
 for i in range(6):
     write("rollback_fleet", "redis-%d" % i, bytes([1 + i]) + hashlib.sha256(b"rollback%d" % i).digest() * 6)
+# --- the peers' URLs (store_url): parser byte (0 redis, 1 rediss, 2 redis-cluster, 3 etcd,
+# 4 collector, 5 store spec), placement byte (0 password, 1 token= in the query, 2 none),
+# 6 secret bytes, user info, NUL, the rest of the URL
+STORE_URL = {
+    "redis-password": b"\x00\x00abcdef" + b"bob\x0010.0.0.5:6380/3?prefix=rl:&timeout_ms=50",
+    "redis-bad-port": b"\x00\x00abcdef" + b"\x00h:99999",
+    "redis-slash-in-password": b"\x00\x00abcdef" + b"u\x00/x@h:1",
+    "rediss-options": b"\x01\x00abcdef" + b"\x00h:6380?tls_ca_file=/ca.pem&tls_server_name=r",
+    "redis-token-option": b"\x00\x01abcdef" + b"\x00h:1/0",
+    "cluster-seeds": b"\x02\x00abcdef" + b"\x00a:7000,b:7001,[::1]:7002",
+    "cluster-bad-seed": b"\x02\x00abcdef" + b"\x00a:7000,b:x",
+    "etcd-userinfo": b"\x03\x00abcdef" + b"root\x00127.0.0.1:2379/tollgate/policy",
+    "etcd-ok": b"\x03\x02abcdef" + b"\x00127.0.0.1:2379,localhost:22379/tollgate/policy",
+    "collector-ok": b"\x04\x02abcdef" + b"\x00[::1]:4318/v1/traces",
+    "collector-userinfo": b"\x04\x00abcdef" + b"u\x00collector:4318",
+    "spec-unknown-scheme": b"\x05\x00abcdef" + b"reddis://u\x00h:6379",
+    "spec-local": b"\x05\x02abcdef" + b"\x00local://?max_keys=1024&token=x",
+}
+for name, data in STORE_URL.items():
+    write("store_url", name, data)
+# --- an OTLP collector's replies (otlp_reply): limits (3 bytes), read size, close, the reply
+OTLP_LIMITS = b"\xff\x30\xff\x03\x01"
+OTLP_REPLY = {
+    "ok-length": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+    "ok-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\nX-T: 1\r\n\r\n",
+    "partial-success": b"HTTP/1.1 200 OK\r\nContent-Length: 44\r\n\r\n"
+                      b'{"partialSuccess":{"rejectedSpans":"1"}}    ',
+    "to-close": b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\n\r\nbusy",
+    "no-content": b"HTTP/1.1 204 No Content\r\n\r\n",
+    "endless-extension": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=" + b"a" * 200,
+    "endless-header": b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * 1200,
+    "huge-length": b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\naaaa",
+    "both-framings": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+}
+for name, data in OTLP_REPLY.items():
+    write("otlp_reply", name, OTLP_LIMITS + data)
+# --- etcd's HTTP framing (etcd_framing): mode (0 head, 1 chunked body, 2 chunked watch, 3 watch), read size
+WATCH_CREATED = b'{"result":{"header":{"revision":"5"},"created":true}}\n'
+WATCH_PUT = (b'{"result":{"header":{"revision":"6"},"events":[{"kv":{"key":"a2V5","value":"e30=",'
+             b'"mod_revision":"6"}}]}}\n')
+def chunk(data, ext=b""):
+    return b"%x" % len(data) + ext + b"\r\n" + data + b"\r\n"
+ETCD_FRAMING = {
+    "head-chunked": b"\x00\x01HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked",
+    "head-refused": b"\x00\x01HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0",
+    "body": b"\x01\x03" + chunk(b'{"header":{"revision":"1"}}') + b"0\r\n\r\n",
+    "body-extension": b"\x01\x05" + chunk(b"{}", b";a=b") + b"0\r\n\r\n",
+    "body-long-size-line": b"\x01\x00" + b"2;" + b"x" * 40 + b"\r\n{}\r\n0\r\n\r\n",
+    "watch-chunked": b"\x02\x07" + chunk(WATCH_CREATED) + chunk(WATCH_PUT[:30]) + chunk(WATCH_PUT[30:]),
+    "watch-plain": b"\x03\x0b" + WATCH_CREATED + WATCH_PUT,
+    "watch-canceled": b"\x03\x01" + b'{"result":{"canceled":true,"compact_revision":"3"}}\n',
+}
+for name, data in ETCD_FRAMING.items():
+    write("etcd_framing", name, data)
 print("seeds written under", CORPUS)

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "server/handlers.h"
+#include "server/http_framing.h"
 #include "server/key_admin.h"
 #include "server/rollback_admin.h"
 #include "server/secrets.h"
@@ -41,7 +42,8 @@ net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request
 // A sampled span's start, or an unsampled one when tracing is off.
 DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
   if (!rt.tracer) return {};
-  return rt.tracer->Begin(trace ? trace->parent() : nullptr);
+  if (!trace) return rt.tracer->Begin(nullptr, false);
+  return rt.tracer->Begin(trace->parent(), trace->parent_trusted());
 }
 
 // Runs `f` (a reload or a policy write, which may wait on etcd) on the
@@ -82,7 +84,11 @@ net::awaitable<Response> Explain(const Request& request, const Runtime& rt) {
 }
 
 net::awaitable<Response> Auth(const Request& request, const Runtime& rt) {
-  const RequestView view = AuthSubject(request.view);
+  std::string target;
+  RequestView view;
+  if (std::string why = AuthSubject(request.view, &target, &view); !why.empty()) {
+    co_return Problem(400, "Bad request", why);
+  }
   CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
   Response resp;
   resp.headers.reserve(outcome.headers.size() + 1);
@@ -234,19 +240,34 @@ net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::S
   co_return outcome;
 }
 
-RequestView AuthSubject(const RequestView& request) {
-  RequestView view;
-  view.method = request.method;
-  view.path = "/";
-  view.peer_address = request.peer_address;
-  view.headers = request.headers;
-  if (auto m = request.Header("x-original-method")) view.method = *m;
-  if (auto u = request.Header("x-original-uri")) {
-    Target ot = SplitTarget(*u);
-    view.path = ot.path;
-    view.query = ot.query;
+std::string AuthSubject(const RequestView& request, std::string* target, RequestView* view) {
+  std::optional<std::string_view> method;
+  std::optional<std::string_view> uri;
+  for (const auto& [name, value] : request.headers) {
+    std::optional<std::string_view>* slot = EqualsIgnoreCase(name, "x-original-method") ? &method
+                                            : EqualsIgnoreCase(name, "x-original-uri")  ? &uri
+                                                                                        : nullptr;
+    if (!slot) continue;
+    if (*slot) {
+      return slot == &method ? "X-Original-Method sent more than once"
+                             : "X-Original-URI sent more than once";
+    }
+    *slot = value;
   }
-  return view;
+  view->method = method.value_or(request.method);
+  view->path = "/";
+  view->query = {};
+  view->peer_address = request.peer_address;
+  view->headers = request.headers;
+  if (!uri) return {};
+  if (HttpFramingError e = OriginalUriToOriginForm(view->method, *uri, target);
+      e != HttpFramingError::kOk) {
+    return "X-Original-URI: " + make_error_code(e).message();
+  }
+  const Target t = SplitTarget(*target);
+  view->path = t.path;
+  view->query = t.query;
+  return {};
 }
 
 }  // namespace tollgate::server

@@ -19,6 +19,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "server/http_util.h"
@@ -58,9 +59,15 @@ boost::asio::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMe
                                                      RequestTrace* trace);
 
 // The request /v1/auth decides: the method from X-Original-Method (else the
-// request's), path and query from X-Original-URI (else "/"), every header as
-// sent, the TCP peer. Views into `request`.
-RequestView AuthSubject(const RequestView& request);
+// request's), path and query from X-Original-URI (else "/") brought to the
+// origin-form the gateway decides on (OriginalUriToOriginForm: the same
+// normalisation and refusals, server/http_framing.h), every header as sent,
+// the TCP peer. `*view` holds views into `request` and into `*target` (the
+// accepted X-Original-URI), which must outlive it. Returns why the request
+// cannot be decided (an answer of 400), or "" when `*view` is set: an
+// X-Original-URI the gateway would refuse, or X-Original-URI or
+// X-Original-Method sent more than once.
+std::string AuthSubject(const RequestView& request, std::string* target, RequestView* view);
 
 }  // namespace tollgate::server
 

@@ -1,5 +1,7 @@
 #include "server/http_framing.h"
 
+#include <algorithm>
+
 #include "base/ascii.h"
 #include "server/http_util.h"
 #include "tollgate/request.h"
@@ -54,6 +56,8 @@ class Category final : public boost::system::error_category {
         return "an encoded '/' or '\\' (%2F, %5C) in the path";
       case HttpFramingError::kEncodedNul:
         return "an encoded NUL (%00) in the path";
+      case HttpFramingError::kBadTargetByte:
+        return "a space, control byte or DEL in the target";
     }
     return "unknown framing error";
   }
@@ -71,6 +75,31 @@ bool AllDigits(std::string_view s) {
     if (c < '0' || c > '9') return false;
   }
   return true;
+}
+
+// What Beast refuses in a request line's target: a space, controls, DEL.
+bool BadTargetByte(char c) {
+  const auto b = static_cast<unsigned char>(c);
+  return b <= 0x20 || b == 0x7f;
+}
+
+// `path` with every byte outside ASCII written as an escape (upper-case hex),
+// which NormalizePath then keeps: raw and encoded UTF-8 are one spelling.
+std::string EncodeNonAscii(std::string_view path) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(path.size() * 3);
+  for (char c : path) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x80) {
+      out.push_back(c);
+      continue;
+    }
+    out.push_back('%');
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xf]);
+  }
+  return out;
 }
 
 using base::ContainsIgnoreCase;
@@ -149,6 +178,7 @@ HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
     *out = "*";
     return E::kOk;
   }
+  if (std::any_of(target.begin(), target.end(), BadTargetByte)) return E::kBadTargetByte;
   if (target.find('#') != std::string_view::npos) return E::kFragment;
   if (target.empty() || target.front() != '/') {
     size_t scheme = 0;
@@ -174,9 +204,18 @@ HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
   if (path.find(';') != std::string_view::npos) return E::kPathParameter;
   if (ContainsIgnoreCase(path, "%2f") || ContainsIgnoreCase(path, "%5c")) return E::kEncodedSlash;
   if (path.find("%00") != std::string_view::npos) return E::kEncodedNul;
-  *out = NormalizePath(path.empty() ? std::string_view("/") : path);
+  if (std::all_of(path.begin(), path.end(), [](char c) { return (c & 0x80) == 0; })) {
+    *out = NormalizePath(path.empty() ? std::string_view("/") : path);
+  } else {
+    *out = NormalizePath(EncodeNonAscii(path));
+  }
   if (q != std::string_view::npos) out->append(target.substr(q));
   return E::kOk;
+}
+
+HttpFramingError OriginalUriToOriginForm(std::string_view method, std::string_view uri,
+                                         std::string* out) {
+  return ToOriginForm(method, uri, /*host=*/{}, out);
 }
 
 boost::system::error_code AcceptRequestHead(std::string_view raw_head,

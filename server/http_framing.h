@@ -23,8 +23,18 @@
 // asterisk form only for OPTIONS; the authority form and anything else are
 // refused. The path is then refused when it holds a backslash, a ';' (path
 // parameters), an encoded '/' or '\' (%2F, %5C), an encoded NUL or a '#',
-// because upstreams disagree on what those mean; otherwise it is normalised by
-// NormalizePath (tollgate/request.h) and the query is kept as sent.
+// because upstreams disagree on what those mean; bytes outside ASCII in the
+// path are percent-encoded (upper-case hex: "/caf\xC3\xA9" is "/caf%C3%A9",
+// the one spelling both forms share); then it is normalised by NormalizePath
+// (tollgate/request.h) and the query is kept as sent. A target holding a
+// space, a control byte or DEL is refused (Beast refuses them in a request
+// line already; a header carrying a target, /v1/auth's X-Original-URI, may
+// hold them).
+//
+// OriginalUriToOriginForm is ToOriginForm for a target that arrives in a
+// header (nginx's `$request_uri` in X-Original-URI): the same refusals and the
+// same output, with no Host to compare an absolute-form with, so an
+// absolute-form is refused (nginx sends origin-form).
 //
 // All functions are pure and thread-safe; none allocates except ToOriginForm's
 // output. Errors are values of HttpFramingError (an error_code enum whose
@@ -62,6 +72,7 @@ enum class HttpFramingError {
   kPathParameter,
   kEncodedSlash,
   kEncodedNul,
+  kBadTargetByte,  // a space, control byte or DEL in the target
 };
 
 const boost::system::error_category& HttpFramingCategory();
@@ -77,6 +88,10 @@ HttpFramingError CheckFraming(std::string_view head, MessageKind kind);
 // Writes the origin-form target (or "*") to `out` on kOk.
 HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
                               std::string_view host, std::string* out);
+
+// `uri` as received in X-Original-URI, `method` from X-Original-Method.
+HttpFramingError OriginalUriToOriginForm(std::string_view method, std::string_view uri,
+                                         std::string* out);
 
 // The session's hook: CheckFraming(raw_head, kRequest), then the target of
 // `req` replaced by its ToOriginForm. A failed request gets 400 and is closed.

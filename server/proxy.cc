@@ -63,18 +63,6 @@ void RemoveHopByHop(Fields& f) {
   f.erase(http::field::proxy_authenticate);
 }
 
-// Whether `peer_ip` is one of the configured trusted proxies (whose forwarding
-// fields are kept). Most configurations list none: no parsing then.
-bool PeerTrusted(const ServerConfig& cfg, std::string_view peer_ip) {
-  if (cfg.trusted_proxies.empty()) return false;
-  std::optional<IpAddress> ip = IpAddress::Parse(peer_ip);
-  if (!ip) return false;
-  for (const std::string& text : cfg.trusted_proxies) {
-    if (std::optional<Cidr> cidr = Cidr::Parse(text); cidr && cidr->Contains(*ip)) return true;
-  }
-  return false;
-}
-
 // A pooled connection the upstream has closed (or sent unsolicited bytes on) is stale.
 bool Stale(tcp::socket& s) {
   char c;
@@ -800,6 +788,16 @@ net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_
 }
 
 }  // namespace
+
+bool PeerTrusted(const ServerConfig& cfg, std::string_view peer_ip) {
+  if (cfg.trusted_proxies.empty()) return false;
+  std::optional<IpAddress> ip = IpAddress::Parse(peer_ip);
+  if (!ip) return false;
+  for (const std::string& text : cfg.trusted_proxies) {
+    if (std::optional<Cidr> cidr = Cidr::Parse(text); cidr && cidr->Contains(*ip)) return true;
+  }
+  return false;
+}
 
 net::awaitable<ProxyResult> ProxyRequest(
     const Runtime& s, Worker& w, Connection& client, beast::flat_buffer& client_buffer,

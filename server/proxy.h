@@ -30,7 +30,9 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
+#include "server/config.h"
 #include "server/context.h"
 #include "tollgate/policy.h"
 
@@ -47,6 +49,12 @@ struct ProxyResult {
   ResponseOutcome upstream;
 };
 inline constexpr size_t kMaxCapturedValue = 64;
+
+// Whether `peer_ip` is one of `cfg.trusted_proxies`: the list that decides
+// whether a peer's forwarding fields are kept (server/proxy_wire.h) and whether
+// its traceparent's sampled flag is followed (server/tracing.h). False for an
+// address that does not parse; no parsing when the list is empty.
+bool PeerTrusted(const ServerConfig& cfg, std::string_view peer_ip);
 
 net::awaitable<ProxyResult> ProxyRequest(
     const Runtime& runtime, Worker& worker, Connection& client,

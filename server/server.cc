@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/redact.h"
 #include "runtime/etcd_watch.h"
 #include "server/context.h"
 #include "server/handlers.h"
@@ -552,7 +553,8 @@ class Server::Impl {
     }
     auto url = etcd::ParseEtcdUrl(config->policy_path);
     if (!url.ok())
-      return InvalidArgument("policy " + config->policy_path + ": " + url.status().message());
+      return InvalidArgument("policy " + base::RedactUrl(config->policy_path) + ": " +
+                             url.status().message());
     etcd::EtcdOptions options;
     options.url = std::move(url).value();
     auto read = etcd::EtcdRange(options);

@@ -193,6 +193,7 @@ class Session {
   net::awaitable<void> Pause(Nanos delay);
   net::awaitable<bool> Respond(Exchange& ex);
   RequestView ViewOf(const http::request_header<>& req);
+  void TraceFrom(const http::request_header<>& req, RequestTrace& trace) const;
 
   const RuntimeHolder& runtimes_;
   Worker& w_;
@@ -293,11 +294,18 @@ RequestView Session::ViewOf(const http::request_header<>& req) {
   return view;
 }
 
+// The request's trace context; its sampled flag counts only from a trusted
+// proxy (checked only when tracing is on and a traceparent came).
+void Session::TraceFrom(const http::request_header<>& req, RequestTrace& trace) const {
+  const std::optional<std::string_view> traceparent = Traceparent(req);
+  trace.From(traceparent, traceparent && rt_->tracer && PeerTrusted(cfg(), peer_));
+}
+
 net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
   const auto& req = hp.get();
   ex.keep_alive = req.keep_alive();
   ex.head = req.method() == http::verb::head;
-  ex.trace.From(Traceparent(req));
+  TraceFrom(req, ex.trace);
   const RequestView view = ViewOf(req);
   const RouteResult route = Route(kind_, view.method, view.path, rt_->exposure);
   ex.endpoint = route.endpoint;
@@ -307,7 +315,8 @@ net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
 }
 
 // Refuses what no endpoint may see: a bad Host, a method the route does not
-// take, on the gateway a limit key header sent twice. True when `ex` holds the answer.
+// take, on the gateway and /v1/auth (whose headers are the client's, as nginx
+// forwards them) a limit key header sent twice. True when `ex` holds the answer.
 bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex) {
   if (std::string_view why = HostProblem(hp.get()); !why.empty()) {
     ex.resp = Problem(400, "Bad request", why);
@@ -320,8 +329,8 @@ bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& e
     if (!hp.is_done()) ex.resp.close = true;  // the body is not read
     return true;
   }
-  if (route.op != Op::kGateway) return false;
-  // A header a rule keys on, sent twice: refused, never a copy picked (issue 14).
+  if (route.op != Op::kGateway && route.op != Op::kAuth) return false;
+  // A header a rule keys on, sent twice: refused, never a copy picked (issues 14, 29).
   std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policy, headers_);
   if (!repeated) return false;
   ex.resp = Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
@@ -386,7 +395,7 @@ net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route,
     }
     // Headers point into the parser's message: rebuilt after the move.
     view = ViewOf(bp->get());
-    ex.trace.From(Traceparent(bp->get()));
+    TraceFrom(bp->get(), ex.trace);
   }
   Request request;
   request.listener = kind_;

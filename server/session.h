@@ -2,8 +2,8 @@
 //
 // The session is the I/O loop only. It reads requests one at a time (no
 // pipelining in parallel: a request is answered before the next is parsed),
-// screens each head (Host, 405, a repeated key header on the gateway), routes
-// it through the route table (server/route.h), and then either proxies it
+// screens each head (Host, 405, a repeated key header on the gateway and
+// /v1/auth), routes it through the route table (server/route.h), and then either proxies it
 // (gateway mode: decide, then server/proxy.h) or reads its bounded body,
 // checks the admin token where the route needs it and calls the route's
 // handler (server/endpoints.h) with the current Runtime snapshot. It writes the

@@ -4,8 +4,9 @@
 
 namespace tollgate::server {
 
-void RequestTrace::From(std::optional<std::string_view> traceparent) {
+void RequestTrace::From(std::optional<std::string_view> traceparent, bool from_trusted_peer) {
   parent_ = traceparent ? trace::ParseTraceparent(*traceparent) : std::nullopt;
+  parent_trusted_ = parent_ && from_trusted_peer;
   if (parent_) trace::HexEncode(parent_->trace_id.data(), parent_->trace_id.size(), hex_);
 }
 
@@ -37,11 +38,13 @@ DecisionTracer::DecisionTracer(std::unique_ptr<trace::OtlpHttpExporter> exporter
       store_kind_(std::move(store_kind)),
       redis_(store_kind_ != "local") {}
 
-DecisionTracer::Active DecisionTracer::Begin(const trace::SpanContext* parent) {
+DecisionTracer::Active DecisionTracer::Begin(const trace::SpanContext* parent,
+                                             bool parent_trusted) {
   Active a;
-  if (parent) {
+  if (parent && parent_trusted) {
     a.sampled = sampler_.ShouldSample(parent, 0);
   } else {
+    // A new trace, or an untrusted caller's: its flag and trace id are its own choice.
     a.sampled = sampler_.SamplesRoots() && sampler_.ShouldSample(nullptr, ids_.Next());
   }
   if (!a.sampled) return a;
@@ -109,6 +112,10 @@ void DecisionTracer::Render(PrometheusWriter& w) const {
   w.Sample("tollgate_trace_spans_total", {"outcome", "exported"}, s.exported);
   w.Sample("tollgate_trace_spans_total", {"outcome", "dropped"}, s.dropped);
   w.Sample("tollgate_trace_spans_total", {"outcome", "failed"}, s.failed);
+  w.Family("tollgate_trace_replies_oversized_total", "counter",
+           "Collector replies dropped past a bound (head, chunk-size line or body; their "
+           "batches failed)");
+  w.Sample("tollgate_trace_replies_oversized_total", {}, s.oversized_replies);
   w.Family("tollgate_trace_queue_spans", "gauge", "Spans waiting for the exporter");
   w.Sample("tollgate_trace_queue_spans", double(s.queued));
   w.Family("tollgate_trace_queue_capacity", "gauge", "Spans the exporter queue holds at most");

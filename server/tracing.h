@@ -7,7 +7,13 @@
 // traceparent is continued (same trace id, its span as parent); a missing or
 // malformed one starts a new trace. In gateway mode the upstream receives a
 // traceparent naming the sampled decision span as its parent. Sampling: trace::Sampler (ratio for
-// new traces, the parent's flag with parent_based). Spans go to an OtlpHttpExporter
+// new traces, the parent's flag with parent_based). Only a peer in
+// trusted_proxies decides by its traceparent's sampled flag (or, without
+// parent_based, by its trace id): any other caller could set the flag (or pick
+// a trace id under the threshold) on every request and have each of its
+// decisions recorded, so its decisions are sampled as new traces are (the
+// ratio, on a random draw of our own), while its trace is still continued (its
+// trace id, its span as the parent). Spans go to an OtlpHttpExporter
 // (src/trace/exporter.h): bounded queue, never waits.
 //
 // Ownership: the server owns the DecisionTracer; snapshots point to it.
@@ -32,11 +38,13 @@
 namespace tollgate::server {
 
 // The trace context a request names (a valid traceparent), copied out of the
-// parser's message so that it outlives it.
+// parser's message so that it outlives it, and whether its sampled flag is to
+// be followed (`from_trusted_peer`: the TCP peer is in trusted_proxies).
 class RequestTrace {
  public:
-  void From(std::optional<std::string_view> traceparent);
+  void From(std::optional<std::string_view> traceparent, bool from_trusted_peer);
   const trace::SpanContext* parent() const { return parent_ ? &*parent_ : nullptr; }
+  bool parent_trusted() const { return parent_trusted_; }
   std::string_view id() const { return parent_ ? std::string_view(hex_, 32) : std::string_view(); }
 
   // After a sampled decision: its span, which the gateway names to the upstream
@@ -50,6 +58,7 @@ class RequestTrace {
 
  private:
   std::optional<trace::SpanContext> parent_;
+  bool parent_trusted_ = false;
   char hex_[32] = {};
   std::string upstream_traceparent_;
 };
@@ -73,11 +82,14 @@ class DecisionTracer {
   DecisionTracer(std::unique_ptr<trace::OtlpHttpExporter> exporter, const Clock* clock,
                  trace::Sampler sampler, std::string store_kind);
 
-  Active Begin(const trace::SpanContext* parent);
+  // `parent`: the request's context (null: none); `parent_trusted`: follow its
+  // sampled flag (a trusted proxy's), else sample as a new trace and continue it.
+  Active Begin(const trace::SpanContext* parent, bool parent_trusted);
   // Queues the decision's spans (nothing when not sampled). Never waits.
   void End(const Active& active, const CheckOutcome& outcome);
 
-  // tollgate_trace_spans_total{outcome=...} and tollgate_trace_queue_spans.
+  // tollgate_trace_spans_total{outcome=...}, tollgate_trace_replies_oversized_total and
+  // tollgate_trace_queue_spans.
   void Render(PrometheusWriter& w) const;
   trace::OtlpHttpExporter::Stats stats() const { return exporter_->stats(); }
 

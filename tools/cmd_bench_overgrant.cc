@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "base/redact.h"
 #include "bench_redis.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
@@ -57,7 +58,7 @@ class StoreClock {
     auto opened = OpenStore(spec);
     if (!opened.ok()) return opened.status();
     if (opened->redis == nullptr && opened->cluster == nullptr) {
-      return InvalidArgument("overgrant: " + a.url + " is not a Redis store");
+      return InvalidArgument("overgrant: " + base::RedactUrl(a.url) + " is not a Redis store");
     }
     std::unique_ptr<StoreClock> clock(new StoreClock(std::move(redis_key), std::move(*opened)));
     Result<int64_t> t = clock->Now();  // the first read also waits for the connection

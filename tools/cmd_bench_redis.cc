@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/redact.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
@@ -251,7 +252,8 @@ Result<BenchStore> OpenStore(const BenchArgs& a, bool single) {
   while (!out.store->Healthy() && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (!out.store->Healthy()) return ConnectionError("redis " + a.url + ": not reachable");
+  if (!out.store->Healthy())
+    return ConnectionError("redis " + base::RedactUrl(a.url) + ": not reachable");
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/redact.h"
 #include "command.h"
 
 namespace tollgate::cli {
@@ -230,13 +231,13 @@ int Run(std::vector<std::string> args) {
   std::string host, port;
   if (!SplitUrl(o.url, &host, &port)) {
     std::fprintf(stderr, "tollgate key: --admin-url wants http://host:port (got %s)\n",
-                 o.url.c_str());
+                 base::RedactUrl(o.url).c_str());
     return 2;
   }
   Answer a = Post(o, host, port);
   if (!a.error.empty()) {
     std::fprintf(stderr, "tollgate key: cannot reach tollgated's admin listener at %s: %s\n",
-                 o.url.c_str(), a.error.c_str());
+                 base::RedactUrl(o.url).c_str(), a.error.c_str());
     return 1;
   }
   if (a.status != 200) {

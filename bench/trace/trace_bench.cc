@@ -54,7 +54,7 @@ void BM_DecisionTracingOff(benchmark::State& state) {
   Setup s(false);
   DecisionTracer* tracer = nullptr;
   for (auto _ : state) {
-    DecisionTracer::Active span = tracer ? tracer->Begin(nullptr) : DecisionTracer::Active{};
+    DecisionTracer::Active span = tracer ? tracer->Begin(nullptr, false) : DecisionTracer::Active{};
     CheckOutcome outcome = s.enforcer->Check(kRequest);
     if (tracer && span.sampled) tracer->End(span, outcome);
     benchmark::DoNotOptimize(outcome);
@@ -69,7 +69,7 @@ void BM_DecisionUnsampled(benchmark::State& state) {
   Setup s(true);
   auto tracer = MakeTracer(collector.endpoint(), state.range(0) == 0 ? 0.0 : 1e-9);
   for (auto _ : state) {
-    DecisionTracer::Active span = tracer->Begin(nullptr);
+    DecisionTracer::Active span = tracer->Begin(nullptr, false);
     CheckOutcome outcome = s.enforcer->Check(kRequest);
     if (span.sampled) tracer->End(span, outcome);
     benchmark::DoNotOptimize(outcome);
@@ -85,7 +85,7 @@ void BM_DecisionSampled(benchmark::State& state) {
   Setup s(true);
   auto tracer = MakeTracer(collector.endpoint(), 1.0);
   for (auto _ : state) {
-    DecisionTracer::Active span = tracer->Begin(nullptr);
+    DecisionTracer::Active span = tracer->Begin(nullptr, false);
     CheckOutcome outcome = s.enforcer->Check(kRequest);
     if (span.sampled) tracer->End(span, outcome);
     benchmark::DoNotOptimize(outcome);

@@ -11,7 +11,7 @@ namespace http = boost::beast::http;
 
 int main() {
   auto policies = tollgate::PolicyStore::FromText(R"({"rules": [{
-      "name": "per-ip", "limit_keys": ["ip:address"],
+      "name": "per-ip", "limit_keys": ["ip:address/64"],
       "algorithm": "token_bucket", "algorithm_config": {"rps": 1, "burst": 2}}]})");
   auto store = tollgate::LocalStore::Create({.max_keys = 100000});
   if (!policies.ok() || !store.ok()) return 1;

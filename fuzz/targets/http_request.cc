@@ -2,8 +2,9 @@
 // (server/session.cc), and everything the session derives from it without
 // I/O: Beast's header parser under max_header_bytes, the target split, the
 // traceparent, the routing inputs of /v1/auth (X-Original-Method and
-// X-Original-URI), the /v1/explain query, the decision of the gateway and of
-// /v1/auth against fuzz/policies/request.json, and the serialized response.
+// X-Original-URI, held to the gateway's origin-form: a path /v1/auth decides on
+// is normal, visible ASCII, without an encoded separator), the /v1/explain query, the decision of
+// the gateway and of /v1/auth against fuzz/policies/request.json, and the serialized response.
 //
 // The routing (server/route.h) runs for both listeners under every exposure:
 // /v1/decide and /v1/auth are reached only on a main listener that exposes
@@ -32,6 +33,7 @@
 #include "server/http_util.h"
 #include "server/log.h"
 #include "server/route.h"
+#include "tollgate/request.h"
 
 namespace {
 
@@ -102,6 +104,22 @@ void Decide(tollgate::Enforcer& enforcer, const RequestView& view, bool keep_ali
   CheckSerialized(tollgate::server::RenderDecision(outcome), keep_alive, head);
 }
 
+// A path /v1/auth decides on is what the gateway would forward: normalised
+// (normalising again changes nothing), only visible ASCII, no encoded '/' or '\\'.
+void CheckOriginalPath(std::string_view path) {
+  const std::string again = tollgate::NormalizePath(path);
+  FUZZ_CHECK(again == path,
+             "X-Original-URI path not normal: " + Quote(path) + " -> " + Quote(again));
+  for (char c : path) {
+    const auto b = static_cast<unsigned char>(c);
+    FUZZ_CHECK(b > 0x20 && b < 0x7f,
+               "X-Original-URI path byte " + std::to_string(b) + " in " + Quote(path));
+  }
+  FUZZ_CHECK(
+      path.find("%2F") == std::string_view::npos && path.find("%5C") == std::string_view::npos,
+      "an encoded separator in " + Quote(path));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -151,9 +169,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gateway.headers = headers;
   Decide(enforcer, gateway, keep_alive, head);
 
-  // /v1/auth: the original request comes in X-Original-Method / X-Original-URI.
-  const RequestView auth = tollgate::server::AuthSubject(gateway);
-  Decide(enforcer, auth, keep_alive, head);
+  // /v1/auth: the original request comes in X-Original-Method / X-Original-URI,
+  // brought to the gateway's origin-form or refused (400).
+  std::string original_target;
+  RequestView auth;
+  const std::string refused = tollgate::server::AuthSubject(gateway, &original_target, &auth);
+  if (!refused.empty()) {
+    CheckSerialized(tollgate::server::Problem(400, "Bad request", refused), keep_alive, head);
+  } else {
+    CheckOriginalPath(auth.path);
+    Decide(enforcer, auth, keep_alive, head);
+  }
 
   // /v1/explain?method=&path=&header=&ip=: the query describes a request.
   tollgate::server::DescribedRequest described;

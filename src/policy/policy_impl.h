@@ -54,6 +54,8 @@ struct Source {
   Kind kind = Kind::kConst;
   std::string arg;   // header name (lower case), query name, claim path, const text
   std::string spec;  // as written, for messages
+  // kIp: "ip:address/<bits>" cuts IPv6 addresses to this prefix (1-128); 0: the whole address.
+  int ip_prefix_bits = 0;
 };
 // Parses a source spec; on failure sets *error to the reason.
 bool ParseSource(std::string_view spec, Source* out, std::string* error);

@@ -59,7 +59,7 @@ const JwtClaims& RequestContext::Claims() {
 std::optional<std::string> RequestContext::Value(const Source& source) {
   switch (source.kind) {
     case Source::Kind::kIp:
-      if (!source.arg.empty()) return IpPrefix(ClientIp(), std::stoi(source.arg));
+      if (source.ip_prefix_bits > 0) return IpPrefix(ClientIp(), source.ip_prefix_bits);
       return NonEmpty(ClientIp());
     case Source::Kind::kHeader:
       if (auto v = request_.Header(source.arg)) return NonEmpty(*v);

@@ -33,6 +33,7 @@ bool IsTokenChar(char c) {
 bool ParseSource(std::string_view spec, Source* out, std::string* error) {
   out->spec = std::string(spec);
   out->arg.clear();
+  out->ip_prefix_bits = 0;
   if (spec == "ip:address" || spec == "ip") {
     out->kind = Source::Kind::kIp;
     return true;
@@ -76,7 +77,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
       }
       if (digits && bits >= 1 && bits <= 128) {
         out->kind = Source::Kind::kIp;
-        out->arg = std::to_string(bits);
+        out->ip_prefix_bits = bits;
         return true;
       }
     }

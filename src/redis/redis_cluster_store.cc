@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/one_shot.h"
+#include "base/redact.h"
 #include "redis/cluster_slots.h"
 #include "redis/key_admin.h"
 #include "redis/lease_script.h"
@@ -1020,7 +1021,7 @@ Result<RedisClusterOptions> ParseRedisClusterUrl(std::string_view url) {
   if (!tls && !url.starts_with("redis-cluster://")) {
     return InvalidArgument(
         "redis cluster url: must start with redis-cluster:// or rediss-cluster:// (got '" +
-        std::string(url.substr(0, 100)) + "')");
+        base::RedactUrl(url, 100) + "')");
   }
   std::string_view rest = url.substr(tls ? 17 : 16);
   std::string_view query;

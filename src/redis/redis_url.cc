@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/percent.h"
+#include "base/redact.h"
 #include "tollgate/redis_store.h"
 
 namespace tollgate {
@@ -28,7 +29,7 @@ bool PercentDecode(std::string_view in, std::string* out) {
 
 Result<RedisOptions> ParseRedisUrl(std::string_view url) {
   RedisOptions o;
-  const std::string shown(url.substr(0, 200));
+  const std::string shown = base::RedactUrl(url);
   if (url.size() > 4096) return InvalidArgument("redis url: longer than 4096 bytes");
   std::string_view rest;
   if (url.starts_with("rediss://")) {
@@ -84,14 +85,15 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
   int64_t v = 0;
   if (!port.empty()) {
     if (!ParseInt(port, 1, 65535, &v)) {
-      return InvalidArgument("redis url: port must be 1..65535 (got '" + std::string(port) + "')");
+      return InvalidArgument("redis url: port must be 1..65535 (got '" +
+                             base::RedactUrlPiece(url, port) + "')");
     }
     o.port = static_cast<int>(v);
   }
   if (!path.empty()) {
     if (!ParseInt(path, 0, 1 << 20, &v)) {
-      return InvalidArgument("redis url: database must be a number (got '" + std::string(path) +
-                             "')");
+      return InvalidArgument("redis url: database must be a number (got '" +
+                             base::RedactUrlPiece(url, path) + "')");
     }
     o.db = static_cast<int>(v);
   }
@@ -125,7 +127,7 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
     } else if (o.tls && k == "tls_insecure_skip_verify" && val == "1") {
       o.tls_insecure_skip_verify = true;
     } else {
-      return InvalidArgument("redis url: unknown or bad option '" + std::string(kv.substr(0, 64)) +
+      return InvalidArgument("redis url: unknown or bad option '" + base::RedactUrlPiece(url, kv) +
                              "' (prefix, timeout_ms, connect_timeout_ms, pool, client_clock" +
                              (o.tls
                                   ? ", tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, "

@@ -13,13 +13,13 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/redact.h"
+#include "runtime/etcd_http.h"
+
 namespace tollgate::etcd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr size_t kMaxHeadBytes = 16 * 1024;
-constexpr size_t kMaxChunkHeader = 16;
 
 // One blocking HTTP/1.1 connection to an etcd member, every wait bounded:
 // connect and send by SO_SNDTIMEO (Linux applies it to connect), each read by
@@ -110,48 +110,17 @@ Status ReadHead(Connection& c, std::string* buf, bool* chunked, Clock::time_poin
     if (n == -1) return TimeoutError("etcd " + c.where() + ": no answer in time");
     if (n < 0) return c.Error("read");
   }
-  std::string head = buf->substr(0, end);
+  Result<bool> parsed = ParseReplyHead(std::string_view(*buf).substr(0, end));
   buf->erase(0, end + 4);
-  if (head.rfind("HTTP/1.1 200 ", 0) != 0) {
-    return UnavailableError("etcd " + c.where() + ": " +
-                            head.substr(0, head.find('\r')).substr(0, 100));
-  }
-  for (char& ch : head) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  *chunked = head.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+  if (!parsed.ok()) return UnavailableError("etcd " + c.where() + ": " + parsed.status().message());
+  *chunked = *parsed;
   return Status::Ok();
-}
-
-// Moves complete chunks from `raw` to `body`; false on a malformed chunk.
-// *done at the last (zero-length) chunk.
-bool Dechunk(std::string* raw, std::string* body, bool* done) {
-  while (true) {
-    const size_t eol = raw->find("\r\n");
-    if (eol == std::string::npos) return raw->size() <= kMaxChunkHeader;
-    if (eol == 0 || eol > kMaxChunkHeader) return false;
-    size_t size = 0;
-    for (size_t i = 0; i < eol && (*raw)[i] != ';'; ++i) {
-      const char ch = (*raw)[i];
-      const int digit = ch >= '0' && ch <= '9'   ? ch - '0'
-                        : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                        : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                                 : -1;
-      if (digit < 0 || size > kMaxReplyBytes) return false;
-      size = size * 16 + size_t(digit);
-    }
-    if (size == 0) {
-      *done = true;
-      return true;
-    }
-    if (raw->size() < eol + 2 + size + 2) return size <= kMaxReplyBytes;
-    if (raw->compare(eol + 2 + size, 2, "\r\n") != 0) return false;
-    body->append(*raw, eol + 2, size);
-    raw->erase(0, eol + 2 + size + 2);
-  }
 }
 
 }  // namespace
 
-Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
+Result<EtcdUrl> ParseEtcdUrl(const std::string_view whole) {
+  std::string_view url = whole;
   constexpr std::string_view kScheme = "etcd://";
   if (url.substr(0, kScheme.size()) != kScheme) {
     return InvalidArgument(
@@ -171,28 +140,31 @@ Result<EtcdUrl> ParseEtcdUrl(std::string_view url) {
     const std::string_view one = hosts.substr(0, comma);
     hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
     if (one.find('@') != std::string_view::npos) {
-      return InvalidArgument("endpoint '" + std::string(one) +
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
                              "': user:password@ is not supported (etcd authentication is not "
                              "implemented; give tollgated an etcd without auth on a trusted "
                              "network, or a local proxy that authenticates)");
     }
     const size_t colon = one.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
-      return InvalidArgument("endpoint '" + std::string(one) + "' must be host:port");
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
+                             "' must be host:port");
     }
     int port = 0;
     const std::string_view digits = one.substr(colon + 1);
     if (digits.empty() || digits.size() > 5)
-      return InvalidArgument("bad port in " + std::string(one));
+      return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
     for (char c : digits) {
-      if (c < '0' || c > '9') return InvalidArgument("bad port in " + std::string(one));
+      if (c < '0' || c > '9')
+        return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
       port = port * 10 + (c - '0');
     }
-    if (port < 1 || port > 65535) return InvalidArgument("bad port in " + std::string(one));
+    if (port < 1 || port > 65535)
+      return InvalidArgument("bad port in " + base::RedactUrlPiece(whole, one));
     const std::string host(one.substr(0, colon));
     in_addr ignored{};
     if (host != "localhost" && inet_pton(AF_INET, host.c_str(), &ignored) != 1) {
-      return InvalidArgument("endpoint '" + std::string(one) +
+      return InvalidArgument("endpoint '" + base::RedactUrlPiece(whole, one) +
                              "': the host must be an IPv4 address or localhost (names are not "
                              "resolved, IPv6 is not supported)");
     }
@@ -347,10 +319,9 @@ Status EtcdWatch::WatchOnce(size_t endpoint, int64_t* revision,
       lines.append(raw);
       raw.clear();
     }
-    size_t eol;
-    while ((eol = lines.find('\n')) != std::string::npos) {
-      Result<WatchReply> reply = ParseWatchLine(std::string_view(lines).substr(0, eol));
-      lines.erase(0, eol + 1);
+    std::string line;
+    while (TakeWatchLine(&lines, &line)) {
+      Result<WatchReply> reply = ParseWatchLine(line);
       if (!reply.ok()) return reply.status();
       if (reply->created) *backoff = options_.retry_min;  // a healthy member again
       for (const WatchEvent& e : reply->events) {

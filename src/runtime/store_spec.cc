@@ -1,6 +1,8 @@
 // The store-spec grammar (store_spec.h): schemes, checks, the local options.
 #include "runtime/store_spec_impl.h"
 
+#include "base/redact.h"
+
 #if TOLLGATE_HAVE_REDIS
 #include "tollgate/redis_cluster_store.h"
 #include "tollgate/redis_store.h"
@@ -12,12 +14,9 @@ namespace {
 constexpr std::string_view kKnownSchemes =
     "local[://?OPTIONS], redis://, rediss://, redis-cluster:// or rediss-cluster://";
 
-// At most this much of a bad URL is quoted back (it may be long or hostile).
-std::string Quoted(std::string_view url) {
-  std::string out = "'";
-  for (char c : url.substr(0, 100)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out + (url.size() > 100 ? "...'" : "'");
-}
+// A bad URL quoted back: redacted (it may hold a password) and at most 100
+// bytes (it may be long or hostile).
+std::string Quoted(std::string_view url) { return "'" + base::RedactUrl(url, 100) + "'"; }
 
 }  // namespace
 

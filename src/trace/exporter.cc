@@ -1,13 +1,16 @@
 #include "trace/exporter.h"
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
+#include <functional>
 
+#include "base/redact.h"
 #include "trace/otlp_json.h"
+#include "trace/otlp_reply.h"
 
 namespace tollgate::trace {
 
@@ -24,7 +27,7 @@ Result<CollectorUrl> ParseCollectorUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme) {
     return InvalidArgument("must start with http:// (OTLP/HTTP without TLS), got \"" +
-                           std::string(url.substr(0, 16)) + "\"");
+                           base::RedactUrl(url, 100) + "\"");
   }
   std::string_view rest = url.substr(kScheme.size());
   size_t slash = rest.find('/');
@@ -72,6 +75,10 @@ Result<std::unique_ptr<OtlpHttpExporter>> OtlpHttpExporter::Create(ExporterOptio
   }
   if (options.timeout.count() <= 0 || options.flush_interval.count() <= 0) {
     return InvalidArgument("timeout and flush interval must be positive");
+  }
+  const ReplyLimits& limits = options.reply_limits;
+  if (limits.head_bytes < 64 || limits.chunk_line_bytes < 16 || limits.body_bytes < 1) {
+    return InvalidArgument("reply limits: head >= 64, chunk line >= 16, body >= 1 bytes");
   }
   auto url = ParseCollectorUrl(options.endpoint);
   if (!url.ok()) return InvalidArgument("endpoint: " + url.status().message());
@@ -125,6 +132,8 @@ OtlpHttpExporter::Stats OtlpHttpExporter::stats() const {
   s.exported = exported_.load(std::memory_order_relaxed);
   s.dropped = dropped_.load(std::memory_order_relaxed);
   s.failed = failed_.load(std::memory_order_relaxed);
+  s.reply_bytes = reply_bytes_.load(std::memory_order_relaxed);
+  s.oversized_replies = oversized_replies_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   s.queued = queue_.size();
   return s;
@@ -177,23 +186,25 @@ bool OtlpHttpExporter::Send(const std::string& body, bool last) {
   req.keep_alive(false);
   req.body() = body;
   req.prepare_payload();
-  boost::beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024);  // a collector's answer is small; never buffer more
-  parser.header_limit(16 * 1024);
-  bool ok = false;
-  net::async_connect(
-      socket, endpoint_->addresses, [&](boost::system::error_code ec, const tcp::endpoint&) {
-        if (ec) return;
-        http::async_write(socket, req, [&](boost::system::error_code wec, size_t) {
-          if (wec) return;
-          http::async_read(socket, buffer, parser, [&](boost::system::error_code rec, size_t) {
-            if (rec) return;
-            const unsigned status = parser.get().result_int();
-            ok = status >= 200 && status < 300;
-          });
-        });
-      });
+  // The reply is read a socket read at a time into a bounded reader
+  // (trace/otlp_reply.h): past a bound the exchange ends, the reply dropped.
+  CollectorReply reply(options_.reply_limits);
+  std::array<char, kReplyReadBytes> chunk;
+  std::function<void()> read_more = [&] {
+    socket.async_read_some(net::buffer(chunk), [&](boost::system::error_code rec, size_t n) {
+      if (rec && rec != net::error::eof) return;
+      const CollectorReply::State state =
+          rec ? reply.Finish() : reply.Feed(std::string_view(chunk.data(), n));
+      if (state == CollectorReply::State::kMore) read_more();
+    });
+  };
+  net::async_connect(socket, endpoint_->addresses,
+                     [&](boost::system::error_code ec, const tcp::endpoint&) {
+                       if (ec) return;
+                       http::async_write(socket, req, [&](boost::system::error_code wec, size_t) {
+                         if (!wec) read_more();
+                       });
+                     });
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && !last) return false;  // the destructor came first: only the last send
@@ -208,7 +219,9 @@ bool OtlpHttpExporter::Send(const std::string& body, bool last) {
   socket.close(ignored);  // cancels what is pending: its handlers run with an error now
   ioc.restart();
   ioc.run();
-  return ok;
+  reply_bytes_.fetch_add(reply.bytes_fed(), std::memory_order_relaxed);
+  if (reply.overflow()) oversized_replies_.fetch_add(1, std::memory_order_relaxed);
+  return reply.success();
 }
 
 }  // namespace tollgate::trace

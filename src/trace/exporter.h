@@ -7,8 +7,13 @@
 // One exporter thread sends a batch (at most `max_batch` spans) when that many
 // are queued or `flush_interval` passed since the last send, as one POST of
 // application/json to the collector, with `timeout` for connect, write and the
-// response together. A failed or timed-out batch is counted (Stats::failed)
-// and not retried: tracing must never build a backlog behind a dead collector.
+// response together: one deadline per export. The reply is read in bounded
+// bytes (`reply_limits`: head, chunk-size line with its extensions, body;
+// trace/otlp_reply.h): a reply past a bound is dropped there, its batch
+// failed and counted (Stats::oversized_replies), so a hostile collector costs
+// at most those bytes and the timeout. A failed or timed-out batch is counted
+// (Stats::failed) and not retried: tracing must never build a backlog behind a
+// dead collector.
 //
 // Lifetime: the destructor abandons an export in flight (counted as failed),
 // sends one last batch of what is queued within `shutdown_timeout`, and joins
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "tollgate/status.h"
+#include "trace/otlp_reply.h"
 #include "trace/span.h"
 
 namespace tollgate::trace {
@@ -43,7 +49,11 @@ struct ExporterOptions {
   Millis flush_interval{1000};
   Millis timeout{2000};           // one request: connect + send + response
   Millis shutdown_timeout{1000};  // the destructor's last send
+  ReplyLimits reply_limits;       // bytes of a collector's reply (trace/otlp_reply.h)
 };
+
+// Bytes one socket read takes; a reply is read at most this far past a bound.
+inline constexpr size_t kReplyReadBytes = 4096;
 
 // The parts of an OTLP/HTTP endpoint URL. Only plain http:// (a collector on
 // the host or the pod); errors say which part is wrong.
@@ -58,10 +68,12 @@ Result<CollectorUrl> ParseCollectorUrl(std::string_view url);
 class OtlpHttpExporter {
  public:
   struct Stats {
-    uint64_t exported = 0;  // spans the collector accepted (2xx)
-    uint64_t dropped = 0;   // spans refused because the queue was full
-    uint64_t failed = 0;    // spans in batches that failed (connect, timeout, non-2xx)
-    uint64_t queued = 0;    // spans waiting now
+    uint64_t exported = 0;           // spans the collector accepted (2xx)
+    uint64_t dropped = 0;            // spans refused because the queue was full
+    uint64_t failed = 0;             // spans in batches that failed (connect, timeout, non-2xx)
+    uint64_t queued = 0;             // spans waiting now
+    uint64_t reply_bytes = 0;        // bytes read from collectors' replies, in all
+    uint64_t oversized_replies = 0;  // replies dropped past a bound (their batches failed)
   };
 
   // Validates the options, resolves the collector's host once and starts the thread.
@@ -92,7 +104,8 @@ class OtlpHttpExporter {
   bool stopping_ = false;    // guarded by mu_
   bool flush_ = false;       // guarded by mu_
   void* active_ = nullptr;   // guarded by mu_: the io_context of the send in flight
-  std::atomic<uint64_t> exported_{0}, dropped_{0}, failed_{0};
+  std::atomic<uint64_t> exported_{0}, dropped_{0}, failed_{0}, reply_bytes_{0},
+      oversized_replies_{0};
   std::thread thread_;  // last: starts after every member above exists
 };
 

@@ -114,6 +114,17 @@ TEST_F(CliTest, ExplainShowsRulesAndTheRejection) {
   EXPECT_EQ(RunCli("explain --nope", &bad), 2);
 }
 
+// Issue 29: the example policy keys an IPv6 client by its /64, and explain says so.
+TEST_F(CliTest, ExplainShowsTheIpv6PrefixKey) {
+  std::string out;
+  ASSERT_EQ(RunCli("explain --policy " + testing::SourcePath("examples/policy.json") +
+                       " --ip 2001:db8:1:2::7",
+                   &out),
+            0);
+  EXPECT_NE(out.find("global-rps: applies, key 2001:db8:1:2::/64, cost 1"), std::string::npos)
+      << out;
+}
+
 // Issue 18: explain on a request from an allow-listed CIDR shows it exempt and
 // the rules it skipped; from the deny list, the 403.
 TEST_F(CliTest, ExplainShowsExemptionsAndDenials) {

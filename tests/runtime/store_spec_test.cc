@@ -8,9 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "runtime/etcd_watch.h"
 #include "testing/hostile_redis.h"
 #include "testing/timing.h"
 #include "tollgate/clock.h"
@@ -161,6 +164,77 @@ TEST(StoreSpec, TheEnvsIoClockTimesTheRemoteStoresDeadlines) {
   ASSERT_TRUE(testing::WaitFor([&] { return answered.load(); }))
       << "the deadline did not pass when the I/O clock did";
   EXPECT_TRUE(timed_out.load());
+}
+
+// A password in a store URL never reaches an error message: a bad URL on each
+// parser (the scheme, redis://, rediss-cluster://, their options) and each
+// entry point (CheckStoreSpec, OpenStore, the etcd:// source's parser), with
+// the password in user info (also holding a raw '/', '?' or '@') or in a
+// sensitive query parameter.
+TEST(StoreSpec, ErrorsNeverQuoteAPassword) {
+  const char* bad[] = {
+      "reddis://:s3cret@10.0.0.1:6379",       // unknown scheme
+      "redis://:s3cret@",                     // no host
+      "redis://bob:s3cret@[::1",              // unclosed '['
+      "redis://:s3cret@[::1]x",               // bytes after ']'
+      "redis://:s3cret@h:99999",              // port
+      "redis://:s3cret@h/zz",                 // database
+      "redis://:s3cret@h?nope=1",             // option
+      "redis://h?password=s3cret",            // a password as an option
+      "redis://h?token=s3cret",               // a token as an option
+      "redis://:s3/cret@h:1",                 // a raw '/' in the password
+      "redis://:s3?cret@h:1",                 // a raw '?'
+      "redis://:s3cret:x@h:99999",            // ':' in the password
+      "rediss://:s3cret@h?tls_ca_file=",      // a TLS option
+      "redis-cluster://:s3cret@a:1,b:99999",  // a seed's port
+      "redis-cluster://:s3cret@a:1/2",        // a database on a cluster
+      "rediss-cluster://:s3/cret@a:1",        // a raw '/'
+      "redis-clusterr://:s3cret@a:1",         // unknown scheme
+      "local://?max_keys=1&token=s3cret",     // local options
+  };
+  for (const char* url : bad) {
+    SCOPED_TRACE(url);
+    const Status checked = CheckStoreSpec(Spec(url));
+    ASSERT_FALSE(checked.ok());
+    EXPECT_EQ(checked.message().find("s3"), std::string::npos) << checked.message();
+    EXPECT_EQ(checked.message().find("cret"), std::string::npos) << checked.message();
+    auto opened = OpenStore(Spec(url), StoreEnv{});
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.status().message().find("s3"), std::string::npos) << opened.status().message();
+  }
+  for (const char* url : {"etcd://u:s3cret@127.0.0.1:2379/k", "etcd://u:s3/cret@127.0.0.1:1/k",
+                          "etcd://127.0.0.1:1,u:s3cret@h:2/k", "etcd://u:s3cret@/k"}) {
+    auto parsed = etcd::ParseEtcdUrl(url);
+    ASSERT_FALSE(parsed.ok()) << url;
+    EXPECT_EQ(parsed.status().message().find("s3"), std::string::npos) << parsed.status().message();
+  }
+}
+
+// A store that cannot connect fails its calls naming host and port, never the password.
+TEST(StoreSpec, ConnectErrorsNeverQuoteAPassword) {
+  auto opened =
+      OpenStore(Spec("redis://bob:s3cret@127.0.0.1:1?timeout_ms=50&connect_timeout_ms=50&pool=1"),
+                StoreEnv{});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  LimitSpec spec;
+  spec.rate = 1;
+  spec.burst = 5;
+  const Limit limit = *Limit::Create(spec);
+  const AcquireItem item{"k", &limit, 1};
+  std::mutex mu;
+  std::optional<Status> failure;
+  opened->store->AcquireAsync({&item, 1}, [&](Result<BatchDecision> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    failure = r.ok() ? Status::Ok() : r.status();
+  });
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return failure.has_value();
+  }));
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(failure->ok());
+  EXPECT_NE(failure->message().find("127.0.0.1:1"), std::string::npos) << failure->message();
+  EXPECT_EQ(failure->message().find("s3cret"), std::string::npos) << failure->message();
 }
 
 TEST(StoreSpec, ANullIoClockIsRefused) {

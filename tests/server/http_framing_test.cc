@@ -119,6 +119,35 @@ TEST(ToOriginForm, PathsUpstreamsReadDifferentlyAreRefusedTheRestNormalised) {
   EXPECT_EQ(out, "/admin");
 }
 
+// Issue 29: bytes outside ASCII in the path are percent-encoded (raw and
+// encoded UTF-8 are one path); a space, control byte or DEL is refused.
+TEST(ToOriginForm, NonAsciiPathBytesAreEncodedControlBytesRefused) {
+  std::string out;
+  EXPECT_EQ(ToOriginForm("GET", "/caf\xC3\xA9/./x?q=\xC3\xA9", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/caf%C3%A9/x?q=\xC3\xA9");  // the query is kept as sent
+  std::string encoded;
+  EXPECT_EQ(ToOriginForm("GET", "/caf%c3%a9/x", "x", &encoded), E::kOk);
+  EXPECT_EQ(encoded, "/caf%C3%A9/x");
+  EXPECT_EQ(ToOriginForm("GET", "/\xFF%2e%2e/\x80", "x", &out), E::kOk);
+  EXPECT_EQ(out, "/%FF../%80");  // "\xFF.." is no dot segment
+  for (const std::string& bad : {std::string("/a b"), std::string("/a\tb"), std::string("/a\x7f"),
+                                 std::string("/a?x=\x01"), std::string("/a\0b", 4)}) {
+    EXPECT_EQ(ToOriginForm("GET", bad, "x", &out), E::kBadTargetByte) << bad;
+  }
+}
+
+// X-Original-URI: the same origin-form, and no Host to meet an absolute-form.
+TEST(OriginalUriToOriginForm, IsToOriginFormWithoutAHost) {
+  std::string out;
+  EXPECT_EQ(OriginalUriToOriginForm("GET", "//api/../%61pi/login?a=%2F", &out), E::kOk);
+  EXPECT_EQ(out, "/api/login?a=%2F");
+  EXPECT_EQ(OriginalUriToOriginForm("GET", "/api%2Flogin", &out), E::kEncodedSlash);
+  EXPECT_EQ(OriginalUriToOriginForm("GET", "http://x/api/login", &out), E::kAuthorityNotHost);
+  EXPECT_EQ(OriginalUriToOriginForm("GET", "", &out), E::kAuthorityForm);
+  EXPECT_EQ(OriginalUriToOriginForm("OPTIONS", "*", &out), E::kOk);
+  EXPECT_EQ(OriginalUriToOriginForm("GET", "/a b", &out), E::kBadTargetByte);
+}
+
 TEST(AcceptRequestHead, RewritesTheTargetAndSaysWhyItRefuses) {
   boost::beast::http::request_header<> req;
   req.method(boost::beast::http::verb::get);

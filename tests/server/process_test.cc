@@ -523,6 +523,58 @@ TEST_F(ProcessTest, CheckRefusesExactlyWhatStartupRefusesWithTheSameMessages) {
   }
 }
 
+// A password in a peer's URL (store, etcd policy source, collector) never
+// reaches --check, start-up or `tollgate check-config --server`, whatever
+// part of the URL is wrong; and a store that cannot be reached is logged and
+// shown (/readyz) by host and port only.
+TEST_F(ProcessTest, StoreUrlPasswordsNeverReachCheckOrStartErrors) {
+  const std::string cli = Binary().substr(0, Binary().rfind("/server/")) + "/tools/tollgate";
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"unknown-scheme", R"("store": "reddis://:s3cret@10.0.0.1:6379")"},
+      {"no-host", R"("store": "redis://:s3cret@")"},
+      {"raw-slash", R"("store": "redis://:s3/cret@10.0.0.1:99999")"},
+      {"option", R"("store": "rediss://bob:s3cret@10.0.0.1?password=s3cret")"},
+      {"cluster-seed", R"("store": "redis-cluster://:s3cret@10.0.0.1:7000,10.0.0.2:x")"},
+      {"etcd-userinfo", ""},  // the policy below
+      {"collector", R"("tracing": {"endpoint": "https://u:s3cret@collector:4318/v1/traces"})"},
+  };
+  for (const auto& [name, field] : fields) {
+    SCOPED_TRACE(name);
+    const std::string policy =
+        name == "etcd-userinfo" ? "etcd://root:s3cret@127.0.0.1:2379/tollgate/policy" : policy_;
+    const std::string path = dir_ + "/" + name + ".json";
+    WriteFile(path, R"({"policy": ")" + policy + R"(", "listen": "127.0.0.1:0", "threads": 1)" +
+                        (field.empty() ? "" : ", " + field) + "}");
+    for (bool check : {true, false}) {
+      std::vector<std::string> args = {"--config", path};
+      if (check) args.push_back("--check");
+      Tollgated t(args, dir_);
+      EXPECT_EQ(t.WaitExit(10s), 2) << t.Log();
+      EXPECT_EQ(t.Log().find("s3"), std::string::npos) << t.Log();
+      EXPECT_EQ(t.Log().find("cret"), std::string::npos) << t.Log();
+    }
+    if (::access(cli.c_str(), X_OK) != 0) continue;
+    FILE* p = ::popen((cli + " check-config --server " + path + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string cli_out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) cli_out.append(buf, n);
+    const int status = ::pclose(p);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2) << cli_out;
+    EXPECT_EQ(cli_out.find("s3"), std::string::npos) << cli_out;
+    EXPECT_EQ(cli_out.find("cret"), std::string::npos) << cli_out;
+  }
+  // A good URL whose Redis is not there: started, logged and shown without the password.
+  Tollgated t({"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--store",
+               "redis://bob:s3cret@127.0.0.1:1?connect_timeout_ms=50"},
+              dir_);
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  const HttpResponse ready = Fetch(t.admin_port(), "GET", "/readyz");
+  EXPECT_NE(ready.body.find("127.0.0.1:1"), std::string::npos) << ready.body;
+  EXPECT_EQ(ready.body.find("s3cret"), std::string::npos) << ready.body;
+  EXPECT_EQ(t.Log().find("s3cret"), std::string::npos) << t.Log();
+}
+
 // Hostile bytes a client can put in a header (Beast lets obs-text and HTAB
 // through) reach the rejection log only escaped: the log line holds no control,
 // C1 or bidi character, and the escaped field decodes back to what was sent.

@@ -147,10 +147,19 @@ bool ReadMessage(int fd, std::string& buf, Message* m, bool is_response, bool no
 
 }  // namespace
 
-int ConnectLoopback(int port, std::chrono::milliseconds timeout) {
+int ConnectLoopback(int port, std::chrono::milliseconds timeout, const char* source_ip) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   SetTimeouts(fd, timeout);
+  if (source_ip) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source_ip, &local.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -164,6 +173,9 @@ int ConnectLoopback(int port, std::chrono::milliseconds timeout) {
 
 HttpConnection::HttpConnection(int port, std::chrono::milliseconds timeout)
     : fd_(ConnectLoopback(port, Scaled(timeout))) {}
+HttpConnection::HttpConnection(int port, const std::string& source_ip,
+                               std::chrono::milliseconds timeout)
+    : fd_(ConnectLoopback(port, Scaled(timeout), source_ip.c_str())) {}
 HttpConnection::~HttpConnection() { Close(); }
 
 void HttpConnection::Close() {

@@ -42,6 +42,9 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 class HttpConnection {
  public:
   explicit HttpConnection(int port, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // From the loopback address `source_ip` (e.g. "127.0.0.2": another peer for the server).
+  HttpConnection(int port, const std::string& source_ip,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
   ~HttpConnection();
   bool connected() const { return fd_ >= 0; }
 
@@ -65,8 +68,9 @@ class HttpConnection {
 };
 
 // A blocking TCP socket connected to 127.0.0.1:port with `timeout` on each
-// send and receive (not scaled), or -1.
-int ConnectLoopback(int port, std::chrono::milliseconds timeout);
+// send and receive (not scaled), or -1. `source_ip`: the local address to
+// bind first (any 127.0.0.0/8 address works on Linux), null for the kernel's.
+int ConnectLoopback(int port, std::chrono::milliseconds timeout, const char* source_ip = nullptr);
 
 // One request on a fresh connection.
 HttpResponse Fetch(int port, const std::string& method, const std::string& target,

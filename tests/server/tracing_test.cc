@@ -34,6 +34,9 @@ server::ServerConfig TracingConfig(const std::string& endpoint) {
   c.trace_sample_ratio = 1.0;
   c.trace_flush_interval = server::Millis(20);
   c.trace_timeout = Scaled(server::Millis(2000));
+  // The test client (127.0.0.1) stands for a trusted proxy: its traceparent's
+  // sampled flag decides (an untrusted peer's does not: see below).
+  c.trusted_proxies = {"127.0.0.1"};
   return c;
 }
 
@@ -141,6 +144,61 @@ TEST(Tracing, TheGatewayNamesTheDecisionSpanAsTheUpstreamsParent) {
   }
   EXPECT_EQ(get, "00-" + std::string(kTraceId) + "-" + spans[0].span_id + "-01");
   EXPECT_EQ(post, "00-" + std::string(kTraceId) + "-" + spans[1].span_id + "-01");
+}
+
+// Issue 29, finding 7: a client that is not a trusted proxy sent
+// traceparent ...-01 on every request and had each of its decisions recorded
+// (1.6x the CPU, crowding out real spans). Its flag no longer counts: with
+// sample_ratio 0 none of its decisions is recorded, while a trusted proxy's
+// sampled parent still is. The trusted proxy's request comes last and its span
+// is the marker: spans leave the queue in order, so once it arrived, an
+// earlier span of the untrusted client would have too.
+TEST(Tracing, AnUntrustedTraceparentCannotForceSampling) {
+  OtlpCollector collector;
+  server::ServerConfig config = TracingConfig(collector.endpoint());
+  config.trace_sample_ratio = 0.0;
+  config.trusted_proxies = {"127.0.0.2"};
+  std::string error;
+  auto t = TestServer::Start(config, GenerousPolicy(1000000), &error);
+  ASSERT_TRUE(t) << error;
+  const std::string untrusted_trace = "11111111111111111111111111111111";
+  const std::string trusted_trace = "22222222222222222222222222222222";
+  HttpConnection client(t->port);  // from 127.0.0.1: not a trusted proxy
+  for (int i = 0; i < 5; ++i) {
+    auto r = client.Request(
+        "GET", "/v1/auth",
+        {{"x-api-key", "k1"}, {"traceparent", "00-" + untrusted_trace + "-" + kParentId + "-01"}});
+    ASSERT_EQ(r.status, 204) << r.error << r.body;
+  }
+  HttpConnection proxy(t->port, "127.0.0.2");
+  ASSERT_TRUE(proxy.connected()) << "cannot bind 127.0.0.2";
+  auto r = proxy.Request(
+      "GET", "/v1/auth",
+      {{"x-api-key", "k1"}, {"traceparent", "00-" + trusted_trace + "-" + kParentId + "-01"}});
+  ASSERT_EQ(r.status, 204) << r.error << r.body;
+  ASSERT_TRUE(WaitFor([&] { return !Named(collector.spans(), "tollgate.decision").empty(); }));
+  const std::vector<ReceivedSpan> spans = Named(collector.spans(), "tollgate.decision");
+  ASSERT_EQ(spans.size(), 1u) << spans[0].trace_id;  // only the trusted proxy's
+  EXPECT_EQ(spans[0].trace_id, trusted_trace);
+  EXPECT_EQ(spans[0].parent_span_id, kParentId);
+}
+
+// An untrusted caller's decisions are sampled by the configured ratio, and a
+// sampled one still continues the caller's trace (its trace id, its span as
+// the parent), whatever the flag says: here ratio 1 and a flag of 00.
+TEST(Tracing, AnUntrustedTraceparentIsSampledByTheRatioAndStillContinued) {
+  OtlpCollector collector;
+  server::ServerConfig config = TracingConfig(collector.endpoint());
+  config.trusted_proxies.clear();
+  std::string error;
+  auto t = TestServer::Start(config, GenerousPolicy(1000000), &error);
+  ASSERT_TRUE(t) << error;
+  ASSERT_EQ(Auth(t->port, "k1", Traceparent("00")), 204);
+  ASSERT_TRUE(WaitFor([&] { return !Named(collector.spans(), "tollgate.decision").empty(); }));
+  const std::vector<ReceivedSpan> spans = Named(collector.spans(), "tollgate.decision");
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].trace_id, kTraceId);
+  EXPECT_EQ(spans[0].parent_span_id, kParentId);
 }
 
 #if TOLLGATE_TEST_REDIS

@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -152,6 +153,7 @@ struct OtlpCollector::Impl {
     boost::beast::flat_buffer buffer;
     std::optional<http::request_parser<http::string_body>> parser;
     http::response<http::string_body> response;
+    std::string hostile, filler;  // a hostile mode's reply start and what follows forever
     explicit Connection(tcp::socket s) : socket(std::move(s)) { Reset(); }
     void Reset() {
       parser.emplace();
@@ -181,6 +183,10 @@ struct OtlpCollector::Impl {
                          hung.push_back(c);  // keeps the connection open, unanswered
                          return;
                        }
+                       if (mode != Mode::kAnswer) {
+                         StreamHostileReply(c);
+                         return;
+                       }
                        c->response = http::response<http::string_body>(
                            why.empty() ? http::status::ok : http::status::bad_request, 11);
                        c->response.set(http::field::content_type, "application/json");
@@ -193,6 +199,27 @@ struct OtlpCollector::Impl {
                                            c->Reset();
                                            Read(c);
                                          });
+                     });
+  }
+
+  // The start of a reply that never ends, then the same filler again and
+  // again until a write fails (the client closed).
+  void StreamHostileReply(std::shared_ptr<Connection> c) {
+    c->hostile = mode == Mode::kEndlessChunkExtension
+                     ? "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext="
+                 : mode == Mode::kEndlessHeader
+                     ? "HTTP/1.1 200 OK\r\nX-Endless: "
+                     : "HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n";
+    c->filler.assign(64 * 1024, 'a');
+    net::async_write(c->socket, net::buffer(c->hostile),
+                     [this, c](boost::system::error_code ec, size_t) {
+                       if (!ec) StreamFiller(c);
+                     });
+  }
+  void StreamFiller(std::shared_ptr<Connection> c) {
+    net::async_write(c->socket, net::buffer(c->filler),
+                     [this, c](boost::system::error_code ec, size_t) {
+                       if (!ec) StreamFiller(c);
                      });
   }
 

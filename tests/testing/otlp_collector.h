@@ -5,7 +5,12 @@
 // requires, ids as lowercase hex of the right length, times and intValue as
 // decimal strings, kind and status code in range); a request that fails is
 // answered 400 and recorded in errors(). Modes: kAnswer (200 "{}") and kHang
-// (reads the request, never answers, keeps the connection open).
+// (reads the request, never answers, keeps the connection open), and three
+// hostile collectors that, after reading a request, send a reply that never
+// ends until the client closes: kEndlessChunkExtension (a chunked 200 whose
+// first chunk-size line's extension goes on and on), kEndlessHeader (a header
+// value that never ends) and kHugeBody (a 200 announcing a 1 GiB body and
+// sending it).
 //
 // Thread safety: spans(), errors() and requests() may be called from any
 // thread while the collector runs on its own.
@@ -37,7 +42,7 @@ std::string DecodeOtlpJson(std::string_view body, std::vector<ReceivedSpan>* out
 
 class OtlpCollector {
  public:
-  enum class Mode { kAnswer, kHang };
+  enum class Mode { kAnswer, kHang, kEndlessChunkExtension, kEndlessHeader, kHugeBody };
   explicit OtlpCollector(Mode mode = Mode::kAnswer);
   ~OtlpCollector();
 

@@ -4,6 +4,7 @@
 #include "testing/timing.h"
 #include "trace/exporter.h"
 #include "trace/otlp_json.h"
+#include "trace/otlp_reply.h"
 #include "trace/span.h"
 #include "trace/traceparent.h"
 
@@ -182,6 +183,132 @@ TEST(Exporter, TheQueueIsBoundedBehindAHangingCollector) {
   EXPECT_EQ(s.dropped, 95u);
   EXPECT_EQ(s.queued, 5u);
   exporter->reset();
+}
+
+// A collector URL with user info is refused without quoting its password.
+TEST(CollectorUrl, ErrorsNeverQuoteAPassword) {
+  for (const char* bad : {"https://user:s3cret@collector:4318/v1/traces",
+                          "http://user:s3cret@collector:4318/v1/traces", "s3cret@collector"}) {
+    auto url = ParseCollectorUrl(bad);
+    ASSERT_FALSE(url.ok()) << bad;
+    EXPECT_EQ(url.status().message().find("s3cret"), std::string::npos) << url.status().message();
+  }
+}
+
+// The reply reader: every framing, fed whole or a byte at a time.
+TEST(CollectorReply, FramesLengthChunkedAndCloseDelimitedReplies) {
+  struct Case {
+    std::string bytes;
+    int status;
+    bool done_before_close;
+    size_t body;
+  };
+  const Case cases[] = {
+      {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", 200, true, 2},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a=b\r\n{}\r\n0\r\nX-T: "
+       "1\r\n\r\n",
+       200, true, 2},
+      {"HTTP/1.0 503 Busy\r\n\r\nlater", 503, false, 5},
+      {"HTTP/1.1 204 No Content\r\n\r\n", 204, true, 0},
+  };
+  for (const Case& c : cases) {
+    for (bool bytewise : {false, true}) {
+      SCOPED_TRACE(c.bytes + (bytewise ? " (a byte at a time)" : ""));
+      CollectorReply reply;
+      if (bytewise) {
+        for (char ch : c.bytes) reply.Feed(std::string_view(&ch, 1));
+      } else {
+        reply.Feed(c.bytes);
+      }
+      EXPECT_EQ(reply.state() == CollectorReply::State::kDone, c.done_before_close);
+      EXPECT_EQ(reply.Finish(), CollectorReply::State::kDone) << reply.error();
+      EXPECT_EQ(reply.status(), c.status);
+      EXPECT_EQ(reply.body_size(), c.body);
+      EXPECT_EQ(reply.success(), c.status / 100 == 2);
+    }
+  }
+  for (const char* bad : {"HTTP/2 200 OK\r\n\r\n", "HTTP/1.1 20x OK\r\n\r\n",
+                          "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+                          "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+                          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab",
+                          "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n"}) {
+    CollectorReply reply;
+    reply.Feed(bad);
+    EXPECT_EQ(reply.Finish(), CollectorReply::State::kFailed) << bad;
+    EXPECT_FALSE(reply.overflow()) << bad;
+  }
+  CollectorReply cut;  // closed mid-body
+  cut.Feed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab");
+  EXPECT_EQ(cut.Finish(), CollectorReply::State::kFailed);
+}
+
+// Each bound stops the reader at the first byte past it.
+TEST(CollectorReply, EveryBoundStopsTheReply) {
+  const ReplyLimits limits{/*head_bytes=*/100, /*chunk_line_bytes=*/20, /*body_bytes=*/10};
+  struct Case {
+    std::string start;
+    char filler;
+  };
+  const Case cases[] = {
+      {"HTTP/1.1 200 OK\r\nX-Endless: ", 'a'},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=", 'a'},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", 'a'},  // 10 fit, then ignored
+      {"HTTP/1.1 200 OK\r\n\r\n", 'a'},                        // to the close
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ", 'a'},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.start);
+    CollectorReply reply(limits);
+    reply.Feed(c.start);
+    size_t fed = 0;
+    while (reply.state() == CollectorReply::State::kMore && fed < 10'000) {
+      reply.Feed(std::string(1, c.filler));
+      ++fed;
+    }
+    if (c.start.find("Content-Length: 10") != std::string::npos) {
+      EXPECT_EQ(reply.state(), CollectorReply::State::kDone);
+      EXPECT_EQ(reply.body_size(), 10u);
+      continue;
+    }
+    EXPECT_EQ(reply.state(), CollectorReply::State::kFailed);
+    EXPECT_TRUE(reply.overflow()) << reply.error();
+    EXPECT_LE(reply.bytes_fed(), 2 * limits.head_bytes) << reply.error();
+  }
+  CollectorReply announced(limits);  // a Content-Length past the bound fails at once
+  announced.Feed("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n");
+  EXPECT_TRUE(announced.overflow());
+}
+
+// A hostile collector streams a reply that never ends (a chunk extension, a
+// header, a 1 GiB body): the exporter reads at most the reply's bounds plus
+// one socket read, drops the reply and counts it, and the batch fails, long
+// before the export's deadline (an hour here, so only the bound can end it).
+TEST(Exporter, AHostileCollectorsEndlessReplyIsCutAtItsBound) {
+  for (OtlpCollector::Mode mode :
+       {OtlpCollector::Mode::kEndlessChunkExtension, OtlpCollector::Mode::kEndlessHeader,
+        OtlpCollector::Mode::kHugeBody}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    OtlpCollector collector(mode);
+    ExporterOptions o;
+    o.endpoint = collector.endpoint();
+    o.max_batch = 1;
+    o.flush_interval = Millis(10);
+    o.timeout = Millis(3'600'000);
+    o.shutdown_timeout = Millis(10);
+    auto exporter = OtlpHttpExporter::Create(o);
+    ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
+    EXPECT_TRUE((*exporter)->Enqueue(ExampleSpan()));
+    ASSERT_TRUE(testing::WaitFor([&] { return (*exporter)->stats().failed == 1; }))
+        << "the export never ended";
+    const auto s = (*exporter)->stats();
+    EXPECT_EQ(s.exported, 0u);
+    EXPECT_EQ(s.oversized_replies, 1u);
+    const ReplyLimits& limits = o.reply_limits;
+    EXPECT_LE(s.reply_bytes,
+              limits.head_bytes + limits.chunk_line_bytes + limits.body_bytes + kReplyReadBytes);
+    EXPECT_EQ(collector.requests(), 1u);
+  }
 }
 
 TEST(Exporter, RefusesBadOptions) {
