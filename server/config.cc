@@ -305,6 +305,8 @@ void ReadStringOrSection(JsonFields& r, std::string_view key, std::string* as_st
 void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   r.String("policy", &c->policy_path);
   r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
+  r.String("policy_value_dir", &c->policy_value_dir);
+  r.Bool("policy_remote_files", &c->policy_remote_files);
   r.String("listen", &c->listen);
   r.Integer("threads", &c->threads, 0, 256);
   ReadMainListenerModes(r, c);
@@ -338,6 +340,12 @@ void CheckListeners(const ServerConfig& c, std::vector<ConfigError>* errors) {
   std::string why;
   HostPort hp;
   if (c.policy_path.empty()) errors->push_back({"policy", "is required (--policy FILE)"});
+  if (c.policy_remote_files && c.policy_value_dir.empty() &&
+      c.policy_path.find("://") != std::string::npos) {
+    errors->push_back({"policy_value_dir",
+                       "is required when an etcd policy may read value files "
+                       "(policy_remote_files)"});
+  }
   if (!ParseHostPort(c.listen, &hp, &why)) errors->push_back({"listen", why});
   if (c.admin_listen.empty()) return;
   if (!ParseHostPort(c.admin_listen, &hp, &why)) {

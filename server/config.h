@@ -47,6 +47,14 @@ struct ServerConfig {
   // What to enforce.
   std::string policy_path;
   Millis policy_poll_interval{1000};  // mtime check for automatic reload; 0 = off
+  // The directory a policy's value files and tenant tables are read from,
+  // confined to it (docs/configuration.md, "Value files"); "" = the policy
+  // file's directory (an etcd policy: none, no files).
+  std::string policy_value_dir;
+  // Whether a policy that arrives over the network (PUT /v1/policy, an etcd
+  // key) may read value files from that directory; false: such a policy
+  // naming a file is refused.
+  bool policy_remote_files = false;
 
   // Listeners.
   std::string listen = "127.0.0.1:8080";

@@ -142,6 +142,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (cli.check_only) {
+    // What a start reads besides files: the policy's Redis tenant tables,
+    // when the store answers (a start refuses an invalid one).
+    std::string unchecked;
+    errors = tollgate::server::CheckTenantTables(config, &unchecked);
+    if (!errors.empty()) {
+      std::cerr << "tollgated: invalid configuration:\n";
+      for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
+      return 2;
+    }
+    if (!unchecked.empty()) std::cerr << "tollgated: " << unchecked << "\n";
     std::cout << (config.grpc_listen.empty() ? "config and policy are valid\n"
                                              : "config, policy and rls_config are valid\n");
     return 0;
@@ -150,7 +160,10 @@ int main(int argc, char** argv) {
   auto server = tollgate::server::Server::Create(config);
   if (!server.ok()) {
     std::cerr << "tollgated: " << server.status().message() << "\n";
-    return 1;
+    // An invalid configuration or policy is not restarted (the unit's
+    // RestartPreventExitStatus=2); what may pass on its own (a store or an
+    // address out of reach, a port in use) is.
+    return server.status().code() == tollgate::StatusCode::kInvalidArgument ? 2 : 1;
   }
   (*server)->HandleSignals();
   (*server)->Start();

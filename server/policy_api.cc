@@ -73,11 +73,13 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
   const bool dry_run = DryRunRequested(query, &query_errors);
   if (!query_errors.empty())
     return Problem(400, "Invalid policy query", "see errors", query_errors);
-  // Checked as a reload would parse it (relative files next to the policy
-  // file), except that Redis tenant tables are not read here, on a worker:
-  // the reload that applies the text reads them.
+  // Checked as a reload would parse it, except that Redis tenant tables are
+  // not read here, on a worker: put_policy checks them (and the rls_config)
+  // before it stores anything. A policy given over the network names value
+  // files only when the config allows it (policy_remote_files; issue 29).
   PolicyParseOptions options = s.policies->parse_options();
   options.read_tenant_hash = nullptr;
+  options.files = s.config->policy_remote_files;
   ParsedPolicy parsed = ParsePolicy(body, options);
   if (!parsed.policy) {
     return Problem(400, "Invalid policy", "the running policy stays in effect", parsed.errors);

@@ -25,6 +25,7 @@
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
+#include "src/policy/policy_impl.h"
 
 namespace tollgate::server {
 
@@ -99,7 +100,7 @@ Result<tcp::acceptor> Bind(net::io_context& ioc, const std::string& address,
     tcp::resolver resolver(ioc);
     auto results = resolver.resolve(hp.host, std::to_string(hp.port), ec);
     if (ec || results.empty()) {
-      return InvalidArgument(std::string(what) + ": cannot resolve " + hp.host);
+      return UnavailableError(std::string(what) + ": cannot resolve " + hp.host);
     }
     endpoint = results.begin()->endpoint();
   } else {
@@ -172,6 +173,9 @@ class Server::Impl {
   // new policy swapped in whole.
   std::atomic<int64_t> tenant_refresh_ns{0};
   std::atomic<int64_t> tenant_loaded_ns{0};
+  // Set by a tenant table read that failed because Redis could not be reached
+  // (OpenPolicy: such a start exits 1, not 2).
+  std::atomic<bool> tenant_store_unreachable{false};
   RlsStamps rls_stamps;  // empty without the gRPC frontend
   std::vector<std::thread> threads;
   std::atomic<bool> shutdown_started{false};
@@ -302,36 +306,102 @@ class Server::Impl {
     return ReloadLocked(trigger, "");
   }
 
-  // The admin API's PUT: the file first (so a restart, another instance on
-  // the same file and the file watch all agree), then the reload from it.
+  // The admin API's PUT. Checked first exactly as the reload below will parse
+  // it (the same ParsePolicy with the same Redis tenant reader; with the gRPC
+  // frontend the rls_config too), so a policy that would not apply is never
+  // stored. Then stored (the file replaced; etcd: put only while the key is at
+  // the revision just read) and applied from the same bytes; should that
+  // reload still fail (a tenant hash changed in between), the stored bytes are
+  // put back. The file watch and a restart only ever see a policy that applied.
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor) {
     std::lock_guard<std::mutex> lock(reload_mu);
-    if (etcd_source) {
-      // Written to etcd, applied here now; the watch brings the same bytes back
-      // (the same version) and every other instance picks them up.
-      Result<int64_t> put = etcd::EtcdPut(*etcd_source, text);
-      if (!put.ok()) {
-        log->Error("policy_put_failed",
-                   {{"actor", std::string(actor)}, {"error", put.status().message()}});
-        return {{"", put.status().message()}};
-      }
-      const std::string copy(text);
-      return ReloadLocked("admin_put", actor, &copy);
+    std::vector<ConfigError> errors = CheckPut(text);
+    if (!errors.empty()) {
+      LogPutFailed(actor, errors);
+      return errors;
     }
-    Status written = ReplaceFileAtomically(config->policy_path, text);
-    if (!written.ok()) {
-      log->Error("policy_put_failed",
-                 {{"actor", std::string(actor)}, {"error", written.message()}});
-      return {{"", written.message()}};
+    Result<StoredPolicy> stored = StorePolicy(text);
+    if (!stored.ok()) {
+      errors = {{"", stored.status().message()}};
+      LogPutFailed(actor, errors);
+      return errors;
     }
-    std::vector<ConfigError> errors = ReloadLocked("admin_put", actor);
-    // The file watch need not reload what was just applied; posted to the
+    const std::string copy(text);
+    errors = ReloadLocked("admin_put", actor, &copy);
+    if (!errors.empty()) RestorePolicy(*stored, actor);
+    // The file watch need not reload what was just written; posted to the
     // thread that owns the stamp (a poll before it only reloads the same bytes).
-    if (reload_timer) {
+    if (reload_timer && !etcd_source) {
       net::post(reload_timer->get_executor(),
                 [this] { policy_stamp = Stamp(config->policy_path); });
     }
     return errors;
+  }
+
+  std::vector<ConfigError> CheckPut(std::string_view text) {
+    std::vector<ConfigError> errors = ParsePolicy(text, PutParseOptions()).errors;
+    if (grpc) {
+      for (ConfigError& e : GrpcFrontend::CheckConfig(*config)) {
+        e.path = "rls_config: " + e.path;
+        errors.push_back(std::move(e));
+      }
+    }
+    return errors;
+  }
+
+  void LogPutFailed(std::string_view actor, const std::vector<ConfigError>& errors) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : errors) list.push_back(e.ToString());
+    log->Error("policy_put_failed", {{"actor", std::string(actor)}, {"errors", std::move(list)}});
+  }
+
+  // What a PUT replaced: the bytes before it, and (etcd) the revision it wrote.
+  struct StoredPolicy {
+    std::optional<std::string> before;  // etcd: nullopt when the key did not exist
+    int64_t revision = 0;
+  };
+
+  Result<StoredPolicy> StorePolicy(std::string_view text) {
+    StoredPolicy stored;
+    if (etcd_source) {
+      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
+      if (!read.ok()) return read.status();
+      const int64_t seen = read->kv ? read->kv->mod_revision : 0;
+      if (read->kv) stored.before = read->kv->value;
+      Result<int64_t> put = etcd::EtcdPutIfRevision(*etcd_source, text, seen);
+      if (!put.ok()) return put.status();
+      stored.revision = *put;
+      return stored;
+    }
+    Result<std::string> before = ReadWholeFile(config->policy_path, kMaxPolicyBytes);
+    if (!before.ok()) return before.status();
+    stored.before = std::move(before).value();
+    if (Status written = ReplaceFileAtomically(config->policy_path, text); !written.ok()) {
+      return written;
+    }
+    return stored;
+  }
+
+  // Puts back what StorePolicy replaced (etcd: only if nobody wrote the key
+  // since), logging the outcome.
+  void RestorePolicy(const StoredPolicy& stored, std::string_view actor) {
+    Status restored = Status::Ok();
+    if (etcd_source) {
+      if (stored.before) {
+        restored = etcd::EtcdPutIfRevision(*etcd_source, *stored.before, stored.revision).status();
+      } else {
+        restored = etcd::EtcdDeleteIfRevision(*etcd_source, stored.revision);
+      }
+    } else {
+      restored = ReplaceFileAtomically(config->policy_path, *stored.before);
+    }
+    nlohmann::json fields = {{"actor", std::string(actor)}, {"source", config->policy_path}};
+    if (restored.ok()) {
+      log->Warn("policy_put_rolled_back", std::move(fields));
+    } else {
+      fields["error"] = restored.message();
+      log->Error("policy_put_rollback_failed", std::move(fields));
+    }
   }
 
   // Reload's work; reload_mu is held. Every successful reload is one audit
@@ -435,33 +505,55 @@ class Server::Impl {
     return rt;
   }
 
-  // How every parse of the policy reads what it names: relative files next to
-  // the policy file (PolicyStore::Open; an etcd policy: tollgated's working
-  // directory), Redis tenant tables from the store's Redis.
-  PolicyParseOptions ParseOptions() {
+  // How every parse of the policy reads what it names: value files confined
+  // to policy_value_dir, else the policy file's directory (PolicyStore::Open);
+  // an etcd policy reads files only with policy_remote_files. Redis tenant
+  // tables from the store's Redis; `record_refresh` (not for a PUT's check)
+  // notes their refresh for the reload poll.
+  PolicyParseOptions ParseOptions(bool record_refresh = true) {
     PolicyParseOptions options;
-    options.read_tenant_hash = [this](const TenantHashRef& ref,
-                                      std::vector<std::pair<std::string, std::string>>* entries) {
+    options.base_dir = config->policy_value_dir;
+    options.files = !PolicyFromEtcd() || config->policy_remote_files;
+    options.read_tenant_hash = [this, record_refresh](
+                                   const TenantHashRef& ref,
+                                   std::vector<std::pair<std::string, std::string>>* entries) {
       if (!store.redis_command) {
         return InvalidArgument("a Redis tenant table needs a Redis store (store: redis://...)");
       }
-      if (ref.refresh.count() > 0) {
+      if (record_refresh && ref.refresh.count() > 0) {
         int64_t now = tenant_refresh_ns.load();
         while ((now == 0 || ref.refresh.count() < now) &&
                !tenant_refresh_ns.compare_exchange_weak(now, ref.refresh.count())) {
         }
       }
-      return ReadTenantHash(store.redis_command, ref.key, entries);
+      Status read = ReadTenantHash(store.redis_command, ref.key, entries);
+      if (StoreUnreachable(read)) tenant_store_unreachable = true;
+      return read;
     };
+    return options;
+  }
+
+  bool PolicyFromEtcd() const { return config->policy_path.find("://") != std::string::npos; }
+
+  // How a policy given over the network (PUT /v1/policy) is checked: as every
+  // reload parses it, but reading value files only with policy_remote_files.
+  PolicyParseOptions PutParseOptions() {
+    PolicyParseOptions options = ParseOptions(/*record_refresh=*/false);
+    options.base_dir = policies->parse_options().base_dir;
+    options.files = config->policy_remote_files;
     return options;
   }
 
   // The policy, the store and the Enforcer deciding with them.
   // The first policy: the file, or the etcd key's current value.
+  // An invalid policy is kInvalidArgument (tollgated exits 2); a Redis tenant
+  // table that could not be read because Redis is down is not (exit 1: a
+  // restart may succeed).
   Status OpenPolicy() {
-    if (config->policy_path.find("://") == std::string::npos) {  // a URL: CheckServerConfig
+    tenant_store_unreachable.store(false);
+    if (!PolicyFromEtcd()) {  // a URL: CheckServerConfig
       auto opened = PolicyStore::Open(config->policy_path, clock, ParseOptions());
-      if (!opened.ok()) return InvalidArgument("invalid policy " + opened.status().message());
+      if (!opened.ok()) return PolicyRefused("invalid policy " + opened.status().message());
       policies = std::move(opened).value();
       return Status::Ok();
     }
@@ -473,16 +565,21 @@ class Server::Impl {
     options.url = std::move(url).value();
     auto read = etcd::EtcdRange(options);
     if (!read.ok()) return read.status();
-    if (!read->kv) return InvalidArgument("etcd key " + options.url.key + " does not exist");
+    if (!read->kv) return UnavailableError("etcd key " + options.url.key + " does not exist");
     auto opened = PolicyStore::FromText(read->kv->value, clock, ParseOptions());
     if (!opened.ok()) {
-      return InvalidArgument("invalid policy in " + config->policy_path + ":\n" +
-                             opened.status().message());
+      return PolicyRefused("invalid policy in " + config->policy_path + ":\n" +
+                           opened.status().message());
     }
     policies = std::move(opened).value();
     etcd_source = std::move(options);
     etcd_revision = read->revision;
     return Status::Ok();
+  }
+
+  Status PolicyRefused(std::string message) const {
+    if (tenant_store_unreachable.load()) return UnavailableError(std::move(message));
+    return InvalidArgument(std::move(message));
   }
 
   // Watches the etcd key (after Start): each new revision reloads like a file change.
@@ -492,7 +589,7 @@ class Server::Impl {
         *etcd_source, etcd_revision,
         [this](int64_t revision, std::string value) {
           std::lock_guard<std::mutex> lock(reload_mu);
-          if (ParsePolicy(value).version == policies->version()) return;  // already live
+          if (value == policies->text()) return;  // already live (read no files to tell)
           ReloadLocked("etcd_watch:" + std::to_string(revision), "", &value);
         },
         [this](const Status& status) {
@@ -601,7 +698,7 @@ class Server::Impl {
     const HostPort& at = gw->upstream.address;
     auto results = resolver.resolve(at.host, std::to_string(at.port), ec);
     if (ec || results.empty()) {
-      return InvalidArgument("gateway.upstream: cannot resolve " + at.host + ": " + ec.message());
+      return UnavailableError("gateway.upstream: cannot resolve " + at.host + ": " + ec.message());
     }
     for (const auto& r : results) gw->endpoints.push_back(r.endpoint());
     return std::shared_ptr<const Gateway>(std::move(gw));

@@ -19,7 +19,10 @@
 //
 // Thread safety: Shutdown() and Reload() may be called from any thread;
 // Start/Wait/HandleSignals from the owning thread. Errors: Create fails with a
-// Status whose message lists every problem (policy errors one a line).
+// Status whose message lists every problem (policy errors one a line):
+// kInvalidArgument when the config or the policy is invalid (tollgated exits
+// 2, which systemd does not restart), another code for what may pass on its
+// own (a store, an etcd key or an address out of reach, a port in use: exit 1).
 #ifndef TOLLGATE_SERVER_SERVER_H_
 #define TOLLGATE_SERVER_SERVER_H_
 

@@ -18,6 +18,7 @@
 #ifndef TOLLGATE_SERVER_STARTUP_CHECK_H_
 #define TOLLGATE_SERVER_STARTUP_CHECK_H_
 
+#include <string>
 #include <vector>
 
 #include "server/config.h"
@@ -25,6 +26,14 @@
 namespace tollgate::server {
 
 std::vector<ConfigError> CheckServerConfig(const ServerConfig& config);
+
+// `tollgated --check` only (a start reads them as it opens the policy): the
+// policy file's Redis tenant tables ("tenants": {"redis_hash": ...}) read
+// from the configured store as a start reads them, each invalid one an error
+// ("<policy>: rules[0].tenants: redis hash plans field \"x\": ..."). When the
+// store cannot be reached the tables are left unchecked and *unchecked says
+// so; nothing is read for an etcd policy or a policy without such a table.
+std::vector<ConfigError> CheckTenantTables(const ServerConfig& config, std::string* unchecked);
 
 }  // namespace tollgate::server
 

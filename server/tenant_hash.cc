@@ -10,4 +10,9 @@ Status ReadTenantHash(const RedisCommand& command, std::string_view key,
   return Status::Ok();
 }
 
+bool StoreUnreachable(const Status& status) {
+  return status.code() == StatusCode::kConnection || status.code() == StatusCode::kTimeout ||
+         status.code() == StatusCode::kUnavailable;
+}
+
 }  // namespace tollgate::server

@@ -29,6 +29,12 @@ Status ReadTenantHash(const RedisCommand& command, std::string_view key,
                       std::vector<std::pair<std::string, std::string>>* entries,
                       const TenantHashLimits& limits = {});
 
+// Whether a read failed because Redis could not be reached or did not answer
+// in time (a connection, a timeout, an open breaker), not because of what the
+// hash holds: a start that fails so may succeed later (exit 1, not 2), and
+// `tollgated --check` leaves the table unchecked.
+bool StoreUnreachable(const Status& status);
+
 }  // namespace tollgate::server
 
 #endif  // TOLLGATE_SERVER_TENANT_HASH_H_

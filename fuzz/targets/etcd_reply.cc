@@ -1,9 +1,10 @@
 // Fuzz target: etcd's HTTP/JSON gateway replies as the etcd policy source
-// reads them (src/runtime/etcd_reply.h): POST /v3/kv/range bodies and lines
-// of the /v3/watch stream, and the base64 codec under both.
+// reads them (src/runtime/etcd_reply.h): POST /v3/kv/range bodies, lines
+// of the /v3/watch stream, /v3/kv/txn bodies (a PUT's compare on the key's
+// mod_revision), and the base64 codec under them.
 //
 // Input: a mode byte, then the reply. Mode 0: a range reply; 1: a watch line;
-// otherwise bytes for base64. Properties: no crash, hang or unbounded memory
+// 3: a txn reply; otherwise bytes for base64. Properties: no crash, hang or unbounded memory
 // on any input; base64 round-trips; a range reply that parses re-encodes
 // (its value through PutRequest's encoding) to the same bytes.
 #include <string>
@@ -33,6 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(watch->events.size() <= etcd::kMaxEvents, "too many events accepted");
       FUZZ_CHECK(watch->revision >= 0 && watch->compact_revision >= 0, "negative revision");
     }
+  } else if (mode == 3) {
+    auto txn = etcd::ParseTxnReply(rest);
+    if (txn.ok()) FUZZ_CHECK(txn->revision >= 0, "negative revision");
   } else {
     std::string decoded;
     FUZZ_CHECK(etcd::Base64Decode(etcd::Base64Encode(rest), &decoded) && decoded == rest,

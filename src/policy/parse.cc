@@ -20,6 +20,7 @@
 #include "base/json_fields.h"
 #include "base/names.h"
 #include "policy/policy_impl.h"
+#include "policy/value_file.h"
 #include "policy/value_sets.h"
 #include "tollgate/calendar.h"
 #include "tollgate/period.h"
@@ -119,11 +120,6 @@ struct MatchCtx {
   size_t nodes = 0;  // conditions built for the current rule (kMaxMatchNodes)
 };
 
-std::string ResolvePath(const PolicyParseOptions& o, const std::string& file) {
-  if (file.empty() || file.front() == '/' || o.base_dir.empty()) return file;
-  return o.base_dir + "/" + file;
-}
-
 // {"file": "<path>"} at `path`: the file name (1 to 4096 characters), or
 // nullopt after reporting why not. `what` names the form for the message
 // ("an array of values or ").
@@ -157,7 +153,7 @@ std::optional<std::vector<std::string>> ValueFile(const std::string& file, const
                                                   MatchCtx& m,
                                                   std::vector<size_t>* lines = nullptr) {
   std::string text, why;
-  if (!ReadBoundedFile(ResolvePath(*m.options, file), &text, &why)) {
+  if (!ReadConfinedFile(m.options->base_dir, file, &text, &why)) {
     m.e->Add(FieldPath(path, "file"), why);
     return std::nullopt;
   }
@@ -209,10 +205,10 @@ bool ParseCidrs(const json& v, const std::string& p, MatchCtx& m, Condition* c) 
   size_t reported = 0;
   c->cidrs = CidrSet::Build(texts, [&](size_t i, const std::string& why) {
     if (++reported > 20) return;  // one bad file must not flood the log
-    if (!file.empty()) {
+    if (!file.empty()) {          // the line, never its bytes (a file may hold secrets)
       m.e->Add(p, file + " line " + std::to_string(lines[i]) + ": " + why);
     } else {
-      m.e->Add(v.is_array() ? IndexPath(p, i) : p, why);
+      m.e->Add(v.is_array() ? IndexPath(p, i) : p, why + ": \"" + texts[i].substr(0, 64) + "\"");
     }
   });
   if (m.e->count() != before) return false;
@@ -824,7 +820,7 @@ std::shared_ptr<const TenantTable> ParseTenants(const json& t, const std::string
     if (!file) return nullptr;
   }
   std::string text, why;
-  if (!ReadBoundedFile(ResolvePath(*m.options, *file), &text, &why)) {
+  if (!ReadConfinedFile(m.options->base_dir, *file, &text, &why)) {
     m.e->Add(path, why);
     return nullptr;
   }

@@ -9,7 +9,8 @@
 //                either count,period or rps,burst (or all four, a row setting
 //                one pair); '#' comment lines and blank lines skipped.
 // Every loader is bounded (kMaxValueFileBytes, kMaxValueFileEntries) and
-// reports each bad line as "<file> line N: why".
+// reports each bad line as "<file> line N: why", never quoting the line (the
+// files are read by policy/value_file.h, confined to the policy's directory).
 //
 // Thread safety: immutable after building; shared by pointer between policies.
 #ifndef TOLLGATE_SRC_POLICY_VALUE_SETS_H_
@@ -35,13 +36,13 @@ namespace tollgate {
 class CidrSet {
  public:
   // From CIDR texts ("10.0.0.0/8", "2001:db8::/32", a bare address). Each text
-  // that does not parse is reported through `bad(index, why)`; the others are kept.
+  // that does not parse is reported through `bad(index, why)`; the others are
+  // kept. `why` never quotes the text (a file's lines may be secrets).
   template <typename Bad>
   static std::shared_ptr<const CidrSet> Build(const std::vector<std::string>& texts, Bad bad) {
     auto set = std::make_shared<CidrSet>();
     for (size_t i = 0; i < texts.size(); ++i) {
-      if (!set->Add(texts[i]))
-        bad(i, "not a CIDR or IP address: \"" + texts[i].substr(0, 64) + "\"");
+      if (!set->Add(texts[i])) bad(i, "not a CIDR or IP address");
     }
     set->Finish();
     return set;
@@ -82,10 +83,6 @@ struct LineError {
   size_t line = 0;
   std::string message;
 };
-
-// Reads a regular file of at most kMaxValueFileBytes (not a FIFO or device).
-// On failure returns false and sets *why.
-bool ReadBoundedFile(const std::string& path, std::string* out, std::string* why);
 
 // The values of a value file (see above); errors (too many lines, ...) appended.
 // `lines`, when given, receives each value's line number.

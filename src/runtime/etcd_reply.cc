@@ -184,6 +184,19 @@ Result<RangeReply> ParseRangeReply(std::string_view body) {
   return out;
 }
 
+Result<TxnReply> ParseTxnReply(std::string_view body) {
+  auto parsed = ParseObject(body, "etcd txn reply");
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  Reader r("etcd txn reply");
+  TxnReply out;
+  if (const json* header = r.Object(j, "header", ""))
+    out.revision = r.Int(*header, "revision", "header.");
+  out.succeeded = r.Bool(j, "succeeded", "");
+  if (r.failed()) return r.status();
+  return out;
+}
+
 Result<WatchReply> ParseWatchLine(std::string_view line) {
   auto parsed = ParseObject(line, "etcd watch reply");
   if (!parsed.ok()) return parsed.status();
@@ -239,6 +252,19 @@ std::string RangeRequest(std::string_view key) { return json{{"key", Base64Encod
 
 std::string PutRequest(std::string_view key, std::string_view value) {
   return json{{"key", Base64Encode(key)}, {"value", Base64Encode(value)}}.dump();
+}
+
+std::string TxnIfRevisionRequest(std::string_view key, int64_t mod_revision,
+                                 std::optional<std::string_view> value) {
+  const std::string key64 = Base64Encode(key);
+  json request = value ? json{{"request_put", {{"key", key64}, {"value", Base64Encode(*value)}}}}
+                       : json{{"request_delete_range", {{"key", key64}}}};
+  return json{{"compare", json::array({{{"key", key64},
+                                        {"target", "MOD"},
+                                        {"result", "EQUAL"},
+                                        {"mod_revision", std::to_string(mod_revision)}}})},
+              {"success", json::array({std::move(request)})}}
+      .dump();
 }
 
 std::string WatchRequest(std::string_view key, int64_t start_revision) {

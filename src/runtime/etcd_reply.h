@@ -1,5 +1,5 @@
 // Internal: etcd v3 over its HTTP/JSON gateway (grpc-gateway, served on the
-// client port: POST /v3/kv/range, /v3/kv/put, /v3/watch), the requests the
+// client port: POST /v3/kv/range, /v3/kv/put, /v3/kv/txn, /v3/watch), the requests the
 // etcd policy source sends and a bounded, type-checked reading of the replies.
 //
 // The gateway encodes keys and values as standard base64 and 64-bit integers
@@ -43,6 +43,14 @@ struct RangeReply {
 };
 Result<RangeReply> ParseRangeReply(std::string_view body);
 
+// POST /v3/kv/txn with one compare (the key's mod_revision) and one request:
+// whether the compare held (the request ran) and the store's revision.
+struct TxnReply {
+  int64_t revision = 0;
+  bool succeeded = false;  // absent in the reply: false (proto3 leaves it out)
+};
+Result<TxnReply> ParseTxnReply(std::string_view body);
+
 struct WatchEvent {
   bool deleted = false;  // a DELETE event; kv.value is empty
   KeyValue kv;
@@ -63,6 +71,10 @@ Result<WatchReply> ParseWatchLine(std::string_view line);
 // Request bodies.
 std::string RangeRequest(std::string_view key);
 std::string PutRequest(std::string_view key, std::string_view value);
+// A txn that puts `value` (or, with nullopt, deletes the key) only while the
+// key's mod_revision is `mod_revision` (0: the key does not exist).
+std::string TxnIfRevisionRequest(std::string_view key, int64_t mod_revision,
+                                 std::optional<std::string_view> value);
 // Watches `key` from `start_revision` (0: from now).
 std::string WatchRequest(std::string_view key, int64_t start_revision);
 

@@ -226,6 +226,34 @@ Result<int64_t> EtcdPut(const EtcdOptions& options, std::string_view value) {
   return reply->revision;
 }
 
+namespace {
+
+Result<int64_t> TxnIfRevision(const EtcdOptions& options, int64_t mod_revision,
+                              std::optional<std::string_view> value) {
+  Result<std::string> body =
+      Unary(options, "/v3/kv/txn", TxnIfRevisionRequest(options.url.key, mod_revision, value));
+  if (!body.ok()) return body.status();
+  Result<TxnReply> reply = ParseTxnReply(*body);
+  if (!reply.ok()) return reply.status();
+  if (!reply->succeeded) {
+    return UnavailableError("etcd key " + options.url.key + " changed since revision " +
+                            std::to_string(mod_revision) +
+                            " (written by someone else); not written");
+  }
+  return reply->revision;
+}
+
+}  // namespace
+
+Result<int64_t> EtcdPutIfRevision(const EtcdOptions& options, std::string_view value,
+                                  int64_t mod_revision) {
+  return TxnIfRevision(options, mod_revision, value);
+}
+
+Status EtcdDeleteIfRevision(const EtcdOptions& options, int64_t mod_revision) {
+  return TxnIfRevision(options, mod_revision, std::nullopt).status();
+}
+
 EtcdWatch::EtcdWatch(EtcdOptions options, int64_t after_revision, OnValue on_value,
                      OnError on_error)
     : options_(std::move(options)),

@@ -61,6 +61,12 @@ struct EtcdOptions {
 Result<RangeReply> EtcdRange(const EtcdOptions& options);
 // Writes `value` to the key; the revision it was written at.
 Result<int64_t> EtcdPut(const EtcdOptions& options, std::string_view value);
+// Writes `value` (EtcdDeleteIfRevision: deletes the key) only while the key's
+// mod_revision is `mod_revision` (0: absent), in one txn; kUnavailable when
+// someone wrote the key in between (nothing written).
+Result<int64_t> EtcdPutIfRevision(const EtcdOptions& options, std::string_view value,
+                                  int64_t mod_revision);
+Status EtcdDeleteIfRevision(const EtcdOptions& options, int64_t mod_revision);
 
 class EtcdWatch {
  public:

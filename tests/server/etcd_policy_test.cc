@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/etcd_watch.h"
 #include "server_fixture.h"
 #include "test_http.h"
 #include "testing/etcd_server.h"
@@ -127,6 +128,42 @@ TEST(EtcdPolicySource, ThreeInstancesFollowOneKey) {
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_TRUE(WaitFor([&] { return all_at(ParsePolicy(Keyed(7)).version); }, 10s));
   EXPECT_EQ(unanswered.load(), 0);
+}
+
+// Issue 29, finding 5: a PUT whose reload would fail (a Redis tenant table on
+// the local store) is a 409 and leaves the key as it was, value and
+// mod_revision: no instance ever sees it, and a restart opens the running one.
+TEST(EtcdPolicySource, APutWhoseReloadFailsLeavesTheKeyUnchanged) {
+  auto etcd = testing::EtcdServer::Start();
+  if (etcd.missing) GTEST_SKIP() << etcd.error;
+  ASSERT_TRUE(etcd) << etcd.error;
+  const int64_t written = etcd->Put("/tollgate/policy", Keyed(3));
+  ASSERT_GT(written, 0);
+  server::ServerConfig c = TestServer::DefaultConfig();
+  c.policy_path = "etcd://" + etcd->endpoint() + "/tollgate/policy";
+  std::string error;
+  auto s = TestServer::Start(c, "", &error);
+  ASSERT_TRUE(s) << error;
+  auto put = Fetch(s->admin_port, "PUT", "/v1/policy", {}, R"({"rules": [
+    {"name": "keyed", "limit_keys": ["header:x-api-key"], "tenants": {"redis_hash": "plans"},
+     "algorithm_config": {"rps": 0.01, "burst": 9}}]})");
+  EXPECT_EQ(put.status, 409) << put.body;
+  auto url = tollgate::etcd::ParseEtcdUrl(c.policy_path);
+  ASSERT_TRUE(url.ok());
+  tollgate::etcd::EtcdOptions options;
+  options.url = *url;
+  auto read = tollgate::etcd::EtcdRange(options);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_TRUE(read->kv);
+  EXPECT_EQ(read->kv->value, Keyed(3));
+  EXPECT_EQ(read->kv->mod_revision, written);
+  EXPECT_EQ(Allowed(*s, "k"), 3);
+  // A good PUT still writes the key (a compare on the revision it read).
+  auto good = Fetch(s->admin_port, "PUT", "/v1/policy", {}, Keyed(4));
+  ASSERT_EQ(good.status, 200) << good.body;
+  read = tollgate::etcd::EtcdRange(options);
+  ASSERT_TRUE(read.ok() && read->kv);
+  EXPECT_EQ(read->kv->value, Keyed(4));
 }
 
 // What is not implemented is refused at start, saying so (no etcd needed).

@@ -3,6 +3,7 @@
 // `..data` symlink swap and a rename-replacing editor: a tollgated in process
 // on free loopback ports, its policy in a temp directory (issue 21).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "server/log.h"
+#include "server/policy_file.h"
 #include "server_fixture.h"
 #include "test_http.h"
 
@@ -211,6 +213,84 @@ TEST_F(PolicyApi, PutAppliesWritesBackAndAuditLogs) {
     return false;
   });
   EXPECT_TRUE(audited) << ReadAll(log_path_);
+}
+
+// Issue 29, finding 5: a policy whose reload would fail (here a Redis tenant
+// table on the local store: not checked by the 400 check, refused by the
+// reload) is answered 409 and stored nowhere: the file keeps its bytes, so
+// the file watch and the next start see the policy that runs.
+TEST_F(PolicyApi, APutWhoseReloadFailsLeavesTheFileUnchanged) {
+  const json before = GetPolicy();
+  HttpResponse r = Fetch(s_->admin_port, "PUT", "/v1/policy", Admin(), R"({"rules": [
+    {"name": "keyed", "limit_keys": ["header:x-api-key"], "tenants": {"redis_hash": "plans"},
+     "algorithm_config": {"rps": 0.01, "burst": 50}}]})");
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("a Redis tenant table needs a Redis store"), std::string::npos) << r.body;
+  EXPECT_EQ(ReadAll(s_->policy_path), TightPolicy());
+  EXPECT_EQ(GetPolicy()["version"], before["version"]);
+}
+
+// Issue 29, finding 4: a policy given over the network reads no files unless
+// the config says so (policy_remote_files), and the dry run that leaked
+// /proc/self/environ in its 400 now names no content.
+TEST_F(PolicyApi, APutNamingAValueFileIsRefusedByDefault) {
+  testing::WriteFile(s_->dir.File("nets.txt"), "10.0.0.0/8\n");
+  ASSERT_EQ(::setenv("TOLLGATE_POLICY_API_SECRET", "hunter2-a7c3", 1), 0);
+  for (const std::string file : {"nets.txt", "/proc/self/environ"}) {
+    for (const std::string query : {"", "?dry_run=1"}) {
+      HttpResponse r = Fetch(s_->admin_port, "PUT", "/v1/policy" + query, Admin(),
+                             R"({"rules": [{"name": "keyed", "limit_keys": ["header:x-api-key"],
+                                  "match": {"cidr": {"file": ")" +
+                                 file + R"("}},
+                                  "algorithm_config": {"rps": 0.01, "burst": 50}}]})");
+      EXPECT_EQ(r.status, 400) << file << query << " -> " << r.body;
+      EXPECT_NE(r.body.find("files are not read here"), std::string::npos) << r.body;
+      EXPECT_EQ(r.body.find("hunter2-a7c3"), std::string::npos) << r.body;
+    }
+  }
+  EXPECT_EQ(ReadAll(s_->policy_path), TightPolicy());
+}
+
+TEST(PolicyApiRemoteFiles, AllowedByTheConfigFromThePolicyDirectoryOnly) {
+  server::ServerConfig c = TestServer::DefaultConfig();
+  c.admin_token = kToken;
+  c.policy_remote_files = true;
+  std::string error;
+  auto s = TestServer::Start(c, TightPolicy(), &error);
+  ASSERT_TRUE(s) << error;
+  testing::WriteFile(s->dir.File("nets.txt"), "10.0.0.0/8\n");
+  auto put = [&](const std::string& file) {
+    return Fetch(s->admin_port, "PUT", "/v1/policy", Admin(),
+                 R"({"rules": [{"name": "keyed", "limit_keys": ["header:x-api-key"],
+                      "match": {"cidr": {"file": ")" +
+                     file + R"("}}, "algorithm_config": {"rps": 0.01, "burst": 50}}]})");
+  };
+  HttpResponse outside = put("/etc/passwd");
+  EXPECT_EQ(outside.status, 400) << outside.body;
+  EXPECT_NE(outside.body.find("is outside the policy's directory"), std::string::npos)
+      << outside.body;
+  HttpResponse beside = put("nets.txt");
+  EXPECT_EQ(beside.status, 200) << beside.body;
+}
+
+// Issue 29, finding 7: write-back replaces a regular file only; a symbolic
+// link is refused, not followed, and neither it nor its target changes.
+TEST(PolicyFile, ReplaceRefusesASymlinkedTargetAndLeavesNoTempFile) {
+  testing::ScopedTempDir dir;
+  const std::string real = dir.File("real.json"), link = dir.File("link.json");
+  testing::WriteFile(real, "old");
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  Status refused = server::ReplaceFileAtomically(link, "new");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("is a symbolic link (not followed"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(ReadAll(real), "old");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  ASSERT_TRUE(server::ReplaceFileAtomically(real, "new").ok());
+  EXPECT_EQ(ReadAll(real), "new");
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 2u);  // real.json and link.json, no temp file left
 }
 
 // The file watch as Kubernetes updates a ConfigMap volume: policy.json ->

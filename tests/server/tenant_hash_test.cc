@@ -208,6 +208,50 @@ TEST(TenantHashProcess, LoadsRefreshesAndRejectsOverSockets) {
   EXPECT_EQ(limit_of_fresh(), 3);
   EXPECT_EQ(allowed("big", 1), 0);  // still the 4 of "big", all used
 }
+
+// Issue 29, finding 5: a policy whose Redis tenant table is invalid is refused
+// by `--check` as by a start, both exiting 2 (the unit does not restart it),
+// with the field named. Redis out of reach: --check leaves the table unchecked
+// (exit 0, saying so) and a start exits 1 (a restart may find it back).
+TEST(TenantHashProcess, AnInvalidTableFailsCheckAndStartWithExit2) {
+  if (::access(Binary().c_str(), X_OK) != 0) GTEST_SKIP() << "no binary at " << Binary();
+  TOLLGATE_START_REDIS(redis);
+  ASSERT_EQ(redis.Command({"HSET", "tollgate:bad-plans", "oops", "count=many,period=1h"}), "1");
+  ScopedTempDir temp;
+  const std::string dir = temp.path();
+  WriteFile(dir + "/policy.json", R"({"rules": [
+    {"name": "per-tenant", "limit_keys": ["header:x-api-key"],
+     "tenants": {"redis_hash": "tollgate:bad-plans"},
+     "algorithm_config": {"count": 2, "period": "1h"}}]})");
+  auto config = [&](int port) {
+    WriteFile(dir + "/tollgated.json", R"({"policy": ")" + dir + R"(/policy.json",
+        "listen": "127.0.0.1:0", "admin": {"listen": "127.0.0.1:0"}, "threads": 1,
+        "store": {"url": "redis://127.0.0.1:)" +
+                                           std::to_string(port) + R"(", "timeout_ms": 200}})");
+    return std::vector<std::string>{"--config", dir + "/tollgated.json"};
+  };
+  std::vector<std::string> check_args = config(redis.port());
+  check_args.push_back("--check");
+  Tollgated check(check_args, dir);
+  EXPECT_EQ(check.WaitExit(std::chrono::seconds(20)), 2) << check.Log();
+  EXPECT_NE(check.Log().find("rules[0].tenants"), std::string::npos) << check.Log();
+  EXPECT_NE(check.Log().find("count must be"), std::string::npos) << check.Log();
+  Tollgated start(config(redis.port()), dir);
+  EXPECT_EQ(start.WaitExit(std::chrono::seconds(20)), 2) << start.Log();
+  EXPECT_NE(start.Log().find("count must be"), std::string::npos) << start.Log();
+
+  // Redis out of reach (a port nobody listens on once the server is gone).
+  const int gone = redis.port();
+  redis.Stop();
+  std::vector<std::string> down_check = config(gone);
+  down_check.push_back("--check");
+  Tollgated check_down(down_check, dir);
+  EXPECT_EQ(check_down.WaitExit(std::chrono::seconds(20)), 0) << check_down.Log();
+  EXPECT_NE(check_down.Log().find("tenant tables not checked"), std::string::npos)
+      << check_down.Log();
+  Tollgated start_down(config(gone), dir);
+  EXPECT_EQ(start_down.WaitExit(std::chrono::seconds(20)), 1) << start_down.Log();
+}
 #endif
 
 }  // namespace

@@ -131,6 +131,8 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   for (const auto& e : ValidateServerConfig(c)) ADD_FAILURE() << e.ToString();
   const ServerConfig d;
   EXPECT_EQ(c.policy_path, "examples/policy.json");
+  EXPECT_EQ(c.policy_value_dir, d.policy_value_dir);
+  EXPECT_EQ(c.policy_remote_files, d.policy_remote_files);
   EXPECT_EQ(c.listen, d.listen);
   EXPECT_EQ(c.store, d.store);
   EXPECT_EQ(c.failure_mode, d.failure_mode);
