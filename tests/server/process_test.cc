@@ -586,9 +586,11 @@ TEST_F(ProcessTest, LogLinesEscapeControlC1AndBidiCharactersFromRequests) {
       "threads": 1, "log": {"reject_sample": 1, "access_log": true}})");
   Tollgated t({"--config", dir_ + "/log.json"}, dir_);
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  // X-Original-URI is normalised as the gateway's target (control bytes refused, other bytes
+  // percent-encoded), so the hostile bytes ride in X-Original-Method, which is logged as sent.
   const std::string hostile =
-      "/api/\t\x9b\xc2\x9b[2J\xe2\x80\xae\x67\x6e\x70\x2e\xe2\x81\xa6\xe2\x80\x8f\xd8\x9c\\x41\xff";
-  Headers h = {{"X-Original-URI", hostile}, {"X-Original-Method", "GET"}};
+      "GET\t\x9b\xc2\x9b[2J\xe2\x80\xae\x67\x6e\x70\x2e\xe2\x81\xa6\xe2\x80\x8f\xd8\x9c\\x41\xff";
+  Headers h = {{"X-Original-URI", "/api/x"}, {"X-Original-Method", hostile}};
   EXPECT_EQ(Fetch(t.port(), "GET", "/v1/auth", h).status, 204);
   EXPECT_EQ(Fetch(t.port(), "GET", "/v1/auth", h).status, 403);
   std::string line;
@@ -604,7 +606,7 @@ TEST_F(ProcessTest, LogLinesEscapeControlC1AndBidiCharactersFromRequests) {
     ASSERT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << i << " of " << line;
   }
   json j = json::parse(line);
-  const std::string path = j["path"];
+  const std::string path = j["method"];
   EXPECT_EQ(server::UnescapeLogText(path), hostile) << path;
   EXPECT_NE(path.find("\\u202e"), std::string::npos) << path;
   EXPECT_NE(path.find("\\u009b"), std::string::npos) << path;
