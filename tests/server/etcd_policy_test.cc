@@ -144,7 +144,8 @@ TEST(EtcdPolicySource, APutWhoseReloadFailsLeavesTheKeyUnchanged) {
   std::string error;
   auto s = TestServer::Start(c, "", &error);
   ASSERT_TRUE(s) << error;
-  auto put = Fetch(s->admin_port, "PUT", "/v1/policy", {}, R"({"rules": [
+  auto put = Fetch(s->admin_port, "PUT", "/v1/policy", {{"Content-Type", "application/json"}},
+                   R"({"rules": [
     {"name": "keyed", "limit_keys": ["header:x-api-key"], "tenants": {"redis_hash": "plans"},
      "algorithm_config": {"rps": 0.01, "burst": 9}}]})");
   EXPECT_EQ(put.status, 409) << put.body;
@@ -159,7 +160,8 @@ TEST(EtcdPolicySource, APutWhoseReloadFailsLeavesTheKeyUnchanged) {
   EXPECT_EQ(read->kv->mod_revision, written);
   EXPECT_EQ(Allowed(*s, "k"), 3);
   // A good PUT still writes the key (a compare on the revision it read).
-  auto good = Fetch(s->admin_port, "PUT", "/v1/policy", {}, Keyed(4));
+  auto good =
+      Fetch(s->admin_port, "PUT", "/v1/policy", {{"Content-Type", "application/json"}}, Keyed(4));
   ASSERT_EQ(good.status, 200) << good.body;
   read = tollgate::etcd::EtcdRange(options);
   ASSERT_TRUE(read.ok() && read->kv);
