@@ -18,7 +18,8 @@ Result<bool> ParseReplyHead(std::string_view head) {
 bool Dechunk(std::string* raw, std::string* body, bool* done) {
   while (true) {
     const size_t eol = raw->find("\r\n");
-    if (eol == std::string::npos) return raw->size() <= kMaxChunkHeader;
+    // A line of kMaxChunkHeader bytes may have its CR here and its LF in the next read.
+    if (eol == std::string::npos) return raw->size() <= kMaxChunkHeader + 1;
     if (eol == 0 || eol > kMaxChunkHeader) return false;
     size_t size = 0;
     for (size_t i = 0; i < eol && (*raw)[i] != ';'; ++i) {
