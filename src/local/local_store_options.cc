@@ -55,8 +55,14 @@ Result<LocalStoreOptions> ParseLocalStoreQuery(std::string_view query, LocalStor
         return InvalidArgument("store url: overflow must be evict, allow or reject");
       }
     } else {
-      return InvalidArgument("store url: unknown local option '" + std::string(name.substr(0, 64)) +
-                             "' (max_keys, shards, overflow, max_keys_per_rule)");
+      // Quoted only when it looks like an option name: anything else may be a mistyped URL's
+      // userinfo (a password), which no message repeats (base/redact.h).
+      const bool quotable =
+          !name.empty() && name.size() <= 64 &&
+          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos;
+      return InvalidArgument("store url: unknown local option" +
+                             (quotable ? " '" + std::string(name) + "'" : std::string()) +
+                             " (max_keys, shards, overflow, max_keys_per_rule)");
     }
   }
   return options;
