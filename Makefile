@@ -21,7 +21,7 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run bench run install package package-install-test dashboard-screenshot clean
+.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run bench bench-compare run install package package-install-test dashboard-screenshot clean
 
 deps:
 	@bash tools/deps.sh
@@ -95,6 +95,14 @@ fuzz-run: fuzz-build
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# tollgated vs nginx limit_req (auth, gateway, Redis) and the Envoy RLS in one run, alternating
+# rounds; prints ratios, p99 and server CPU per request, writes out/bench/compare.json
+# (docs/benchmarks.md). COMPARE_ARGS: e.g. --tollgated base=PATH --tollgated main=PATH --nginx-auto.
+COMPARE_ARGS ?=
+bench-compare: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tollgated rls_bench
+	bash bench/compare.sh --tollgated main=$(BUILD)/server/tollgated --rls-bench $(BUILD)/bench/rls/rls_bench $(COMPARE_ARGS)
 
 # Builds only what it runs (tollgated), not the tests and benchmarks.
 run: deps configure

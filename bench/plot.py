@@ -4,6 +4,11 @@
   bench/plot.py --title "Local decision" --unit ns --out docs/img/core.svg \
       "hot key=21" "1M uniform=250" ...
   bench/plot.py --from-gbench out/bench/core.json --metric real_time ...
+  bench/plot.py --from-compare out/bench/compare.json --metric ratio_nginx ...
+
+--from-compare reads bench/compare.sh's JSON: one bar per setup and build (medians over its
+rounds); --metric is ratio_nginx (tollgated / nginx one worker, in the same round; the issue's
+targets drawn as ticks), rps, p99_ms or cpu_us_per_req.
 
 Bars may carry a target: "label=value@target" draws a tick at the target.
 """
@@ -33,6 +38,20 @@ def from_gbench(path, metric, name_filter):
             continue
         name = b.get("run_name", b["name"]).replace("BM_", "")
         rows.append((name, float(b[metric]), None))
+    return rows
+
+
+def from_compare(path, metric):
+    with open(path) as f:
+        data = json.load(f)
+    targets = data.get("targets", {}) if metric.startswith("ratio_") else {}
+    rows = []
+    for e in data["summary"]:
+        value = e.get(metric)
+        if value is None:
+            continue
+        rows.append((f"{e['setup']} {e['server']}", round(float(value), 3),
+                     targets.get(e["setup"])))
     return rows
 
 
@@ -67,11 +86,17 @@ def main():
     ap.add_argument("--unit", default="")
     ap.add_argument("--out", required=True)
     ap.add_argument("--from-gbench")
+    ap.add_argument("--from-compare")
     ap.add_argument("--metric", default="real_time")
     ap.add_argument("--filter", default="")
     ap.add_argument("pairs", nargs="*")
     a = ap.parse_args()
-    rows = from_gbench(a.from_gbench, a.metric, a.filter) if a.from_gbench else parse_pairs(a.pairs)
+    if a.from_compare:
+        rows = from_compare(a.from_compare, a.metric)
+    elif a.from_gbench:
+        rows = from_gbench(a.from_gbench, a.metric, a.filter)
+    else:
+        rows = parse_pairs(a.pairs)
     if not rows:
         sys.exit("plot.py: nothing to plot")
     with open(a.out, "w") as f:
