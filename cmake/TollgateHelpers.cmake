@@ -57,6 +57,23 @@ function(tollgate_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TOLLGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR};TOLLGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  tollgate_test_cost(${name})
+endfunction()
+
+# tollgate_test_cost(NAME): the COST of test NAME from the table of long tests in
+# tests/CMakeLists.txt (TOLLGATE_TEST_COSTS, seconds). `ctest -j` starts the costliest tests
+# first; it takes the costs from the build's Testing/Temporary/CTestCostData.txt once a run wrote
+# one, and from COST before that (a clean clone: CI), where it would otherwise start them in the
+# order they were added and leave the longest to run alone at the end. tollgate_add_test calls
+# it; a test added by add_test calls it after.
+function(tollgate_test_cost name)
+  get_property(costs GLOBAL PROPERTY TOLLGATE_TEST_COSTS)
+  list(FIND costs ${name} at)
+  if(at GREATER -1)
+    math(EXPR at "${at} + 1")
+    list(GET costs ${at} seconds)
+    set_tests_properties(${name} PROPERTIES COST ${seconds})
+  endif()
 endfunction()
 
 # tollgate_add_test_support(LIB SOURCE): SOURCE (relative to the project root) is a shared test

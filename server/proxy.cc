@@ -13,6 +13,7 @@
 #include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
+#include "server/relay_body.h"
 #include "server/response_capture.h"
 #include "server/write_now.h"
 #include "src/policy/client_ip.h"
@@ -362,8 +363,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       if (drain.active && call.w.clock.Now() >= drain.deadline_ns) {
         co_return ClientAborted(call, status);
       }
-      res.body().data = buf;
-      res.body().size = kRelayBuffer;
+      OpenRelayPiece(res.body(), buf, kRelayBuffer);
       up->SetDeadline(cfg.upstream_timeout);
       if (drain.active) {
         up->deadline_ns = std::min(up->deadline_ns, drain.deadline_ns);
@@ -374,7 +374,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       co_await http::async_read_some(up->socket, ubuf, rp, redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::end_of_stream && rp.is_done()) ec = {};
-      res.body().size = kRelayBuffer - res.body().size;
+      CloseRelayPiece(res.body(), buf, kRelayBuffer, !rp.is_done());
       if (drain.active) {
         if (ec || !drain.Take(res.body().size)) co_return ClientAborted(call, status);
         continue;  // discarded: nobody to send it to
@@ -389,14 +389,8 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
             up->timed_out ? ResponseOutcome::Kind::kTimeout : ResponseOutcome::Kind::kBroken;
         co_return ProxyResult{status, false, {}};  // half-sent: only closing can tell the client
       }
-      // No bytes (a chunk header only): null data, or the serializer would
-      // write an empty chunk, which ends a chunked body.
-      res.body().data = res.body().size > 0 ? buf : nullptr;
-      res.body().more = !rp.is_done();
     } else {
-      res.body().data = nullptr;
-      res.body().size = 0;
-      res.body().more = false;
+      EndRelayPieces(res.body());
     }
     call.client.SetDeadline(cfg.write_timeout);
     co_await http::async_write(call.client.socket, rs, redirect_error(use_awaitable, ec));
@@ -491,8 +485,7 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
   up.SetDeadline(cfg.upstream_timeout);
   do {
     if (!r.p.is_done()) {
-      req.body().data = r.buf;
-      req.body().size = kRelayBuffer;
+      OpenRelayPiece(req.body(), r.buf, kRelayBuffer);
       client.SetDeadline(cfg.read_timeout);
       client.deadline_ns = std::min(client.deadline_ns, r.body_deadline_ns);
       co_await http::async_read(client.socket, r.client_buffer, r.p,
@@ -515,13 +508,9 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
         co_return Sent{refused};
       }
       if (ec) co_return Sent{ProxyResult{0, false, {}}};  // the client went away or timed out
-      req.body().size = kRelayBuffer - req.body().size;
-      req.body().data = r.buf;
-      req.body().more = !r.p.is_done();
+      CloseRelayPiece(req.body(), r.buf, kRelayBuffer, !r.p.is_done());
     } else {
-      req.body().data = nullptr;
-      req.body().size = 0;
-      req.body().more = false;
+      EndRelayPieces(req.body());
     }
     up.SetDeadline(cfg.upstream_timeout);
     co_await http::async_write(up.socket, *r.sr, redirect_error(use_awaitable, ec));

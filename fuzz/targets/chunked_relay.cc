@@ -37,6 +37,7 @@
 #include "server/chunk_limits.h"
 #include "server/config.h"
 #include "server/proxy_wire.h"
+#include "server/relay_body.h"
 
 namespace {
 
@@ -153,8 +154,7 @@ Outcome Relay(const tollgate::server::ServerConfig& cfg, PieceStream& client,
   beast::error_code ec;
   do {
     if (!p.is_done()) {
-      req.body().data = buf;
-      req.body().size = sizeof buf;
+      tollgate::server::OpenRelayPiece(req.body(), buf, sizeof buf);
       http::read(client, buffer, p, ec);
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::body_limit) return Outcome::kTooLarge;
@@ -163,13 +163,9 @@ Outcome Relay(const tollgate::server::ServerConfig& cfg, PieceStream& client,
         return ec == http::error::header_limit ? Outcome::kTrailerTooLarge : Outcome::kBadFraming;
       }
       if (ec) return Outcome::kClientGone;
-      req.body().size = sizeof buf - req.body().size;
-      req.body().data = buf;
-      req.body().more = !p.is_done();
+      tollgate::server::CloseRelayPiece(req.body(), buf, sizeof buf, !p.is_done());
     } else {
-      req.body().data = nullptr;
-      req.body().size = 0;
-      req.body().more = false;
+      tollgate::server::EndRelayPieces(req.body());
     }
     http::write(upstream, sr, ec);
     if (ec == http::error::need_buffer) ec = {};

@@ -119,7 +119,9 @@ CollectorReply::State CollectorReply::Parse() {
       case Phase::kChunkLine: {
         const size_t eol = pending_.find(kCrlf);
         if (eol == std::string::npos || eol > limits_.chunk_line_bytes) {
-          if (eol != std::string::npos || pending_.size() > limits_.chunk_line_bytes) {
+          // Without its CRLF, a trailing CR may be the line's end whose LF is in the next read.
+          const size_t seen = pending_.size() - (pending_.ends_with('\r') ? 1 : 0);
+          if (eol != std::string::npos || seen > limits_.chunk_line_bytes) {
             return Fail("chunk-size line longer than " + std::to_string(limits_.chunk_line_bytes) +
                             " bytes",
                         true);

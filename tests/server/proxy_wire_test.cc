@@ -1,11 +1,21 @@
 // Unit tests of the gateway's hand-written framing (server/proxy_wire.h): the
-// in-place upstream response parser and both header rewrites.
+// in-place upstream response parser, both header rewrites, and a streamed
+// body's relay pieces (server/relay_body.h).
 #include "server/proxy_wire.h"
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <limits>
+
+#include "server/relay_body.h"
 
 namespace tollgate::server {
 namespace {
@@ -236,6 +246,103 @@ TEST(HopByHop, NamesAndConnectionTokens) {
   EXPECT_TRUE(NamedByConnection("X-Hop", " x-hop ,close"));
   EXPECT_FALSE(NamedByConnection("X-Hop", "keep-alive, X-Hop2"));
   EXPECT_FALSE(NamedByConnection("X-Hop", ""));
+}
+
+// The client's bytes, read all at once, then the end of the stream.
+struct StringStream {
+  std::string_view data;
+  template <class Buffers>
+  size_t read_some(const Buffers& b, boost::system::error_code& ec) {
+    ec = data.empty() ? boost::asio::error::eof : boost::system::error_code{};
+    const size_t n = boost::asio::buffer_copy(b, boost::asio::buffer(data.data(), data.size()));
+    data.remove_prefix(n);
+    return n;
+  }
+  template <class Buffers>
+  size_t read_some(const Buffers& b) {
+    boost::system::error_code ec;
+    return read_some(b, ec);
+  }
+};
+
+// What is written to the upstream, appended.
+struct StringSink {
+  std::string out;
+  template <class Buffers>
+  size_t write_some(const Buffers& b, boost::system::error_code& ec) {
+    ec = {};
+    const size_t before = out.size();
+    out.resize(before + boost::asio::buffer_size(b));
+    boost::asio::buffer_copy(boost::asio::buffer(out.data() + before, out.size() - before), b);
+    return out.size() - before;
+  }
+  template <class Buffers>
+  size_t write_some(const Buffers& b) {
+    boost::system::error_code ec;
+    return write_some(b, ec);
+  }
+};
+
+// A chunked request relayed as the gateway streams it (proxy.cc, SendStreamed):
+// read into a `capacity`-byte buffer, each piece written on, re-chunked.
+std::string RelayChunked(std::string_view wire, size_t capacity) {
+  StringStream client{wire};
+  boost::beast::flat_buffer buffer;
+  http::request_parser<http::buffer_body> p;
+  boost::beast::error_code ec;
+  http::read_header(client, buffer, p, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  auto& req = p.get();
+  req.erase(http::field::transfer_encoding);
+  req.chunked(true);
+  std::vector<char> buf(capacity);
+  http::serializer<true, http::buffer_body> sr{req};
+  StringSink upstream;
+  do {
+    if (!p.is_done()) {
+      OpenRelayPiece(req.body(), buf.data(), capacity);
+      http::read(client, buffer, p, ec);
+      if (ec == http::error::need_buffer) ec = {};
+      EXPECT_FALSE(ec) << ec.message();
+      if (ec) break;
+      CloseRelayPiece(req.body(), buf.data(), capacity, !p.is_done());
+    } else {
+      EndRelayPieces(req.body());
+    }
+    http::write(upstream, sr, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    EXPECT_FALSE(ec) << ec.message();
+  } while (!p.is_done() && !sr.is_done());
+  return upstream.out;
+}
+
+// A read that gives no body bytes (an empty body, or a last chunk read after a full buffer) ends
+// the body with the last chunk only: an empty piece would be a zero-size chunk, ending the body
+// early and leaving bytes the upstream reads as another message (found by fuzz_chunked_relay).
+TEST(RelayPieces, AChunkedBodyRelayedPieceByPieceIsExactlyOneMessage) {
+  const std::string head = "POST /v HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::pair<std::string, std::string> bodies[] = {
+      {"0\r\n\r\n", ""},
+      {"0;name=value\r\nX-Sum: 1\r\n\r\n", ""},
+      {"5\r\nhello\r\n0\r\n\r\n", "hello"},
+      {"5\r\nhello\r\n5;e\r\nworld\r\n0\r\n\r\n", "helloworld"},
+  };
+  for (const auto& [chunked, body] : bodies) {
+    for (size_t capacity : {1, 5, 16}) {
+      SCOPED_TRACE(chunked + " through " + std::to_string(capacity) + " bytes");
+      const std::string out = RelayChunked(head + chunked, capacity);
+      http::request_parser<http::string_body> up;
+      up.eager(true);
+      up.body_limit(std::numeric_limits<std::uint64_t>::max());
+      boost::beast::error_code ec;
+      const size_t used = up.put(boost::asio::buffer(out), ec);
+      EXPECT_FALSE(ec) << ec.message();
+      EXPECT_TRUE(up.is_done());
+      EXPECT_EQ(used, out.size()) << "bytes after the message: " << out.substr(used);
+      EXPECT_EQ(up.get().body(), body);
+      EXPECT_TRUE(out.ends_with("\r\n0\r\n\r\n")) << out;
+    }
+  }
 }
 
 }  // namespace

@@ -55,6 +55,14 @@ std::vector<Vector> Vectors() {
       {"chunked body",
        Post("Transfer-Encoding: chunked\r\n", hello_chunked),
        {{"POST", "/app/v", "hello"}}},
+      // The last chunk alone: relayed as one empty body, not an empty chunk and a stray last
+      // chunk (found by fuzz_chunked_relay).
+      {"chunked, empty body",
+       Post("Transfer-Encoding: chunked\r\n", "0\r\n\r\n"),
+       {{"POST", "/app/v", ""}}},
+      {"chunked, empty body with an extension and a trailer",
+       Post("Transfer-Encoding: chunked\r\nTrailer: x-sum\r\n", "0;name=value\r\nX-Sum: 1\r\n\r\n"),
+       {{"POST", "/app/v", ""}}},
       {"chunked, any case",
        Post("transfer-encoding: ChUnKeD\r\n", hello_chunked),
        {{"POST", "/app/v", "hello"}}},

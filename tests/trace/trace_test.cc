@@ -280,6 +280,29 @@ TEST(CollectorReply, EveryBoundStopsTheReply) {
   EXPECT_TRUE(announced.overflow());
 }
 
+// A chunk-size line of exactly chunk_line_bytes is within its bound however the reads fall,
+// its CR in one read and its LF in the next included (found by fuzz_otlp_reply).
+TEST(CollectorReply, AChunkLineAtItsBoundIsReadWhateverTheReads) {
+  const ReplyLimits limits{/*head_bytes=*/100, /*chunk_line_bytes=*/20, /*body_bytes=*/10};
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string line = "2;ext=" + std::string(limits.chunk_line_bytes - 6, 'a');
+  ASSERT_EQ(line.size(), limits.chunk_line_bytes);
+  const std::string rest = "\r\n{}\r\n0\r\n\r\n";
+  for (size_t split = 0; split <= line.size() + rest.size(); ++split) {
+    const std::string tail = line + rest;
+    CollectorReply reply(limits);
+    reply.Feed(head + tail.substr(0, split));
+    reply.Feed(tail.substr(split));
+    EXPECT_EQ(reply.state(), CollectorReply::State::kDone)
+        << "split at " << split << ": " << reply.error();
+    EXPECT_EQ(reply.body_size(), 2u) << "split at " << split;
+  }
+  CollectorReply longer(limits);  // one byte more fails, with or without its CR yet
+  longer.Feed(head + line + "a\r");
+  EXPECT_EQ(longer.state(), CollectorReply::State::kFailed);
+  EXPECT_TRUE(longer.overflow()) << longer.error();
+}
+
 // A hostile collector streams a reply that never ends (a chunk extension, a
 // header, a 1 GiB body): the exporter reads at most the reply's bounds plus
 // one socket read, drops the reply and counts it, and the batch fails, long
