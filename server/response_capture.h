@@ -8,10 +8,12 @@
 // kept, cut to kMaxCapturedValue bytes. The values are hostile: the
 // settlement parses them strictly (ParseResponseCost).
 //
-// Beast's response parser appends a chunked body's trailer fields to the
-// head's: Head() remembers how many wanted fields the head had, Trailer()
-// captures the wanted fields after them. Not thread-safe; one per exchange.
-// `wanted` and `out` must outlive the object.
+// Beast's response parser adds a chunked body's trailer fields to the head's,
+// and keeps fields of one name together in the order they came (a trailer
+// field whose name the head had goes right after the head's last one, not at
+// the end): Head() remembers how many of each wanted name the head had,
+// Trailer() captures, per name, the ones after them. Not thread-safe; one per
+// exchange. `wanted` and `out` must outlive the object.
 #ifndef TOLLGATE_SERVER_RESPONSE_CAPTURE_H_
 #define TOLLGATE_SERVER_RESPONSE_CAPTURE_H_
 
@@ -52,23 +54,31 @@ class ResponseCapture {
   // The head's fields (a Beast header), before any trailer was parsed.
   template <class Fields>
   void Head(const Fields& fields) {
-    head_count_ = 0;
     if (empty()) return;
+    in_head_.assign(wanted_.size(), 0);
     for (const auto& f : fields) {
-      if (Wanted(NameOf(f)) == nullptr) continue;
-      ++head_count_;
+      const std::string* want = Wanted(NameOf(f));
+      if (want == nullptr) continue;
+      ++in_head_[static_cast<size_t>(want - wanted_.data())];
       Field(NameOf(f), ValueOf(f));
     }
   }
 
-  // The same fields once the body is done: the wanted ones after the head's.
+  // The same fields once the body is done: of each wanted name, the ones after
+  // the head's. Once per exchange, after Head().
   template <class Fields>
   void Trailer(const Fields& fields) {
     if (empty()) return;
-    size_t seen = 0;
+    in_head_.resize(wanted_.size(), 0);
     for (const auto& f : fields) {
-      if (Wanted(NameOf(f)) == nullptr) continue;
-      if (seen++ >= head_count_) Field(NameOf(f), ValueOf(f));
+      const std::string* want = Wanted(NameOf(f));
+      if (want == nullptr) continue;
+      size_t& head_left = in_head_[static_cast<size_t>(want - wanted_.data())];
+      if (head_left > 0) {
+        --head_left;  // the head's, captured already
+        continue;
+      }
+      Field(NameOf(f), ValueOf(f));
     }
   }
 
@@ -86,7 +96,7 @@ class ResponseCapture {
 
   std::span<const std::string> wanted_;
   std::vector<HeaderField>* out_;
-  size_t head_count_ = 0;
+  std::vector<size_t> in_head_;  // per wanted name: how many the head had
 };
 
 }  // namespace tollgate::server

@@ -16,11 +16,14 @@
 #include <limits>
 
 #include "server/relay_body.h"
+#include "server/response_capture.h"
 
 namespace tollgate::server {
 namespace {
 
 namespace http = boost::beast::http;
+namespace beast = boost::beast;
+namespace net = boost::asio;
 using State = UpstreamResponseHead::State;
 
 TEST(UpstreamResponseHead, NeedsTheWholeHeaderThenDescribesTheBody) {
@@ -341,6 +344,40 @@ TEST(RelayPieces, AChunkedBodyRelayedPieceByPieceIsExactlyOneMessage) {
       EXPECT_EQ(used, out.size()) << "bytes after the message: " << out.substr(used);
       EXPECT_EQ(up.get().body(), body);
       EXPECT_TRUE(out.ends_with("\r\n0\r\n\r\n")) << out;
+    }
+  }
+}
+
+// A trailer field whose name the head had too: Beast keeps fields of one name together, so the
+// trailer's value sits right after the head's, not after every head field. The capture must still
+// take the trailer's (the cost an LLM upstream reports at the end), for each wanted name.
+TEST(ResponseCapture, ATrailerValueWinsWhenTheHeadHadTheSameNameBeforeAnotherWantedOne) {
+  const std::string wire =
+      "HTTP/1.1 200 OK\r\nX-LLM-Tokens: 0\r\nx-cost: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "2\r\nok\r\n0\r\nX-LLM-Tokens: 7\r\nOther: 1\r\nX-Cost: 9\r\n\r\n";
+  http::response_parser<http::string_body> parser;
+  beast::error_code ec;
+  const size_t head_end = wire.find("\r\n\r\n") + 4;
+  size_t used = parser.put(net::buffer(wire.data(), head_end), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_header_done());
+  const std::vector<std::string> wanted = {"x-llm-tokens", "x-cost"};
+  std::vector<HeaderField> captured;
+  ResponseCapture capture(wanted, &captured);
+  capture.Head(parser.get());
+  while (!parser.is_done() && !ec) {
+    used += parser.put(net::buffer(wire.data() + used, wire.size() - used), ec);
+  }
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_done());
+  capture.Trailer(parser.get());
+  ASSERT_EQ(captured.size(), 2u);
+  for (const HeaderField& f : captured) {
+    if (f.name == "x-llm-tokens") {
+      EXPECT_EQ(f.value, "7");
+    } else {
+      EXPECT_EQ(f.name, "x-cost");
+      EXPECT_EQ(f.value, "9");
     }
   }
 }
