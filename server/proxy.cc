@@ -358,6 +358,15 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   const bool keep_alive = RewriteStreamedResponseHead(call, rp);
   http::serializer<false, http::buffer_body> rs{res};
   AbortDrain drain;
+  // A chunked body may end in a trailer, whose fields Beast's parser adds to `res`: the head goes
+  // to the client before the body is read, so a trailer parsed in the same read as the body is
+  // never written as head fields (tollgated relays no trailer).
+  if (rp.chunked() && !rp.is_done()) {
+    call.client.SetDeadline(cfg.write_timeout);
+    co_await http::async_write_header(call.client.socket, rs, redirect_error(use_awaitable, ec));
+    if (ec && capture.empty()) co_return ProxyResult{status, false, {}};  // nothing to settle
+    if (ec) drain.Start(cfg, call.w.clock);
+  }
   do {
     if (!rp.is_done()) {
       if (drain.active && call.w.clock.Now() >= drain.deadline_ns) {

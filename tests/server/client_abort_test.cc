@@ -243,5 +243,31 @@ TEST_F(ClientAbortE2E, AnUpstreamStreamingPastTheDrainBoundIsChargedTheAbortCost
   EXPECT_EQ(SettledCost(*s), 69999);
 }
 
+// (e) An answer whose chunked body is only its last chunk and the trailer, in one write: the
+// parser reads the trailer in the relay's first read, before the head went to the client. The
+// trailer still settles the request, and none of its fields reaches the client as a head field
+// (tollgated relays no trailer).
+TEST_F(ClientAbortE2E, ATrailerReadWithTheBodyIsNotRelayedAsHeadFields) {
+  auto s = Start(ReadExample("llm-tokens.json"));
+  ASSERT_TRUE(s);
+  const int fd = ConnectLoopback(s->port, Scaled(10s));
+  ASSERT_GE(fd, 0);
+  const std::string req =
+      "GET /v1/chat/completions HTTP/1.1\r\nHost: llm\r\nX-Api-Key: whole\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  ASSERT_TRUE(upstream_.WaitRequest());
+  ASSERT_TRUE(upstream_.Send(
+      "HTTP/1.1 200 OK\r\nTrailer: x-llm-tokens\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "0\r\nx-llm-tokens: 7\r\nX-From-Trailer: 1\r\n\r\n"));
+  const std::string got = ReadUntil(fd, "0\r\n\r\n");
+  ::close(fd);
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << got;
+  const std::string head = got.substr(0, head_end);
+  EXPECT_EQ(head.find("X-From-Trailer"), std::string::npos) << head;
+  EXPECT_EQ(head.find("x-llm-tokens: 7"), std::string::npos) << head;
+  EXPECT_EQ(SettledCost(*s), 6);
+}
+
 }  // namespace
 }  // namespace tollgate::testing
