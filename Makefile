@@ -21,7 +21,7 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run bench bench-compare run install package package-install-test dashboard-screenshot clean
+.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run fuzz-test-run bench bench-compare run install package package-install-test dashboard-screenshot clean
 
 deps:
 	@bash tools/deps.sh
@@ -83,15 +83,22 @@ test-stress: $(if $(filter $(BUILD),$(STRESS_BUILD)),configure)
 
 # libFuzzer targets (fuzz/, docs/fuzzing.md), built with clang and ASan+UBSan in
 # their own tree; each runs FUZZ_SECONDS on a copy of its committed seed corpus.
+# FUZZ_TESTS=ON: the same tree also builds every test, and `make fuzz-test-run` runs them under
+# clang's ASan+UBSan. CI's one sanitizer tree: the libraries and tollgated are compiled once for
+# the fuzz targets and the tests (.ci/run; `make asan` is still GCC's ASan tree for development).
+FUZZ_TESTS ?= OFF
 fuzz: fuzz-run
 fuzz-configure: deps
 	cmake -S . -B $(BUILD_FUZZ) $(call cmake_gen,$(BUILD_FUZZ)) $(CMAKE_ARGS) -DCMAKE_CXX_COMPILER=clang++-14 \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-	  -DTOLLGATE_FUZZ=ON -DTOLLGATE_BUILD_TESTS=OFF -DTOLLGATE_BUILD_BENCH=OFF
+	  -DTOLLGATE_FUZZ=ON -DTOLLGATE_BUILD_TESTS=$(FUZZ_TESTS) -DTOLLGATE_BUILD_BENCH=OFF
 fuzz-build: fuzz-configure
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_all
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) $(if $(filter ON,$(FUZZ_TESTS)),,--target fuzz_all)
 fuzz-run: fuzz-build
 	bash fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+fuzz-test-run: fuzz-build
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(BUILD_FUZZ) --output-on-failure -j $(JOBS) -LE no_asan
 
 bench: build
 	bash bench/run.sh $(BUILD)

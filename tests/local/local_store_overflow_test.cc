@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "testing/timing.h"
 #include "tollgate/clock.h"
 #include "tollgate/local_store.h"
 
@@ -185,7 +186,7 @@ TEST(LocalStoreOverflow, SlidingLogKeysFollowThePolicy) {
   }
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(TOLLGATE_TESTING_ASAN) || defined(TOLLGATE_TESTING_TSAN)  // GCC's or clang's
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
