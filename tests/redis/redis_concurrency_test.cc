@@ -69,7 +69,7 @@ TEST(RedisConcurrency, AsyncCallersAreMergedAndStayExact) {
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
+    threads.emplace_back([&] {
       for (int i = 0; i < kCalls / 4; ++i) {
         if (i % 2 == 0) {
           AcquireItem item{"async-hot", &l, 1};
