@@ -21,11 +21,11 @@ namespace {
 
 using testing::ScopedTempDir;
 
-// Per client address: a bucket of `burst` refilling 5 a second.
+// Per client address: a bucket of `burst` refilling 1 a second.
 std::string PolicyText(int burst) {
   return R"({"rules": [{"name": "per-ip", "limit_keys": ["ip:address"],
              "algorithm": "token_bucket",
-             "algorithm_config": {"rps": 5, "burst": )" +
+             "algorithm_config": {"rps": 1, "burst": )" +
          std::to_string(burst) + "}}]}";
 }
 
@@ -92,9 +92,9 @@ TEST(Runtime, DecidesOnAnInlinePolicyWithTheInjectedClock) {
   }
   EXPECT_EQ(Decide(*f.runtime, "192.0.2.1").http_status, 429);
   EXPECT_TRUE(Decide(*f.runtime, "192.0.2.2").allowed());  // its own bucket
-  f.clock.Advance(std::chrono::milliseconds(199));
+  f.clock.Advance(std::chrono::milliseconds(999));
   EXPECT_FALSE(Decide(*f.runtime, "192.0.2.1").allowed());
-  f.clock.Advance(std::chrono::milliseconds(1));  // one token every 200 ms
+  f.clock.Advance(std::chrono::milliseconds(1));  // one token a second
   EXPECT_TRUE(Decide(*f.runtime, "192.0.2.1").allowed());
 }
 
