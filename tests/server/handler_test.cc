@@ -110,7 +110,7 @@ TEST_F(Handlers, AuthDecidesThroughTheRuntime) {
   EXPECT_EQ(third.status, 403);
   EXPECT_EQ(HeaderOf(third, "X-RateLimit-Decision"), "reject");
   EXPECT_EQ(Call(Op::kAuth, "/v1/auth", "192.0.2.2", uri).status, 204);  // its own bucket
-  clock_.Advance(std::chrono::seconds(1));  // one token back
+  clock_.Advance(std::chrono::seconds(1));                               // one token back
   EXPECT_EQ(Call(Op::kAuth, "/v1/auth", "192.0.2.1", uri).status, 204);
 }
 

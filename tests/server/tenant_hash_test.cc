@@ -22,7 +22,7 @@ namespace {
 using json = nlohmann::json;
 using runtime::ReadTenantHash;
 using runtime::TenantHashLimits;
-using server::RedisCommand;
+using tollgate::RedisCommand;
 using Entries = std::vector<std::pair<std::string, std::string>>;
 
 RedisReply Str(std::string s) {
