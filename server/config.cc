@@ -14,7 +14,6 @@
 #include "base/config_errors.h"
 #include "base/json_fields.h"
 #include "server/secrets.h"
-#include "server/store_bundle.h"
 #include "trace/exporter.h"
 
 namespace tollgate::server {
@@ -585,6 +584,37 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
   return ParseServerConfig(text.str(), config);
 }
 
+// Reconnect attempts back off to at most this, so decisions return to Redis
+// within ~1 s of its recovery (breaker cool-down + one reconnect + a probe).
+constexpr std::chrono::milliseconds kReconnectBackoffMax{200};
+
+Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
+  StoreSpec spec;
+  spec.url = config.store;
+  spec.local.max_keys = config.local_max_keys;
+  spec.local.max_keys_per_group = config.local_max_keys_per_rule;
+  if (!ParseOverflowPolicy(config.local_overflow, &spec.local.overflow)) {
+    return InvalidArgument("store.local_overflow: must be evict, allow or reject");
+  }
+  spec.call_timeout = config.store_timeout;
+  spec.reconnect_backoff_max = kReconnectBackoffMax;
+  ResilienceSpec r;
+  if (!ParseFailureMode(config.failure_mode, &r.mode)) {
+    return InvalidArgument("failure_mode: must be open, closed or degrade");
+  }
+  r.degrade_fraction = config.degrade_fraction;
+  r.charge_back = config.charge_back;
+  r.call_deadline = config.call_deadline;
+  r.breaker.consecutive_failures = config.breaker_consecutive_failures;
+  r.breaker.failure_ratio = config.breaker_failure_ratio;
+  r.breaker.min_calls = config.breaker_min_calls;
+  r.breaker.window = config.breaker_window;
+  r.breaker.open_duration = config.breaker_open;
+  r.breaker.half_open_probes = config.breaker_half_open_probes;
+  spec.resilience = r;
+  return spec;
+}
+
 StoreKind StoreKindOf(std::string_view store) {
   auto scheme = StoreSchemeOf(store);  // the runtime's grammar (tollgate/store_spec.h)
   if (!scheme.ok()) return StoreKind::kUnknown;
@@ -644,6 +674,20 @@ EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
   // lease expiry (docs/configuration.md, "Concurrency rules").
   o.releases_leases = true;
   return o;
+}
+
+Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& c) {
+  RuntimeOptions options;
+  options.policy.location = c.policy_path;
+  options.policy.value_dir = c.policy_value_dir;
+  options.policy.remote_files = c.policy_remote_files;
+  auto spec = StoreSpecOf(c);
+  if (!spec.ok()) return spec.status();
+  options.store = std::move(spec).value();
+  options.enforcer = MakeEnforcerOptions(c);
+  options.fleet.share_rollback = c.share_rollback;
+  options.fleet.rollback_sync = c.rollback_sync;
+  return options;
 }
 
 }  // namespace tollgate::server

@@ -20,8 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tollgate/local_store.h"
 #include "tollgate/policy.h"
+#include "tollgate/runtime.h"
+#include "tollgate/store_spec.h"
 
 namespace tollgate::server {
 
@@ -207,6 +208,15 @@ size_t ReadBufferLimit(const ServerConfig& config);
 
 // Turns the config's decision options into EnforcerOptions (validated already).
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& config);
+
+// The runtime store spec of the config's `store` section (URL, local_*,
+// timeouts, failure mode, breaker). Remote stores are always resilient and
+// register in the fleet. kInvalidArgument names the field that is wrong.
+Result<StoreSpec> StoreSpecOf(const ServerConfig& config);
+
+// The engine's options (tollgate/runtime.h): the policy source, the store
+// spec, the Enforcer's options and the fleet's. Fails as StoreSpecOf does.
+Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& config);
 
 }  // namespace tollgate::server
 

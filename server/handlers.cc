@@ -449,9 +449,9 @@ Response HandleHealthz(const Runtime& s) {
 Response HandleReadyz(const Runtime& s, bool detail) {
   // Ready when the store can decide or the failure mode answers for it; the
   // store behind the failure mode is reported on its own.
-  const bool can_decide = s.store->store->Healthy();
-  const bool backing_ok = s.store->backing_healthy ? s.store->backing_healthy() : can_decide;
-  bool ready = !s.state->Draining() && (can_decide || !s.store->fail_closed);
+  const bool can_decide = s.engine->StoreHealthy();
+  const bool backing_ok = s.engine->BackingHealthy();
+  bool ready = !s.state->Draining() && s.engine->Ready();
   if (!detail) {
     return JsonResponse(ready ? 200 : 503, {{"ready", ready}, {"draining", s.state->Draining()}});
   }
@@ -461,7 +461,7 @@ Response HandleReadyz(const Runtime& s, bool detail) {
             {"policy_version", s.policies->version()},
             {"policy_source", s.policy_source},
             {"policy_last_reload", {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}}},
-            {"store", s.store->description},
+            {"store", s.engine->store_description()},
             {"store_healthy", backing_ok && can_decide},
             {"failure_mode", s.config->failure_mode},
             {"draining", s.state->Draining()},
@@ -587,8 +587,8 @@ void WritePolicyMetrics(PrometheusWriter& w, const Runtime& s) {
 // The store, tracing, log gates, /v1/top and the process.
 void WriteProcessMetrics(PrometheusWriter& w, const Runtime& s) {
   w.Family("tollgate_store_healthy", "gauge", "1 when the store can decide.");
-  w.Sample("tollgate_store_healthy", s.store->store->Healthy() ? 1.0 : 0.0);
-  if (s.store->export_metrics) s.store->export_metrics(w);
+  w.Sample("tollgate_store_healthy", s.engine->StoreHealthy() ? 1.0 : 0.0);
+  s.engine->WriteStoreMetrics(w);
   if (s.tracer) s.tracer->Render(w);
   w.Family("tollgate_rejection_logs_suppressed_total", "counter",
            "Rejections not logged because of sampling or the per-second cap.");
@@ -611,7 +611,7 @@ Response HandleMetrics(const Runtime& s) {
   WriteDecisionMetrics(w, counters);
   const std::optional<ServerMetrics::LatencyCounts> grpc_latency = WriteGrpcDecisions(w, s);
   WriteRollbackMetrics(w, counters);
-  if (s.rollback_fleet) WriteRollbackFleetMetrics(w, *s.rollback_fleet);
+  s.engine->WriteFleetMetrics(w);
   WriteSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
   WritePolicyMetrics(w, s);

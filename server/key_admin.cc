@@ -118,16 +118,16 @@ std::variant<RuleKey, Response> ResolveKey(const Runtime& rt, KeyRequest& req, s
 }
 
 // The action on the store: the key's state after it (get: before).
-Result<Decision> Apply(Store& store, const RuleKey& key, KeyAction action, const KeyRequest& req,
-                       const Decision& before) {
+Result<Decision> Apply(const tollgate::Runtime& engine, const RuleKey& key, KeyAction action,
+                       const KeyRequest& req, const Decision& before) {
   switch (action) {
     case KeyAction::kGet:
       return before;
     case KeyAction::kReset:
-      if (Status st = store.ResetKey(key.bucket_key, key.limit); !st.ok()) return st;
-      return InspectKey(store, key.bucket_key, key.limit);
+      if (Status st = engine.ResetKey(key.bucket_key, key.limit); !st.ok()) return st;
+      return engine.InspectKey(key.bucket_key, key.limit);
     case KeyAction::kSet:
-      return store.SetRemaining(key.bucket_key, key.limit, *req.remaining);
+      return engine.SetRemaining(key.bucket_key, key.limit, *req.remaining);
   }
   return InternalError("unknown key action");
 }
@@ -160,8 +160,8 @@ Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
                   st.message());
     }
   }
-  Store& store = *rt.store->store;
-  Result<Decision> before = InspectKey(store, key.bucket_key, key.limit);
+  const tollgate::Runtime& engine = *rt.engine;
+  Result<Decision> before = engine.InspectKey(key.bucket_key, key.limit);
   if (!before.ok()) {
     return fail(Problem(HttpStatusOf(before.status()), "Store failed", before.status().ToString()),
                 before.status().ToString());
@@ -173,7 +173,7 @@ Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
                  {"limit", key.limit.ToString()},
                  {"before", StateJson(*before)}};
   audit["before"] = answer["before"];
-  Result<Decision> after = Apply(store, key, action, req, *before);
+  Result<Decision> after = Apply(engine, key, action, req, *before);
   if (!after.ok()) {
     return fail(Problem(HttpStatusOf(after.status()), "Store failed", after.status().ToString()),
                 after.status().ToString());

@@ -32,48 +32,6 @@ json TrippedRules(const std::vector<RuleCounters>& counters) {
   return out;
 }
 
-RollbackChange FleetChange(const RollbackTransition& change) {
-  RollbackChange out;
-  out.rule = change.rule;
-  out.fingerprint = change.fingerprint;
-  out.tripped = change.tripped;
-  out.trigger = change.tripped || change.by_operator
-                    ? std::string(RollbackTriggerName(change.tripped ? change.trigger
-                                                                     : RollbackTrigger::kAdmin))
-                    : "none";
-  out.reason = change.reason;
-  return out;
-}
-
-RollbackTransition AdoptedTransition(const RollbackRecord& record) {
-  RollbackTransition out;
-  out.rule = record.rule;
-  out.fingerprint = record.fingerprint;
-  out.tripped = record.tripped;
-  out.trigger = RollbackTriggerFromName(record.trigger);
-  out.reason = record.reason;
-  out.origin = record.origin;
-  return out;
-}
-
-void WriteRollbackFleetMetrics(PrometheusWriter& w, const RollbackFleet& fleet) {
-  const RollbackFleetStats st = fleet.stats();
-  w.Family("tollgate_rollback_fleet_reads_total", "counter",
-           "Reads of the fleet's rollback hash, by result (ok, error).");
-  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "ok"}, st.reads);
-  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "error"}, st.read_failures);
-  w.Family("tollgate_rollback_fleet_publishes_total", "counter",
-           "Rollback trips and clears sent to the fleet, by result (ok, error: queued again).");
-  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "ok"}, st.publishes);
-  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "error"}, st.publish_failures);
-  w.Family("tollgate_rollback_fleet_bad_records_total", "counter",
-           "Records of the fleet's rollback hash skipped because they did not parse.");
-  w.Sample("tollgate_rollback_fleet_bad_records_total", {}, st.bad_records);
-  w.Family("tollgate_rollback_fleet_pending", "gauge",
-           "Rollback transitions of this instance not yet sent to the fleet.");
-  w.Sample("tollgate_rollback_fleet_pending", double(st.pending));
-}
-
 namespace {
 
 json FleetView(const Runtime& s) {

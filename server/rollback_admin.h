@@ -52,14 +52,6 @@ Response HandleRollbackView(const Runtime& s);
 Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
                               std::string_view peer, std::string_view trace_id);
 
-// The Enforcer's change as the fleet records it, and a fleet record as the
-// Enforcer adopts it.
-RollbackChange FleetChange(const RollbackTransition& change);
-RollbackTransition AdoptedTransition(const RollbackRecord& record);
-
-// tollgate_rollback_fleet_* families: reads, publishes, bad records, pending.
-void WriteRollbackFleetMetrics(PrometheusWriter& w, const RollbackFleet& fleet);
-
 }  // namespace tollgate::server
 
 #endif  // TOLLGATE_SERVER_ROLLBACK_ADMIN_H_

@@ -1,15 +1,16 @@
 // Internal: what tollgated handles a request with, as one immutable snapshot.
 //
 // A Runtime is built by Server::Create from the ServerConfig and the objects
-// the config asks for (policy store, store, Enforcer, the Envoy RLS front
-// end), and is rebuilt and swapped whole on every successful reload
-// (RuntimeHolder::Swap). A session refreshes its snapshot before each request
-// and keeps it for that request, so one request never sees half of a reload.
-// Handlers (server/endpoints.h) take a request and a `const Runtime&` and
-// return a response; they never see sockets or the server's own bookkeeping.
+// the config asks for (the engine, tollgate::Runtime of tollgate/runtime.h:
+// policy, store, Enforcer, fleet; the Envoy RLS front end), and is rebuilt and
+// swapped whole on every successful reload (RuntimeHolder::Swap, from the
+// engine's on_reloaded, under its reload lock). A session refreshes its snapshot before each
+// request and keeps it for that request, so one request never sees half of a reload. Handlers
+// (server/endpoints.h) take a request and a `const Runtime&` and return a response; they never see
+// sockets or the server's own bookkeeping.
 //
 // What is immutable: every field of a Runtime once it is published. What is
-// shared: the objects it points to (Enforcer, store bundle, metrics, the
+// shared: the objects it points to (the engine, metrics, the
 // /v1/top sketch, the log gates, ServerState) are thread-safe and owned by the
 // server, which outlives every session and so every snapshot in use.
 //
@@ -35,12 +36,12 @@
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
 #include "server/route.h"
-#include "server/store_bundle.h"
 #include "server/top_rejected.h"
 #include "server/tracing.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"
 #include "tollgate/rollback_fleet.h"
+#include "tollgate/runtime.h"
 
 namespace tollgate::server {
 
@@ -85,8 +86,9 @@ struct Runtime {
   IdentityRedactor identities;                 // how keys and addresses are shown
   std::shared_ptr<const Gateway> gateway;      // null unless gateway mode
 
-  // The decision engine. `policy` is the one this snapshot was built with (the
-  // Enforcer reads the PolicyStore's current one, which it equals between reloads).
+  // The decision engine (the engine's own parts, borrowed). `policy` is the one
+  // this snapshot was built with (the Enforcer reads the PolicyStore's current
+  // one, which it equals between reloads).
   std::shared_ptr<const Policy> policy;  // never null
   uint64_t policy_generation = 0;
   std::string policy_source;  // "file:<path>" or "etcd://host:port[,...]/key"
@@ -94,7 +96,8 @@ struct Runtime {
   // The rollback guards shared across the fleet; null: per instance.
   RollbackFleet* rollback_fleet = nullptr;
   PolicyStore* policies = nullptr;
-  const StoreBundle* store = nullptr;
+  // Store health and metrics, key administration; never null.
+  const tollgate::Runtime* engine = nullptr;
   // Enforcer::CheckAsync rather than Check: the store is natively asynchronous
   // (Store::AsyncNative), so an I/O thread never waits on the network.
   bool async_decisions = false;

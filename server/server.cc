@@ -15,17 +15,13 @@
 #include <mutex>
 #include <thread>
 
-#include "base/redact.h"
-#include "runtime/etcd_watch.h"
 #include "server/admin_guard.h"
 #include "server/context.h"
 #include "server/handlers.h"
-#include "server/policy_file.h"
-#include "server/rollback_admin.h"
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
-#include "src/policy/policy_impl.h"
+#include "tollgate/runtime.h"
 
 namespace tollgate::server {
 
@@ -129,14 +125,9 @@ class Server::Impl {
   const Clock* clock = nullptr;
   const Clock* io_clock = nullptr;         // the store's I/O timers
   std::unique_ptr<DecisionTracer> tracer;  // null without tracing.endpoint
-  std::shared_ptr<PolicyStore> policies;
-  StoreBundle store;
-  std::unique_ptr<Enforcer> enforcer;
-  // The rollback guards shared across the fleet (a remote store with
-  // store.share_rollback); null otherwise. Declared after the Enforcer, which
-  // its thread adopts into, so it goes first; Wait stops its thread. Shared:
-  // the Enforcer's on_rollback holds it weakly.
-  std::shared_ptr<RollbackFleet> rollback_fleet;
+  // The engine: policy source, store, Enforcer, rollback fleet, reloads.
+  // Wait stops its etcd watch and fleet thread.
+  std::unique_ptr<tollgate::Runtime> engine;
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<TopRejected> top;
   std::unique_ptr<RejectionGate> reject_gate;
@@ -146,12 +137,6 @@ class Server::Impl {
   std::unique_ptr<GrpcFrontend> grpc;  // Envoy RLS, when grpc_listen is set
   ServerState state;
   std::optional<RuntimeHolder> runtimes;
-  std::mutex reload_mu;  // one reload (and snapshot swap) at a time
-  // The policy source: a file (policy_path), or an etcd key when policy_path is
-  // etcd://host:port[,host:port]/key (then the watch delivers new revisions).
-  std::optional<etcd::EtcdOptions> etcd_source;
-  std::unique_ptr<etcd::EtcdWatch> etcd_watch;  // stopped in Wait, after the workers
-  int64_t etcd_revision = 0;                    // the revision the first policy was read at
   // Reloads and policy writes from SIGHUP, the file watch and the admin API
   // run here, not on a worker: an etcd read or write waits up to io_timeout per
   // member. Joined in Wait once the workers (which await its answers) are done.
@@ -167,15 +152,6 @@ class Server::Impl {
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   FileStamp policy_stamp;
-  // Redis tenant tables: the shortest "refresh" the last parse asked for (ns,
-  // 0: none) and when the policy was last read (clock->Now()); the reload poll
-  // reloads the policy when that is due, so the tables are read again and the
-  // new policy swapped in whole.
-  std::atomic<int64_t> tenant_refresh_ns{0};
-  std::atomic<int64_t> tenant_loaded_ns{0};
-  // Set by a tenant table read that failed because Redis could not be reached
-  // (OpenPolicy: such a start exits 1, not 2).
-  std::atomic<bool> tenant_store_unreachable{false};
   RlsStamps rls_stamps;  // empty without the gRPC frontend
   std::vector<std::thread> threads;
   std::atomic<bool> shutdown_started{false};
@@ -271,9 +247,8 @@ class Server::Impl {
       }
       if (changed) {
         net::post(source_pool, [this] { Reload("file_changed"); });
-      } else if (const int64_t every = tenant_refresh_ns.load(std::memory_order_relaxed);
-                 every > 0 && clock->Now() - tenant_loaded_ns.load() >= every) {
-        tenant_loaded_ns.store(clock->Now());  // one refresh in flight, not one a poll
+      } else if (engine->TenantRefreshDue()) {
+        // Redis tenant tables are read again and the new policy swapped in whole.
         net::post(source_pool, [this] { Reload("tenant_refresh"); });
       }
       ScheduleReloadPoll();
@@ -299,180 +274,38 @@ class Server::Impl {
     });
   }
 
-  // Runs a reload (admin, SIGHUP, file change, the API), logs and counts it;
-  // on success the next snapshot is swapped in whole before it returns.
-  std::vector<ConfigError> Reload(std::string_view trigger) {
-    std::lock_guard<std::mutex> lock(reload_mu);
-    return ReloadLocked(trigger, "");
-  }
+  // Runs a reload (admin, SIGHUP, file change, the API); the engine logs it
+  // and OnReloaded counts it and swaps the next snapshot in before it returns.
+  std::vector<ConfigError> Reload(std::string_view trigger) { return engine->Reload(trigger); }
 
-  // The admin API's PUT. Checked first exactly as the reload below will parse
-  // it (the same ParsePolicy with the same Redis tenant reader; with the gRPC
-  // frontend the rls_config too), so a policy that would not apply is never
-  // stored. Then stored (the file replaced; etcd: put only while the key is at
-  // the revision just read) and applied from the same bytes; should that
-  // reload still fail (a tenant hash changed in between), the stored bytes are
-  // put back. The file watch and a restart only ever see a policy that applied.
+  // The admin API's PUT (tollgate::Runtime::PutPolicy: checked, written back,
+  // applied, or put back). The file watch need not reload what was just
+  // written; posted to the thread that owns the stamp (a poll before it only
+  // reloads the same bytes).
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor) {
-    std::lock_guard<std::mutex> lock(reload_mu);
-    std::vector<ConfigError> errors = CheckPut(text);
-    if (!errors.empty()) {
-      LogPutFailed(actor, errors);
-      return errors;
-    }
-    Result<StoredPolicy> stored = StorePolicy(text);
-    if (!stored.ok()) {
-      errors = {{"", stored.status().message()}};
-      LogPutFailed(actor, errors);
-      return errors;
-    }
-    const std::string copy(text);
-    errors = ReloadLocked("admin_put", actor, &copy);
-    if (!errors.empty()) RestorePolicy(*stored, actor);
-    // The file watch need not reload what was just written; posted to the
-    // thread that owns the stamp (a poll before it only reloads the same bytes).
-    if (reload_timer && !etcd_source) {
+    bool written = false;
+    std::vector<ConfigError> errors = engine->PutPolicy(text, actor, &written);
+    if (written && reload_timer && !engine->policy_from_etcd()) {
       net::post(reload_timer->get_executor(),
                 [this] { policy_stamp = Stamp(config->policy_path); });
     }
     return errors;
   }
 
-  std::vector<ConfigError> CheckPut(std::string_view text) {
-    std::vector<ConfigError> errors = ParsePolicy(text, PutParseOptions()).errors;
-    if (grpc) {
-      for (ConfigError& e : GrpcFrontend::CheckConfig(*config)) {
-        e.path = "rls_config: " + e.path;
-        errors.push_back(std::move(e));
-      }
-    }
-    return errors;
-  }
-
-  void LogPutFailed(std::string_view actor, const std::vector<ConfigError>& errors) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& e : errors) list.push_back(e.ToString());
-    log->Error("policy_put_failed", {{"actor", std::string(actor)}, {"errors", std::move(list)}});
-  }
-
-  // What a PUT replaced: the bytes before it, and (etcd) the revision it wrote.
-  struct StoredPolicy {
-    std::optional<std::string> before;  // etcd: nullopt when the key did not exist
-    int64_t revision = 0;
-  };
-
-  Result<StoredPolicy> StorePolicy(std::string_view text) {
-    StoredPolicy stored;
-    if (etcd_source) {
-      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
-      if (!read.ok()) return read.status();
-      const int64_t seen = read->kv ? read->kv->mod_revision : 0;
-      if (read->kv) stored.before = read->kv->value;
-      Result<int64_t> put = etcd::EtcdPutIfRevision(*etcd_source, text, seen);
-      if (!put.ok()) return put.status();
-      stored.revision = *put;
-      return stored;
-    }
-    Result<std::string> before = ReadWholeFile(config->policy_path, kMaxPolicyBytes);
-    if (!before.ok()) return before.status();
-    stored.before = std::move(before).value();
-    if (Status written = ReplaceFileAtomically(config->policy_path, text); !written.ok()) {
-      return written;
-    }
-    return stored;
-  }
-
-  // Puts back what StorePolicy replaced (etcd: only if nobody wrote the key
-  // since), logging the outcome.
-  void RestorePolicy(const StoredPolicy& stored, std::string_view actor) {
-    Status restored = Status::Ok();
-    if (etcd_source) {
-      if (stored.before) {
-        restored = etcd::EtcdPutIfRevision(*etcd_source, *stored.before, stored.revision).status();
-      } else {
-        restored = etcd::EtcdDeleteIfRevision(*etcd_source, stored.revision);
-      }
-    } else {
-      restored = ReplaceFileAtomically(config->policy_path, *stored.before);
-    }
-    nlohmann::json fields = {{"actor", std::string(actor)}, {"source", config->policy_path}};
-    if (restored.ok()) {
-      log->Warn("policy_put_rolled_back", std::move(fields));
-    } else {
-      fields["error"] = restored.message();
-      log->Error("policy_put_rollback_failed", std::move(fields));
-    }
-  }
-
-  // Reload's work; reload_mu is held. Every successful reload is one audit
-  // line (policy_reloaded) with the version before and after and each rule
-  // change (DiffPolicies).
-  std::vector<ConfigError> ReloadLocked(std::string_view trigger, std::string_view actor,
-                                        const std::string* text = nullptr) {
-    std::shared_ptr<const Policy> before = policies->Current();
-    const std::string version_before = policies->version();
-    // The parse below sets it again if the new policy still reads a hash; a
-    // rejected policy leaves the running one, and its refresh, in place.
-    const int64_t refresh_before = tenant_refresh_ns.exchange(0);
-    tenant_loaded_ns.store(clock->Now());
-    std::vector<ConfigError> errors;
-    if (text) {
-      errors = policies->ReloadFromText(*text);
-    } else if (etcd_source) {
-      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
-      if (!read.ok()) {
-        errors.push_back({"", read.status().message()});
-      } else if (!read->kv) {
-        errors.push_back({"", "etcd key " + etcd_source->url.key + " does not exist"});
-      } else {
-        errors = policies->ReloadFromText(read->kv->value);
-      }
-    } else {
-      errors = policies->Reload();
-    }
-    if (grpc) {
-      for (auto& e : grpc->Reload()) {
-        e.path = "rls_config: " + e.path;
-        errors.push_back(std::move(e));
-      }
-    }
+  // Every reload of the engine (any trigger), under its reload lock: counted,
+  // and on success the next snapshot swapped in whole.
+  void OnReloaded(const std::vector<ConfigError>& errors) {
     if (!errors.empty()) {
-      tenant_refresh_ns.store(refresh_before);
       state.reloads_failed.fetch_add(1, std::memory_order_relaxed);
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& e : errors) list.push_back(e.ToString());
-      nlohmann::json fields = {{"trigger", std::string(trigger)},
-                               {"path", policies->path()},
-                               {"errors", std::move(list)},
-                               {"generation", policies->generation()},
-                               {"version", version_before}};
-      if (!actor.empty()) fields["actor"] = std::string(actor);
-      log->Error("policy_reload_failed", std::move(fields));
-      return errors;
+      return;
     }
+    if (!runtimes) return;  // before the first snapshot: Create builds it
     auto next = std::make_shared<Runtime>(*runtimes->Load());
-    next->policy = policies->Current(&next->policy_generation);
-    std::shared_ptr<const Policy> after = next->policy;
+    tollgate::Runtime::View view = engine->view();
+    next->policy = std::move(view.policy);
+    next->policy_generation = view.generation;
     runtimes->Swap(std::move(next));
     state.reloads_ok.fetch_add(1, std::memory_order_relaxed);
-    nlohmann::json fields = {{"trigger", std::string(trigger)},
-                             {"path", policies->path()},
-                             {"generation", policies->generation()},
-                             {"version_before", version_before},
-                             {"version", policies->version()},
-                             {"changes", ChangesJson(DiffPolicies(*before, *after))}};
-    if (!actor.empty()) fields["actor"] = std::string(actor);
-    log->Info("policy_reloaded", std::move(fields));
-    LogPolicyWarnings(*after);
-    return errors;
-  }
-
-  // One `policy_warning` line for each rule of `policy` that can never apply.
-  void LogPolicyWarnings(const Policy& policy) {
-    for (const ConfigError& w : PolicyWarnings(policy)) {
-      log->Warn("policy_warning",
-                {{"path", w.path}, {"warning", w.message}, {"version", policies->version()}});
-    }
   }
 
   // The first snapshot, from the config and what Create built for it.
@@ -484,13 +317,15 @@ class Server::Impl {
     rt->admin_hosts = AdminHostNames(*config);
     rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
     rt->gateway = std::move(gateway);
-    rt->policy = policies->Current(&rt->policy_generation);
-    rt->policy_source = etcd_source ? config->policy_path : "file:" + config->policy_path;
-    rt->enforcer = enforcer.get();
-    rt->rollback_fleet = rollback_fleet.get();
-    rt->policies = policies.get();
-    rt->store = &store;
-    rt->async_decisions = store.store->AsyncNative();
+    tollgate::Runtime::View view = engine->view();
+    rt->policy = std::move(view.policy);
+    rt->policy_generation = view.generation;
+    rt->policy_source = engine->policy_source();
+    rt->enforcer = &engine->enforcer();
+    rt->rollback_fleet = engine->rollback_fleet();
+    rt->policies = &engine->policies();
+    rt->engine = engine.get();
+    rt->async_decisions = engine->store().AsyncNative();
     rt->grpc = grpc.get();
     rt->clock = clock;
     rt->tracer = tracer.get();
@@ -505,168 +340,45 @@ class Server::Impl {
     return rt;
   }
 
-  // How every parse of the policy reads what it names: value files confined
-  // to policy_value_dir, else the policy file's directory (PolicyStore::Open);
-  // an etcd policy reads files only with policy_remote_files. Redis tenant
-  // tables from the store's Redis; `record_refresh` (not for a PUT's check)
-  // notes their refresh for the reload poll.
-  PolicyParseOptions ParseOptions(bool record_refresh = true) {
-    PolicyParseOptions options;
-    options.base_dir = config->policy_value_dir;
-    options.files = !PolicyFromEtcd() || config->policy_remote_files;
-    options.read_tenant_hash = [this, record_refresh](
-                                   const TenantHashRef& ref,
-                                   std::vector<std::pair<std::string, std::string>>* entries) {
-      if (!store.redis_command) {
-        return InvalidArgument("a Redis tenant table needs a Redis store (store: redis://...)");
-      }
-      if (record_refresh && ref.refresh.count() > 0) {
-        int64_t now = tenant_refresh_ns.load();
-        while ((now == 0 || ref.refresh.count() < now) &&
-               !tenant_refresh_ns.compare_exchange_weak(now, ref.refresh.count())) {
-        }
-      }
-      Status read = ReadTenantHash(store.redis_command, ref.key, entries);
-      if (StoreUnreachable(read)) tenant_store_unreachable = true;
-      return read;
-    };
-    return options;
-  }
-
-  bool PolicyFromEtcd() const { return config->policy_path.find("://") != std::string::npos; }
-
-  // How a policy given over the network (PUT /v1/policy) is checked: as every
-  // reload parses it, but reading value files only with policy_remote_files.
-  PolicyParseOptions PutParseOptions() {
-    PolicyParseOptions options = ParseOptions(/*record_refresh=*/false);
-    options.base_dir = policies->parse_options().base_dir;
-    options.files = config->policy_remote_files;
-    return options;
-  }
-
-  // The policy, the store and the Enforcer deciding with them.
-  // The first policy: the file, or the etcd key's current value.
+  // The engine (policy, store, Enforcer, fleet) from the config, then tracing.
   // An invalid policy is kInvalidArgument (tollgated exits 2); a Redis tenant
   // table that could not be read because Redis is down is not (exit 1: a
   // restart may succeed).
-  Status OpenPolicy() {
-    tenant_store_unreachable.store(false);
-    if (!PolicyFromEtcd()) {  // a URL: CheckServerConfig
-      auto opened = PolicyStore::Open(config->policy_path, clock, ParseOptions());
-      if (!opened.ok()) return PolicyRefused("invalid policy " + opened.status().message());
-      policies = std::move(opened).value();
-      return Status::Ok();
-    }
-    auto url = etcd::ParseEtcdUrl(config->policy_path);
-    if (!url.ok())
-      return InvalidArgument("policy " + base::RedactUrl(config->policy_path) + ": " +
-                             url.status().message());
-    etcd::EtcdOptions options;
-    options.url = std::move(url).value();
-    auto read = etcd::EtcdRange(options);
-    if (!read.ok()) return read.status();
-    if (!read->kv) return UnavailableError("etcd key " + options.url.key + " does not exist");
-    auto opened = PolicyStore::FromText(read->kv->value, clock, ParseOptions());
-    if (!opened.ok()) {
-      return PolicyRefused("invalid policy in " + config->policy_path + ":\n" +
-                           opened.status().message());
-    }
-    policies = std::move(opened).value();
-    etcd_source = std::move(options);
-    etcd_revision = read->revision;
-    return Status::Ok();
-  }
-
-  Status PolicyRefused(std::string message) const {
-    if (tenant_store_unreachable.load()) return UnavailableError(std::move(message));
-    return InvalidArgument(std::move(message));
-  }
-
-  // Watches the etcd key (after Start): each new revision reloads like a file change.
-  void WatchEtcd() {
-    if (!etcd_source) return;
-    etcd_watch = std::make_unique<etcd::EtcdWatch>(
-        *etcd_source, etcd_revision,
-        [this](int64_t revision, std::string value) {
-          std::lock_guard<std::mutex> lock(reload_mu);
-          if (value == policies->text()) return;  // already live (read no files to tell)
-          ReloadLocked("etcd_watch:" + std::to_string(revision), "", &value);
-        },
-        [this](const Status& status) {
-          log->Warn("policy_source_error",
-                    {{"source", config->policy_path}, {"error", status.message()}});
-        });
-  }
-
   Status OpenEngine() {
-    // The store first: a policy's Redis tenant tables are read through it.
-    auto created = CreateStore(*config, clock, io_clock, log);
-    if (!created.ok()) return created.status();
-    store = std::move(created).value();
-    if (Status st = OpenPolicy(); !st.ok()) return st;
-    LogPolicyWarnings(*policies->Current());
-    tenant_loaded_ns.store(clock->Now());
+    auto options = RuntimeOptionsOf(*config);
+    if (!options.ok()) return options.status();
+    options->enforcer.time_store_calls = !config->trace_endpoint.empty();  // the store span's times
+    RuntimeEnv env;
+    env.clock = clock;
+    env.io_clock = io_clock;
+    env.on_event = [weak_log = std::weak_ptr<Logger>(log)](const RuntimeEvent& e) {
+      auto l = weak_log.lock();
+      if (!l) return;
+      l->Log(LevelOf(e.level), e.name, nlohmann::json::parse(e.fields, nullptr, false));
+    };
+    env.on_reloaded = [this](const std::vector<ConfigError>& errors) { OnReloaded(errors); };
+    auto made = tollgate::Runtime::Create(std::move(options).value(), std::move(env));
+    if (!made.ok()) return made.status();
+    engine = std::move(made).value();
     policy_stamp = Stamp(config->policy_path);
     auto tracing = DecisionTracer::Create(*config, clock);
     if (!tracing.ok()) return InvalidArgument("tracing: " + tracing.status().message());
     tracer = std::move(tracing).value();
-    EnforcerOptions options = MakeEnforcerOptions(*config);
-    options.time_store_calls = tracer != nullptr;  // the store span's times
-    std::weak_ptr<Logger> weak_log = log;
-    options.log = [weak_log](std::string_view message) {
-      if (auto l = weak_log.lock()) l->Warn("policy_event", {{"message", std::string(message)}});
-    };
-    if (Status st = OpenRollbackFleet(); !st.ok()) return st;
-    options.on_rollback =
-        [weak = std::weak_ptr<RollbackFleet>(rollback_fleet)](const RollbackTransition& change) {
-          // An operator's change is sent by the admin endpoint, which reports the outcome.
-          if (change.by_operator) return;
-          if (auto fleet = weak.lock()) fleet->Publish(FleetChange(change));
-        };
-    auto made = Enforcer::Create(policies, store.store.get(), clock, std::move(options));
-    if (!made.ok()) return made.status();
-    enforcer = std::move(made).value();
     return Status::Ok();
   }
 
-  // The fleet's rollback guards in the store's Redis (key <prefix>{rollback}),
-  // timed by the I/O clock; the first read waits for Create (SyncRollbackFleet).
-  Status OpenRollbackFleet() {
-    if (!config->share_rollback || !store.redis_command) return Status::Ok();
-    RollbackFleetOptions options;
-    options.key = store.key_prefix + "{rollback}";
-    options.interval = config->rollback_sync;
-    options.clock = io_clock;
-    auto fleet = RollbackFleet::Create(std::move(options), store.redis_command,
-                                       [this](const RollbackRecord& record) { Adopt(record); });
-    if (!fleet.ok()) return fleet.status();
-    rollback_fleet = std::move(fleet).value();
-    return Status::Ok();
-  }
-
-  // Another instance's trip or clear (or this one's, as the fleet stored it).
-  void Adopt(const RollbackRecord& record) {
-    if (!enforcer || !enforcer->AdoptRollback(AdoptedTransition(record))) return;
-    nlohmann::json fields = {{"rule", record.rule},
-                             {"tripped", record.tripped},
-                             {"trigger", record.trigger},
-                             {"origin", record.origin},
-                             {"epoch", record.epoch}};
-    if (record.tripped) {
-      fields["reason"] = record.reason;
-      log->Warn("rollback_adopted", std::move(fields));
-    } else {
-      log->Info("rollback_adopted", std::move(fields));
+  static LogLevel LevelOf(RuntimeEvent::Level level) {
+    switch (level) {
+      case RuntimeEvent::Level::kDebug:
+        return LogLevel::kDebug;
+      case RuntimeEvent::Level::kInfo:
+        return LogLevel::kInfo;
+      case RuntimeEvent::Level::kWarn:
+        return LogLevel::kWarn;
+      case RuntimeEvent::Level::kError:
+        return LogLevel::kError;
     }
-  }
-
-  // Before serving: the trips the fleet already has apply to the first request.
-  void SyncRollbackFleet() {
-    if (!rollback_fleet) return;
-    if (Status st = rollback_fleet->Sync(); !st.ok()) {
-      log->Warn("rollback_fleet_unavailable",
-                {{"key", rollback_fleet->key()}, {"error", st.message()}});
-    }
+    return LogLevel::kError;
   }
 
   // Workers, metrics and the other observers, sized by the config.
@@ -780,14 +492,19 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   m.io_clock = io_clock;
   m.start_wall_ns = clock->WallNow();
   if (Status st = m.OpenEngine(); !st.ok()) return st;
-  m.SyncRollbackFleet();
+  // Before serving: the trips the fleet already has apply to the first request.
+  m.engine->SyncRollbackFleet();
   m.CreateWorkers();
   auto gateway = m.ResolveGateway();
   if (!gateway.ok()) return gateway.status();
   if (!m.config->grpc_listen.empty()) {
-    auto grpc = GrpcFrontend::Start(*m.config, m.store.store.get(), clock);
+    auto grpc = GrpcFrontend::Start(*m.config, &m.engine->store(), clock);
     if (!grpc.ok()) return grpc.status();
     m.grpc = std::move(grpc).value();
+    // The Envoy rule files are checked with a PUT and reloaded with the policy.
+    m.engine->AttachCompanion({.name = "rls_config",
+                               .check = [&m] { return GrpcFrontend::CheckConfig(*m.config); },
+                               .reload = [&m] { return m.grpc->Reload(); }});
     m.rls_stamps = StampRls(m.config->rls_config);
   }
   if (Status st = m.BindListeners(); !st.ok()) return st;
@@ -818,17 +535,16 @@ void Server::Start() {
   }
   for (auto& w : m.workers) m.ScheduleSweep(*w);
   m.ScheduleReloadPoll();
-  m.WatchEtcd();
-  if (m.rollback_fleet) m.rollback_fleet->Start();
+  m.engine->Start();
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
                          {"threads", m.workers.size()},
-                         {"store", m.store.description},
+                         {"store", m.engine->store_description()},
                          {"failure_mode", m.config->failure_mode},
                          {"policy", m.config->policy_path},
-                         {"policy_generation", m.policies->generation()},
+                         {"policy_generation", m.engine->view().generation},
                          {"headers", m.config->header_style},
-                         {"rollback_scope", m.rollback_fleet ? "fleet" : "instance"}};
+                         {"rollback_scope", m.engine->rollback_fleet() ? "fleet" : "instance"}};
   if (m.admin_acceptor) {
     info["admin"] = m.admin_acceptor->local_endpoint().address().to_string() + ":" +
                     std::to_string(admin_port());
@@ -854,8 +570,7 @@ void Server::Wait() {
   for (auto& t : m.threads) {
     if (t.joinable()) t.join();
   }
-  m.etcd_watch.reset();
-  if (m.rollback_fleet) m.rollback_fleet->Stop();
+  m.engine->Stop();
   m.source_pool.join();
   m.admin_pool.join();
   if (m.grpc) m.grpc->Shutdown();
@@ -867,7 +582,7 @@ std::vector<ConfigError> Server::Reload() { return impl_->Reload("api"); }
 
 uint16_t Server::port() const { return impl_->port; }
 uint16_t Server::admin_port() const { return impl_->admin_port; }
-Enforcer& Server::enforcer() { return *impl_->enforcer; }
+Enforcer& Server::enforcer() { return impl_->engine->enforcer(); }
 const ServerConfig& Server::config() const { return *impl_->config; }
 
 }  // namespace tollgate::server

@@ -1,6 +1,7 @@
 # `tollgate check-config --server FILE` runs tollgated's own startup checks
-# (server/startup_check.h), so it needs tollgated's library when it is built.
-if(TARGET tollgated_lib)
-  target_link_libraries(tollgate_cli PRIVATE tollgated_lib)
+# (server/startup_check.h) on a tollgated config: it links tollgated's config
+# library (the config reader and tollgate::Runtime's checks), never tollgated_lib.
+if(TARGET tollgated_config)
+  target_link_libraries(tollgate_cli PRIVATE tollgated_config)
   target_compile_definitions(tollgate_cli PRIVATE TOLLGATE_CLI_HAVE_SERVER=1)
 endif()

@@ -15,8 +15,8 @@
 
 #include "server/config.h"
 #include "server/server_fixture.h"
-#include "server/store_bundle.h"
 #include "server/test_http.h"
+#include "src/runtime/store_bundle.h"
 #include "testing/redis_server.h"
 #include "tollgate/resilient_store.h"
 
@@ -243,11 +243,13 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
   c.failure_mode = "degrade";
   c.store_timeout =
       Scaled(server::Millis(1000));  // the first heartbeat also waits for the handshake
-  auto a = server::CreateStore(c, &SystemClock::Instance(), &SystemClock::Instance());
-  auto b = server::CreateStore(c, &SystemClock::Instance(), &SystemClock::Instance());
+  auto spec = server::StoreSpecOf(c);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto a = runtime::CreateStore(*spec, StoreEnv{});
+  auto b = runtime::CreateStore(*spec, StoreEnv{});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  auto instances = [](const server::StoreBundle& bundle) {
+  auto instances = [](const runtime::StoreBundle& bundle) {
     auto* r = dynamic_cast<ResilientStore*>(bundle.store.get());
     return r != nullptr ? r->Stats().instances : -1;
   };

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "server/log.h"
-#include "server/policy_file.h"
 #include "server_fixture.h"
+#include "src/runtime/policy_file.h"
 #include "test_http.h"
 
 namespace tollgate {
@@ -280,13 +280,13 @@ TEST(PolicyFile, ReplaceRefusesASymlinkedTargetAndLeavesNoTempFile) {
   const std::string real = dir.File("real.json"), link = dir.File("link.json");
   testing::WriteFile(real, "old");
   ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
-  Status refused = server::ReplaceFileAtomically(link, "new");
+  Status refused = runtime::ReplaceFileAtomically(link, "new");
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("is a symbolic link (not followed"), std::string::npos)
       << refused.message();
   EXPECT_EQ(ReadAll(real), "old");
   EXPECT_TRUE(std::filesystem::is_symlink(link));
-  ASSERT_TRUE(server::ReplaceFileAtomically(real, "new").ok());
+  ASSERT_TRUE(runtime::ReplaceFileAtomically(real, "new").ok());
   EXPECT_EQ(ReadAll(real), "new");
   size_t files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++files;

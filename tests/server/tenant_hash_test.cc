@@ -1,7 +1,7 @@
 // Redis tenant tables (issue 18): ReadTenantHash against hostile replies and a
 // real redis-server, and tollgated reading, refreshing and rejecting a hash
 // over real sockets.
-#include "server/tenant_hash.h"
+#include "src/runtime/tenant_hash.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,9 +20,9 @@ namespace tollgate::testing {
 namespace {
 
 using json = nlohmann::json;
-using server::ReadTenantHash;
-using server::RedisCommand;
-using server::TenantHashLimits;
+using runtime::ReadTenantHash;
+using runtime::TenantHashLimits;
+using tollgate::RedisCommand;
 using Entries = std::vector<std::pair<std::string, std::string>>;
 
 RedisReply Str(std::string s) {

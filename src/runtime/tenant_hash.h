@@ -6,8 +6,8 @@
 // last good policy instead of losing every tenant's limit.
 //
 // Thread safety: stateless; blocking: one round trip per HSCAN page.
-#ifndef TOLLGATE_SERVER_TENANT_HASH_H_
-#define TOLLGATE_SERVER_TENANT_HASH_H_
+#ifndef TOLLGATE_SRC_RUNTIME_TENANT_HASH_H_
+#define TOLLGATE_SRC_RUNTIME_TENANT_HASH_H_
 
 #include <string>
 #include <string_view>
@@ -17,9 +17,7 @@
 #include "tollgate/redis_hash.h"
 #include "tollgate/status.h"
 
-namespace tollgate::server {
-
-using RedisCommand = tollgate::RedisCommand;
+namespace tollgate::runtime {
 
 // A table's bounds: 1M identities of at most 1 KiB, values like
 // "count=...,period=..." of at most 128 bytes.
@@ -35,6 +33,6 @@ Status ReadTenantHash(const RedisCommand& command, std::string_view key,
 // `tollgated --check` leaves the table unchecked.
 bool StoreUnreachable(const Status& status);
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime
 
-#endif  // TOLLGATE_SERVER_TENANT_HASH_H_
+#endif  // TOLLGATE_SRC_RUNTIME_TENANT_HASH_H_

@@ -1,6 +1,6 @@
-#include "server/tenant_hash.h"
+#include "runtime/tenant_hash.h"
 
-namespace tollgate::server {
+namespace tollgate::runtime {
 
 Status ReadTenantHash(const RedisCommand& command, std::string_view key,
                       std::vector<std::pair<std::string, std::string>>* entries,
@@ -15,4 +15,4 @@ bool StoreUnreachable(const Status& status) {
          status.code() == StatusCode::kUnavailable;
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime

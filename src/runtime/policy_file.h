@@ -1,4 +1,4 @@
-// Internal: writing a policy back to its file, as the admin API's PUT does.
+// Internal to the Runtime: writing a policy back to its file, as the admin API's PUT does.
 //
 // ReplaceFileAtomically writes `text` to a new file beside the target, fsyncs
 // it, renames it over the target and fsyncs the directory, so a reader (this
@@ -17,9 +17,9 @@
 // put back if the reload after the write fails).
 //
 // Thread safety: free functions; concurrent calls for one path must be
-// serialised by the caller (the server's reload mutex).
-#ifndef TOLLGATE_SERVER_POLICY_FILE_H_
-#define TOLLGATE_SERVER_POLICY_FILE_H_
+// serialised by the caller (the Runtime's reload mutex).
+#ifndef TOLLGATE_SRC_RUNTIME_POLICY_FILE_H_
+#define TOLLGATE_SRC_RUNTIME_POLICY_FILE_H_
 
 #include <cstddef>
 #include <string>
@@ -27,7 +27,7 @@
 
 #include "tollgate/status.h"
 
-namespace tollgate::server {
+namespace tollgate::runtime {
 
 // kInvalidArgument for a target that is a symbolic link or not a regular
 // file; kInternal naming the step and the OS error ("cannot create
@@ -36,6 +36,6 @@ Status ReplaceFileAtomically(const std::string& path, std::string_view text);
 
 Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime
 
-#endif  // TOLLGATE_SERVER_POLICY_FILE_H_
+#endif  // TOLLGATE_SRC_RUNTIME_POLICY_FILE_H_

@@ -1,27 +1,25 @@
-// The store tollgated runs: the runtime's store factory (tollgate/store_spec.h)
-// fed from the server config, plus what the HTTP side needs of it: readiness
-// and the store's Prometheus families. The URL grammar, the resilient wrapper
-// and the fleet live in src/runtime; this file only maps the config and logs.
+// Internal to the Runtime: the store it runs, opened by the store factory
+// (tollgate/store_spec.h), plus what a front end needs of it: readiness, the
+// store's Prometheus families and a plain command on the Redis behind it. The
+// only place that knows the concrete store types (their stats).
 //
 // Ownership: the bundle owns the store(s); `store` is what the Enforcer uses.
 // Thread safety: the bundle is immutable after Create; its stores are thread-safe.
-#ifndef TOLLGATE_SERVER_STORE_BUNDLE_H_
-#define TOLLGATE_SERVER_STORE_BUNDLE_H_
+#ifndef TOLLGATE_SRC_RUNTIME_STORE_BUNDLE_H_
+#define TOLLGATE_SRC_RUNTIME_STORE_BUNDLE_H_
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "server/config.h"
-#include "server/log.h"
-#include "server/metrics.h"
-#include "server/tenant_hash.h"
 #include "tollgate/clock.h"
+#include "tollgate/metrics.h"
+#include "tollgate/redis_hash.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 #include "tollgate/store_spec.h"
 
-namespace tollgate::server {
+namespace tollgate::runtime {
 
 struct StoreBundle {
   std::shared_ptr<Store> store;  // the store decisions go to
@@ -36,23 +34,16 @@ struct StoreBundle {
   // A plain command on the Redis behind the store (RedisStore::Command, or the
   // cluster's routed by its first key: argv[1], or for EVAL/EVALSHA the first
   // of KEYS); null for the local store. Reads Redis tenant tables
-  // (server/tenant_hash.h) and shares the rollback guards (RollbackFleet).
+  // (tenant_hash.h) and shares the rollback guards (RollbackFleet).
   RedisCommand redis_command;
   std::string key_prefix;  // the remote store's key prefix; "" for the local store
 };
 
-// The runtime store spec of the config's `store` section (URL, local_*,
-// timeouts, failure mode, breaker). Remote stores are always resilient and
-// register in the fleet. kInvalidArgument names the field that is wrong.
-Result<StoreSpec> StoreSpecOf(const ServerConfig& config);
-
-// Opens the config's store through the runtime factory. `log`, when given,
-// gets one line per circuit breaker transition and the fleet's warnings.
+// Opens `spec`'s store through the factory. `env.on_breaker` and `env.warn`
+// get one call per circuit breaker transition and per fleet warning.
 // Per-rule failure modes need nothing here: the Enforcer tags each item.
-// `clock` drives decisions and the breaker, `io_clock` the store's I/O timers.
-Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                const Clock* io_clock, std::shared_ptr<Logger> log = nullptr);
+Result<StoreBundle> CreateStore(const StoreSpec& spec, const StoreEnv& env);
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime
 
-#endif  // TOLLGATE_SERVER_STORE_BUNDLE_H_
+#endif  // TOLLGATE_SRC_RUNTIME_STORE_BUNDLE_H_

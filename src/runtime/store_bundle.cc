@@ -1,4 +1,4 @@
-#include "server/store_bundle.h"
+#include "runtime/store_bundle.h"
 
 #include <chrono>
 
@@ -11,12 +11,8 @@
 #include "tollgate/resilient_store.h"
 #endif
 
-namespace tollgate::server {
+namespace tollgate::runtime {
 namespace {
-
-// Reconnect attempts back off to at most this, so decisions return to Redis
-// within ~1 s of its recovery (breaker cool-down + one reconnect + a probe).
-constexpr std::chrono::milliseconds kReconnectBackoffMax{200};
 
 void WriteLocalMetrics(const LocalStore* raw, PrometheusWriter& w) {
   LocalStoreStats s = raw->Stats();
@@ -158,62 +154,13 @@ std::function<void(PrometheusWriter&)> StoreMetrics(const OpenedStore& opened) {
 
 }  // namespace
 
-Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
-  StoreSpec spec;
-  spec.url = config.store;
-  spec.local.max_keys = config.local_max_keys;
-  spec.local.max_keys_per_group = config.local_max_keys_per_rule;
-  if (!ParseOverflowPolicy(config.local_overflow, &spec.local.overflow)) {
-    return InvalidArgument("store.local_overflow: must be evict, allow or reject");
-  }
-  spec.call_timeout = config.store_timeout;
-  spec.reconnect_backoff_max = kReconnectBackoffMax;
-  ResilienceSpec r;
-  if (!ParseFailureMode(config.failure_mode, &r.mode)) {
-    return InvalidArgument("failure_mode: must be open, closed or degrade");
-  }
-  r.degrade_fraction = config.degrade_fraction;
-  r.charge_back = config.charge_back;
-  r.call_deadline = config.call_deadline;
-  r.breaker.consecutive_failures = config.breaker_consecutive_failures;
-  r.breaker.failure_ratio = config.breaker_failure_ratio;
-  r.breaker.min_calls = config.breaker_min_calls;
-  r.breaker.window = config.breaker_window;
-  r.breaker.open_duration = config.breaker_open;
-  r.breaker.half_open_probes = config.breaker_half_open_probes;
-  spec.resilience = r;
-  return spec;
-}
-
-Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
-                                const Clock* io_clock, std::shared_ptr<Logger> log) {
-  auto spec = StoreSpecOf(config);
-  if (!spec.ok()) return spec.status();
-  StoreEnv env;
-  env.clock = clock;
-  env.io_clock = io_clock;
-  // One log line per transition, never per request.
-  std::weak_ptr<Logger> weak_log = log;
-  env.on_breaker = [weak_log](const BreakerTransition& t) {
-    auto l = weak_log.lock();
-    if (!l) return;
-    const nlohmann::json fields = {{"from", std::string(BreakerStateName(t.from))},
-                                   {"to", std::string(BreakerStateName(t.to))},
-                                   {"reason", std::string(BreakerReasonName(t.reason))}};
-    if (t.to == BreakerState::kOpen) {
-      l->Warn("breaker_transition", fields);
-    } else {
-      l->Info("breaker_transition", fields);
-    }
-  };
-  env.warn = [weak_log](std::string_view event, const Status& why) {
-    if (auto l = weak_log.lock()) l->Warn(std::string(event), {{"error", why.ToString()}});
-  };
-  auto opened = OpenStore(*spec, env);
+Result<StoreBundle> CreateStore(const StoreSpec& spec, const StoreEnv& env) {
+  auto opened = OpenStore(spec, env);
   if (!opened.ok()) return opened.status();
   StoreBundle bundle;
   bundle.description = opened->description;
-  bundle.fail_closed = opened->resilient != nullptr && config.failure_mode == "closed";
+  bundle.fail_closed = opened->resilient != nullptr && spec.resilience &&
+                       spec.resilience->mode == FailureMode::kClosed;
   if (opened->resilient != nullptr) {
     OpenedStore parts = *opened;
     parts.store = nullptr;  // the bundle owns the store; the check borrows its parts
@@ -239,4 +186,4 @@ Result<StoreBundle> CreateStore(const ServerConfig& config, const Clock* clock,
   return bundle;
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime

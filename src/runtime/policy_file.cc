@@ -1,4 +1,4 @@
-#include "server/policy_file.h"
+#include "runtime/policy_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace tollgate::server {
+namespace tollgate::runtime {
 namespace {
 
 Status Failed(std::string_view step, const std::string& path, int err) {
@@ -93,4 +93,4 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   }
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate::runtime

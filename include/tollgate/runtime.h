@@ -1,0 +1,204 @@
+// Runtime: tollgated's whole decision engine without a socket.
+//
+// A Runtime opens, from typed options, what a front end decides with: the
+// policy source (a file, an etcd key or an inline text), the store
+// (StoreSpec: local, Redis, Redis Cluster, always resilient when remote), the
+// Enforcer over both, and the fleet's shared rollback guards. It reloads the
+// policy (Reload, PutPolicy, the etcd watch, a Redis tenant table's refresh),
+// answers readiness, writes the store's and the fleet's Prometheus families,
+// and administers keys on the store. tollgated (server/) is one front end over
+// it; an embedder is another:
+//
+//   RuntimeOptions options;
+//   options.policy.location = "/etc/tollgate/policy.json";
+//   options.store.url = "redis://127.0.0.1:6379";
+//   auto runtime = Runtime::Create(std::move(options));   // Result<unique_ptr<Runtime>>
+//   (*runtime)->Start();                                  // etcd watch, fleet thread
+//   CheckOutcome outcome = (*runtime)->enforcer().Check(request);
+//
+// Reloads: every change of policy (and of the companion configuration a front
+// end attaches, such as tollgated's Envoy rule files) is checked whole before
+// anything is installed, and installed under one lock, after which View()
+// shows the new policy with its generation and `on_reloaded` runs once; a
+// failed reload or PUT changes nothing (the written-back source is restored).
+//
+// Errors: Create fails with kInvalidArgument when the options or the policy
+// are invalid, another code for what may pass on its own (a store, an etcd key
+// out of reach). Reload and PutPolicy return every error, empty when live.
+// Events (breaker transitions, reload audit lines, warnings) go to
+// RuntimeEnv::on_event, never to a global logger.
+//
+// Thread safety: every method may be called from any thread, except Start and
+// Stop (the owner's). Reload, PutPolicy and the etcd watch are serialised.
+// Ownership: the Runtime owns its store, Enforcer, fleet and watch; the clocks
+// in RuntimeEnv are borrowed and must outlive it.
+#ifndef TOLLGATE_RUNTIME_H_
+#define TOLLGATE_RUNTIME_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/clock.h"
+#include "tollgate/config_error.h"
+#include "tollgate/metrics.h"
+#include "tollgate/policy.h"
+#include "tollgate/redis_hash.h"
+#include "tollgate/rollback_fleet.h"
+#include "tollgate/status.h"
+#include "tollgate/store.h"
+#include "tollgate/store_spec.h"
+
+namespace tollgate {
+
+// Where the policy comes from.
+struct PolicySourceOptions {
+  // A file path, or etcd://host:port[,host:port]/key (then watched). Empty
+  // with `text`: an inline policy that only PutPolicy changes.
+  std::string location = {};
+  std::optional<std::string> text = {};
+  // Value files and tenant tables are read from this directory, confined to
+  // it; "" = the policy file's directory (an etcd policy: none).
+  std::string value_dir = {};
+  // Whether a policy that arrives over the network (PutPolicy, an etcd key)
+  // may read value files.
+  bool remote_files = false;
+};
+
+// The rollback guards shared across instances on the same Redis.
+struct FleetOptions {
+  bool share_rollback = true;  // only with a Redis store
+  std::chrono::milliseconds rollback_sync{1000};
+};
+
+struct RuntimeOptions {
+  PolicySourceOptions policy;
+  StoreSpec store;
+  // `log` and `on_rollback` are the Runtime's (events, the fleet).
+  EnforcerOptions enforcer;
+  FleetOptions fleet;
+};
+
+// What the Runtime tells its host. `fields` is one JSON object's text.
+struct RuntimeEvent {
+  enum class Level { kDebug, kInfo, kWarn, kError };
+  Level level = Level::kInfo;
+  std::string_view name;    // "policy_reloaded", "breaker_transition", ...
+  std::string_view fields;  // {"trigger":"sighup","generation":2,...}
+};
+
+struct RuntimeEnv {
+  const Clock* clock = &SystemClock::Instance();     // decisions, reload stamps
+  const Clock* io_clock = &SystemClock::Instance();  // the store's I/O timers
+  std::function<void(const RuntimeEvent&)> on_event;
+  // After every reload attempt (any trigger), under the reload lock: `errors`
+  // empty means the new policy is live. A front end swaps its own view here.
+  std::function<void(const std::vector<ConfigError>& errors)> on_reloaded;
+};
+
+// A configuration a front end reloads with the policy (tollgated: the Envoy
+// rule files). `check` validates without installing; `reload` installs, or
+// changes nothing and returns every error.
+struct CompanionConfig {
+  std::string name;  // error prefix: "rls_config"
+  std::function<std::vector<ConfigError>()> check;
+  std::function<std::vector<ConfigError>()> reload;
+};
+
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> Create(RuntimeOptions options, RuntimeEnv env = {});
+  // What Create would refuse for a configuration reason, without connecting
+  // anywhere: the store spec and the policy (a file parsed, an etcd URL
+  // parsed). Each error has its path ("store: ...", "<file>: rules[0]...").
+  static std::vector<ConfigError> Check(const RuntimeOptions& options);
+  // Check's policy half (a front end that checked the store spec itself).
+  static std::vector<ConfigError> CheckPolicySource(const PolicySourceOptions& policy);
+  // The policy file's Redis tenant tables read from the store as a start
+  // reads them; when the store cannot be reached they are left unchecked and
+  // *unchecked says why.
+  static std::vector<ConfigError> CheckTenantTables(const RuntimeOptions& options,
+                                                    std::string* unchecked);
+  ~Runtime();  // Stop()
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Reads the fleet's rollback guards once (before the first decision).
+  void SyncRollbackFleet();
+  // Starts the etcd watch and the fleet's thread; Stop ends them.
+  void Start();
+  void Stop();
+
+  // Re-reads the source (or installs `text`, already read from it).
+  std::vector<ConfigError> Reload(std::string_view trigger);
+  // Checks `text`, writes it to the source, installs it; any failure leaves
+  // the source and the live policy as they were. Audit-logged with `actor`.
+  // `*written` (optional) tells whether the source was written (and, on
+  // errors, put back): a file watch may take the file's new stamp.
+  std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor,
+                                     bool* written = nullptr);
+  // Reloaded (and checked by PutPolicy) with the policy. Set before Start.
+  void AttachCompanion(CompanionConfig companion);
+  // Whether a Redis tenant table asks to be read again now; true marks the
+  // refresh as under way (the caller then reloads with trigger "tenant_refresh").
+  bool TenantRefreshDue();
+
+  struct View {
+    std::shared_ptr<const Policy> policy;  // never null
+    uint64_t generation = 0;
+  };
+  View view() const;
+
+  Enforcer& enforcer() const;
+  PolicyStore& policies() const;
+  Store& store() const;
+  // How every parse of a PUT policy reads files and tenant tables.
+  PolicyParseOptions PutParseOptions() const;
+  // "file:<path>", "etcd://host:port[,...]/key" or "inline".
+  const std::string& policy_source() const;
+  bool policy_from_etcd() const;
+  const std::string& store_description() const;
+  // The store can decide now.
+  bool StoreHealthy() const;
+  // The store behind the failure mode is healthy (connections up, breaker
+  // not open); the store's own health without a resilient wrapper.
+  bool BackingHealthy() const;
+  // Ready to decide: the store can, or its failure mode answers for it.
+  bool Ready() const;
+  // The remote store's key prefix ("" locally).
+  const std::string& key_prefix() const;
+  // Null unless the rollback guards are shared (fleet scope).
+  RollbackFleet* rollback_fleet() const;
+  // A command on the Redis behind the store; null for the local store.
+  const RedisCommand& redis_command() const;
+  // The store's families (keys, breaker, Redis calls); the fleet's (none
+  // without a fleet).
+  void WriteStoreMetrics(PrometheusWriter& w) const;
+  void WriteFleetMetrics(PrometheusWriter& w) const;
+
+  // Key administration (blocking: one store round trip each).
+  Result<Decision> InspectKey(std::string_view bucket_key, const Limit& limit) const;
+  Status ResetKey(std::string_view bucket_key, const Limit& limit) const;
+  Result<Decision> SetRemaining(std::string_view bucket_key, const Limit& limit,
+                                int64_t remaining) const;
+
+  class Impl;
+
+ private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The Enforcer's rollback change as the fleet records it, and a fleet record
+// as the Enforcer adopts it.
+RollbackChange FleetChange(const RollbackTransition& change);
+RollbackTransition AdoptedTransition(const RollbackRecord& record);
+
+}  // namespace tollgate
+
+#endif  // TOLLGATE_RUNTIME_H_

@@ -1,0 +1,634 @@
+#include "tollgate/runtime.h"
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/redact.h"
+#include "policy/policy_impl.h"
+#include "runtime/etcd_watch.h"
+#include "runtime/policy_file.h"
+#include "runtime/store_bundle.h"
+#include "runtime/tenant_hash.h"
+
+namespace tollgate {
+
+using json = nlohmann::json;
+using runtime::StoreBundle;
+
+RollbackChange FleetChange(const RollbackTransition& change) {
+  RollbackChange out;
+  out.rule = change.rule;
+  out.fingerprint = change.fingerprint;
+  out.tripped = change.tripped;
+  out.trigger = change.tripped || change.by_operator
+                    ? std::string(RollbackTriggerName(change.tripped ? change.trigger
+                                                                     : RollbackTrigger::kAdmin))
+                    : "none";
+  out.reason = change.reason;
+  return out;
+}
+
+RollbackTransition AdoptedTransition(const RollbackRecord& record) {
+  RollbackTransition out;
+  out.rule = record.rule;
+  out.fingerprint = record.fingerprint;
+  out.tripped = record.tripped;
+  out.trigger = RollbackTriggerFromName(record.trigger);
+  out.reason = record.reason;
+  out.origin = record.origin;
+  return out;
+}
+
+namespace {
+
+bool IsEtcdLocation(const std::string& location) {
+  return location.find("://") != std::string::npos;
+}
+
+// The rule changes of a reload as the audit line shows them.
+json ChangesJson(const std::vector<RuleChange>& changes) {
+  json out = json::array();
+  for (const RuleChange& c : changes) {
+    out.push_back({{"change", RuleChangeKindName(c.kind)},
+                   {"rule", c.rule},
+                   {"before", c.before},
+                   {"after", c.after}});
+  }
+  return out;
+}
+
+json ErrorList(const std::vector<ConfigError>& errors) {
+  json list = json::array();
+  for (const auto& e : errors) list.push_back(e.ToString());
+  return list;
+}
+
+void Emit(const RuntimeEnv& env, RuntimeEvent::Level level, std::string_view name,
+          const json& fields) {
+  if (!env.on_event) return;
+  const std::string text = fields.dump();
+  env.on_event(RuntimeEvent{level, name, text});
+}
+
+// The store's callbacks: one event per breaker transition, never per request.
+StoreEnv StoreEnvOf(const RuntimeEnv& env) {
+  StoreEnv store_env;
+  store_env.clock = env.clock;
+  store_env.io_clock = env.io_clock;
+  store_env.on_breaker = [env](const BreakerTransition& t) {
+    const json fields = {{"from", std::string(BreakerStateName(t.from))},
+                         {"to", std::string(BreakerStateName(t.to))},
+                         {"reason", std::string(BreakerReasonName(t.reason))}};
+    Emit(env, t.to == BreakerState::kOpen ? RuntimeEvent::Level::kWarn : RuntimeEvent::Level::kInfo,
+         "breaker_transition", fields);
+  };
+  store_env.warn = [env](std::string_view event, const Status& why) {
+    Emit(env, RuntimeEvent::Level::kWarn, event, {{"error", why.ToString()}});
+  };
+  return store_env;
+}
+
+}  // namespace
+
+class Runtime::Impl {
+ public:
+  Impl(RuntimeOptions o, RuntimeEnv e) : options(std::move(o)), env(std::move(e)) {}
+
+  const RuntimeOptions options;
+  const RuntimeEnv env;
+  StoreBundle store;
+  std::shared_ptr<PolicyStore> policies;
+  std::unique_ptr<Enforcer> enforcer;
+  // Declared after the Enforcer, which its thread adopts into, so it goes
+  // first; Stop ends its thread. Shared: the Enforcer's on_rollback holds it weakly.
+  std::shared_ptr<RollbackFleet> rollback_fleet;
+  std::string policy_source;
+  std::optional<CompanionConfig> companion;
+  std::mutex reload_mu;  // one reload, PUT or watch delivery at a time
+  // The policy source when it is an etcd key (then the watch delivers new revisions).
+  std::optional<etcd::EtcdOptions> etcd_source;
+  std::unique_ptr<etcd::EtcdWatch> etcd_watch;
+  int64_t etcd_revision = 0;  // the revision the first policy was read at
+  // Redis tenant tables: the shortest "refresh" the last parse asked for (ns,
+  // 0: none) and when the policy was last read (clock->Now()).
+  std::atomic<int64_t> tenant_refresh_ns{0};
+  std::atomic<int64_t> tenant_loaded_ns{0};
+  // Set by a tenant table read that failed because Redis could not be reached
+  // (OpenPolicy: such a start is kUnavailable, not kInvalidArgument).
+  std::atomic<bool> tenant_store_unreachable{false};
+
+  bool PolicyFromEtcd() const { return IsEtcdLocation(options.policy.location); }
+
+  void Event(RuntimeEvent::Level level, std::string_view name, const json& fields) const {
+    Emit(env, level, name, fields);
+  }
+
+  // How every parse of the policy reads what it names: value files confined
+  // to value_dir, else the policy file's directory (PolicyStore::Open); an
+  // etcd or inline policy reads files only with remote_files. Redis tenant
+  // tables from the store's Redis; `record_refresh` (not for a PUT's check)
+  // notes their refresh for TenantRefreshDue.
+  PolicyParseOptions ParseOptions(bool record_refresh = true) {
+    PolicyParseOptions parse;
+    parse.base_dir = options.policy.value_dir;
+    parse.files =
+        !(PolicyFromEtcd() || options.policy.location.empty()) || options.policy.remote_files;
+    parse.read_tenant_hash = [this, record_refresh](
+                                 const TenantHashRef& ref,
+                                 std::vector<std::pair<std::string, std::string>>* entries) {
+      if (!store.redis_command) {
+        return InvalidArgument("a Redis tenant table needs a Redis store (store: redis://...)");
+      }
+      if (record_refresh && ref.refresh.count() > 0) {
+        int64_t now = tenant_refresh_ns.load();
+        while ((now == 0 || ref.refresh.count() < now) &&
+               !tenant_refresh_ns.compare_exchange_weak(now, ref.refresh.count())) {
+        }
+      }
+      Status read = runtime::ReadTenantHash(store.redis_command, ref.key, entries);
+      if (runtime::StoreUnreachable(read)) tenant_store_unreachable = true;
+      return read;
+    };
+    return parse;
+  }
+
+  PolicyParseOptions PutParseOptions() {
+    PolicyParseOptions parse = ParseOptions(/*record_refresh=*/false);
+    parse.base_dir = policies->parse_options().base_dir;
+    parse.files = options.policy.remote_files;
+    return parse;
+  }
+
+  Status PolicyRefused(std::string message) const {
+    if (tenant_store_unreachable.load()) return UnavailableError(std::move(message));
+    return InvalidArgument(std::move(message));
+  }
+
+  // The first policy: the file, the etcd key's current value, or the text.
+  Status OpenPolicy() {
+    tenant_store_unreachable.store(false);
+    const std::string& location = options.policy.location;
+    if (location.empty()) {
+      if (!options.policy.text) return InvalidArgument("policy: no location and no text");
+      auto opened = PolicyStore::FromText(*options.policy.text, env.clock, ParseOptions());
+      if (!opened.ok()) return PolicyRefused("invalid policy " + opened.status().message());
+      policies = std::move(opened).value();
+      policy_source = "inline";
+      return Status::Ok();
+    }
+    if (!PolicyFromEtcd()) {
+      auto opened = PolicyStore::Open(location, env.clock, ParseOptions());
+      if (!opened.ok()) return PolicyRefused("invalid policy " + opened.status().message());
+      policies = std::move(opened).value();
+      policy_source = "file:" + location;
+      return Status::Ok();
+    }
+    auto url = etcd::ParseEtcdUrl(location);
+    if (!url.ok()) {
+      return InvalidArgument("policy " + base::RedactUrl(location) + ": " + url.status().message());
+    }
+    etcd::EtcdOptions etcd_options;
+    etcd_options.url = std::move(url).value();
+    auto read = etcd::EtcdRange(etcd_options);
+    if (!read.ok()) return read.status();
+    if (!read->kv) return UnavailableError("etcd key " + etcd_options.url.key + " does not exist");
+    auto opened = PolicyStore::FromText(read->kv->value, env.clock, ParseOptions());
+    if (!opened.ok()) {
+      return PolicyRefused("invalid policy in " + location + ":\n" + opened.status().message());
+    }
+    policies = std::move(opened).value();
+    etcd_source = std::move(etcd_options);
+    etcd_revision = read->revision;
+    policy_source = location;
+    return Status::Ok();
+  }
+
+  Status Open() {
+    // The store first: a policy's Redis tenant tables are read through it.
+    auto created = runtime::CreateStore(options.store, StoreEnvOf(env));
+    if (!created.ok()) return created.status();
+    store = std::move(created).value();
+    if (Status st = OpenPolicy(); !st.ok()) return st;
+    LogPolicyWarnings(*policies->Current());
+    tenant_loaded_ns.store(env.clock->Now());
+    EnforcerOptions enforcer_options = options.enforcer;
+    enforcer_options.log = [this](std::string_view message) {
+      Event(RuntimeEvent::Level::kWarn, "policy_event", {{"message", std::string(message)}});
+    };
+    if (Status st = OpenRollbackFleet(); !st.ok()) return st;
+    enforcer_options.on_rollback =
+        [weak = std::weak_ptr<RollbackFleet>(rollback_fleet),
+         also = options.enforcer.on_rollback](const RollbackTransition& change) {
+          if (also) also(change);
+          // An operator's change is sent by the admin endpoint, which reports the outcome.
+          if (change.by_operator) return;
+          if (auto fleet = weak.lock()) fleet->Publish(FleetChange(change));
+        };
+    auto made =
+        Enforcer::Create(policies, store.store.get(), env.clock, std::move(enforcer_options));
+    if (!made.ok()) return made.status();
+    enforcer = std::move(made).value();
+    return Status::Ok();
+  }
+
+  // The fleet's rollback guards in the store's Redis (key <prefix>{rollback}),
+  // timed by the I/O clock.
+  Status OpenRollbackFleet() {
+    if (!options.fleet.share_rollback || !store.redis_command) return Status::Ok();
+    RollbackFleetOptions fleet_options;
+    fleet_options.key = store.key_prefix + "{rollback}";
+    fleet_options.interval = options.fleet.rollback_sync;
+    fleet_options.clock = env.io_clock;
+    auto fleet = RollbackFleet::Create(std::move(fleet_options), store.redis_command,
+                                       [this](const RollbackRecord& record) { Adopt(record); });
+    if (!fleet.ok()) return fleet.status();
+    rollback_fleet = std::move(fleet).value();
+    return Status::Ok();
+  }
+
+  // Another instance's trip or clear (or this one's, as the fleet stored it).
+  void Adopt(const RollbackRecord& record) {
+    if (!enforcer || !enforcer->AdoptRollback(AdoptedTransition(record))) return;
+    json fields = {{"rule", record.rule},
+                   {"tripped", record.tripped},
+                   {"trigger", record.trigger},
+                   {"origin", record.origin},
+                   {"epoch", record.epoch}};
+    if (record.tripped) {
+      fields["reason"] = record.reason;
+      Event(RuntimeEvent::Level::kWarn, "rollback_adopted", fields);
+    } else {
+      Event(RuntimeEvent::Level::kInfo, "rollback_adopted", fields);
+    }
+  }
+
+  // Watches the etcd key: each new revision reloads like a file change.
+  void WatchEtcd() {
+    if (!etcd_source || etcd_watch) return;
+    etcd_watch = std::make_unique<etcd::EtcdWatch>(
+        *etcd_source, etcd_revision,
+        [this](int64_t revision, std::string value) {
+          std::lock_guard<std::mutex> lock(reload_mu);
+          if (value == policies->text()) return;  // already live (read no files to tell)
+          ReloadLocked("etcd_watch:" + std::to_string(revision), "", &value);
+        },
+        [this](const Status& status) {
+          Event(RuntimeEvent::Level::kWarn, "policy_source_error",
+                {{"source", options.policy.location}, {"error", status.message()}});
+        });
+  }
+
+  // One `policy_warning` event for each rule of `policy` that can never apply.
+  void LogPolicyWarnings(const Policy& policy) {
+    for (const ConfigError& w : PolicyWarnings(policy)) {
+      Event(RuntimeEvent::Level::kWarn, "policy_warning",
+            {{"path", w.path}, {"warning", w.message}, {"version", policies->version()}});
+    }
+  }
+
+  // A reload's work; reload_mu is held. Every reload is one audit event
+  // (policy_reloaded with the version before and after and each rule change,
+  // or policy_reload_failed), after on_reloaded has run.
+  std::vector<ConfigError> ReloadLocked(std::string_view trigger, std::string_view actor,
+                                        const std::string* text = nullptr) {
+    std::shared_ptr<const Policy> before = policies->Current();
+    const std::string version_before = policies->version();
+    // The parse below sets it again if the new policy still reads a hash; a
+    // rejected policy leaves the running one, and its refresh, in place.
+    const int64_t refresh_before = tenant_refresh_ns.exchange(0);
+    tenant_loaded_ns.store(env.clock->Now());
+    std::vector<ConfigError> errors;
+    if (text) {
+      errors = policies->ReloadFromText(*text);
+    } else if (etcd_source) {
+      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
+      if (!read.ok()) {
+        errors.push_back({"", read.status().message()});
+      } else if (!read->kv) {
+        errors.push_back({"", "etcd key " + etcd_source->url.key + " does not exist"});
+      } else {
+        errors = policies->ReloadFromText(read->kv->value);
+      }
+    } else if (options.policy.location.empty()) {
+      errors = policies->ReloadFromText(policies->text());
+    } else {
+      errors = policies->Reload();
+    }
+    if (companion) {
+      for (auto& e : companion->reload()) {
+        e.path = companion->name + ": " + e.path;
+        errors.push_back(std::move(e));
+      }
+    }
+    if (env.on_reloaded) env.on_reloaded(errors);
+    if (!errors.empty()) {
+      tenant_refresh_ns.store(refresh_before);
+      json fields = {{"trigger", std::string(trigger)},
+                     {"path", policies->path()},
+                     {"errors", ErrorList(errors)},
+                     {"generation", policies->generation()},
+                     {"version", version_before}};
+      if (!actor.empty()) fields["actor"] = std::string(actor);
+      Event(RuntimeEvent::Level::kError, "policy_reload_failed", fields);
+      return errors;
+    }
+    std::shared_ptr<const Policy> after = policies->Current();
+    json fields = {{"trigger", std::string(trigger)},
+                   {"path", policies->path()},
+                   {"generation", policies->generation()},
+                   {"version_before", version_before},
+                   {"version", policies->version()},
+                   {"changes", ChangesJson(DiffPolicies(*before, *after))}};
+    if (!actor.empty()) fields["actor"] = std::string(actor);
+    Event(RuntimeEvent::Level::kInfo, "policy_reloaded", fields);
+    LogPolicyWarnings(*after);
+    return errors;
+  }
+
+  // What a PUT replaced: the bytes before it, and (etcd) the revision it wrote.
+  struct StoredPolicy {
+    std::optional<std::string> before;  // etcd: nullopt when the key did not exist
+    int64_t revision = 0;
+  };
+
+  Result<StoredPolicy> StorePolicy(std::string_view text) {
+    StoredPolicy stored;
+    if (etcd_source) {
+      Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
+      if (!read.ok()) return read.status();
+      const int64_t seen = read->kv ? read->kv->mod_revision : 0;
+      if (read->kv) stored.before = read->kv->value;
+      Result<int64_t> put = etcd::EtcdPutIfRevision(*etcd_source, text, seen);
+      if (!put.ok()) return put.status();
+      stored.revision = *put;
+      return stored;
+    }
+    const std::string& path = options.policy.location;
+    if (path.empty()) {  // inline: nothing to write back
+      stored.before = policies->text();
+      return stored;
+    }
+    Result<std::string> before = runtime::ReadWholeFile(path, kMaxPolicyBytes);
+    if (!before.ok()) return before.status();
+    stored.before = std::move(before).value();
+    if (Status written = runtime::ReplaceFileAtomically(path, text); !written.ok()) {
+      return written;
+    }
+    return stored;
+  }
+
+  // Puts back what StorePolicy replaced (etcd: only if nobody wrote the key
+  // since), with an event saying how it went.
+  void RestorePolicy(const StoredPolicy& stored, std::string_view actor) {
+    const std::string& path = options.policy.location;
+    Status restored = Status::Ok();
+    if (etcd_source) {
+      if (stored.before) {
+        restored = etcd::EtcdPutIfRevision(*etcd_source, *stored.before, stored.revision).status();
+      } else {
+        restored = etcd::EtcdDeleteIfRevision(*etcd_source, stored.revision);
+      }
+    } else if (!path.empty()) {
+      restored = runtime::ReplaceFileAtomically(path, *stored.before);
+    }
+    json fields = {{"actor", std::string(actor)}, {"source", path}};
+    if (restored.ok()) {
+      Event(RuntimeEvent::Level::kWarn, "policy_put_rolled_back", fields);
+    } else {
+      fields["error"] = restored.message();
+      Event(RuntimeEvent::Level::kError, "policy_put_rollback_failed", fields);
+    }
+  }
+
+  std::vector<ConfigError> CheckPut(std::string_view text) {
+    std::vector<ConfigError> errors = ParsePolicy(text, PutParseOptions()).errors;
+    if (companion) {
+      for (ConfigError& e : companion->check()) {
+        e.path = companion->name + ": " + e.path;
+        errors.push_back(std::move(e));
+      }
+    }
+    return errors;
+  }
+
+  void LogPutFailed(std::string_view actor, const std::vector<ConfigError>& errors) {
+    Event(RuntimeEvent::Level::kError, "policy_put_failed",
+          {{"actor", std::string(actor)}, {"errors", ErrorList(errors)}});
+  }
+};
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Runtime::~Runtime() { Stop(); }
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options, RuntimeEnv env) {
+  if (env.clock == nullptr || env.io_clock == nullptr) {
+    return InvalidArgument("Runtime::Create: clock and io_clock must not be null");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(env));
+  if (Status st = impl->Open(); !st.ok()) return st;
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+std::vector<ConfigError> Runtime::CheckPolicySource(const PolicySourceOptions& policy) {
+  std::vector<ConfigError> errors;
+  if (IsEtcdLocation(policy.location)) {
+    // Only etcd:// is a source (https://, etcds:// are refused saying TLS is
+    // not supported). The key is read at start-up, not here.
+    if (auto url = etcd::ParseEtcdUrl(policy.location); !url.ok()) {
+      errors.push_back({"policy", url.status().message()});
+    }
+  } else if (!policy.location.empty()) {
+    ParsedPolicy parsed =
+        ParsePolicyFile(policy.location, PolicyParseOptions{.base_dir = policy.value_dir});
+    for (const ConfigError& e : parsed.errors) {
+      errors.push_back(
+          {e.path.empty() ? policy.location : policy.location + ": " + e.path, e.message});
+    }
+  } else if (policy.text) {
+    PolicyParseOptions parse;
+    parse.files = policy.remote_files;
+    parse.base_dir = policy.value_dir;
+    for (const ConfigError& e : ParsePolicy(*policy.text, parse).errors) {
+      errors.push_back({e.path.empty() ? "policy" : "policy: " + e.path, e.message});
+    }
+  }
+  return errors;
+}
+
+std::vector<ConfigError> Runtime::Check(const RuntimeOptions& options) {
+  std::vector<ConfigError> errors;
+  if (Status store = CheckStoreSpec(options.store); !store.ok()) {
+    std::string_view why = store.message();
+    if (why.starts_with("store: ")) why.remove_prefix(7);
+    errors.push_back({"store", std::string(why)});
+  }
+  for (ConfigError& e : CheckPolicySource(options.policy)) errors.push_back(std::move(e));
+  return errors;
+}
+
+std::vector<ConfigError> Runtime::CheckTenantTables(const RuntimeOptions& options,
+                                                    std::string* unchecked) {
+  const std::string& location = options.policy.location;
+  if (location.empty() || IsEtcdLocation(location)) return {};
+  std::optional<StoreBundle> store;  // opened for the first table
+  PolicyParseOptions parse{.base_dir = options.policy.value_dir};
+  parse.read_tenant_hash = [&](const TenantHashRef& ref,
+                               std::vector<std::pair<std::string, std::string>>* entries) {
+    if (!unchecked->empty()) return Status::Ok();  // the store is out of reach
+    if (!store) {
+      auto created = runtime::CreateStore(options.store, StoreEnv{});
+      if (!created.ok()) {
+        *unchecked = "tenant tables not checked: " + created.status().message();
+        return Status::Ok();
+      }
+      store = std::move(created).value();
+    }
+    if (!store->redis_command) {
+      return InvalidArgument("a Redis tenant table needs a Redis store (store: redis://...)");
+    }
+    Status read = runtime::ReadTenantHash(store->redis_command, ref.key, entries);
+    if (runtime::StoreUnreachable(read)) {
+      *unchecked = "tenant tables not checked: the store did not answer (" + read.message() + ")";
+      entries->clear();
+      return Status::Ok();
+    }
+    return read;
+  };
+  std::vector<ConfigError> errors;
+  for (const ConfigError& e : ParsePolicyFile(location, parse).errors) {
+    errors.push_back({location + ": " + e.path, e.message});
+  }
+  return errors;
+}
+
+void Runtime::SyncRollbackFleet() {
+  Impl& m = *impl_;
+  if (!m.rollback_fleet) return;
+  if (Status st = m.rollback_fleet->Sync(); !st.ok()) {
+    m.Event(RuntimeEvent::Level::kWarn, "rollback_fleet_unavailable",
+            {{"key", m.rollback_fleet->key()}, {"error", st.message()}});
+  }
+}
+
+void Runtime::Start() {
+  impl_->WatchEtcd();
+  if (impl_->rollback_fleet) impl_->rollback_fleet->Start();
+}
+
+void Runtime::Stop() {
+  impl_->etcd_watch.reset();
+  if (impl_->rollback_fleet) impl_->rollback_fleet->Stop();
+}
+
+std::vector<ConfigError> Runtime::Reload(std::string_view trigger) {
+  std::lock_guard<std::mutex> lock(impl_->reload_mu);
+  return impl_->ReloadLocked(trigger, "");
+}
+
+// Checked first exactly as the reload below will parse it (the same parse
+// with the same Redis tenant reader; the companion's check too), so a policy
+// that would not apply is never stored. Then stored (the file replaced; etcd:
+// put only while the key is at the revision just read) and applied from the
+// same bytes; should that reload still fail (a tenant hash changed in
+// between), the stored bytes are put back.
+std::vector<ConfigError> Runtime::PutPolicy(std::string_view text, std::string_view actor,
+                                            bool* written) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.reload_mu);
+  if (written) *written = false;
+  std::vector<ConfigError> errors = m.CheckPut(text);
+  if (!errors.empty()) {
+    m.LogPutFailed(actor, errors);
+    return errors;
+  }
+  Result<Impl::StoredPolicy> stored = m.StorePolicy(text);
+  if (!stored.ok()) {
+    errors = {{"", stored.status().message()}};
+    m.LogPutFailed(actor, errors);
+    return errors;
+  }
+  if (written) *written = true;
+  const std::string copy(text);
+  errors = m.ReloadLocked("admin_put", actor, &copy);
+  if (!errors.empty()) m.RestorePolicy(*stored, actor);
+  return errors;
+}
+
+void Runtime::AttachCompanion(CompanionConfig companion) {
+  std::lock_guard<std::mutex> lock(impl_->reload_mu);
+  impl_->companion = std::move(companion);
+}
+
+bool Runtime::TenantRefreshDue() {
+  Impl& m = *impl_;
+  const int64_t every = m.tenant_refresh_ns.load(std::memory_order_relaxed);
+  if (every <= 0 || m.env.clock->Now() - m.tenant_loaded_ns.load() < every) return false;
+  m.tenant_loaded_ns.store(m.env.clock->Now());  // one refresh in flight, not one a poll
+  return true;
+}
+
+Runtime::View Runtime::view() const {
+  View v;
+  v.policy = impl_->policies->Current(&v.generation);
+  return v;
+}
+
+Enforcer& Runtime::enforcer() const { return *impl_->enforcer; }
+PolicyStore& Runtime::policies() const { return *impl_->policies; }
+Store& Runtime::store() const { return *impl_->store.store; }
+PolicyParseOptions Runtime::PutParseOptions() const { return impl_->PutParseOptions(); }
+const std::string& Runtime::policy_source() const { return impl_->policy_source; }
+bool Runtime::policy_from_etcd() const { return impl_->etcd_source.has_value(); }
+const std::string& Runtime::store_description() const { return impl_->store.description; }
+bool Runtime::StoreHealthy() const { return impl_->store.store->Healthy(); }
+
+bool Runtime::BackingHealthy() const {
+  const StoreBundle& s = impl_->store;
+  return s.backing_healthy ? s.backing_healthy() : s.store->Healthy();
+}
+
+bool Runtime::Ready() const { return StoreHealthy() || !impl_->store.fail_closed; }
+const std::string& Runtime::key_prefix() const { return impl_->store.key_prefix; }
+RollbackFleet* Runtime::rollback_fleet() const { return impl_->rollback_fleet.get(); }
+const RedisCommand& Runtime::redis_command() const { return impl_->store.redis_command; }
+
+void Runtime::WriteStoreMetrics(PrometheusWriter& w) const {
+  if (impl_->store.export_metrics) impl_->store.export_metrics(w);
+}
+
+void Runtime::WriteFleetMetrics(PrometheusWriter& w) const {
+  if (!impl_->rollback_fleet) return;
+  const RollbackFleetStats st = impl_->rollback_fleet->stats();
+  w.Family("tollgate_rollback_fleet_reads_total", "counter",
+           "Reads of the fleet's rollback hash, by result (ok, error).");
+  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "ok"}, st.reads);
+  w.Sample("tollgate_rollback_fleet_reads_total", {"result", "error"}, st.read_failures);
+  w.Family("tollgate_rollback_fleet_publishes_total", "counter",
+           "Rollback trips and clears sent to the fleet, by result (ok, error: queued again).");
+  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "ok"}, st.publishes);
+  w.Sample("tollgate_rollback_fleet_publishes_total", {"result", "error"}, st.publish_failures);
+  w.Family("tollgate_rollback_fleet_bad_records_total", "counter",
+           "Records of the fleet's rollback hash skipped because they did not parse.");
+  w.Sample("tollgate_rollback_fleet_bad_records_total", {}, st.bad_records);
+  w.Family("tollgate_rollback_fleet_pending", "gauge",
+           "Rollback transitions of this instance not yet sent to the fleet.");
+  w.Sample("tollgate_rollback_fleet_pending", double(st.pending));
+}
+
+Result<Decision> Runtime::InspectKey(std::string_view bucket_key, const Limit& limit) const {
+  return tollgate::InspectKey(*impl_->store.store, bucket_key, limit);
+}
+
+Status Runtime::ResetKey(std::string_view bucket_key, const Limit& limit) const {
+  return impl_->store.store->ResetKey(bucket_key, limit);
+}
+
+Result<Decision> Runtime::SetRemaining(std::string_view bucket_key, const Limit& limit,
+                                       int64_t remaining) const {
+  return impl_->store.store->SetRemaining(bucket_key, limit, remaining);
+}
+
+}  // namespace tollgate
