@@ -152,9 +152,7 @@ std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
             "unknown algorithm (expected token_bucket, leaky_bucket, fixed_window, "
             "sliding_window or sliding_log)");
   }
-  const bool window = spec.algorithm == Algorithm::kFixedWindow ||
-                      spec.algorithm == Algorithm::kSlidingWindow ||
-                      spec.algorithm == Algorithm::kSlidingLog;
+  const bool window = IsWindowAlgorithm(spec.algorithm);
   if (f.Has("count") || f.Has("period")) {
     auto count = f.Whole("count", Limit::kMaxBurst);
     auto period = f.String("period");

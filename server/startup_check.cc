@@ -7,7 +7,7 @@
 #include "server/grpc_frontend.h"
 #include "server/store_bundle.h"
 #include "server/tenant_hash.h"
-#include "src/policy/client_ip.h"
+#include "tollgate/ip_address.h"
 #include "tollgate/policy.h"
 
 namespace tollgate::server {
