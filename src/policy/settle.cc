@@ -197,10 +197,10 @@ struct Planned {
 
 Status Enforcer::Settle(Settlement& settlement, const ResponseOutcome& response) {
   // A non-owning pointer: the caller keeps `settlement` alive until we return.
-  auto slot = std::make_shared<base::OneShot<Status>>();
-  SettleAsync(std::shared_ptr<Settlement>(&settlement, [](Settlement*) {}), response,
-              [slot](Status s) { slot->Set(std::move(s)); });
-  return slot->Wait();
+  return base::CallSync<Status>([&](auto done) {
+    SettleAsync(std::shared_ptr<Settlement>(&settlement, [](Settlement*) {}), response,
+                std::move(done));
+  });
 }
 
 void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutcome response,
