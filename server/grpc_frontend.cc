@@ -25,11 +25,9 @@ class RlsFrontend final : public GrpcFrontend {
     for (const rls::RuleCountersSnapshot& r : server_->counters().RuleSnapshot()) {
       RuleCounters c;
       c.rule = r.rule;
-      c.allowed = r.allowed;
-      c.rejected = r.rejected;
-      c.shadow_rejected = r.shadow_rejected;
-      c.unenforced = r.unenforced;
-      c.unavailable = r.unavailable;
+#define TOLLGATE_COPY_DECISION(field, label) c.field = r.field;
+      TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_COPY_DECISION)
+#undef TOLLGATE_COPY_DECISION
       out.push_back(std::move(c));
     }
     return out;
