@@ -49,7 +49,8 @@ bool QueryTokenizer::Next(std::string_view* raw_name, std::string_view* raw_valu
     if (part.empty()) continue;
     const size_t eq = part.find('=');
     *raw_name = part.substr(0, eq);
-    *raw_value = eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    // Without '=': the empty view at the part's end, still a view into the query.
+    *raw_value = eq == std::string_view::npos ? part.substr(part.size()) : part.substr(eq + 1);
     return true;
   }
   return false;
