@@ -149,6 +149,22 @@ for i, p in enumerate(["/api/v1/items", "//api/./v1/../v1/items/", "/%61pi/%2e%2
                        "/x/%%32e%%32e/admin", "*", "/a%zz/%6", "/api/login#frag", "/../..", "/A/B;c=d\\e"]):
     write("path", "%02d" % i, p)
 
+# --- shared HTTP text (http_text): a target, then NUL and a header value or needle ----------
+HTTP_TEXT = {
+    "plain": b"/api/v1/items",
+    "query": b"/v1/rollback/trip?rule=per-key&reason=deploy%2042+canary",
+    "query-empty-parts": b"/x?&a=1&&b&c=x=y&=v&",
+    "query-escapes": b"/x?r%75le=%41%zz&%=%%&plus=a+b",
+    "query-repeated": b"/x?tenant=t1&tenant=t2&TENANT=t3",
+    "question-marks": b"/a?b?c=d??",
+    "only-query": b"?",
+    "ows": b" \t Bearer abc \t\x00\tapplication/JSON; charset=utf-8 ",
+    "case": b"/API/V1\x00/api/v1",
+    "needle": b"/a%2Fb%5c\x00%2f",
+    "latin1": b"\xc4\xe4@`[{\x00\xe4\xc4`@{[",
+}
+for name, data in HTTP_TEXT.items():
+    write("http_text", name, data)
 # --- client address (client_ip) -------------------------------------------------------
 CLIENT_IP = {
     "xff": "10.0.0.7\n10.0.0.0/8 ::1\nx\n203.0.113.9, 10.0.0.3\n10.0.0.5",

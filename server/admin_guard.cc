@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "base/ascii.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate::server {
 namespace {
@@ -60,13 +60,7 @@ bool IsIpLiteral(std::string_view host, bool bracketed) {
 }
 
 std::string_view DefaultPort(std::string_view scheme) {
-  return base::EqualsIgnoreCase(scheme, "https") ? "443" : "80";
-}
-
-std::string_view TrimOws(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
+  return EqualsIgnoreCase(scheme, "https") ? "443" : "80";
 }
 
 std::string Shown(std::string_view value) {
@@ -83,7 +77,7 @@ bool StateChanging(std::string_view method) { return method != "GET" && method !
 std::optional<AdminRefusal> CrossSite(const RequestView& request) {
   for (std::string_view site : request.Headers("sec-fetch-site")) {
     site = TrimOws(site);
-    if (base::EqualsIgnoreCase(site, "cross-site") || base::EqualsIgnoreCase(site, "same-site")) {
+    if (EqualsIgnoreCase(site, "cross-site") || EqualsIgnoreCase(site, "same-site")) {
       return AdminRefusal{403,
                           "a state-changing admin request from another site's page "
                           "(Sec-Fetch-Site: " +
@@ -123,12 +117,12 @@ std::optional<AdminRefusal> NonSimple(const RequestView& request, const RouteRes
 
 std::vector<std::string> AdminHostNames(const ServerConfig& config) {
   std::vector<std::string> names;
-  for (const std::string& n : config.admin_allowed_hosts) names.push_back(base::AsciiLowered(n));
+  for (const std::string& n : config.admin_allowed_hosts) names.push_back(AsciiLowered(n));
   HostPort listen;
   std::string ignored;
   if (!config.admin_listen.empty() && ParseHostPort(config.admin_listen, &listen, &ignored) &&
       !listen.host.empty() && !IsIpLiteral(listen.host, false)) {
-    names.push_back(base::AsciiLowered(listen.host));
+    names.push_back(AsciiLowered(listen.host));
   }
   return names;
 }
@@ -138,16 +132,16 @@ bool IsAdminHost(std::string_view host_field, std::span<const std::string> host_
   if (!SplitAuthority(host_field, &a)) return false;
   if (IsIpLiteral(a.host, a.bracketed)) return true;
   if (a.bracketed) return false;
-  if (base::EqualsIgnoreCase(a.host, "localhost")) return true;
+  if (EqualsIgnoreCase(a.host, "localhost")) return true;
   return std::any_of(host_names.begin(), host_names.end(),
-                     [&](const std::string& n) { return base::EqualsIgnoreCase(a.host, n); });
+                     [&](const std::string& n) { return EqualsIgnoreCase(a.host, n); });
 }
 
 bool SameOrigin(std::string_view origin, std::string_view host_field) {
   const size_t sep = origin.find("://");
   if (sep == std::string_view::npos) return false;  // "null" and anything else
   const std::string_view scheme = origin.substr(0, sep);
-  if (!base::EqualsIgnoreCase(scheme, "http") && !base::EqualsIgnoreCase(scheme, "https")) {
+  if (!EqualsIgnoreCase(scheme, "http") && !EqualsIgnoreCase(scheme, "https")) {
     return false;
   }
   Authority from, to;
@@ -157,13 +151,13 @@ bool SameOrigin(std::string_view origin, std::string_view host_field) {
   const std::string_view default_port = DefaultPort(scheme);
   const std::string_view from_port = from.port.empty() ? default_port : from.port;
   const std::string_view to_port = to.port.empty() ? default_port : to.port;
-  return from.bracketed == to.bracketed && base::EqualsIgnoreCase(from.host, to.host) &&
+  return from.bracketed == to.bracketed && EqualsIgnoreCase(from.host, to.host) &&
          from_port == to_port;
 }
 
 bool IsJsonMediaType(std::string_view content_type) {
-  return base::EqualsIgnoreCase(TrimOws(content_type.substr(0, content_type.find(';'))),
-                                "application/json");
+  return EqualsIgnoreCase(TrimOws(content_type.substr(0, content_type.find(';'))),
+                          "application/json");
 }
 
 std::optional<AdminRefusal> ScreenAdminHost(const RequestView& request,

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/ascii.h"
 #include "base/config_errors.h"
 #include "base/json_fields.h"
 #include "server/secrets.h"
+#include "tollgate/http_text.h"
 #include "trace/exporter.h"
 
 namespace tollgate::server {
@@ -121,7 +121,7 @@ void ReadAllowedHosts(JsonFields& a, ServerConfig* c) {
               "must be a host name (letters, digits, '-' and '.'; no port, no wildcard)");
       continue;
     }
-    c->admin_allowed_hosts.push_back(base::AsciiLowered(names[i]));
+    c->admin_allowed_hosts.push_back(AsciiLowered(names[i]));
   }
 }
 
@@ -615,24 +615,12 @@ Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
   return spec;
 }
 
-StoreKind StoreKindOf(std::string_view store) {
-  auto scheme = StoreSchemeOf(store);  // the runtime's grammar (tollgate/store_spec.h)
-  if (!scheme.ok()) return StoreKind::kUnknown;
-  switch (*scheme) {
-    case StoreScheme::kLocal:
-      return StoreKind::kLocal;
-    case StoreScheme::kRedis:
-      return StoreKind::kRedis;
-    case StoreScheme::kRedisCluster:
-      return StoreKind::kRedisCluster;
-  }
-  return StoreKind::kUnknown;
-}
-
 Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c) {
   auto spec = StoreSpecOf(c);
   if (!spec.ok()) return spec.status();
-  if (StoreKindOf(c.store) != StoreKind::kLocal) return spec->local;
+  if (auto scheme = StoreSchemeOf(c.store); !scheme.ok() || *scheme != StoreScheme::kLocal) {
+    return spec->local;
+  }
   return LocalOptionsOf(*spec);
 }
 

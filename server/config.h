@@ -193,11 +193,6 @@ bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::stri
 // Checks the merged config (after flags): ranges, listeners, store URL, modes.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 
-// What a `store` value names: "local", one Redis (redis:// or rediss://), a
-// Redis Cluster (redis-cluster:// or rediss-cluster://), or nothing known; the
-// runtime's StoreSchemeOf (tollgate/store_spec.h), the one store grammar.
-enum class StoreKind { kLocal, kRedis, kRedisCluster, kUnknown };
-StoreKind StoreKindOf(std::string_view store);
 // The local store's options: the config's local_* fields, then the query of a
 // "local://?..." store URL (which wins), as the runtime's factory applies them.
 Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c);

@@ -277,7 +277,7 @@ std::string AuthSubject(const RequestView& request, std::string* target, Request
       e != HttpFramingError::kOk) {
     return "X-Original-URI: " + make_error_code(e).message();
   }
-  const Target t = SplitTarget(*target);
+  const RequestTarget t = SplitTarget(*target);
   view->path = t.path;
   view->query = t.query;
   return {};

@@ -4,6 +4,7 @@
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #endif
+#include "tollgate/store_spec.h"
 
 namespace tollgate::server {
 
@@ -24,11 +25,9 @@ class RlsFrontend final : public GrpcFrontend {
     for (const rls::RuleCountersSnapshot& r : server_->counters().RuleSnapshot()) {
       RuleCounters c;
       c.rule = r.rule;
-      c.allowed = r.allowed;
-      c.rejected = r.rejected;
-      c.shadow_rejected = r.shadow_rejected;
-      c.unenforced = r.unenforced;
-      c.unavailable = r.unavailable;
+#define TOLLGATE_COPY_DECISION(field, label) c.field = r.field;
+      TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_COPY_DECISION)
+#undef TOLLGATE_COPY_DECISION
       out.push_back(std::move(c));
     }
     return out;
@@ -50,13 +49,14 @@ class RlsFrontend final : public GrpcFrontend {
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   rls::RlsCompileOptions o;
   ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
-  const StoreKind kind = StoreKindOf(config.store);
-  if (kind == StoreKind::kRedisCluster) {
+  const Result<StoreScheme> scheme = StoreSchemeOf(config.store);
+  const bool local = scheme.ok() && *scheme == StoreScheme::kLocal;
+  if (scheme.ok() && *scheme == StoreScheme::kRedisCluster) {
     o.store_name = "the redis-cluster store";
-  } else if (kind != StoreKind::kLocal) {
+  } else if (!local) {
     o.store_name = "the redis store";
   }
-  if (kind != StoreKind::kLocal) {
+  if (!local) {
     o.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
                               Algorithm::kFixedWindow, Algorithm::kSlidingWindow};
   }

@@ -152,9 +152,7 @@ std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
             "unknown algorithm (expected token_bucket, leaky_bucket, fixed_window, "
             "sliding_window or sliding_log)");
   }
-  const bool window = spec.algorithm == Algorithm::kFixedWindow ||
-                      spec.algorithm == Algorithm::kSlidingWindow ||
-                      spec.algorithm == Algorithm::kSlidingLog;
+  const bool window = IsWindowAlgorithm(spec.algorithm);
   if (f.Has("count") || f.Has("period")) {
     auto count = f.Whole("count", Limit::kMaxBurst);
     auto period = f.String("period");
@@ -477,12 +475,10 @@ void WriteDecisionMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
            "Rule decisions by rule and outcome (allowed, rejected, shadow_rejected, unenforced, "
            "unavailable).");
   for (const auto& c : counters) {
-    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "allowed"}, c.allowed);
-    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "rejected"}, c.rejected);
-    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "shadow_rejected"},
-             c.shadow_rejected);
-    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unenforced"}, c.unenforced);
-    w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", "unavailable"}, c.unavailable);
+#define TOLLGATE_DECISION_SAMPLE(field, label) \
+  w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", #label}, c.field);
+    TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_DECISION_SAMPLE)
+#undef TOLLGATE_DECISION_SAMPLE
   }
   // Concurrency rules only (a rule that never took a lease has no series).
   w.Family("tollgate_leases_total", "counter",
@@ -490,9 +486,10 @@ void WriteDecisionMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
            "after expiry, twice, or unknown).");
   for (const auto& c : counters) {
     if (c.leases_acquired == 0) continue;
-    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "acquired"}, c.leases_acquired);
-    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "released"}, c.leases_released);
-    w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", "expired"}, c.leases_expired);
+#define TOLLGATE_LEASE_SAMPLE(field, label) \
+  w.Sample("tollgate_leases_total", {"rule", c.rule, "outcome", #label}, c.field);
+    TOLLGATE_RULE_LEASE_COUNTERS(TOLLGATE_LEASE_SAMPLE)
+#undef TOLLGATE_LEASE_SAMPLE
   }
   w.Family("tollgate_leases_in_flight", "gauge",
            "Concurrency leases this process took and has not given back (acquired - released "
@@ -535,10 +532,10 @@ void WriteRollbackMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
   w.Family("tollgate_rollback_adopted_total", "counter",
            "Rollback guard trips and clears adopted from another instance of the fleet.");
   for (const auto& c : counters) {
-    w.Sample("tollgate_rollback_adopted_total", {"rule", c.rule, "transition", "trip"},
-             c.rollback_adopted_trips);
-    w.Sample("tollgate_rollback_adopted_total", {"rule", c.rule, "transition", "clear"},
-             c.rollback_adopted_clears);
+#define TOLLGATE_ADOPTED_SAMPLE(field, label) \
+  w.Sample("tollgate_rollback_adopted_total", {"rule", c.rule, "transition", #label}, c.field);
+    TOLLGATE_RULE_ADOPTED_COUNTERS(TOLLGATE_ADOPTED_SAMPLE)
+#undef TOLLGATE_ADOPTED_SAMPLE
   }
 }
 
@@ -548,15 +545,12 @@ void WriteRollbackMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& 
 std::optional<ServerMetrics::LatencyCounts> WriteGrpcDecisions(PrometheusWriter& w,
                                                                const Runtime& s) {
   if (!s.grpc) return std::nullopt;
-  static constexpr std::string_view kOutcomes[] = {"allowed", "rejected", "shadow_rejected",
-                                                   "unenforced", "unavailable"};
   for (const auto& c : s.grpc->DecisionCounters()) {
-    const uint64_t values[] = {c.allowed, c.rejected, c.shadow_rejected, c.unenforced,
-                               c.unavailable};
-    for (size_t i = 0; i < std::size(kOutcomes); ++i) {
-      w.Sample("tollgate_decisions_total",
-               {"frontend", "grpc", "rule", c.rule, "outcome", kOutcomes[i]}, values[i]);
-    }
+#define TOLLGATE_GRPC_DECISION_SAMPLE(field, label)                                             \
+  w.Sample("tollgate_decisions_total", {"frontend", "grpc", "rule", c.rule, "outcome", #label}, \
+           c.field);
+    TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_GRPC_DECISION_SAMPLE)
+#undef TOLLGATE_GRPC_DECISION_SAMPLE
   }
   return s.grpc->DecisionLatency();
 }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "base/ascii.h"
 #include "server/http_util.h"
+#include "tollgate/http_text.h"
 #include "tollgate/request.h"
 
 namespace tollgate::server {
@@ -63,12 +63,6 @@ class Category final : public boost::system::error_category {
   }
 };
 
-std::string_view TrimOws(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool AllDigits(std::string_view s) {
   if (s.empty() || s.size() > 19) return false;  // 19 digits always fit a uint64
   for (char c : s) {
@@ -101,9 +95,6 @@ std::string EncodeNonAscii(std::string_view path) {
   }
   return out;
 }
-
-using base::ContainsIgnoreCase;
-using base::StartsWithIgnoreCase;
 
 }  // namespace
 

@@ -66,27 +66,4 @@ Response Problem(int status, std::string_view summary, std::string_view detail,
   return r;
 }
 
-Target SplitTarget(std::string_view target) {
-  size_t q = target.find('?');
-  if (q == std::string_view::npos) return {target, {}};
-  return {target.substr(0, q), target.substr(q + 1)};
-}
-
-void ForEachQueryParam(std::string_view query,
-                       const std::function<void(std::string_view, std::string_view)>& fn) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string_view name = pair.substr(0, eq);
-    std::string_view value =
-        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-    const std::string decoded_name = PercentDecode(name);
-    const std::string decoded_value = PercentDecode(value);
-    fn(decoded_name, decoded_value);
-  }
-}
-
 }  // namespace tollgate::server

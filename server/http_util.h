@@ -1,4 +1,6 @@
-// Internal: small HTTP helpers for tollgated's own endpoints.
+// Internal: small HTTP helpers for tollgated's own endpoints. The request-side
+// text helpers (SplitTarget, ForEachQueryParam, EqualsIgnoreCase) are the
+// public leaf tollgate/http_text.h, shared with the middlewares and client.
 //
 // Responses of tollgated's endpoints are rendered by hand into one reusable
 // string (status line, Date, headers, Content-Length, body): no per-header
@@ -12,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/ascii.h"
 #include "base/percent.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
 
@@ -47,21 +49,8 @@ constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf
 Response Problem(int status, std::string_view summary, std::string_view detail,
                  const std::vector<ConfigError>& errors = {});
 
-struct Target {
-  std::string_view path;
-  std::string_view query;  // without '?'
-};
-Target SplitTarget(std::string_view target);
-
 // PercentDecode(s, plus_is_space = true): lenient, see base/percent.h.
 using base::PercentDecode;
-// Calls fn(name, value) for each query parameter, percent-decoded. The views are valid only
-// during the call.
-void ForEachQueryParam(std::string_view query,
-                       const std::function<void(std::string_view, std::string_view)>& fn);
-
-// ASCII case-insensitive equality (field names, tokens): see base/ascii.h.
-using base::EqualsIgnoreCase;
 
 }  // namespace tollgate::server
 

@@ -16,7 +16,7 @@
 #include "server/relay_body.h"
 #include "server/response_capture.h"
 #include "server/write_now.h"
-#include "src/policy/client_ip.h"
+#include "tollgate/ip_address.h"
 
 namespace tollgate::server {
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/ascii.h"
+#include "tollgate/http_text.h"
 #include "tollgate/request.h"
 
 namespace tollgate::server {
@@ -85,7 +85,7 @@ class ResponseCapture {
  private:
   const std::string* Wanted(std::string_view name) const {
     for (const std::string& want : wanted_) {
-      if (base::EqualsIgnoreCase(name, want)) return &want;
+      if (EqualsIgnoreCase(name, want)) return &want;
     }
     return nullptr;
   }

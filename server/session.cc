@@ -284,7 +284,7 @@ net::awaitable<beast::error_code> Session::ReadHead(HeadParser& hp) {
 RequestView Session::ViewOf(const http::request_header<>& req) {
   headers_.clear();
   for (const auto& f : req) headers_.emplace_back(View(f.name_string()), View(f.value()));
-  const Target t = SplitTarget(View(req.target()));
+  const RequestTarget t = SplitTarget(View(req.target()));
   RequestView view;
   view.method = View(req.method_string());
   view.path = t.path;

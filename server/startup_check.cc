@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "server/grpc_frontend.h"
-#include "src/policy/client_ip.h"
+#include "tollgate/ip_address.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "tollgate/store_spec.h"
+
 namespace tollgate::server {
 
 void RequestTrace::From(std::optional<std::string_view> traceparent, bool from_trusted_peer) {
@@ -22,9 +24,8 @@ Result<std::unique_ptr<DecisionTracer>> DecisionTracer::Create(const ServerConfi
   o.timeout = c.trace_timeout;
   auto exporter = trace::OtlpHttpExporter::Create(std::move(o));
   if (!exporter.ok()) return exporter.status();
-  std::string kind = "local";
-  if (StoreKindOf(c.store) == StoreKind::kRedis) kind = "redis";
-  if (StoreKindOf(c.store) == StoreKind::kRedisCluster) kind = "redis-cluster";
+  const Result<StoreScheme> scheme = StoreSchemeOf(c.store);
+  std::string kind(StoreSchemeName(scheme.ok() ? *scheme : StoreScheme::kLocal));
   return std::make_unique<DecisionTracer>(
       std::move(*exporter), clock, trace::Sampler(c.trace_sample_ratio, c.trace_parent_based),
       std::move(kind));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "command.h"
+#include "tollgate/http_text.h"
 #include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 #include "tollgate/policy_headers.h"
@@ -36,12 +37,6 @@ void Help(FILE* out) {
       "  --header-style S       comma-separated: draft11 | draft03 | x-ratelimit | "
       "x-ratelimit-epoch | none\n"
       "  --jitter F             Retry-After jitter fraction (default 0.5)\n");
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 void PrintOutcome(const CheckOutcome& o) {
@@ -95,8 +90,8 @@ int ExplainMain(std::vector<std::string> args) {
         std::fprintf(stderr, "tollgate explain: --header needs 'Name: value'\n");
         return 2;
       }
-      headers.emplace_back(std::string(Trim(std::string_view(v).substr(0, colon))),
-                           std::string(Trim(std::string_view(v).substr(colon + 1))));
+      headers.emplace_back(std::string(TrimOws(std::string_view(v).substr(0, colon))),
+                           std::string(TrimOws(std::string_view(v).substr(colon + 1))));
     } else if (a == "--repeat") {
       if (!value(&v)) return 2;
       repeat = std::strtol(v.c_str(), nullptr, 10);

@@ -24,16 +24,16 @@
 #include <string_view>
 #include <vector>
 
-#include "base/ascii.h"
 #include "fuzz_http.h"
 #include "fuzz_input.h"
 #include "server/admin_guard.h"
+#include "tollgate/http_text.h"
 
 namespace {
 
+using tollgate::EqualsIgnoreCase;
 using tollgate::fuzz::Quote;
 namespace server = tollgate::server;
-namespace base = tollgate::base;
 
 const std::vector<std::string> kNames = {"ops.example"};
 
@@ -61,8 +61,8 @@ bool Names(std::string_view value) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     return Ip(host.substr(1, host.size() - 2), AF_INET6);
   }
-  return Ip(host, AF_INET) || base::EqualsIgnoreCase(host, "localhost") ||
-         base::EqualsIgnoreCase(host, kNames[0]);
+  return Ip(host, AF_INET) || EqualsIgnoreCase(host, "localhost") ||
+         EqualsIgnoreCase(host, kNames[0]);
 }
 
 std::string Flipped(std::string_view s) {
@@ -99,10 +99,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view name = line.substr(0, colon);
     const std::string_view value = Trim(line.substr(colon + 1));
     fields.emplace_back(name, value);
-    if (base::EqualsIgnoreCase(name, "host")) hosts.push_back(value);
-    if (base::EqualsIgnoreCase(name, "origin")) origins.push_back(value);
-    if (base::EqualsIgnoreCase(name, "content-type")) types.push_back(value);
-    if (base::EqualsIgnoreCase(name, "sec-fetch-site")) sites.push_back(value);
+    if (EqualsIgnoreCase(name, "host")) hosts.push_back(value);
+    if (EqualsIgnoreCase(name, "origin")) origins.push_back(value);
+    if (EqualsIgnoreCase(name, "content-type")) types.push_back(value);
+    if (EqualsIgnoreCase(name, "sec-fetch-site")) sites.push_back(value);
   }
   tollgate::RequestView view;
   view.method = (flags & 1) ? "POST" : "GET";
@@ -145,7 +145,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (std::string_view s : sites) {
     s = Trim(s);
-    FUZZ_CHECK(!base::EqualsIgnoreCase(s, "cross-site") && !base::EqualsIgnoreCase(s, "same-site"),
+    FUZZ_CHECK(!EqualsIgnoreCase(s, "cross-site") && !EqualsIgnoreCase(s, "same-site"),
                "accepted Sec-Fetch-Site " + Quote(s));
   }
   FUZZ_CHECK(origins.size() <= 1, "accepted two Origin fields");

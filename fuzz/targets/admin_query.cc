@@ -1,6 +1,6 @@
 // Fuzz target: the query strings of the admin listener's endpoints, which an
 // operator's tool (or anything that reaches the listener) writes:
-// ForEachQueryParam (server/http_util.h, percent-decoding), the rollback
+// ForEachQueryParam (tollgate/http_text.h, percent-decoding), the rollback
 // actions' ?rule=NAME&reason=TEXT (server/rollback_admin.h
 // ParseRollbackQuery), /v1/explain's query (server/handlers.h
 // ParseExplainQuery) and ?raw=1 (RawRequested).
@@ -33,7 +33,7 @@ namespace server = tollgate::server;
 void CheckParams(std::string_view query) {
   const size_t parts = static_cast<size_t>(std::count(query.begin(), query.end(), '&')) + 1;
   size_t calls = 0;
-  server::ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
+  tollgate::ForEachQueryParam(query, [&](std::string_view name, std::string_view value) {
     ++calls;
     FUZZ_CHECK(name.size() + value.size() <= query.size(),
                "a decoded parameter longer than the query " + Quote(query));

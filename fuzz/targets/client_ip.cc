@@ -1,4 +1,5 @@
-// Fuzz target: client address resolution (src/policy/client_ip.cc): the peer
+// Fuzz target: client address resolution (src/policy/client_ip.cc, over
+// IpAddress and Cidr of src/base/ip_address.cc): the peer
 // address, trusted-proxy CIDRs, X-Forwarded-For and Forwarded.
 //
 // Input: lines. Line 1: the peer address; line 2: trusted CIDRs, separated by

@@ -143,7 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool keep_alive = req.keep_alive();
   const bool head = req.method() == http::verb::head;
   const std::string_view target = View(req.target());
-  const tollgate::server::Target t = tollgate::server::SplitTarget(target);
+  const tollgate::RequestTarget t = tollgate::SplitTarget(target);
   FUZZ_CHECK(t.path.size() + (t.query.empty() ? 0 : t.query.size() + 1) <= target.size(),
              "split target longer than the target");
   if (auto it = req.find("traceparent"); it != req.end()) {

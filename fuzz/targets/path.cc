@@ -1,4 +1,4 @@
-// Fuzz target: path normalisation (NormalizePath, src/policy/request.cc), the
+// Fuzz target: path normalisation (NormalizePath, src/base/request.cc), the
 // one spelling of a path that rules match and key on, and the query lookup.
 //
 // Input: a request target ("/a/../b?x=1"), as a client sends it.

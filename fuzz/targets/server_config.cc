@@ -15,6 +15,7 @@
 
 #include "fuzz_input.h"
 #include "server/config.h"
+#include "tollgate/store_spec.h"
 
 namespace {
 
@@ -94,6 +95,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const tollgate::EnforcerOptions options = tollgate::server::MakeEnforcerOptions(config);
     FUZZ_CHECK(options.retry_after_jitter == config.retry_after_jitter, "jitter lost");
   }
-  (void)tollgate::server::StoreKindOf(config.store);
+  (void)tollgate::StoreSchemeOf(config.store);
   return 0;
 }

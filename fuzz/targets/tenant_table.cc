@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "fuzz_input.h"
-#include "policy/client_ip.h"
 #include "policy/policy_impl.h"
 #include "policy/value_sets.h"
+#include "tollgate/ip_address.h"
 
 namespace {
 

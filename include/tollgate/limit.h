@@ -41,6 +41,13 @@ enum class Algorithm : uint8_t {
 };
 
 std::string_view AlgorithmName(Algorithm a);  // "token_bucket", "leaky_bucket", ...
+
+// True for the algorithms that count per window (fixed, sliding, sliding log): their limit is
+// a count per period, the buckets' a rate and a burst.
+constexpr bool IsWindowAlgorithm(Algorithm a) {
+  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
+         a == Algorithm::kSlidingLog;
+}
 // Parses the names above; returns false for an unknown name.
 bool ParseAlgorithm(std::string_view name, Algorithm* out);
 

@@ -41,6 +41,7 @@
 #include "tollgate/lease.h"
 #include "tollgate/limit.h"
 #include "tollgate/request.h"
+#include "tollgate/rule_counters.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 
@@ -481,36 +482,24 @@ std::string_view VerdictName(CheckOutcome::Verdict v);
 // Front ends export these; they need not count CheckOutcomes themselves.
 struct RuleCounters {
   std::string rule;
-  uint64_t allowed = 0;          // enforced decisions that allowed
-  uint64_t rejected = 0;         // enforced decisions that denied (this rule denied)
-  uint64_t shadow_rejected = 0;  // shadow decisions that would have denied
-  uint64_t unenforced = 0;       // answered by a failure mode without a store decision
-  uint64_t unavailable = 0;      // store failed: 503
-  uint64_t missing_key = 0;      // rule skipped or shared bucket used: key source absent
-  // Concurrency rules (this process): leases taken, given back while live,
-  // and given back after they had expired (or twice, or unknown ids).
-  uint64_t leases_acquired = 0;
-  uint64_t leases_released = 0;
-  uint64_t leases_expired = 0;
-  // Settlements (cost after the response, refunds) of this rule's charges.
-  uint64_t settled = 0;                // charges settled
-  uint64_t settled_cost = 0;           // tokens charged by settlements (beyond the estimate)
-  uint64_t response_cost_invalid = 0;  // response cost missing or bad: default_cost charged
-  uint64_t settle_failures = 0;        // settlements the store failed (the estimate stays)
+  // One uint64_t per counter of tollgate/rule_counters.h, which says what each
+  // counts: allowed, rejected, shadow_rejected, unenforced, unavailable,
+  // missing_key, leases_acquired, leases_released, leases_expired, settled,
+  // settled_cost, response_cost_invalid, settle_failures, rollback_clears,
+  // rollback_adopted_trips, rollback_adopted_clears.
+#define TOLLGATE_RULE_COUNTER_FIELD(field, label) uint64_t field = 0;
+  TOLLGATE_ALL_RULE_COUNTERS(TOLLGATE_RULE_COUNTER_FIELD)
+#undef TOLLGATE_RULE_COUNTER_FIELD
   // Refunds made, by the refund_on entry that matched ("5xx", "timeout", ...).
   std::vector<std::pair<std::string, uint64_t>> refunds;
   bool rolled_back = false;     // the rollback guard switched this rule to shadow
   std::string rollback_reason;  // why, when rolled_back
   RollbackTrigger rollback_trigger = RollbackTrigger::kNone;  // which, when rolled_back
-  // Trips so far by trigger (index = RollbackTrigger; kNone stays 0), and clears.
+  // Trips so far by trigger (index = RollbackTrigger; kNone stays 0).
   std::array<uint64_t, kRollbackTriggerCount> rollback_trips{};
-  uint64_t rollback_clears = 0;
   // The instance whose trip this rule adopted (AdoptRollback); empty when
   // this instance tripped it, or when not rolled back.
   std::string rollback_origin;
-  // Transitions adopted from the fleet: trips and clears.
-  uint64_t rollback_adopted_trips = 0;
-  uint64_t rollback_adopted_clears = 0;
   // The fingerprint of the rule's definition this Enforcer decides with
   // (Enforcer::RollbackFingerprint once a decision or adoption used it); 0
   // for ad-hoc rules.

@@ -3,7 +3,8 @@
 // Front ends (tollgated, the middlewares, the Envoy adapter) fill one in and
 // hand it to the policy layer; nothing in it is owned, so it is valid only for
 // the duration of the call it is passed to. The accessors are implemented in
-// tollgate::policy (src/policy/request.cc).
+// tollgate_base (src/base/request.cc), the leaf every front end links, on the
+// helpers of tollgate/http_text.h.
 #ifndef TOLLGATE_REQUEST_H_
 #define TOLLGATE_REQUEST_H_
 

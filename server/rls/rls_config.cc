@@ -8,10 +8,10 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
-#include "base/ascii.h"
 #include "base/config_errors.h"
 #include "rls/rls_counters.h"
 #include "rls/rls_wildcard.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate::rls {
 namespace {
@@ -78,7 +78,7 @@ std::string_view UnitName(RlsUnit unit) {
 }
 
 bool ParseUnit(std::string_view name, RlsUnit* out) {
-  const std::string lower = base::AsciiLowered(name);
+  const std::string lower = AsciiLowered(name);
   for (size_t i = 1; i < std::size(kUnitNames); ++i) {
     if (lower == kUnitNames[i]) {
       *out = static_cast<RlsUnit>(i);

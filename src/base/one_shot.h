@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -63,6 +64,20 @@ class OneShot {
   std::condition_variable cv_;
   std::optional<T> value_;  // guarded by mu_
 };
+
+// The synchronous form of an async call: calls `start` with a callback taking
+// a T, then blocks until that callback has run (on any thread, before or
+// after `start` returns) and returns its value. The callback shares the slot,
+// so it may outlive this call (a store that keeps a copy of it after calling
+// it) without touching freed memory. Never returns before the callback: use
+// OneShot::WaitUntil directly for a deadline.
+//   return base::CallSync<Result<bool>>([&](auto done) { ReleaseLeaseAsync(key, id, done); });
+template <typename T, typename Start>
+T CallSync(Start&& start) {
+  auto slot = std::make_shared<OneShot<T>>();
+  std::forward<Start>(start)([slot](T value) { slot->Set(std::move(value)); });
+  return slot->Wait();
+}
 
 }  // namespace tollgate::base
 

@@ -3,16 +3,10 @@
 #include <array>
 #include <functional>
 
+#include "tollgate/http_text.h"
+
 namespace tollgate::base {
 namespace {
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; }
-
-std::string LowerCopy(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = Lower(c);
-  return out;
-}
 
 // "user:secret" -> "user:***"; "secret" -> "***"; "" stays "" (no secret).
 std::string RedactUserInfo(std::string_view userinfo) {
@@ -51,7 +45,7 @@ std::string Printable(std::string_view text, size_t max_bytes) {
 }  // namespace
 
 bool IsSensitiveQueryName(std::string_view name) {
-  const std::string lower = LowerCopy(name);
+  const std::string lower = AsciiLowered(name);
   static constexpr std::array<std::string_view, 5> kParts = {"pass", "pwd", "token", "secret",
                                                              "auth"};
   for (std::string_view part : kParts) {

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <string>
 
-#include "base/ascii.h"
 #include "client/structured_fields.h"
 #include "tollgate/client.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate {
 namespace {
@@ -17,7 +17,7 @@ constexpr size_t kMaxFieldBytes = 8192;
 std::optional<std::string> Field(std::span<const HeaderPair> headers, std::string_view name) {
   std::optional<std::string> out;
   for (const auto& [n, v] : headers) {
-    if (!base::EqualsIgnoreCase(n, name)) continue;
+    if (!EqualsIgnoreCase(n, name)) continue;
     if (!out) {
       out.emplace(v);
     } else {

@@ -52,11 +52,6 @@ uint64_t Reciprocal(int64_t d) {
   return static_cast<uint64_t>((static_cast<u128>(1) << 64) / u);
 }
 
-bool IsWindow(Algorithm a) {
-  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
-         a == Algorithm::kSlidingLog;
-}
-
 }  // namespace
 
 std::string_view AlgorithmName(Algorithm a) {
@@ -98,7 +93,7 @@ std::vector<LimitError> Limit::Validate(const LimitSpec& spec) {
     add("calendar",
         "is only used by fixed_window (got " + std::string(AlgorithmName(spec.algorithm)) + ")");
   }
-  if (IsWindow(spec.algorithm)) {
+  if (IsWindowAlgorithm(spec.algorithm)) {
     if (HasCountPeriod(spec)) {
       add(spec.count != 0 ? "count" : "period",
           "is for token_bucket and leaky_bucket; " + std::string(AlgorithmName(spec.algorithm)) +
@@ -176,7 +171,7 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
   Limit l;
   l.algorithm_ = spec.algorithm;
   l.burst_ = spec.burst;
-  if (IsWindow(spec.algorithm)) {
+  if (IsWindowAlgorithm(spec.algorithm)) {
     l.calendar_ = spec.calendar;
     l.window_ns_ = spec.calendar ? spec.calendar->max_window_ns() : spec.window.count();
     // The average rate burst/window, for headers and explain output.

@@ -115,7 +115,7 @@ void Enforcer::Impl::AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r) 
   if (!r->enforced) plan.unenforced = true;
   if (r->allowed) {
     item.lease_id = std::move(r->lease_id);
-    if (!item.lease_id.empty()) item.state->leases_held.fetch_add(1, std::memory_order_relaxed);
+    if (!item.lease_id.empty()) item.state->leases_acquired.fetch_add(1, std::memory_order_relaxed);
   } else if (plan.Enforced(i)) {
     plan.lease_denied = true;
     plan.peek = true;  // the batch then charges nothing
@@ -572,19 +572,9 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
   for (const auto& [name, s] : states_) {
     RuleCounters c;
     c.rule = name;
-    c.allowed = s->allowed.load(std::memory_order_relaxed);
-    c.rejected = s->rejected.load(std::memory_order_relaxed);
-    c.shadow_rejected = s->shadow_rejected.load(std::memory_order_relaxed);
-    c.unenforced = s->unenforced.load(std::memory_order_relaxed);
-    c.unavailable = s->unavailable.load(std::memory_order_relaxed);
-    c.missing_key = s->missing_key.load(std::memory_order_relaxed);
-    c.leases_acquired = s->leases_held.load(std::memory_order_relaxed);
-    c.leases_released = s->leases_released.load(std::memory_order_relaxed);
-    c.leases_expired = s->leases_expired.load(std::memory_order_relaxed);
-    c.settled = s->settled.load(std::memory_order_relaxed);
-    c.settled_cost = s->settled_cost.load(std::memory_order_relaxed);
-    c.response_cost_invalid = s->response_cost_invalid.load(std::memory_order_relaxed);
-    c.settle_failures = s->settle_failures.load(std::memory_order_relaxed);
+#define TOLLGATE_COPY_RULE_COUNTER(field, label) c.field = s->field.load(std::memory_order_relaxed);
+    TOLLGATE_ALL_RULE_COUNTERS(TOLLGATE_COPY_RULE_COUNTER)
+#undef TOLLGATE_COPY_RULE_COUNTER
     {
       std::lock_guard<std::mutex> refunds_lock(s->refunds_mu);
       c.refunds = s->refunds;
@@ -597,11 +587,8 @@ std::vector<RuleCounters> Enforcer::Impl::Counters() const {
     for (size_t t = 0; t < kRollbackTriggerCount; ++t) {
       c.rollback_trips[t] = s->trips[t].load(std::memory_order_relaxed);
     }
-    c.rollback_clears = s->clears.load(std::memory_order_relaxed);
     if (c.rolled_back) c.rollback_origin = s->origin;
     if (!s->fingerprint.empty()) c.rollback_fingerprint = RollbackFingerprintOf(s->fingerprint);
-    c.rollback_adopted_trips = s->adopted_trips.load(std::memory_order_relaxed);
-    c.rollback_adopted_clears = s->adopted_clears.load(std::memory_order_relaxed);
     out.push_back(std::move(c));
   }
   return out;
@@ -613,7 +600,7 @@ bool Enforcer::Impl::ResetRollback(std::string_view rule) {
     auto it = states_.find(rule);
     if (it == states_.end()) return false;
     if (it->second->tripped.load(std::memory_order_acquire)) {
-      it->second->clears.fetch_add(1, std::memory_order_relaxed);
+      it->second->rollback_clears.fetch_add(1, std::memory_order_relaxed);
     }
     it->second->ResetGuard();
     it->second->reason.clear();
@@ -654,7 +641,7 @@ bool Enforcer::Impl::AdoptRollback(const RollbackTransition& change) {
       const RollbackTrigger why =
           change.trigger == RollbackTrigger::kNone ? RollbackTrigger::kAdmin : change.trigger;
       s->trigger.store(why, std::memory_order_release);
-      s->adopted_trips.fetch_add(1, std::memory_order_relaxed);
+      s->rollback_adopted_trips.fetch_add(1, std::memory_order_relaxed);
       s->reason = change.reason;
       s->origin = change.origin;
     } else {
@@ -662,7 +649,7 @@ bool Enforcer::Impl::AdoptRollback(const RollbackTransition& change) {
       s->ResetGuard();
       s->reason.clear();
       s->origin.clear();
-      s->adopted_clears.fetch_add(1, std::memory_order_relaxed);
+      s->rollback_adopted_clears.fetch_add(1, std::memory_order_relaxed);
     }
   }
   Log("rule '" + rule.name + "': rollback guard " +

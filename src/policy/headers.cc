@@ -3,8 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "base/ascii.h"
 #include "policy/policy_impl.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy_headers.h"
 
 namespace tollgate {
@@ -125,8 +125,7 @@ std::vector<HeaderField> RenderRuleHeaders(std::span<const HeaderStyle> defaults
     const size_t before = out.size();
     for (HeaderField& f : RenderRateLimitHeaders(s, subset, wall_now_ns)) {
       bool sent = false;
-      for (size_t k = 0; k < before && !sent; ++k)
-        sent = base::EqualsIgnoreCase(out[k].name, f.name);
+      for (size_t k = 0; k < before && !sent; ++k) sent = EqualsIgnoreCase(out[k].name, f.name);
       if (!sent) out.push_back(std::move(f));
     }
   }
@@ -258,9 +257,8 @@ std::vector<HeaderField> RenderRateLimitHeaders(std::span<const HeaderStyle> sty
   for (HeaderStyle style : styles) {
     std::vector<HeaderField> fields = RenderRateLimitHeaders(style, reports, wall_now_ns);
     const bool seen = std::any_of(fields.begin(), fields.end(), [&](const HeaderField& f) {
-      return std::any_of(out.begin(), out.end(), [&](const HeaderField& o) {
-        return base::EqualsIgnoreCase(o.name, f.name);
-      });
+      return std::any_of(out.begin(), out.end(),
+                         [&](const HeaderField& o) { return EqualsIgnoreCase(o.name, f.name); });
     });
     if (seen) continue;  // never two copies of one field (ParseHeaderStyles refuses such lists)
     for (HeaderField& f : fields) out.push_back(std::move(f));

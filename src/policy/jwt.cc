@@ -11,7 +11,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "base/ascii.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate {
 namespace {
@@ -191,7 +191,7 @@ bool JwtVerifier::can_verify() const {
 std::string_view JwtVerifier::BearerToken(std::string_view authorization) {
   while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
   static constexpr std::string_view kBearer = "bearer ";
-  if (!base::StartsWithIgnoreCase(authorization, kBearer)) return {};
+  if (!StartsWithIgnoreCase(authorization, kBearer)) return {};
   std::string_view token = authorization.substr(kBearer.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);

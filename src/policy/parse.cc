@@ -23,6 +23,7 @@
 #include "policy/value_file.h"
 #include "policy/value_sets.h"
 #include "tollgate/calendar.h"
+#include "tollgate/http_text.h"
 #include "tollgate/period.h"
 #include "tollgate/policy.h"
 
@@ -420,11 +421,6 @@ std::vector<Condition> ParseMatch(const json& mj, const std::string& path, Match
   return out;
 }
 
-bool IsWindowAlgorithm(Algorithm a) {
-  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
-         a == Algorithm::kSlidingLog;
-}
-
 struct CostConfig {
   Rule::CostKind kind = Rule::CostKind::kFixed;
   std::string arg;
@@ -460,10 +456,8 @@ bool ParseResponseCostSource(std::string_view src, CostConfig* cost, std::string
            " characters of A-Z a-z 0-9 - _ (got \"" + name.substr(0, 64) + "\")";
     return false;
   }
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   cost->kind = Rule::CostKind::kResponse;
-  cost->arg = std::move(name);
+  cost->arg = AsciiLowered(name);
   return true;
 }
 

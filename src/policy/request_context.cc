@@ -4,20 +4,14 @@
 
 #include <algorithm>
 
-#include "base/ascii.h"
 #include "policy/value_sets.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 std::optional<std::string> NonEmpty(std::string_view v) {
-  v = Trim(v);
+  v = TrimOws(v);
   if (v.empty()) return std::nullopt;
   // Not cut: distinct long values must keep distinct keys (NormalizeKeyValue
   // hashes them); front ends bound header sizes.
@@ -151,7 +145,7 @@ std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
       if (key.kind != Source::Kind::kHeader) continue;
       int copies = 0;
       for (const auto& [name, value] : headers) {
-        if (base::EqualsIgnoreCase(name, key.arg) && ++copies > 1) return key.arg;
+        if (EqualsIgnoreCase(name, key.arg) && ++copies > 1) return key.arg;
       }
     }
   }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "policy/policy_impl.h"
+#include "tollgate/rule_counters.h"
 
 namespace tollgate {
 
@@ -42,25 +43,16 @@ struct RuleState {
   explicit RuleState(std::string n) : name(std::move(n)) {}
 
   const std::string name;
-  std::atomic<uint64_t> allowed{0};
-  std::atomic<uint64_t> rejected{0};
-  std::atomic<uint64_t> shadow_rejected{0};
-  std::atomic<uint64_t> unenforced{0};
-  std::atomic<uint64_t> unavailable{0};
-  std::atomic<uint64_t> missing_key{0};
-  // Concurrency rules: leases taken, released while live, and released after
-  // they had expired (or twice): held now = taken - released - expired, not
-  // counting leases handed to clients that never release (/v1/auth, RLS).
-  std::atomic<uint64_t> leases_held{0};
-  std::atomic<uint64_t> leases_released{0};
-  std::atomic<uint64_t> leases_expired{0};
+  // Every per-rule counter of tollgate/rule_counters.h, one atomic each (allowed,
+  // rejected, ..., leases_acquired, ..., rollback_adopted_clears). Leases held
+  // now = acquired - released - expired, not counting leases handed to clients
+  // that never release (/v1/auth, RLS).
+#define TOLLGATE_RULE_STATE_COUNTER(field, label) std::atomic<uint64_t> field{0};
+  TOLLGATE_ALL_RULE_COUNTERS(TOLLGATE_RULE_STATE_COUNTER)
+#undef TOLLGATE_RULE_STATE_COUNTER
   void NoteRelease(bool live) {
     (live ? leases_released : leases_expired).fetch_add(1, std::memory_order_relaxed);
   }
-  std::atomic<uint64_t> settled{0};
-  std::atomic<uint64_t> settled_cost{0};
-  std::atomic<uint64_t> response_cost_invalid{0};
-  std::atomic<uint64_t> settle_failures{0};
   // Refunds by refund_on label (few labels a rule; refunds are rare next to
   // decisions, so a mutex is fine).
   std::mutex refunds_mu;
@@ -69,12 +61,9 @@ struct RuleState {
 
   std::atomic<bool> tripped{false};
   std::atomic<RollbackTrigger> trigger{RollbackTrigger::kNone};  // why, while tripped
-  // Trips by trigger (index = RollbackTrigger), and clears.
+  // Trips by trigger (index = RollbackTrigger); clears and adopted transitions
+  // (Enforcer::AdoptRollback) are counters above.
   std::array<std::atomic<uint64_t>, kRollbackTriggerCount> trips{};
-  std::atomic<uint64_t> clears{0};
-  // Transitions adopted from other instances (Enforcer::AdoptRollback).
-  std::atomic<uint64_t> adopted_trips{0};
-  std::atomic<uint64_t> adopted_clears{0};
 
   std::atomic<int64_t> window_start{INT64_MIN};
   std::atomic<int64_t> window_total{0};

@@ -10,6 +10,7 @@
 #include "base/one_shot.h"
 #include "policy/enforcer_impl.h"
 #include "policy/policy_impl.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 
 namespace tollgate {
@@ -38,12 +39,6 @@ using base::ConfigErrors;
 using base::IndexPath;
 using base::JsonTypeName;
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // The reported cost of `item` in `response`: true with *out when valid.
 bool ReportedCost(const Settlement::Item& item, const ResponseOutcome& response, int64_t* out) {
   if (item.cost_kind == Rule::CostKind::kHandler) {
@@ -62,7 +57,7 @@ bool ReportedCost(const Settlement::Item& item, const ResponseOutcome& response,
 }  // namespace
 
 bool ParseResponseCost(std::string_view text, int64_t* out) {
-  text = Trim(text);
+  text = TrimOws(text);
   if (text.empty() || text.size() > 18) return false;
   int64_t v = 0;
   for (char c : text) {
@@ -202,10 +197,10 @@ struct Planned {
 
 Status Enforcer::Settle(Settlement& settlement, const ResponseOutcome& response) {
   // A non-owning pointer: the caller keeps `settlement` alive until we return.
-  auto slot = std::make_shared<base::OneShot<Status>>();
-  SettleAsync(std::shared_ptr<Settlement>(&settlement, [](Settlement*) {}), response,
-              [slot](Status s) { slot->Set(std::move(s)); });
-  return slot->Wait();
+  return base::CallSync<Status>([&](auto done) {
+    SettleAsync(std::shared_ptr<Settlement>(&settlement, [](Settlement*) {}), response,
+                std::move(done));
+  });
 }
 
 void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutcome response,

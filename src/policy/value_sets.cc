@@ -164,11 +164,6 @@ std::vector<std::string_view> SplitCsv(std::string_view line) {
   return f;
 }
 
-bool IsWindow(Algorithm a) {
-  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindow ||
-         a == Algorithm::kSlidingLog;
-}
-
 // One tenant's numbers (count and period, or rps and burst; empty: not set)
 // -> its limit under the rule's algorithm, or why not.
 Result<Limit> RowLimit(std::string_view count_text, std::string_view period_text,
@@ -191,14 +186,14 @@ Result<Limit> RowLimit(std::string_view count_text, std::string_view period_text
       return InvalidArgument("period: must be a period like \"1h\", \"30d\", \"1w\" or \"1h30m\"");
     }
     spec.burst = count;
-    if (IsWindow(algorithm)) {
+    if (IsWindowAlgorithm(algorithm)) {
       spec.window = *period;
     } else {
       spec.count = count;
       spec.period = *period;
     }
   } else {
-    if (IsWindow(algorithm)) {
+    if (IsWindowAlgorithm(algorithm)) {
       return InvalidArgument("rps,burst are not used by " + std::string(AlgorithmName(algorithm)) +
                              " (a window algorithm): use count,period");
     }
@@ -287,7 +282,7 @@ std::shared_ptr<const TenantTable> TenantTable::Parse(std::string_view text, Alg
           (col_count < 0 && col_rps < 0)) {
         return fail(line_no, "header: needs count,period or rps,burst columns (or both pairs)");
       }
-      if (col_rps >= 0 && IsWindow(algorithm)) {
+      if (col_rps >= 0 && IsWindowAlgorithm(algorithm)) {
         return fail(line_no, "header: rps,burst are not used by " +
                                  std::string(AlgorithmName(algorithm)) +
                                  " (a window algorithm): use count,period");

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "policy/client_ip.h"
+#include "tollgate/ip_address.h"
 #include "tollgate/limit.h"
 
 namespace tollgate {

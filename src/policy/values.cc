@@ -7,20 +7,14 @@
 #include <cstdio>
 #include <string>
 
-#include "base/ascii.h"
 #include "policy/policy_impl.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 
 namespace tollgate {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 bool IsTokenChar(char c) {
   // RFC 9110 tchar: the characters a header field name may hold.
@@ -97,7 +91,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
       }
     }
     out->kind = Source::Kind::kHeader;
-    out->arg = base::AsciiLowered(arg);
+    out->arg = AsciiLowered(arg);
     return true;
   }
   if (kind == "query" || kind == "jwt") {
@@ -118,7 +112,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
 }
 
 bool ParseCost(std::string_view text, int64_t* out) {
-  text = Trim(text);
+  text = TrimOws(text);
   if (text.empty() || text.size() > 64) return false;
   // Strict decimal grammar: digits [. digits] [e [+-] digits]. from_chars would
   // also take "inf", "nan" and a leading '-'.
@@ -159,7 +153,7 @@ bool ParseCost(std::string_view text, int64_t* out) {
 }
 
 std::string NormalizeKeyValue(std::string_view raw) {
-  raw = Trim(raw);
+  raw = TrimOws(raw);
   std::string out;
   out.reserve(raw.size());
   for (unsigned char c : raw) {

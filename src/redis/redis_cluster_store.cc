@@ -1096,9 +1096,8 @@ void RedisClusterStore::AcquireAsync(std::span<const AcquireItem> items, Callbac
 }
 
 Result<BatchDecision> RedisClusterStore::Acquire(std::span<const AcquireItem> items) {
-  auto w = std::make_shared<base::OneShot<Result<BatchDecision>>>();
-  impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<BatchDecision>>(
+      [&](auto done) { impl_->AcquireAsync(items, std::move(done)); });
 }
 
 bool RedisClusterStore::Healthy() const { return impl_->Healthy(); }
@@ -1109,10 +1108,8 @@ void RedisClusterStore::CommandAsync(std::string_view key, std::vector<std::stri
 }
 
 Result<RedisReply> RedisClusterStore::Command(std::string_view key, std::vector<std::string> argv) {
-  auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
-  impl_->CommandAsync(std::string(key), std::move(argv),
-                      [w](Result<RedisReply> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<RedisReply>>(
+      [&](auto done) { impl_->CommandAsync(std::string(key), std::move(argv), std::move(done)); });
 }
 
 void RedisClusterStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
@@ -1137,15 +1134,13 @@ void RedisClusterStore::ReleaseLeaseAsync(std::string_view key, std::string_view
 
 Result<LeaseDecision> RedisClusterStore::AcquireLease(std::string_view key,
                                                       const LeaseLimit& limit) {
-  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
-  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<LeaseDecision>>(
+      [&](auto done) { AcquireLeaseAsync(key, limit, std::move(done)); });
 }
 
 Result<bool> RedisClusterStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
-  auto w = std::make_shared<base::OneShot<Result<bool>>>();
-  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<bool>>(
+      [&](auto done) { ReleaseLeaseAsync(key, lease_id, std::move(done)); });
 }
 
 Status RedisClusterStore::ResetKey(std::string_view key, const Limit& limit) {
@@ -1181,9 +1176,8 @@ void RedisClusterStore::SettleAsync(std::span<const SettleItem> items, SettleCal
 }
 
 Result<std::vector<Settled>> RedisClusterStore::Settle(std::span<const SettleItem> items) {
-  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
-  SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<std::vector<Settled>>>(
+      [&](auto done) { SettleAsync(items, std::move(done)); });
 }
 
 std::string RedisClusterStore::RedisKeyFor(std::string_view key) const {

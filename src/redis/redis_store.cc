@@ -218,9 +218,8 @@ void RedisStore::AcquireAsync(std::span<const AcquireItem> items, Callback done)
 }
 
 Result<BatchDecision> RedisStore::Acquire(std::span<const AcquireItem> items) {
-  auto w = std::make_shared<base::OneShot<Result<BatchDecision>>>();
-  impl_->AcquireAsync(items, [w](Result<BatchDecision> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<BatchDecision>>(
+      [&](auto done) { impl_->AcquireAsync(items, std::move(done)); });
 }
 
 void RedisStore::CommandAsync(std::vector<std::string> argv,
@@ -241,9 +240,8 @@ Result<int64_t> IntegerReply(Result<RedisReply> reply) {
 }
 
 Result<RedisReply> RedisStore::Command(std::vector<std::string> argv) {
-  auto w = std::make_shared<base::OneShot<Result<RedisReply>>>();
-  impl_->CommandAsync(std::move(argv), [w](Result<RedisReply> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<RedisReply>>(
+      [&](auto done) { impl_->CommandAsync(std::move(argv), std::move(done)); });
 }
 
 Status RedisStore::ResetKey(std::string_view key, const Limit& limit) {
@@ -282,9 +280,8 @@ void RedisStore::SettleAsync(std::span<const SettleItem> items, SettleCallback d
 }
 
 Result<std::vector<Settled>> RedisStore::Settle(std::span<const SettleItem> items) {
-  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
-  SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<std::vector<Settled>>>(
+      [&](auto done) { SettleAsync(items, std::move(done)); });
 }
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }
@@ -310,15 +307,13 @@ void RedisStore::ReleaseLeaseAsync(std::string_view key, std::string_view lease_
 }
 
 Result<LeaseDecision> RedisStore::AcquireLease(std::string_view key, const LeaseLimit& limit) {
-  auto w = std::make_shared<base::OneShot<Result<LeaseDecision>>>();
-  AcquireLeaseAsync(key, limit, [w](Result<LeaseDecision> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<LeaseDecision>>(
+      [&](auto done) { AcquireLeaseAsync(key, limit, std::move(done)); });
 }
 
 Result<bool> RedisStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
-  auto w = std::make_shared<base::OneShot<Result<bool>>>();
-  ReleaseLeaseAsync(key, lease_id, [w](Result<bool> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<bool>>(
+      [&](auto done) { ReleaseLeaseAsync(key, lease_id, std::move(done)); });
 }
 
 std::string RedisStore::RedisKeyFor(std::string_view key) const {

@@ -708,9 +708,8 @@ ResilientStore::~ResilientStore() { impl_->StopThread(); }
 bool ResilientStore::SupportsSettle() const { return impl_->primary_->SupportsSettle(); }
 
 Result<std::vector<Settled>> ResilientStore::Settle(std::span<const SettleItem> items) {
-  auto w = std::make_shared<base::OneShot<Result<std::vector<Settled>>>>();
-  impl_->SettleAsync(items, [w](Result<std::vector<Settled>> r) { w->Set(std::move(r)); });
-  return w->Wait();
+  return base::CallSync<Result<std::vector<Settled>>>(
+      [&](auto done) { impl_->SettleAsync(items, std::move(done)); });
 }
 
 void ResilientStore::SettleAsync(std::span<const SettleItem> items, SettleCallback done) {
@@ -732,9 +731,8 @@ Result<LeaseDecision> ResilientStore::AcquireLease(std::string_view key, const L
 }
 
 Result<bool> ResilientStore::ReleaseLease(std::string_view key, std::string_view lease_id) {
-  auto slot = std::make_shared<base::OneShot<Result<bool>>>();
-  impl_->ReleaseLeaseAsync(key, lease_id, [slot](Result<bool> r) { slot->Set(std::move(r)); });
-  return slot->Wait();
+  return base::CallSync<Result<bool>>(
+      [&](auto done) { impl_->ReleaseLeaseAsync(key, lease_id, std::move(done)); });
 }
 
 void ResilientStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,

@@ -1,8 +1,7 @@
 #include "runtime/etcd_http.h"
 
-#include <cctype>
-
 #include "runtime/etcd_reply.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate::etcd {
 
@@ -10,8 +9,7 @@ Result<bool> ParseReplyHead(std::string_view head) {
   if (!head.starts_with("HTTP/1.1 200 ")) {
     return UnavailableError(std::string(head.substr(0, head.find('\r')).substr(0, 100)));
   }
-  std::string lower(head);
-  for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string lower = AsciiLowered(head);
   return lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
 }
 

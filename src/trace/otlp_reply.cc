@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tollgate/http_text.h"
+
 namespace tollgate::trace {
 namespace {
 
@@ -18,13 +20,6 @@ bool IsFieldText(std::string_view s) {
     const auto u = static_cast<unsigned char>(c);
     return u == '\t' || (u >= 0x20 && u != 0x7f);
   });
-}
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return Lower(x) == Lower(y); });
 }
 
 std::string_view TrimSpace(std::string_view s) {

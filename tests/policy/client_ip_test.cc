@@ -16,44 +16,7 @@ ClientIpResolver Resolver(std::vector<std::string> trusted,
   return *r;
 }
 
-TEST(IpAddress, ParsesAndNormalises) {
-  EXPECT_EQ(IpAddress::Parse("10.0.0.1")->ToString(), "10.0.0.1");
-  EXPECT_EQ(IpAddress::Parse(" 10.0.0.1:8080 ")->ToString(), "10.0.0.1");
-  EXPECT_EQ(IpAddress::Parse("2001:DB8:0:0::1")->ToString(), "2001:db8::1");
-  EXPECT_EQ(IpAddress::Parse("[2001:db8::1]:443")->ToString(), "2001:db8::1");
-  EXPECT_EQ(IpAddress::Parse("::ffff:192.0.2.1")->ToString(), "192.0.2.1");
-  EXPECT_FALSE(IpAddress::Parse(""));
-  EXPECT_FALSE(IpAddress::Parse("unknown"));
-  EXPECT_FALSE(IpAddress::Parse("_hidden"));
-  EXPECT_FALSE(IpAddress::Parse("1.2.3"));
-  EXPECT_FALSE(IpAddress::Parse("fe80::1%eth0"));
-  EXPECT_FALSE(IpAddress::Parse("[::1"));
-  EXPECT_FALSE(IpAddress::Parse(std::string(100, '1')));
-}
-
-TEST(Cidr, ContainsAndRejectsGarbage) {
-  auto c = Cidr::Parse("10.0.0.0/8");
-  ASSERT_TRUE(c);
-  EXPECT_TRUE(c->Contains(*IpAddress::Parse("10.200.1.1")));
-  EXPECT_FALSE(c->Contains(*IpAddress::Parse("11.0.0.1")));
-  EXPECT_FALSE(c->Contains(*IpAddress::Parse("::a00:1")));
-  auto c6 = Cidr::Parse("2001:db8::/33");
-  ASSERT_TRUE(c6);
-  EXPECT_TRUE(c6->Contains(*IpAddress::Parse("2001:db8:7fff::1")));
-  EXPECT_FALSE(c6->Contains(*IpAddress::Parse("2001:db8:8000::1")));
-  auto one = Cidr::Parse("127.0.0.1");
-  ASSERT_TRUE(one);
-  EXPECT_EQ(one->prefix, 32);
-  auto zero = Cidr::Parse("0.0.0.0/0");
-  ASSERT_TRUE(zero);
-  EXPECT_TRUE(zero->Contains(*IpAddress::Parse("8.8.8.8")));
-  auto mapped = Cidr::Parse("::ffff:10.0.0.0/104");
-  ASSERT_TRUE(mapped);
-  EXPECT_TRUE(mapped->Contains(*IpAddress::Parse("10.1.2.3")));
-  for (const char* bad : {"10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/a", "x/8", "",
-                          "[::1]/128", "10.0.0.0/8/8", "10.0.0.0/0008"}) {
-    EXPECT_FALSE(Cidr::Parse(bad)) << bad;
-  }
+TEST(ClientIp, CreateRefusesAnEntryThatIsNoCidr) {
   EXPECT_FALSE(
       ClientIpResolver::Create({"10.0.0.0/8", "nope"}, ForwardedHeader::kXForwardedFor).ok());
 }

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "base/ascii.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate::testing {
 namespace {
@@ -41,7 +41,7 @@ std::string DecideBody(const std::string& key) {
 
 // Counts the header lines named `lower_name` in a raw response head.
 int CountFields(const std::string& raw, const std::string& lower_name) {
-  const std::string head = base::AsciiLowered(raw.substr(0, raw.find("\r\n\r\n")));
+  const std::string head = AsciiLowered(raw.substr(0, raw.find("\r\n\r\n")));
   int n = 0;
   for (size_t at = head.find("\r\n" + lower_name + ":"); at != std::string::npos;
        at = head.find("\r\n" + lower_name + ":", at + 1)) {

@@ -13,11 +13,11 @@
 #include <sstream>
 #include <thread>
 
-#include "base/ascii.h"
 #include "server/log.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
 #include "server/tollgated_process.h"
+#include "tollgate/http_text.h"
 #if TOLLGATE_TEST_GRPC
 #include <grpcpp/grpcpp.h>
 
@@ -225,7 +225,7 @@ rlspb::RateLimitRequest RlsRequest(const std::string& key, const std::string& va
 
 std::string ResponseHeader(const rlspb::RateLimitResponse& resp, std::string_view name) {
   for (const auto& h : resp.response_headers_to_add()) {
-    if (base::EqualsIgnoreCase(h.key(), name)) return h.value();
+    if (EqualsIgnoreCase(h.key(), name)) return h.value();
   }
   return "<none>";
 }

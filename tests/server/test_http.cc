@@ -11,12 +11,10 @@
 #include <cstring>
 #include <sstream>
 
-#include "base/ascii.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate::testing {
 namespace {
-
-using base::AsciiLowered;
 
 void SetTimeouts(int fd, std::chrono::milliseconds t) {
   timeval tv{static_cast<time_t>(t.count() / 1000),

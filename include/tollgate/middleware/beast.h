@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "tollgate/middleware/common.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
 
@@ -193,7 +193,7 @@ auto BeastRateLimited(Enforcer& enforcer, Handler handler, BeastOptions options 
   return [&enforcer, handler = std::move(handler), options = std::move(options)](
              const auto& req, std::string_view peer_address) {
     const auto target = req.target();
-    const auto path = SplitTarget(std::string_view(target.data(), target.size())).first;
+    const auto path = SplitTarget(std::string_view(target.data(), target.size())).path;
     for (const auto& skip : options.skip_paths) {
       if (path == skip) return handler(req);
     }

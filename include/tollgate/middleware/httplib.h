@@ -68,7 +68,7 @@
 #include <utility>
 #include <vector>
 
-#include "tollgate/middleware/common.h"
+#include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
 

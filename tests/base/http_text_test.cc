@@ -1,10 +1,13 @@
-#include "base/ascii.h"
+#include "tollgate/http_text.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-namespace tollgate::base {
+namespace tollgate {
 namespace {
 
 TEST(Ascii, LowerFoldsOnlyAsciiLetters) {
@@ -42,5 +45,45 @@ TEST(Ascii, StartsWithAndContainsIgnoreCase) {
   EXPECT_FALSE(ContainsIgnoreCase("", "a"));
 }
 
+TEST(HttpText, TrimOwsCutsSpacesAndTabsOnly) {
+  EXPECT_EQ(TrimOws(" \t a b \t"), "a b");
+  EXPECT_EQ(TrimOws("\r\n"), "\r\n");  // CR and LF are not OWS
+  EXPECT_EQ(TrimOws("  "), "");
+  EXPECT_EQ(TrimOws(""), "");
+}
+
+TEST(HttpText, SplitTargetCutsAtTheFirstQuestionMark) {
+  RequestTarget t = SplitTarget("/a/b?x=1?y");
+  EXPECT_EQ(t.path, "/a/b");
+  EXPECT_EQ(t.query, "x=1?y");
+  t = SplitTarget("/plain");
+  EXPECT_EQ(t.path, "/plain");
+  EXPECT_TRUE(t.query.empty());
+  t = SplitTarget("?");
+  EXPECT_EQ(t.path, "");
+  EXPECT_EQ(t.query, "");
+}
+
+TEST(HttpText, QueryTokenizerSkipsEmptyPartsAndSplitsAtTheFirstEquals) {
+  QueryTokenizer tokens("&a=1&&b&c=x=y&=v&");
+  std::vector<std::pair<std::string, std::string>> seen;
+  std::string_view name;
+  std::string_view value;
+  while (tokens.Next(&name, &value)) seen.emplace_back(name, value);
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"a", "1"}, {"b", ""}, {"c", "x=y"}, {"", "v"}};
+  EXPECT_EQ(seen, want);
+  EXPECT_FALSE(tokens.Next(&name, &value));
+}
+
+TEST(HttpText, ForEachQueryParamDecodesNamesAndValues) {
+  std::vector<std::pair<std::string, std::string>> seen;
+  ForEachQueryParam("r%75le=a+b&x=%zz&y",
+                    [&](std::string_view n, std::string_view v) { seen.emplace_back(n, v); });
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"rule", "a b"}, {"x", "%zz"}, {"y", ""}};
+  EXPECT_EQ(seen, want);
+}
+
 }  // namespace
-}  // namespace tollgate::base
+}  // namespace tollgate

@@ -1,11 +1,11 @@
-// RequestView accessors: case-insensitive header lookup and query parsing.
+// RequestView accessors (case-insensitive header lookup, query parameters) and
+// NormalizePath: the leaf every front end links (tollgate_base).
 #include <string>
 
 #include "tollgate/request.h"
 
-#include "base/ascii.h"
 #include "base/percent.h"
-#include "policy/request_context.h"
+#include "tollgate/http_text.h"
 
 namespace tollgate {
 namespace {
@@ -81,7 +81,7 @@ std::string NormalizePath(std::string_view path) {
 
 std::optional<std::string_view> RequestView::Header(std::string_view name) const {
   for (const auto& [n, v] : headers) {
-    if (base::EqualsIgnoreCase(n, name)) return v;
+    if (EqualsIgnoreCase(n, name)) return v;
   }
   return std::nullopt;
 }
@@ -89,22 +89,17 @@ std::optional<std::string_view> RequestView::Header(std::string_view name) const
 std::vector<std::string_view> RequestView::Headers(std::string_view name) const {
   std::vector<std::string_view> out;
   for (const auto& [n, v] : headers) {
-    if (base::EqualsIgnoreCase(n, name)) out.push_back(v);
+    if (EqualsIgnoreCase(n, name)) out.push_back(v);
   }
   return out;
 }
 
 std::optional<std::string> RequestView::QueryParam(std::string_view name) const {
-  std::string_view q = query;
-  while (!q.empty()) {
-    const size_t amp = q.find('&');
-    std::string_view part = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    if (part.empty()) continue;
-    const size_t eq = part.find('=');
-    const std::string_view raw_name = part.substr(0, eq);
-    if (base::PercentDecode(raw_name) != name) continue;
-    return eq == std::string_view::npos ? std::string() : base::PercentDecode(part.substr(eq + 1));
+  QueryTokenizer tokens(query);
+  std::string_view raw_name;
+  std::string_view raw_value;
+  while (tokens.Next(&raw_name, &raw_value)) {
+    if (base::PercentDecode(raw_name) == name) return base::PercentDecode(raw_value);
   }
   return std::nullopt;
 }
