@@ -82,7 +82,16 @@ class Tollgated {
     WaitFor([&] { return Reaped(); }, within);
     return exit_code_;
   }
-  std::string Log() const { return ReadAll(log_); }
+  // Its stderr, and how it ended once it has: a test that fails on a dead tollgated says whether
+  // it exited with an error or was killed by a signal (an empty log alone cannot tell).
+  std::string Log() const {
+    std::string text = ReadAll(log_);
+    if (exited_) {
+      text += signal_ != 0 ? "[tollgated killed by signal " + std::to_string(signal_) + "]\n"
+                           : "[tollgated exited with code " + std::to_string(exit_code_) + "]\n";
+    }
+    return text;
+  }
   std::string Stdout() const { return ReadAll(dir_ + "/stdout.log"); }
   int port() const { return port_; }
   int admin_port() const { return admin_port_; }
@@ -110,6 +119,7 @@ class Tollgated {
     if (!exited_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
       exited_ = true;
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
     return exited_;
   }
@@ -119,6 +129,7 @@ class Tollgated {
   pid_t pid_ = -1;
   bool exited_ = false;
   int exit_code_ = -1;
+  int signal_ = 0;  // what killed it, when a signal did
   int port_ = 0;
   int admin_port_ = 0;
   int grpc_port_ = 0;
