@@ -80,9 +80,6 @@ Response HandleReload(const Runtime& s);
 Response HandlePolicy(const Runtime& s);
 Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_view query,
                          std::string_view actor);
-// What DiffPolicies found, as the admin API and the audit log show it:
-// [{"change": "raised", "rule": "api", "before": "...", "after": "..."}].
-nlohmann::json ChangesJson(std::span<const RuleChange> changes);
 // A JSON body (one line, invalid UTF-8 replaced) with Content-Type JSON.
 Response JsonResponse(int status, const nlohmann::json& j);
 Response HandleTop(const Runtime& s, std::string_view query);

@@ -30,17 +30,6 @@ bool DryRunRequested(std::string_view query, std::vector<ConfigError>* errors) {
 
 }  // namespace
 
-json ChangesJson(std::span<const RuleChange> changes) {
-  json out = json::array();
-  for (const RuleChange& c : changes) {
-    out.push_back({{"change", RuleChangeKindName(c.kind)},
-                   {"rule", c.rule},
-                   {"before", c.before},
-                   {"after", c.after}});
-  }
-  return out;
-}
-
 Response HandlePolicy(const Runtime& s) {
   std::shared_ptr<const Policy> policy = s.policies->Current();
   json rules = json::array();
@@ -93,7 +82,7 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
   json answer = {{"dry_run", dry_run},
                  {"version_before", before},
                  {"version", parsed.version},
-                 {"changes", ChangesJson(changes)},
+                 {"changes", json::parse(PolicyDiffJson(changes))},
                  {"warnings", std::move(warnings)}};
   if (dry_run) return JsonResponse(200, answer);
   std::vector<ConfigError> errors = s.state->put_policy(body, actor);

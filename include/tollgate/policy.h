@@ -124,6 +124,10 @@ std::vector<RuleChange> DiffPolicies(const Policy& before, const Policy& after);
 // One line a change ("raised  api: token_bucket rate=10/s ... -> ..."), or
 // "no changes\n".
 std::string FormatPolicyDiff(std::span<const RuleChange> changes);
+// The changes as JSON text, as the admin API's dry run and the reload audit line show them:
+// [{"after":"...","before":"...","change":"raised","rule":"api"}] ("[]" when none). Invalid
+// UTF-8 in a rule's text is replaced (U+FFFD).
+std::string PolicyDiffJson(std::span<const RuleChange> changes);
 
 // Rules of a valid `policy` that can never apply, one warning each (path
 // "rules[i]"): a rule after a rule of the same tier group without `match`

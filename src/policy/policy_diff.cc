@@ -3,6 +3,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "tollgate/policy.h"
 
 namespace tollgate {
@@ -98,6 +100,17 @@ std::string FormatPolicyDiff(std::span<const RuleChange> changes) {
     out += '\n';
   }
   return out;
+}
+
+std::string PolicyDiffJson(std::span<const RuleChange> changes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RuleChange& c : changes) {
+    out.push_back({{"change", RuleChangeKindName(c.kind)},
+                   {"rule", c.rule},
+                   {"before", c.before},
+                   {"after", c.after}});
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tollgate

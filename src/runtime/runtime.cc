@@ -47,18 +47,6 @@ bool IsEtcdLocation(const std::string& location) {
   return location.find("://") != std::string::npos;
 }
 
-// The rule changes of a reload as the audit line shows them.
-json ChangesJson(const std::vector<RuleChange>& changes) {
-  json out = json::array();
-  for (const RuleChange& c : changes) {
-    out.push_back({{"change", RuleChangeKindName(c.kind)},
-                   {"rule", c.rule},
-                   {"before", c.before},
-                   {"after", c.after}});
-  }
-  return out;
-}
-
 json ErrorList(const std::vector<ConfigError>& errors) {
   json list = json::array();
   for (const auto& e : errors) list.push_back(e.ToString());
@@ -340,7 +328,7 @@ class Runtime::Impl {
                    {"generation", policies->generation()},
                    {"version_before", version_before},
                    {"version", policies->version()},
-                   {"changes", ChangesJson(DiffPolicies(*before, *after))}};
+                   {"changes", json::parse(PolicyDiffJson(DiffPolicies(*before, *after)))}};
     if (!actor.empty()) fields["actor"] = std::string(actor);
     Event(RuntimeEvent::Level::kInfo, "policy_reloaded", fields);
     LogPolicyWarnings(*after);
