@@ -34,18 +34,15 @@ std::vector<RuleCountersSnapshot> RlsCounters::RuleSnapshot() const {
   std::vector<RuleCountersSnapshot> out;
   out.reserve(rules_.size());
   for (const auto& [name, c] : rules_) {
-    RuleCountersSnapshot r{name,
-                           Load(c->total_hits),
-                           Load(c->over_limit),
-                           Load(c->near_limit),
-                           Load(c->within_limit),
-                           Load(c->shadow_mode)};
+    RuleCountersSnapshot r;
+    r.rule = name;
+#define TOLLGATE_LOAD_HIT(field, metric, help) r.field = Load(c->field);
+    TOLLGATE_RLS_HIT_COUNTERS(TOLLGATE_LOAD_HIT)
+#undef TOLLGATE_LOAD_HIT
     if (auto d = decided.find(name); d != decided.end()) {
-      r.allowed = d->second.allowed;
-      r.rejected = d->second.rejected;
-      r.shadow_rejected = d->second.shadow_rejected;
-      r.unenforced = d->second.unenforced;
-      r.unavailable = d->second.unavailable;
+#define TOLLGATE_COPY_DECISION(field, label) r.field = d->second.field;
+      TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_COPY_DECISION)
+#undef TOLLGATE_COPY_DECISION
     }
     out.push_back(std::move(r));
   }
@@ -53,57 +50,28 @@ std::vector<RuleCountersSnapshot> RlsCounters::RuleSnapshot() const {
 }
 
 ServiceCountersSnapshot RlsCounters::ServiceSnapshot() const {
-  const ServiceCounters& s = service_;
-  return {Load(s.requests),        Load(s.over_limit),   Load(s.ok),
-          Load(s.invalid_request), Load(s.store_errors), Load(s.unknown_domain),
-          Load(s.no_rule),         Load(s.unenforced),   Load(s.config_reloads)};
+  ServiceCountersSnapshot out;
+#define TOLLGATE_LOAD_SERVICE(field, metric, help) out.field = Load(service_.field);
+  TOLLGATE_RLS_SERVICE_COUNTERS(TOLLGATE_LOAD_SERVICE)
+#undef TOLLGATE_LOAD_SERVICE
+  return out;
 }
 
 void RlsCounters::AppendPrometheus(std::string* out) const {
   const ServiceCountersSnapshot s = ServiceSnapshot();
-  const struct {
-    const char* name;
-    const char* help;
-    uint64_t value;
-  } service[] = {
-      {"tollgate_rls_requests_total", "ShouldRateLimit calls.", s.requests},
-      {"tollgate_rls_ok_total", "Calls answered OK.", s.ok},
-      {"tollgate_rls_over_limit_total", "Calls answered OVER_LIMIT.", s.over_limit},
-      {"tollgate_rls_invalid_requests_total", "Calls refused as INVALID_ARGUMENT.",
-       s.invalid_request},
-      {"tollgate_rls_store_errors_total", "Calls failed with UNAVAILABLE (store error).",
-       s.store_errors},
-      {"tollgate_rls_unknown_domain_total", "Calls for a domain not configured.", s.unknown_domain},
-      {"tollgate_rls_no_rule_total", "Descriptors that matched no rate limit.", s.no_rule},
-      {"tollgate_rls_unenforced_total", "Calls the store's failure mode answered.", s.unenforced},
-      {"tollgate_rls_config_reloads_total", "Successful configuration reloads.", s.config_reloads},
-  };
   PrometheusWriter w;
-  for (const auto& f : service) {
-    w.Family(f.name, "counter", f.help);
-    w.Sample(f.name, {}, f.value);
-  }
+#define TOLLGATE_SERVICE_SAMPLE(field, metric, help) \
+  w.Family(metric, "counter", help);                 \
+  w.Sample(metric, {}, s.field);
+  TOLLGATE_RLS_SERVICE_COUNTERS(TOLLGATE_SERVICE_SAMPLE)
+#undef TOLLGATE_SERVICE_SAMPLE
   const std::vector<RuleCountersSnapshot> rules = RuleSnapshot();
-  const struct {
-    const char* name;
-    const char* help;
-    uint64_t RuleCountersSnapshot::*field;
-  } per_rule[] = {
-      {"tollgate_rls_rule_total_hits_total", "Hits (cost) asked of the rule.",
-       &RuleCountersSnapshot::total_hits},
-      {"tollgate_rls_rule_over_limit_total", "Hits over the limit.",
-       &RuleCountersSnapshot::over_limit},
-      {"tollgate_rls_rule_near_limit_total", "Hits allowed with less than 20% quota left.",
-       &RuleCountersSnapshot::near_limit},
-      {"tollgate_rls_rule_within_limit_total", "Hits within the limit.",
-       &RuleCountersSnapshot::within_limit},
-      {"tollgate_rls_rule_shadow_mode_total", "Hits over a shadow-mode limit (not enforced).",
-       &RuleCountersSnapshot::shadow_mode},
-  };
-  for (const auto& f : per_rule) {
-    if (rules.empty()) break;
-    w.Family(f.name, "counter", f.help);
-    for (const auto& r : rules) w.Sample(f.name, {"rule", r.rule}, r.*(f.field));
+  if (!rules.empty()) {
+#define TOLLGATE_HIT_SAMPLES(field, metric, help) \
+  w.Family(metric, "counter", help);              \
+  for (const auto& r : rules) w.Sample(metric, {"rule", r.rule}, r.field);
+    TOLLGATE_RLS_HIT_COUNTERS(TOLLGATE_HIT_SAMPLES)
+#undef TOLLGATE_HIT_SAMPLES
   }
   out->append(w.Take());
 }
