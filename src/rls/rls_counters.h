@@ -20,8 +20,8 @@
 // relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load and
 // descriptor limit overrides). Pointers returned by ForRule stay valid as long
 // as the registry lives, across configuration reloads.
-#ifndef TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
-#define TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_COUNTERS_H_
+#define TOLLGATE_SRC_RLS_RLS_COUNTERS_H_
 
 #include <array>
 #include <atomic>
@@ -137,4 +137,4 @@ class RlsCounters {
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_COUNTERS_H_
