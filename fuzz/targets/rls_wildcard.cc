@@ -1,4 +1,4 @@
-// Fuzz target: wildcard descriptor values (server/rls/rls_wildcard.cc), the
+// Fuzz target: wildcard descriptor values (src/rls/rls_wildcard.cc), the
 // `*` patterns of envoyproxy/ratelimit configs matched against request values
 // that Envoy sends from client headers and paths.
 //

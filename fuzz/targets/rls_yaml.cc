@@ -1,5 +1,5 @@
-// Fuzz target: envoyproxy/ratelimit YAML (server/rls/rls_yaml.cc) compiled to
-// an RlsConfig (server/rls/rls_config.cc), then matched.
+// Fuzz target: envoyproxy/ratelimit YAML (src/rls/rls_yaml.cc) compiled to
+// an RlsConfig (src/rls/rls_config.cc), then matched.
 //
 // Input: one YAML document. Operator input, but --check and reload run the
 // parser on whatever file they are given, and YAML has aliases: a 2 KB alias

@@ -412,6 +412,16 @@ struct RuleOutcome {
   // The rule's action: "limit", or "allow", "deny", "unlimited" for a rule
   // decided without a limit (`limit` is then a placeholder). Static text.
   std::string_view action = "limit";
+  // A store rule of a call that was only peeked (an enforced deny-all item
+  // rejected it, so nothing was charged): whether `cost` would fit now, and
+  // if not, the wait until it would (buckets by their GCRA arithmetic,
+  // windows at their end; Decision::kNever above the burst). Report only,
+  // never a decision. Unset otherwise.
+  struct Peek {
+    bool fits = true;
+    Nanos wait{0};
+  };
+  std::optional<Peek> peek;
 };
 
 // A lease a concurrency rule took for an allowed request; give it back with

@@ -96,21 +96,6 @@ int64_t UnitReset(RlsUnit unit, const Clock& clock) {
   return s - now_s % s;
 }
 
-// The wait until `cost` fits, from a cost-0 peek `d` of `limit` (a call that
-// a deny-all rule rejected peeks its other descriptors; a shadow or quota one
-// over its limit still reports when it would fit). Report only, never a
-// decision: buckets by their GCRA arithmetic (full in reset_after, so `cost`
-// fits once reset_after + cost * interval <= the tolerance), windows at their end.
-Nanos PeekWait(const Decision& d, const Limit& limit, int64_t cost) {
-  if (cost > limit.burst()) return Decision::kNever;
-  if (limit.algorithm() != Algorithm::kTokenBucket &&
-      limit.algorithm() != Algorithm::kLeakyBucket) {
-    return d.reset_after;
-  }
-  return std::max(Nanos(0),
-                  d.reset_after + Nanos(limit.IncrementFor(cost)) - Nanos(limit.tolerance_ns()));
-}
-
 std::string Where(int i) { return "descriptors[" + std::to_string(i) + "]"; }
 
 // A descriptor's own limit (Envoy's `limit` override): it applies whatever the
@@ -274,14 +259,15 @@ bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome
     const Decision& d = r.decision;
     const bool denied = outcome.denied_rule == static_cast<int>(s.item);
     // Peeked (a deny-all rule rejected the call): a shadow or quota rule is
-    // over when its cost would not fit now.
-    const bool soft_peek = (s.shadow || s.quota) && peeked;
+    // over when its cost would not fit now, and reports when it would (the
+    // Enforcer's RuleOutcome::peek).
+    const bool soft_peek = (s.shadow || s.quota) && peeked && r.peek;
     if (s.cost > 0 && outcome.enforced) {
-      over = soft_peek ? s.cost > d.remaining : (!d.allowed || denied);
+      over = soft_peek ? !r.peek->fits : (!d.allowed || denied);
     }
     st->set_limit_remaining(ClampU32(d.remaining));
     Nanos wait = d.retry_after;
-    if (over && soft_peek && s.own_limit) wait = PeekWait(d, *s.own_limit, s.cost);
+    if (over && soft_peek) wait = r.peek->wait;
     reset = CeilSeconds((over && wait != Decision::kNever) ? wait : d.reset_after);
   }
   st->mutable_duration_until_reset()->set_seconds(reset);

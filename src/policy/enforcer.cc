@@ -395,6 +395,24 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   return out;
 }
 
+namespace {
+
+// Whether `cost` fits a cost-0 decision `d` of `limit` now, and if not, when:
+// a bucket is full in reset_after, so `cost` fits once reset_after + cost *
+// interval <= the tolerance; a window at its end.
+RuleOutcome::Peek PeekOf(const Decision& d, const Limit& limit, int64_t cost) {
+  if (cost <= d.remaining) return {true, Nanos(0)};
+  if (cost > limit.burst()) return {false, Decision::kNever};
+  if (limit.algorithm() != Algorithm::kTokenBucket &&
+      limit.algorithm() != Algorithm::kLeakyBucket) {
+    return {false, d.reset_after};
+  }
+  return {false, std::max(Nanos(0), d.reset_after + Nanos(limit.IncrementFor(cost)) -
+                                        Nanos(limit.tolerance_ns()))};
+}
+
+}  // namespace
+
 void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& by_order,
                                   CheckOutcome& out) const {
   out.rules.reserve(plan.items.size());
@@ -412,6 +430,7 @@ void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& b
         !r.shadow && item.rollback &&
         (item.rollback->max_upstream_error_increase > 0 || item.rollback->max_upstream_p99_ns > 0);
     r.action = item.action;
+    if (plan.peek && i < plan.StoreCount()) r.peek = PeekOf(r.decision, item.limit, item.cost);
     if (static_cast<int>(i) == plan.denied_item)
       out.denied_rule = static_cast<int>(out.rules.size());
     out.rules.push_back(std::move(r));

@@ -124,6 +124,32 @@ struct Plan {
   }
 };
 
+// Collects a plan's items in the order the decision needs them (enforced
+// store items, shadow store items, then those decided without the store) and
+// numbers them in policy order: the ending both planners share.
+struct PlanBuilder {
+  explicit PlanBuilder(Plan& p) : plan(p) {}
+  // Routes `item` to its group; an enforced deny-all item with a cost makes
+  // the plan a peek.
+  void Add(PlannedItem item);
+  // Appends the groups to plan.items and sets their counts.
+  void Seal();
+
+  Plan& plan;
+  std::vector<PlannedItem> shadow, storeless;
+  size_t order = 0;
+};
+
+// The part of an item every planner sets: its limit, name, identity, store
+// key, rule state and position; with `rule`, that rule's rollback config,
+// failure mode and header styles.
+PlannedItem NewItem(const Limit& limit, std::string name, RuleState* state, std::string identity,
+                    std::string key, size_t order, const Rule* rule);
+// Makes `item` a concurrency rule's lease (one slot, keyed by LeaseKey).
+void MakeLeaseItem(PlannedItem& item, const LeaseLimit& lease);
+
+class RequestContext;
+
 class Enforcer::Impl {
  public:
   Impl(std::shared_ptr<PolicyStore> policies, Store* store, const Clock* clock,
@@ -175,11 +201,16 @@ class Enforcer::Impl {
  private:
   std::shared_ptr<const Binding> Bind(std::shared_ptr<const Policy> policy);
   RuleState* StateFor(const std::string& name);
-  void AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item);
+  // The item of a rule whose conditions `ctx` met; returns true when
+  // evaluation stops there (allow, an enforced deny).
+  bool PlanMatched(PlanBuilder& b, const Rule& rule, RuleState* state, const RequestView& request,
+                   RequestContext& ctx);
   // The storeless item of an allow, deny or unlimited rule that matched;
   // returns true when evaluation stops there (allow, an enforced deny).
-  bool PlanAction(Plan& plan, std::vector<PlannedItem>& storeless, const Rule& rule,
-                  RuleState* state, std::string identity, size_t order, bool explain);
+  bool PlanAction(PlanBuilder& b, const Rule& rule, RuleState* state, std::string identity);
+  // The item of one ExplicitItem at `order`, or kInvalidArgument prefixed by `where`.
+  Result<PlannedItem> PlanExplicit(const Policy& policy, const Binding& binding,
+                                   const ExplicitItem& it, const std::string& where, size_t order);
   // Why a rule's item is decided in shadow mode (mode, rollback guard, rollout), or kNone.
   RuleOutcome::ShadowReason ShadowOf(const Rule& rule, const RuleState& state,
                                      const std::string& identity) const;

@@ -73,13 +73,95 @@ std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy
   return nb;
 }
 
-void Enforcer::Impl::AddItem(Plan& plan, std::vector<PlannedItem>& shadow, PlannedItem item) {
-  if (item.shadow == RuleOutcome::ShadowReason::kNone) {
+void PlanBuilder::Add(PlannedItem item) {
+  if (item.lease || item.storeless != ExplicitItem::Storeless::kNo) {
+    // An enforced deny-all item with a cost rejects: the store items are only peeked.
+    if (item.storeless == ExplicitItem::Storeless::kDenyAll &&
+        item.shadow == RuleOutcome::ShadowReason::kNone && item.cost > 0) {
+      plan.peek = true;
+    }
+    storeless.push_back(std::move(item));
+  } else if (item.shadow == RuleOutcome::ShadowReason::kNone) {
     plan.items.push_back(std::move(item));
   } else {
     shadow.push_back(std::move(item));
   }
 }
+
+void PlanBuilder::Seal() {
+  plan.enforced_count = plan.items.size();
+  for (auto& s : shadow) plan.items.push_back(std::move(s));
+  plan.storeless_count = storeless.size();
+  for (auto& s : storeless) plan.items.push_back(std::move(s));
+}
+
+PlannedItem NewItem(const Limit& limit, std::string name, RuleState* state, std::string identity,
+                    std::string key, size_t order, const Rule* rule) {
+  PlannedItem item(limit);
+  item.name = std::move(name);
+  item.identity = std::move(identity);
+  item.key = std::move(key);
+  item.state = state;
+  item.order = order;
+  if (rule != nullptr) {
+    item.rollback = rule->rollback;
+    item.failure_mode = rule->failure_mode_tag;
+    item.header_styles = rule->header_styles;
+  }
+  return item;
+}
+
+void MakeLeaseItem(PlannedItem& item, const LeaseLimit& lease) {
+  item.lease = lease;
+  item.key = LeaseKey(item.name, item.identity);
+  item.cost = 1;
+}
+
+namespace {
+
+// The first of `rule`'s match conditions that `ctx` fails, or null.
+const Condition* FirstFailed(const Rule& rule, RequestContext& ctx) {
+  for (const Condition& c : rule.match) {
+    if (!ctx.Matches(c)) return &c;
+  }
+  return nullptr;
+}
+
+std::string NoMatchLine(const Rule& rule, const Condition& failed, RequestContext& ctx) {
+  std::string why = rule.name + ": no match (" + failed.text + " failed)";
+  if (failed.source.kind == Source::Kind::kJwt && !ctx.Claims().usable()) {
+    why += "; jwt claims unusable: " + (ctx.Claims().state == JwtClaims::State::kNoToken
+                                            ? std::string("no token")
+                                            : ctx.Claims().error);
+  }
+  return why;
+}
+
+// The cost a request asks of a limit rule.
+int64_t RequestCost(const Rule& rule, const RequestView& request) {
+  int64_t cost = 0;
+  switch (rule.cost_kind) {
+    case Rule::CostKind::kFixed:
+      return rule.fixed_cost;
+    case Rule::CostKind::kHeader:
+    case Rule::CostKind::kQuery: {
+      std::optional<std::string> text;
+      if (rule.cost_kind == Rule::CostKind::kHeader) {
+        if (auto h = request.Header(rule.cost_arg)) text = std::string(*h);
+      } else {
+        text = request.QueryParam(rule.cost_arg);
+      }
+      if (!text || !ParseCost(*text, &cost)) cost = rule.default_cost;
+      return cost;
+    }
+    case Rule::CostKind::kResponse:
+    case Rule::CostKind::kHandler:
+      return rule.cost_estimate;  // the rest is charged when the response ends
+  }
+  return cost;
+}
+
+}  // namespace
 
 std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bool explain) {
   auto plan = std::make_shared<Plan>();
@@ -87,13 +169,11 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
-  std::vector<PlannedItem> shadow, storeless;
+  PlanBuilder b(*plan);
   plan->items.reserve(policy->rules.size());
   std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
-  size_t order = 0;
   for (size_t i = 0; i < policy->rules.size(); ++i) {
     const Rule& rule = policy->rules[i];
-    RuleState* state = plan->binding->states[i];
     int& taken = group_taken[static_cast<size_t>(policy->group_of[i])];
     if (taken >= 0) {
       if (explain) {
@@ -102,121 +182,73 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
       }
       continue;
     }
-    const Condition* failed = nullptr;
-    for (const Condition& c : rule.match) {
-      if (!ctx.Matches(c)) {
-        failed = &c;
-        break;
-      }
-    }
-    if (failed) {
-      if (explain) {
-        std::string why = rule.name + ": no match (" + failed->text + " failed)";
-        if (failed->source.kind == Source::Kind::kJwt && !ctx.Claims().usable()) {
-          why += "; jwt claims unusable: " + (ctx.Claims().state == JwtClaims::State::kNoToken
-                                                  ? std::string("no token")
-                                                  : ctx.Claims().error);
-        }
-        plan->trace.push_back(why);
-      }
+    if (const Condition* failed = FirstFailed(rule, ctx)) {
+      if (explain) plan->trace.push_back(NoMatchLine(rule, *failed, ctx));
       continue;
     }
     taken = static_cast<int>(i);
-    std::vector<std::string> values;
-    const Source* missing = nullptr;
-    for (const Source& s : rule.keys) {
-      const std::optional<std::string> v = ctx.Value(s);
-      if (!v && !missing) missing = &s;
-      values.push_back(IdentityPart(v));
-    }
-    if (rule.action != RuleAction::kLimit) {
-      // allow, deny, unlimited: decided without the store; a missing key never skips them.
-      if (PlanAction(*plan, storeless, rule, state, JoinIdentity(values), order++, explain)) {
-        for (size_t j = i + 1; explain && j < policy->rules.size(); ++j) {
-          plan->trace.push_back(policy->rules[j].name + ": not evaluated (" +
-                                std::string(RuleActionName(rule.action)) + " rule '" + rule.name +
-                                "' matched first)");
-        }
-        break;
+    if (PlanMatched(b, rule, plan->binding->states[i], request, ctx)) {
+      for (size_t j = i + 1; explain && j < policy->rules.size(); ++j) {
+        plan->trace.push_back(policy->rules[j].name + ": not evaluated (" +
+                              std::string(RuleActionName(rule.action)) + " rule '" + rule.name +
+                              "' matched first)");
       }
-      continue;
+      break;
     }
-    if (missing) {
-      if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
-      if (rule.missing_key == MissingKey::kSkip) {
-        if (explain) {
-          plan->trace.push_back(rule.name + ": skipped (key source " + missing->spec +
-                                " absent; missing_key: skip)");
-        }
-        continue;
-      }
-    }
-    const std::string identity = JoinIdentity(values);
-    const Limit* tenant = rule.tenants && !missing ? rule.tenants->Find(identity) : nullptr;
-    PlannedItem item(tenant ? *tenant : rule.limit);
-    item.name = rule.name;
-    item.identity = identity;
-    item.key = BucketKey(rule.name, rule.limit.algorithm(), item.identity);
-    item.state = state;
-    item.rule = &rule;
-    item.rollback = rule.rollback;
-    item.failure_mode = rule.failure_mode_tag;
-    item.header_styles = rule.header_styles;
-    item.order = order++;
-    switch (rule.cost_kind) {
-      case Rule::CostKind::kFixed:
-        item.cost = rule.fixed_cost;
-        break;
-      case Rule::CostKind::kHeader:
-      case Rule::CostKind::kQuery: {
-        std::optional<std::string> text;
-        if (rule.cost_kind == Rule::CostKind::kHeader) {
-          if (auto h = request.Header(rule.cost_arg)) text = std::string(*h);
-        } else {
-          text = request.QueryParam(rule.cost_arg);
-        }
-        if (!text || !ParseCost(*text, &item.cost)) item.cost = rule.default_cost;
-        break;
-      }
-      case Rule::CostKind::kResponse:
-      case Rule::CostKind::kHandler:
-        item.cost = rule.cost_estimate;  // the rest is charged when the response ends
-        break;
-    }
-    item.shadow = ShadowOf(rule, *state, item.identity);
-    if (rule.lease) {
-      item.lease = rule.lease;
-      item.key = LeaseKey(rule.name, item.identity);
-      item.cost = 1;
-    }
-    if (explain) {
-      plan->trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
-                            std::to_string(item.cost) + ", " +
-                            (rule.lease ? rule.lease->ToString() : item.limit.ToString()) +
-                            (tenant ? " (tenant limit)" : "") + ShadowText(item.shadow));
-    }
-    if (item.lease) {
-      storeless.push_back(std::move(item));
-      continue;
-    }
-    AddItem(*plan, shadow, std::move(item));
   }
-  plan->enforced_count = plan->items.size();
-  for (auto& s : shadow) plan->items.push_back(std::move(s));
-  plan->storeless_count = storeless.size();
-  for (auto& s : storeless) plan->items.push_back(std::move(s));
+  b.Seal();
   return plan;
 }
 
-bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless, const Rule& rule,
-                                RuleState* state, std::string identity, size_t order,
-                                bool explain) {
-  PlannedItem item(rule.limit);
-  item.name = rule.name;
-  item.identity = identity.empty() ? std::string(kMissingValue) : std::move(identity);
-  item.key = item.identity;  // never sent to a store
-  item.state = state;
-  item.order = order;
+bool Enforcer::Impl::PlanMatched(PlanBuilder& b, const Rule& rule, RuleState* state,
+                                 const RequestView& request, RequestContext& ctx) {
+  const bool explain = b.plan.explain;
+  std::vector<std::string> values;
+  const Source* missing = nullptr;
+  for (const Source& s : rule.keys) {
+    const std::optional<std::string> v = ctx.Value(s);
+    if (!v && !missing) missing = &s;
+    values.push_back(IdentityPart(v));
+  }
+  if (rule.action != RuleAction::kLimit) {
+    // allow, deny, unlimited: decided without the store; a missing key never skips them.
+    return PlanAction(b, rule, state, JoinIdentity(values));
+  }
+  if (missing) {
+    if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
+    if (rule.missing_key == MissingKey::kSkip) {
+      if (explain) {
+        b.plan.trace.push_back(rule.name + ": skipped (key source " + missing->spec +
+                               " absent; missing_key: skip)");
+      }
+      return false;
+    }
+  }
+  std::string identity = JoinIdentity(values);
+  const Limit* tenant = rule.tenants && !missing ? rule.tenants->Find(identity) : nullptr;
+  std::string key = BucketKey(rule.name, rule.limit.algorithm(), identity);
+  PlannedItem item = NewItem(tenant ? *tenant : rule.limit, rule.name, state, std::move(identity),
+                             std::move(key), b.order++, &rule);
+  item.rule = &rule;
+  item.cost = RequestCost(rule, request);
+  item.shadow = ShadowOf(rule, *state, item.identity);
+  if (rule.lease) MakeLeaseItem(item, *rule.lease);
+  if (explain) {
+    b.plan.trace.push_back(rule.name + ": applies, key " + item.identity + ", cost " +
+                           std::to_string(item.cost) + ", " +
+                           (rule.lease ? rule.lease->ToString() : item.limit.ToString()) +
+                           (tenant ? " (tenant limit)" : "") + ShadowText(item.shadow));
+  }
+  b.Add(std::move(item));
+  return false;
+}
+
+bool Enforcer::Impl::PlanAction(PlanBuilder& b, const Rule& rule, RuleState* state,
+                                std::string identity) {
+  if (identity.empty()) identity = std::string(kMissingValue);
+  std::string key = identity;  // never sent to a store
+  PlannedItem item = NewItem(rule.limit, rule.name, state, std::move(identity), std::move(key),
+                             b.order++, nullptr);
   item.cost = 1;
   item.storeless = rule.action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
                                                     : ExplicitItem::Storeless::kUnlimited;
@@ -224,9 +256,8 @@ bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless,
   item.action = RuleActionName(rule.action);
   if (item.forbid) item.shadow = ShadowOf(rule, *state, item.identity);
   const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
-  if (item.forbid && enforced) plan.peek = true;  // the store items are only peeked
   const bool stop = rule.action == RuleAction::kAllow || (item.forbid && enforced);
-  if (explain) {
+  if (b.plan.explain) {
     std::string line = rule.name + ": matches, key " + item.identity + ", action " +
                        std::string(RuleActionName(rule.action));
     switch (rule.action) {
@@ -242,9 +273,9 @@ bool Enforcer::Impl::PlanAction(Plan& plan, std::vector<PlannedItem>& storeless,
         line += ": no limit; evaluation goes on";
         break;
     }
-    plan.trace.push_back(std::move(line));
+    b.plan.trace.push_back(std::move(line));
   }
-  storeless.push_back(std::move(item));
+  b.Add(std::move(item));
   return stop;
 }
 
@@ -261,125 +292,133 @@ RuleOutcome::ShadowReason Enforcer::Impl::ShadowOf(const Rule& rule, const RuleS
   return RuleOutcome::ShadowReason::kNone;
 }
 
+namespace {
+
+// The policy index of the rule an explicit item names (-1: none).
+Result<int> RuleIndexOf(const Policy& policy, const ExplicitItem& it, const std::string& where) {
+  if (!it.rule.empty()) {
+    const int index = policy.Find(it.rule);
+    if (index < 0) return InvalidArgument(where + "unknown rule '" + std::string(it.rule) + "'");
+    return index;
+  }
+  if (!it.limit_override && !it.limit && it.storeless == ExplicitItem::Storeless::kNo) {
+    if (policy.rules.size() != 1) {
+      return InvalidArgument(where + "needs a rule name (the policy has " +
+                             std::to_string(policy.rules.size()) + " rules) or a limit");
+    }
+    return 0;
+  }
+  return -1;
+}
+
+// An explicit item's identity; `missing`: a source absent, so the tenant
+// table is not consulted (as for requests).
+Result<std::string> ItemIdentity(const ExplicitItem& it, const Rule* rule, const std::string& where,
+                                 bool* missing) {
+  if (!it.values.empty()) {
+    if (rule == nullptr || it.rule.empty()) {
+      return InvalidArgument(where + "values need a rule name (they are its limit_keys values)");
+    }
+    if (!it.key.empty()) return InvalidArgument(where + "key or values, not both");
+    Result<std::string> joined = IdentityOfValues(*rule, it.values, missing);
+    if (!joined.ok()) return InvalidArgument(where + joined.status().message());
+    return joined;
+  }
+  if (rule != nullptr && rule->action == RuleAction::kLimit && rule->keys.size() > 1) {
+    // One string names no bucket of a rule keyed on several values: a
+    // request's identity joins them (JoinIdentity), a key would be escaped.
+    std::string specs;
+    for (const Source& s : rule->keys) specs += (specs.empty() ? "" : ", ") + s.spec;
+    return InvalidArgument(where + "key: rule '" + rule->name + "' keys on " +
+                           std::to_string(rule->keys.size()) + " values (" + specs +
+                           "): name them with values");
+  }
+  return NormalizeKeyValue(it.key);
+}
+
+// The limit an explicit item is decided by.
+Result<Limit> ItemLimit(const ExplicitItem& it, const Rule* rule, ExplicitItem::Storeless kind,
+                        const std::string& identity, bool missing, const std::string& where) {
+  if (kind != ExplicitItem::Storeless::kNo) return PlaceholderLimit();
+  if (it.limit) return *it.limit;
+  if (it.limit_override) {
+    auto l = Limit::Create(*it.limit_override);
+    if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
+    return *l;
+  }
+  if (const Limit* tenant = rule->tenants && !missing ? rule->tenants->Find(identity) : nullptr) {
+    return *tenant;  // the same limit a request with this key gets
+  }
+  return rule->limit;
+}
+
+}  // namespace
+
+Result<PlannedItem> Enforcer::Impl::PlanExplicit(const Policy& policy, const Binding& binding,
+                                                 const ExplicitItem& it, const std::string& where,
+                                                 size_t order) {
+  if (it.cost < 0) return InvalidArgument(where + "cost must be >= 0");
+  Result<int> index = RuleIndexOf(policy, it, where);
+  if (!index.ok()) return index.status();
+  const Rule* rule = *index >= 0 ? &policy.rules[static_cast<size_t>(*index)] : nullptr;
+  bool missing = false;
+  Result<std::string> identity = ItemIdentity(it, rule, where, &missing);
+  if (!identity.ok()) return identity.status();
+  // A rule without a limit (allow, deny, unlimited) is decided as a
+  // request would be: without the store, whatever the item's limit says.
+  ExplicitItem::Storeless kind = it.storeless;
+  if (rule && rule->action != RuleAction::kLimit) {
+    kind = rule->action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
+                                             : ExplicitItem::Storeless::kUnlimited;
+  }
+  Result<Limit> limit = ItemLimit(it, rule, kind, *identity, missing, where);
+  if (!limit.ok()) return limit.status();
+  std::string name = rule                       ? rule->name
+                     : it.override_name.empty() ? std::string("override")
+                                                : std::string(it.override_name);
+  RuleState* state = rule                ? binding.states[static_cast<size_t>(*index)]
+                     : it.handle.valid() ? it.handle.state()
+                                         : HandleFor(name);
+  std::string id = identity->empty() ? std::string(kMissingValue) : std::move(*identity);
+  std::string key =
+      it.bucket_key.empty() ? BucketKey(name, limit->algorithm(), id) : std::string(it.bucket_key);
+  PlannedItem item =
+      NewItem(*limit, std::move(name), state, std::move(id), std::move(key), order, rule);
+  item.cost = std::min<int64_t>(it.cost, kMaxCost);
+  item.storeless = kind;
+  item.forbid = rule && rule->action == RuleAction::kDeny;
+  if (rule) {
+    item.action = RuleActionName(rule->action);
+  } else if (kind != ExplicitItem::Storeless::kNo) {
+    item.action = kind == ExplicitItem::Storeless::kDenyAll ? "deny" : "unlimited";
+  }
+  item.report_name = std::string(it.report_name);
+  if (it.shadow) {
+    item.shadow = RuleOutcome::ShadowReason::kConfigured;
+  } else if (rule) {
+    item.shadow = ShadowOf(*rule, *item.state, item.identity);
+  } else if (item.state->tripped.load(std::memory_order_acquire)) {
+    item.shadow = RuleOutcome::ShadowReason::kRollback;
+  }
+  if (rule && rule->lease && kind == ExplicitItem::Storeless::kNo && !it.limit &&
+      !it.limit_override) {
+    MakeLeaseItem(item, *rule->lease);
+  }
+  return item;
+}
+
 Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
   auto plan = std::make_shared<Plan>();
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
-  std::vector<PlannedItem> shadow, storeless;
-  size_t order = 0;
+  PlanBuilder b(*plan);
   for (size_t n = 0; n < items.size(); ++n) {
-    const ExplicitItem& it = items[n];
     const std::string where = "items[" + std::to_string(n) + "]: ";
-    if (it.cost < 0) return InvalidArgument(where + "cost must be >= 0");
-    int index = -1;
-    if (!it.rule.empty()) {
-      index = policy->Find(it.rule);
-      if (index < 0) return InvalidArgument(where + "unknown rule '" + std::string(it.rule) + "'");
-    } else if (!it.limit_override && !it.limit && it.storeless == ExplicitItem::Storeless::kNo) {
-      if (policy->rules.size() != 1) {
-        return InvalidArgument(where + "needs a rule name (the policy has " +
-                               std::to_string(policy->rules.size()) + " rules) or a limit");
-      }
-      index = 0;
-    }
-    const Rule* rule = index >= 0 ? &policy->rules[static_cast<size_t>(index)] : nullptr;
-    std::string identity;
-    bool missing = false;  // a source absent: the tenant table is not consulted (as for requests)
-    if (!it.values.empty()) {
-      if (rule == nullptr || it.rule.empty()) {
-        return InvalidArgument(where + "values need a rule name (they are its limit_keys values)");
-      }
-      if (!it.key.empty()) return InvalidArgument(where + "key or values, not both");
-      Result<std::string> joined = IdentityOfValues(*rule, it.values, &missing);
-      if (!joined.ok()) return InvalidArgument(where + joined.status().message());
-      identity = std::move(*joined);
-    } else if (rule != nullptr && rule->action == RuleAction::kLimit && rule->keys.size() > 1) {
-      // One string names no bucket of a rule keyed on several values: a
-      // request's identity joins them (JoinIdentity), a key would be escaped.
-      std::string specs;
-      for (const Source& s : rule->keys) specs += (specs.empty() ? "" : ", ") + s.spec;
-      return InvalidArgument(where + "key: rule '" + rule->name + "' keys on " +
-                             std::to_string(rule->keys.size()) + " values (" + specs +
-                             "): name them with values");
-    } else {
-      identity = NormalizeKeyValue(it.key);
-    }
-    // A rule without a limit (allow, deny, unlimited) is decided as a
-    // request would be: without the store, whatever the item's limit says.
-    ExplicitItem::Storeless storeless_kind = it.storeless;
-    if (rule && rule->action != RuleAction::kLimit) {
-      storeless_kind = rule->action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
-                                                         : ExplicitItem::Storeless::kUnlimited;
-    }
-    std::optional<Limit> limit;
-    if (storeless_kind != ExplicitItem::Storeless::kNo) {
-      limit = PlaceholderLimit();
-    } else if (it.limit) {
-      limit = *it.limit;
-    } else if (it.limit_override) {
-      auto l = Limit::Create(*it.limit_override);
-      if (!l.ok()) return InvalidArgument(where + "limit: " + l.status().message());
-      limit = *l;
-    } else if (const Limit* tenant =
-                   rule->tenants && !missing ? rule->tenants->Find(identity) : nullptr) {
-      limit = *tenant;  // the same limit a request with this key gets
-    } else {
-      limit = rule->limit;
-    }
-    PlannedItem item(*limit);
-    if (rule) {
-      item.name = rule->name;
-      item.state = plan->binding->states[static_cast<size_t>(index)];
-      item.rollback = rule->rollback;
-      item.failure_mode = rule->failure_mode_tag;
-      item.header_styles = rule->header_styles;
-    } else {
-      item.name = it.override_name.empty() ? "override" : std::string(it.override_name);
-      item.state = it.handle.valid() ? it.handle.state() : HandleFor(item.name);
-    }
-    item.identity = identity;
-    if (item.identity.empty()) item.identity = std::string(kMissingValue);
-    item.key = it.bucket_key.empty() ? BucketKey(item.name, limit->algorithm(), item.identity)
-                                     : std::string(it.bucket_key);
-    item.cost = std::min<int64_t>(it.cost, kMaxCost);
-    item.order = order++;
-    item.storeless = storeless_kind;
-    item.forbid = rule && rule->action == RuleAction::kDeny;
-    if (rule) {
-      item.action = RuleActionName(rule->action);
-    } else if (storeless_kind != ExplicitItem::Storeless::kNo) {
-      item.action = storeless_kind == ExplicitItem::Storeless::kDenyAll ? "deny" : "unlimited";
-    }
-    item.report_name = std::string(it.report_name);
-    if (it.shadow) {
-      item.shadow = RuleOutcome::ShadowReason::kConfigured;
-    } else if (rule) {
-      item.shadow = ShadowOf(*rule, *item.state, item.identity);
-    } else if (item.state->tripped.load(std::memory_order_acquire)) {
-      item.shadow = RuleOutcome::ShadowReason::kRollback;
-    }
-    if (rule && rule->lease && item.storeless == ExplicitItem::Storeless::kNo && !it.limit &&
-        !it.limit_override) {
-      item.lease = rule->lease;
-      item.key = LeaseKey(item.name, item.identity);
-      item.cost = 1;
-      storeless.push_back(std::move(item));
-      continue;
-    }
-    if (item.storeless != ExplicitItem::Storeless::kNo) {
-      const bool enforced = item.shadow == RuleOutcome::ShadowReason::kNone;
-      if (enforced && item.cost > 0 && item.storeless == ExplicitItem::Storeless::kDenyAll) {
-        plan->peek = true;
-      }
-      storeless.push_back(std::move(item));
-      continue;
-    }
-    AddItem(*plan, shadow, std::move(item));
+    Result<PlannedItem> item = PlanExplicit(*policy, *plan->binding, items[n], where, b.order++);
+    if (!item.ok()) return item.status();
+    b.Add(std::move(*item));
   }
-  plan->enforced_count = plan->items.size();
-  for (auto& s : shadow) plan->items.push_back(std::move(s));
-  plan->storeless_count = storeless.size();
-  for (auto& s : storeless) plan->items.push_back(std::move(s));
+  b.Seal();
   return plan;
 }
 

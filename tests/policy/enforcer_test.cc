@@ -1015,6 +1015,39 @@ TEST(ExplicitItems, AHandleCountsUnderItsRule) {
   EXPECT_EQ(allowed, 2u);
 }
 
+// A call an enforced deny-all item rejects is only peeked: each store rule
+// reports whether its cost would fit now and, if not, when (the Envoy
+// adapter's shadow and quota rules answer from it).
+TEST(ExplicitItems, PeekedRulesReportWhenTheirCostWouldFit) {
+  Harness h(R"({"rules": []})");
+  const Limit two = *Limit::Create({.rate = 1, .burst = 2});  // 1/s, bucket of 2
+  ExplicitItem store_item{.key = "k", .cost = 1, .override_name = "d.tb"};
+  store_item.limit = &two;
+  ExplicitItem deny{.key = "k", .cost = 1, .override_name = "d.never"};
+  deny.storeless = ExplicitItem::Storeless::kDenyAll;
+  Result<CheckOutcome> charged = h.enforcer->CheckItems(std::span(&store_item, 1));
+  ASSERT_TRUE(charged.ok());
+  EXPECT_FALSE(charged->rules[0].peek.has_value());  // charged, not peeked
+
+  auto peek = [&](int64_t cost) {
+    ExplicitItem item = store_item;
+    item.cost = cost;
+    const ExplicitItem items[] = {item, deny};
+    Result<CheckOutcome> o = h.enforcer->CheckItems(items);
+    EXPECT_TRUE(o.ok());
+    EXPECT_EQ(o->verdict, CheckOutcome::Verdict::kReject);
+    EXPECT_EQ(o->rules[0].decision.remaining, 1);  // one token left, nothing charged
+    EXPECT_TRUE(o->rules[0].peek.has_value());
+    return o->rules[0].peek.value_or(RuleOutcome::Peek{});
+  };
+  EXPECT_TRUE(peek(1).fits);
+  EXPECT_EQ(peek(1).wait, Nanos(0));
+  EXPECT_FALSE(peek(2).fits);
+  EXPECT_EQ(peek(2).wait, std::chrono::seconds(1));  // the second token refills in 1 s
+  EXPECT_FALSE(peek(3).fits);
+  EXPECT_EQ(peek(3).wait, Decision::kNever);  // above the burst
+}
+
 // The fields a front end with its own rule table uses (the Envoy adapter):
 // a compiled limit, shadow, a verbatim bucket key, storeless items, the name
 // in headers, and the async entry point.

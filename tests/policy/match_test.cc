@@ -296,6 +296,35 @@ TEST(Actions, UnlimitedTakesItsTierAndEvaluationGoesOn) {
   EXPECT_EQ(o.http_status, 429);
 }
 
+// A tripped rollback guard puts a limit or deny rule in shadow; allow and
+// unlimited rules have nothing to shadow and stay as they are.
+TEST(Actions, ATrippedGuardShadowsOnlyLimitAndDenyRules) {
+  Harness h(kActions);
+  for (const char* rule : {"blocked", "internal", "batch", "global"}) {
+    ASSERT_TRUE(h.enforcer->TripRollback(rule, "test")) << rule;
+  }
+  TestRequest internal;
+  internal.Peer("10.0.0.5");
+  CheckOutcome o = h.Check(internal);
+  ASSERT_EQ(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[0].shadow_reason, RuleOutcome::ShadowReason::kRollback);  // global
+  EXPECT_EQ(o.rules[1].rule, "internal");
+  EXPECT_FALSE(o.rules[1].shadow);
+  TestRequest batch;
+  batch.Peer("203.0.113.2").Header("x-service", "batch");
+  o = h.Check(batch);
+  ASSERT_EQ(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[1].rule, "batch");
+  EXPECT_FALSE(o.rules[1].shadow);
+  TestRequest blocked;
+  blocked.Peer("192.0.2.44");
+  o = h.Check(blocked);
+  EXPECT_TRUE(o.allowed());  // the deny rule only counts now
+  ASSERT_GE(o.rules.size(), 2u);
+  EXPECT_EQ(o.rules[1].rule, "blocked");
+  EXPECT_EQ(o.rules[1].shadow_reason, RuleOutcome::ShadowReason::kRollback);
+}
+
 TEST(Actions, ExplainShowsTheMatchAndWhatWasSkipped) {
   Harness h(kActions);
   TestRequest r;

@@ -19,8 +19,8 @@
 // Thread safety: an RlsConfig is immutable after CompileRlsConfig(); share it
 // through std::shared_ptr<const RlsConfig> between any number of threads.
 // Errors: CompileRlsConfig() returns every problem, never just the first.
-#ifndef TOLLGATE_SERVER_RLS_RLS_CONFIG_H_
-#define TOLLGATE_SERVER_RLS_RLS_CONFIG_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_CONFIG_H_
+#define TOLLGATE_SRC_RLS_RLS_CONFIG_H_
 
 #include <cstdint>
 #include <functional>
@@ -207,4 +207,4 @@ std::string LimitShape(const Limit& limit);
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_CONFIG_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_CONFIG_H_

@@ -20,8 +20,8 @@
 // relaxed atomics; RlsCounters::ForRule takes a mutex (configuration load and
 // descriptor limit overrides). Pointers returned by ForRule stay valid as long
 // as the registry lives, across configuration reloads.
-#ifndef TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
-#define TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_COUNTERS_H_
+#define TOLLGATE_SRC_RLS_RLS_COUNTERS_H_
 
 #include <array>
 #include <atomic>
@@ -36,47 +36,75 @@
 
 #include "tollgate/metrics.h"
 #include "tollgate/policy.h"
+#include "tollgate/rule_counters.h"
 
 namespace tollgate::rls {
 
+// The counters, declared once: each list calls COUNTER(field, metric, help)
+// once per counter, in the order AppendPrometheus writes them. `field` names
+// the atomic and the snapshot's member; `metric` is the Prometheus family
+// (per-rule families carry label rule="..."). A new counter is one line here.
+
 // Hits (costs) of one rule, as envoyproxy/ratelimit counts them.
+#define TOLLGATE_RLS_HIT_COUNTERS(COUNTER)                                                    \
+  COUNTER(total_hits, "tollgate_rls_rule_total_hits_total", "Hits (cost) asked of the rule.") \
+  COUNTER(over_limit, "tollgate_rls_rule_over_limit_total", "Hits over the limit.")           \
+  COUNTER(near_limit, "tollgate_rls_rule_near_limit_total",                                   \
+          "Hits allowed with less than 20% quota left.")                                      \
+  COUNTER(within_limit, "tollgate_rls_rule_within_limit_total", "Hits within the limit.")     \
+  COUNTER(shadow_mode, "tollgate_rls_rule_shadow_mode_total",                                 \
+          "Hits over a shadow-mode limit (not enforced).")
+
+// The service as a whole: ShouldRateLimit calls; answered OK / OVER_LIMIT;
+// INVALID_ARGUMENT (empty domain, bounds); UNAVAILABLE (the store could not
+// decide); requests for a domain not configured; descriptors that matched no
+// rate limit; the store's failure mode answered; configuration reloads.
+#define TOLLGATE_RLS_SERVICE_COUNTERS(COUNTER)                                                     \
+  COUNTER(requests, "tollgate_rls_requests_total", "ShouldRateLimit calls.")                       \
+  COUNTER(ok, "tollgate_rls_ok_total", "Calls answered OK.")                                       \
+  COUNTER(over_limit, "tollgate_rls_over_limit_total", "Calls answered OVER_LIMIT.")               \
+  COUNTER(invalid_request, "tollgate_rls_invalid_requests_total",                                  \
+          "Calls refused as INVALID_ARGUMENT.")                                                    \
+  COUNTER(store_errors, "tollgate_rls_store_errors_total",                                         \
+          "Calls failed with UNAVAILABLE (store error).")                                          \
+  COUNTER(unknown_domain, "tollgate_rls_unknown_domain_total",                                     \
+          "Calls for a domain not configured.")                                                    \
+  COUNTER(no_rule, "tollgate_rls_no_rule_total", "Descriptors that matched no rate limit.")        \
+  COUNTER(unenforced, "tollgate_rls_unenforced_total", "Calls the store's failure mode answered.") \
+  COUNTER(config_reloads, "tollgate_rls_config_reloads_total", "Successful configuration reloads.")
+
+#define TOLLGATE_RLS_ATOMIC(field, metric, help) std::atomic<uint64_t> field{0};
+#define TOLLGATE_RLS_VALUE(field, ...) uint64_t field = 0;
+
 struct RuleHits {
-  std::atomic<uint64_t> total_hits{0};
-  std::atomic<uint64_t> over_limit{0};
-  std::atomic<uint64_t> near_limit{0};
-  std::atomic<uint64_t> within_limit{0};
-  std::atomic<uint64_t> shadow_mode{0};
+  TOLLGATE_RLS_HIT_COUNTERS(TOLLGATE_RLS_ATOMIC)
 };
 
 struct ServiceCounters {
-  std::atomic<uint64_t> requests{0};         // ShouldRateLimit calls
-  std::atomic<uint64_t> over_limit{0};       // answered OVER_LIMIT
-  std::atomic<uint64_t> ok{0};               // answered OK
-  std::atomic<uint64_t> invalid_request{0};  // INVALID_ARGUMENT (empty domain, bounds)
-  std::atomic<uint64_t> store_errors{0};     // UNAVAILABLE: the store could not decide
-  std::atomic<uint64_t> unknown_domain{0};   // requests for a domain not configured
-  std::atomic<uint64_t> no_rule{0};          // descriptors that matched no rate limit
-  std::atomic<uint64_t> unenforced{0};       // the store's failure mode answered
-  std::atomic<uint64_t> config_reloads{0};
+  TOLLGATE_RLS_SERVICE_COUNTERS(TOLLGATE_RLS_ATOMIC)
 };
 
 struct RuleCountersSnapshot {
   std::string rule;  // "domain.key_value.key2"
-  uint64_t total_hits = 0, over_limit = 0, near_limit = 0, within_limit = 0, shadow_mode = 0;
+  TOLLGATE_RLS_HIT_COUNTERS(TOLLGATE_RLS_VALUE)
   // Decisions (calls, not hits), from the Enforcer's tollgate::RuleCounters.
-  uint64_t allowed = 0, rejected = 0, shadow_rejected = 0, unenforced = 0, unavailable = 0;
+#define TOLLGATE_RLS_DECISION_VALUE(field, label) uint64_t field = 0;
+  TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_RLS_DECISION_VALUE)
+#undef TOLLGATE_RLS_DECISION_VALUE
 };
+
+struct ServiceCountersSnapshot {
+  TOLLGATE_RLS_SERVICE_COUNTERS(TOLLGATE_RLS_VALUE)
+};
+
+#undef TOLLGATE_RLS_ATOMIC
+#undef TOLLGATE_RLS_VALUE
 
 // Decision latency (a call's start to its answer, for calls that applied a
 // rule) and store calls (those it could not decide: UNAVAILABLE or the failure
 // mode answered), as tollgate_decision_duration_seconds and
 // tollgate_store_calls_total / _errors_total count them.
 using LatencySnapshot = LatencyCounts;
-
-struct ServiceCountersSnapshot {
-  uint64_t requests = 0, over_limit = 0, ok = 0, invalid_request = 0, store_errors = 0,
-           unknown_domain = 0, no_rule = 0, unenforced = 0, config_reloads = 0;
-};
 
 class RlsCounters {
  public:
@@ -109,4 +137,4 @@ class RlsCounters {
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_COUNTERS_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_COUNTERS_H_

@@ -28,8 +28,8 @@
 //
 // Thread safety: pure functions. Errors are values; yaml-cpp's exceptions are
 // caught inside (loading happens at startup or on reload, never per request).
-#ifndef TOLLGATE_SERVER_RLS_RLS_YAML_H_
-#define TOLLGATE_SERVER_RLS_RLS_YAML_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_YAML_H_
+#define TOLLGATE_SRC_RLS_RLS_YAML_H_
 
 #include <memory>
 #include <string>
@@ -68,4 +68,4 @@ ParsedRlsConfig LoadRlsConfigYaml(std::string_view text, const RlsCompileOptions
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_YAML_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_YAML_H_

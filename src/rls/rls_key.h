@@ -12,8 +12,8 @@
 // algorithms or windows apart across reloads.
 //
 // Thread safety: pure functions.
-#ifndef TOLLGATE_SERVER_RLS_RLS_KEY_H_
-#define TOLLGATE_SERVER_RLS_RLS_KEY_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_KEY_H_
+#define TOLLGATE_SRC_RLS_RLS_KEY_H_
 
 #include <string>
 #include <string_view>
@@ -33,4 +33,4 @@ std::string BucketKey(std::string_view shape, std::string_view domain,
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_KEY_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_KEY_H_

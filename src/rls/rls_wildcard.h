@@ -10,8 +10,8 @@
 // |value| * |pattern| byte comparisons, never exponential, whatever the input.
 //
 // Thread safety: pure functions.
-#ifndef TOLLGATE_SERVER_RLS_RLS_WILDCARD_H_
-#define TOLLGATE_SERVER_RLS_RLS_WILDCARD_H_
+#ifndef TOLLGATE_SRC_RLS_RLS_WILDCARD_H_
+#define TOLLGATE_SRC_RLS_RLS_WILDCARD_H_
 
 #include <string_view>
 
@@ -26,4 +26,4 @@ bool WildcardMatch(std::string_view pattern, std::string_view value);
 
 }  // namespace tollgate::rls
 
-#endif  // TOLLGATE_SERVER_RLS_RLS_WILDCARD_H_
+#endif  // TOLLGATE_SRC_RLS_RLS_WILDCARD_H_
