@@ -430,7 +430,16 @@ void TimeZone::ChangesIn(int64_t from, int64_t to,
   for (; it != times_.end() && *it <= to; ++it) {
     out->push_back({*it, offsets_[static_cast<size_t>(it - times_.begin())]});
   }
-  if (!has_rule_ || !rule_.has_dst) return;
+  if (!has_rule_) return;
+  // After the last transition the footer rule decides (OffsetAt): where the file's last offset
+  // and the rule's differ (a file may say anything), that is a change of its own, one second
+  // after the last transition, though neither list names it.
+  if (!times_.empty() && times_.back() >= from && times_.back() < to) {
+    const int64_t first_rule_second = times_.back() + 1;
+    const int64_t rule_offset = rule_.OffsetAt(first_rule_second);
+    if (rule_offset != offsets_.back()) out->push_back({first_rule_second, rule_offset});
+  }
+  if (!rule_.has_dst) return;
   const int64_t after = times_.empty() ? from : std::max(from, times_.back());
   if (after >= to) return;
   int64_t y0, y1;

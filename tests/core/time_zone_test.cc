@@ -156,6 +156,39 @@ TEST(TimeZoneTest, FirstInstantOfLocalMidnightsMatchesPython) {
   }
 }
 
+// A file whose footer rule disagrees with its last transition's offset (a hostile or broken file
+// may say anything): one second after the last transition the rule decides, and that change is
+// one FirstInstantAtOrAfter must see. Found by the time_zone fuzz target (fuzz/corpus/time_zone/
+// crash-26c6c770...): it answered an instant in the gap's old offset though an earlier one
+// already reached the local time.
+TEST(TimeZoneTest, FirstInstantSeesTheFooterRuleTakeOverFromTheLastTransition) {
+  std::ifstream in("/usr/share/zoneinfo/Europe/Berlin", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t footer = bytes.rfind("CET-1");
+  ASSERT_NE(footer, std::string::npos);
+  bytes.replace(footer, bytes.size() - footer, "XXX-5\n");  // +5 h after the last transition
+  auto zone = TimeZone::FromTzif("Europe/Berlin+footer", bytes);
+  ASSERT_TRUE(zone.ok()) << zone.status().ToString();
+  // The rule's first second: the first instant at +5 h (Berlin never was before it).
+  int64_t lo = 0, hi = DaysFromCivil(2100, 1, 1) * 86400;
+  ASSERT_EQ(zone->OffsetAt(hi), 5 * 3600);
+  while (lo + 1 < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (zone->OffsetAt(mid) == 5 * 3600 ? hi : lo) = mid;
+  }
+  const int64_t rule_start = hi;
+  const int64_t before = zone->OffsetAt(rule_start - 1);
+  ASSERT_LT(before, 5 * 3600);
+  // A local time just below the rule's first local second, in the gap the jump makes (above
+  // anything the file's offsets reach: CEST's last second is an hour before it): the rule's first
+  // second is the first instant to reach it.
+  const int64_t local = rule_start + 5 * 3600 - 600;
+  const int64_t first = zone->FirstInstantAtOrAfter(local);
+  EXPECT_EQ(first, rule_start);
+  EXPECT_GE(first + zone->OffsetAt(first), local);
+  EXPECT_LT(first - 1 + zone->OffsetAt(first - 1), local);
+}
+
 TEST(TimeZoneTest, RefusesBadNamesAndFiles) {
   for (const char* bad : {"", "../etc/passwd", "Europe/../../etc", "/etc/passwd", "Europe//Berlin",
                           "Europe/Ber lin", "No/Such_Zone"}) {
