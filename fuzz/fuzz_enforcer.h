@@ -26,7 +26,7 @@
 namespace tollgate::fuzz {
 
 inline std::string ReadSourceFile(const std::string& relative) {
-  const std::string path = std::string(TOLLGATE_SOURCE_DIR) + "/" + relative;
+  const std::string path = SourcePath(relative);
   std::ifstream in(path, std::ios::binary);
   FUZZ_CHECK(in.good(), "cannot read " + path);
   std::ostringstream text;

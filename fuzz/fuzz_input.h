@@ -101,6 +101,17 @@ inline std::string Quote(std::string_view s, size_t max = 200) {
   return out + "\"";
 }
 
+// A file of the source tree: TOLLGATE_SOURCE_DIR + "/" + relative (fuzz/run.sh and the replay
+// tests set it), else relative to the working directory. Not a compile-time path: one would make
+// every target's TU differ per clone, and ccache could not reuse it on a new one.
+inline std::string SourcePath(std::string_view relative) {
+  const char* dir = std::getenv("TOLLGATE_SOURCE_DIR");
+  std::string path = dir != nullptr && *dir != '\0' ? dir : ".";
+  path += '/';
+  path += relative;
+  return path;
+}
+
 }  // namespace tollgate::fuzz
 
 #endif  // TOLLGATE_FUZZ_FUZZ_INPUT_H_

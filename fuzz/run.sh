@@ -12,6 +12,8 @@
 # (execs, execs/s, cov, ft) are printed at the end and kept in summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Where the targets read the source tree's files (fuzz/fuzz_input.h, SourcePath).
+export TOLLGATE_SOURCE_DIR="$PWD"
 build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS PARALLEL [TARGET...]}
 seconds=${2:?seconds per target}
 parallel=${3:?parallel targets}

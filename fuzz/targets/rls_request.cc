@@ -25,7 +25,7 @@ std::shared_ptr<const tollgate::rls::RlsConfig> ExampleConfig() {
     tollgate::rls::RlsCompileOptions options;
     options.merge_domains = true;
     auto parsed = tollgate::rls::LoadRlsConfigFiles(
-        {std::string(TOLLGATE_SOURCE_DIR) + "/examples/envoy/ratelimit"}, options);
+        {tollgate::fuzz::SourcePath("examples/envoy/ratelimit")}, options);
     FUZZ_CHECK(parsed.config != nullptr,
                "examples/envoy/ratelimit: " +
                    (parsed.errors.empty() ? std::string() : parsed.errors[0].ToString()));

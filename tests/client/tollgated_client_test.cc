@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "testing/scoped_temp_dir.h"
+#include "testing/test_paths.h"
 #include "testing/timing.h"
 #include "tollgate/client.h"
 
@@ -157,7 +158,7 @@ TEST_F(TollgatedClientTest, RetryAfterFromTollgatedIsHonoured) {
 }
 
 TEST_F(TollgatedClientTest, CurlExamplePacesThroughTollgated) {
-  const std::string command = std::string(CURL_RETRY_EXAMPLE) +
+  const std::string command = tollgate::testing::ProgramPath("CURL_RETRY_EXAMPLE") +
                               " http://127.0.0.1:" + std::to_string(port_) +
                               "/api/items --requests 4 --header 'X-Api-Key: pace' "
                               "--max-total-ms 10000 2>&1";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "policy/policy_impl.h"
+#include "testing/test_paths.h"
 #include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 
@@ -254,7 +255,7 @@ TEST(SettleAbortCost, ParsedWithDefaultBoundAndPaths) {
 
 TEST(SettleExample, LlmTokensPolicyLoads) {
   ParsedPolicy p =
-      ParsePolicyFile(std::string(TOLLGATE_SOURCE_DIR) + "/examples/policies/llm-tokens.json");
+      ParsePolicyFile(tollgate::testing::SourcePathOf("examples/policies/llm-tokens.json"));
   ASSERT_TRUE(p.errors.empty()) << p.errors[0].ToString();
   ASSERT_EQ(p.policy->rules.size(), 2u);
   EXPECT_EQ(p.policy->rules[0].cost_kind, tollgate::Rule::CostKind::kResponse);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "testing/redis_server.h"
+#include "testing/test_paths.h"
 
 namespace tollgate::testing {
 namespace {
@@ -32,8 +33,8 @@ std::string RunShell(const std::string& cmd, int* status) {
 
 // The bench's JSON line for `args` against `server` (fails the test on errors).
 nlohmann::json RunOvergrant(const RedisServer& server, const std::string& args) {
-  const std::string cmd = std::string(TOLLGATE_CLI_PATH) + " bench overgrant --redis-url " +
-                          server.url() + " " + args + " --json";
+  const std::string cmd = tollgate::testing::ProgramPath("TOLLGATE_CLI_PATH") +
+                          " bench overgrant --redis-url " + server.url() + " " + args + " --json";
   int status = 0;
   const std::string out = RunShell(cmd, &status);
   EXPECT_EQ(status, 0) << cmd << "\n" << out;

@@ -14,6 +14,7 @@
 
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#include "testing/test_paths.h"
 #include "tollgate/clock.h"
 
 namespace tollgate::testing {
@@ -116,7 +117,7 @@ TEST(Auth, NonAsciiPathBytesArePercentEncodedAsTheGatewayEncodesThem) {
 // apart by X-Forwarded-For from a trusted proxy, as behind nginx; the clock
 // stands still, so no token comes back during the test.
 TEST(Auth, TheExamplePolicyKeysIpv6ClientsByTheirSlash64) {
-  std::ifstream in(std::string(TOLLGATE_SOURCE_DIR) + "/examples/policy.json");
+  std::ifstream in(tollgate::testing::SourcePathOf("examples/policy.json"));
   ASSERT_TRUE(in) << "examples/policy.json";
   const std::string policy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   server::ServerConfig cfg = TestServer::DefaultConfig();

@@ -12,6 +12,7 @@
 
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#include "testing/test_paths.h"
 #if TOLLGATE_TEST_REDIS
 #include "testing/redis_server.h"
 #endif
@@ -22,7 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 
 std::string ReadExample(const std::string& name) {
-  std::ifstream in(std::string(TOLLGATE_SOURCE_DIR) + "/examples/policies/" + name);
+  std::ifstream in(tollgate::testing::SourcePathOf("examples/policies/" + name));
   std::stringstream s;
   s << in.rdbuf();
   return s.str();

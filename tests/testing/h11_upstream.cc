@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "testing/test_paths.h"
 #include "testing/timing.h"
 
 namespace tollgate::testing {
@@ -37,6 +38,8 @@ H11Upstream::StartResult H11Upstream::Start(std::chrono::milliseconds deadline) 
   }
   std::unique_ptr<H11Upstream> server(new H11Upstream(ScopedTempDir("h11_upstream")));
   const std::string log = server->dir_.File("events.jsonl");
+  // Before the fork: the child only calls what is async-signal-safe.
+  const std::string script = SourcePathOf("tests/testing/h11_upstream.py");
   int out[2];
   if (::pipe(out) != 0) {
     result.error = "pipe failed";
@@ -48,8 +51,7 @@ H11Upstream::StartResult H11Upstream::Start(std::chrono::milliseconds deadline) 
     ::dup2(out[1], STDOUT_FILENO);
     ::close(out[0]);
     ::close(out[1]);
-    ::execl(kPython, kPython, TOLLGATE_H11_UPSTREAM_SCRIPT, log.c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(kPython, kPython, script.c_str(), log.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
