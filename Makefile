@@ -6,7 +6,7 @@ BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 # Extra CMake arguments for every build dir when it is configured; CI: -DTOLLGATE_WERROR=ON.
 CMAKE_ARGS ?=
-# Extra CMake arguments for the ASan tree only (CI: -DTOLLGATE_FUZZ_REPLAY=OFF, see .ci/run).
+# Extra CMake arguments for the ASan tree only (`make asan`, development; CI has no GCC ASan tree).
 ASAN_CMAKE_ARGS ?=
 # Ninja when installed. Deferred (=, in recipes): evaluated after deps ran, so a first build on a
 # fresh machine uses the Ninja that deps just installed. A configured dir keeps its generator.

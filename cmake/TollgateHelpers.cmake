@@ -60,6 +60,14 @@ function(tollgate_add_test name)
   tollgate_test_cost(${name})
 endfunction()
 
+# tollgate_test_program(TEST VARIABLE TARGET): test TEST runs the program TARGET, found at run
+# time in the environment variable VARIABLE (tests/testing/test_paths.h, ProgramPath), not in a
+# compile definition: a path compiled in would make the test's TU differ per clone for ccache.
+function(tollgate_test_program test variable target)
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "${variable}=$<TARGET_FILE:${target}>")
+  add_dependencies(${test} ${target})
+endfunction()
+
 # tollgate_test_cost(NAME): the COST of test NAME from the table of long tests in
 # tests/CMakeLists.txt (TOLLGATE_TEST_COSTS, seconds). `ctest -j` starts the costliest tests
 # first; it takes the costs from the build's Testing/Temporary/CTestCostData.txt once a run wrote
@@ -110,8 +118,21 @@ endfunction()
 # with beyond the tree's flags. TOLLGATE_TEST_LINE_TABLES (CI): line tables only (-g1) instead of
 # full debug info; backtraces and sanitizer reports keep their file:line, a test TU compiles in
 # about three quarters of the time and links smaller.
+#
+# TOLLGATE_TEST_FAST_COMPILE (default): the test's own code at -O1 in RelWithDebInfo and Release
+# trees, at -O0 in the fuzz tree (TOLLGATE_FUZZ: clang, ASan+UBSan, everything else at -O1); the
+# libraries a test links keep their tree's flags. In the fuzz tree a test TU gets ASan+UBSan but
+# not libFuzzer's coverage instrumentation, which only the code a fuzz target reaches needs.
 function(tollgate_test_compile_options target)
   if(TOLLGATE_TEST_LINE_TABLES)
     target_compile_options(${target} PRIVATE $<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+  endif()
+  if(TOLLGATE_FUZZ)
+    target_compile_options(${target} PRIVATE -fno-sanitize=fuzzer-no-link)
+    if(TOLLGATE_TEST_FAST_COMPILE)
+      target_compile_options(${target} PRIVATE -O0)
+    endif()
+  elseif(TOLLGATE_TEST_FAST_COMPILE)
+    target_compile_options(${target} PRIVATE $<$<CONFIG:RelWithDebInfo,Release>:-O1>)
   endif()
 endfunction()
