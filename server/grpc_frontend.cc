@@ -1,6 +1,7 @@
 #include "server/grpc_frontend.h"
 
 #if TOLLGATE_HAVE_RLS
+#include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #endif
@@ -13,12 +14,10 @@ namespace {
 
 class RlsFrontend final : public GrpcFrontend {
  public:
-  RlsFrontend(std::unique_ptr<rls::RlsServer> server, std::vector<std::string> paths,
-              rls::RlsCompileOptions compile)
-      : server_(std::move(server)), paths_(std::move(paths)), compile_(std::move(compile)) {}
+  RlsFrontend(std::unique_ptr<rls::RlsDecider> decider, std::unique_ptr<rls::RlsServer> server)
+      : decider_(std::move(decider)), server_(std::move(server)) {}
   ~RlsFrontend() override { Shutdown(); }
   std::string address() const override { return server_->address(); }
-  std::vector<ConfigError> Reload() override { return server_->ReloadFiles(paths_, compile_); }
   void AppendMetrics(std::string* out) const override { server_->counters().AppendPrometheus(out); }
   std::vector<RuleCounters> DecisionCounters() const override {
     std::vector<RuleCounters> out;
@@ -38,9 +37,8 @@ class RlsFrontend final : public GrpcFrontend {
   void Shutdown() override { server_->Shutdown(); }
 
  private:
-  std::unique_ptr<rls::RlsServer> server_;
-  std::vector<std::string> paths_;
-  rls::RlsCompileOptions compile_;
+  std::unique_ptr<rls::RlsDecider> decider_;  // reads the Runtime's snapshot
+  std::unique_ptr<rls::RlsServer> server_;    // declared after: stops first
 };
 
 // What the YAML may ask of the configured store: the Redis stores run every
@@ -63,45 +61,57 @@ rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   return o;
 }
 
+rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
+  rls::RlsDecideOptions o;
+  std::string why;  // validated already
+  ParseHeaderStyles(config.grpc_header_style, &o.header_styles, &why);
+  o.retry_after = config.grpc_retry_after;
+  o.retry_after_jitter = config.grpc_retry_after_jitter;
+  return o;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config, Store* store,
+std::optional<EnforcerOptions> GrpcFrontend::EnforcerOptionsFor(const ServerConfig& config) {
+  if (config.grpc_listen.empty()) return std::nullopt;
+  return rls::EnvoyEnforcerOptions(DecideOptionsFor(config));
+}
+
+Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config,
+                                                          tollgate::Runtime& engine,
                                                           const Clock* clock) {
-  rls::RlsCompileOptions compile = CompileOptionsFor(config);
-  auto parsed = rls::LoadRlsConfigFiles(config.rls_config, compile);
-  if (!parsed.config) {
+  Enforcer* enforcer = engine.envoy_enforcer();
+  if (enforcer == nullptr) return InvalidArgument("grpc: the runtime has no Envoy enforcer");
+  // The rule files become the Runtime's companion: compiled now, then
+  // reloaded (and checked by a PUT) with the policy, in its one swap.
+  std::vector<ConfigError> errors = engine.AttachCompanion(rls::RlsCompanion(
+      engine.policies(), *enforcer, config.rls_config, CompileOptionsFor(config)));
+  if (!errors.empty()) {
     std::string text = "invalid rls_config:";
-    for (const auto& e : parsed.errors) text += "\n  " + e.ToString();
+    for (const auto& e : errors) text += "\n  " + e.ToString();
     return InvalidArgument(text);
   }
+  auto decider = std::make_unique<rls::RlsDecider>(&engine.policies(), enforcer, clock,
+                                                   DecideOptionsFor(config));
   rls::RlsServerOptions options;
   options.address = config.grpc_listen;
-  options.store = store;
-  options.config = parsed.config;
+  options.decider = decider.get();
   options.clock = clock;
-  std::string why;  // validated already
-  ParseHeaderStyles(config.grpc_header_style, &options.decide.header_styles, &why);
-  options.decide.retry_after = config.grpc_retry_after;
-  options.decide.retry_after_jitter = config.grpc_retry_after_jitter;
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<GrpcFrontend>(
-      new RlsFrontend(std::move(server).value(), config.rls_config, std::move(compile)));
+      new RlsFrontend(std::move(decider), std::move(server).value()));
 }
 
 std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {
-  // As LoadRlsConfigFiles, but the files that parsed are compiled even when
-  // another one did not, so one run reports the errors of every file.
-  rls::RlsYamlResult read = rls::ReadRlsYamlFiles(config.rls_config);
-  std::vector<ConfigError> errors = std::move(read.errors);
-  if (!read.domains.empty() || errors.empty()) {
-    auto compiled = rls::CompileRlsConfig(read.domains, CompileOptionsFor(config));
-    errors.insert(errors.end(), compiled.errors.begin(), compiled.errors.end());
-  }
-  return errors;
+  return rls::CheckRlsConfigFiles(config.rls_config, CompileOptionsFor(config));
 }
 #else
-Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, Store*,
+std::optional<EnforcerOptions> GrpcFrontend::EnforcerOptionsFor(const ServerConfig&) {
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, tollgate::Runtime&,
                                                           const Clock*) {
   return UnavailableError("grpc not available in this build (server/rls was not built)");
 }

@@ -3,8 +3,12 @@
 // When `grpc_listen` is set, tollgated also serves
 // envoy.service.ratelimit.v3.RateLimitService on it, deciding on the same store
 // as the HTTP side, with envoyproxy/ratelimit YAML files (`rls_config`) as its
-// configuration (docs/envoy.md). Reloaded with the policy (SIGHUP, admin
-// reload); counters appended to /metrics, and its decisions are rendered into
+// configuration (docs/envoy.md). The engine is the Runtime's: the YAML is its
+// companion (rls::RlsCompanion), published with the policy by one swap and
+// reloaded with it (SIGHUP, admin reload, PUT); decisions run on its
+// envoy_enforcer() (RuntimeOptions::envoy = EnforcerOptionsFor). This class
+// owns only the transport and the decider reading that snapshot. Counters
+// appended to /metrics, and its decisions are rendered into
 // tollgate_decisions_total and tollgate_decision_duration_seconds with the label
 // frontend="grpc" (rule = the YAML's stats key). Builds without the gRPC library get a
 // stub whose Start fails with "grpc not available in this build".
@@ -14,6 +18,7 @@
 #define TOLLGATE_SERVER_GRPC_FRONTEND_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,23 +26,26 @@
 #include "server/metrics.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"
+#include "tollgate/runtime.h"
 #include "tollgate/status.h"
-#include "tollgate/store.h"
 
 namespace tollgate::server {
 
 class GrpcFrontend {
  public:
-  // `store` and `clock` are borrowed and must outlive the frontend.
-  static Result<std::unique_ptr<GrpcFrontend>> Start(const ServerConfig& config, Store* store,
-                                                     const Clock* clock);
+  // The Envoy front end's Enforcer options (RuntimeOptions::envoy) for
+  // `config`: nullopt without grpc_listen.
+  static std::optional<EnforcerOptions> EnforcerOptionsFor(const ServerConfig& config);
+  // Attaches the rule files to `engine` (created with EnforcerOptionsFor) and
+  // serves. `engine` and `clock` are borrowed and must outlive the frontend.
+  static Result<std::unique_ptr<GrpcFrontend>> Start(const ServerConfig& config,
+                                                     tollgate::Runtime& engine, const Clock* clock);
   // What Start would refuse in `config`'s rls_config YAML, compiled for the
   // configured store as Start does (e.g. sliding_log is an error on Redis):
   // every error, each with its file and path. For `tollgated --check`.
   static std::vector<ConfigError> CheckConfig(const ServerConfig& config);
   virtual ~GrpcFrontend() = default;
   virtual std::string address() const = 0;
-  virtual std::vector<ConfigError> Reload() = 0;
   virtual void AppendMetrics(std::string* out) const = 0;
   // Decisions per rule (RuleCounters::rule = the stats key, e.g.
   // "domain.key_value"; missing_key and rollback unused) and their latency.

@@ -348,6 +348,7 @@ class Server::Impl {
     auto options = RuntimeOptionsOf(*config);
     if (!options.ok()) return options.status();
     options->enforcer.time_store_calls = !config->trace_endpoint.empty();  // the store span's times
+    options->envoy = GrpcFrontend::EnforcerOptionsFor(*config);
     RuntimeEnv env;
     env.clock = clock;
     env.io_clock = io_clock;
@@ -498,13 +499,11 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   auto gateway = m.ResolveGateway();
   if (!gateway.ok()) return gateway.status();
   if (!m.config->grpc_listen.empty()) {
-    auto grpc = GrpcFrontend::Start(*m.config, &m.engine->store(), clock);
+    // The Envoy rule files become the engine's companion: checked with a PUT,
+    // reloaded and published with the policy in one swap.
+    auto grpc = GrpcFrontend::Start(*m.config, *m.engine, clock);
     if (!grpc.ok()) return grpc.status();
     m.grpc = std::move(grpc).value();
-    // The Envoy rule files are checked with a PUT and reloaded with the policy.
-    m.engine->AttachCompanion({.name = "rls_config",
-                               .check = [&m] { return GrpcFrontend::CheckConfig(*m.config); },
-                               .reload = [&m] { return m.grpc->Reload(); }});
     m.rls_stamps = StampRls(m.config->rls_config);
   }
   if (Status st = m.BindListeners(); !st.ok()) return st;

@@ -1,5 +1,5 @@
 // Fuzz target: an Envoy ShouldRateLimit request (the gRPC message body, bytes
-// from the Envoy side) decided by the RlsDecider (server/rls/rls_decider.cc)
+// from the Envoy side) decided by the RlsDecider (src/rls/rls_decider.cc)
 // against the example configs in examples/envoy/ratelimit/.
 //
 // Input: a serialized envoy.service.ratelimit.v3.RateLimitRequest.

@@ -147,7 +147,10 @@ std::vector<ConfigError> PolicyWarnings(const Policy& policy);
 std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
                                              std::span<const HeaderPair> headers);
 
-// The current policy, swapped atomically on reload.
+// The current policy, swapped atomically on reload, together with what a
+// front end compiled for it (an attachment: tollgated's Envoy configuration),
+// so that one swap publishes both under one generation and no reader sees a
+// new policy with an old attachment (or the reverse).
 class PolicyStore {
  public:
   // Loads `path`; fails (kInvalidArgument, every error one a line) if it is invalid.
@@ -169,10 +172,34 @@ class PolicyStore {
   std::vector<ConfigError> Reload();
   std::vector<ConfigError> ReloadFromText(std::string_view json_text);
 
+  // An attachment: immutable, opaque to the store, owned by whoever attached
+  // it (one owner per store; it casts it back). `Attach` builds the next one
+  // for a reload into *out, or returns every error (then nothing changes).
+  using Attachment = std::shared_ptr<const void>;
+  using Attach = std::function<std::vector<ConfigError>(Attachment* out)>;
+  // Reload / ReloadFromText that also rebuild the attachment: `attach` runs
+  // after the parse (also after a failed one, so every error is reported) and
+  // before the swap; the policy and the attachment are installed by the same
+  // swap, with one generation, only when both succeeded. Without `attach`
+  // (the overloads above) the attachment in place stays.
+  std::vector<ConfigError> Reload(const Attach& attach);
+  std::vector<ConfigError> ReloadFromText(std::string_view json_text, const Attach& attach);
+  // Installs a first attachment beside the running policy (the same
+  // generation): for a front end attaching before it decides anything.
+  std::vector<ConfigError> SetAttachment(const Attach& attach);
+
   // The policy to decide with; never null. Hold the pointer for one decision.
   std::shared_ptr<const Policy> Current() const;
   // Same, with the generation that policy was installed as (read together).
   std::shared_ptr<const Policy> Current(uint64_t* generation) const;
+  // What one swap published: the policy, its generation and the attachment
+  // installed with it (null when none), read together.
+  struct Snapshot {
+    std::shared_ptr<const Policy> policy;  // never null
+    uint64_t generation = 0;
+    Attachment attachment;
+  };
+  Snapshot snapshot() const;
   // Starts at 1, +1 per successful reload.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -194,7 +221,7 @@ class PolicyStore {
                        const Clock* clock = &SystemClock::Instance());
 
  private:
-  std::vector<ConfigError> Install(ParsedPolicy parsed);
+  std::vector<ConfigError> Install(ParsedPolicy parsed, const Attach* attach);
 
   const std::string path_;
   const Clock* const clock_;
@@ -204,6 +231,7 @@ class PolicyStore {
   // copy under an uncontended mutex costs about the same.
   mutable std::mutex current_mu_;
   std::shared_ptr<const Policy> current_;  // guarded by current_mu_
+  Attachment attachment_;                  // guarded by current_mu_
   std::string version_;                    // guarded by current_mu_
   std::string text_;                       // guarded by current_mu_
   std::atomic<uint64_t> generation_{1};

@@ -18,9 +18,13 @@
 //
 // Reloads: every change of policy (and of the companion configuration a front
 // end attaches, such as tollgated's Envoy rule files) is checked whole before
-// anything is installed, and installed under one lock, after which View()
-// shows the new policy with its generation and `on_reloaded` runs once; a
-// failed reload or PUT changes nothing (the written-back source is restored).
+// anything is installed, and installed by ONE swap of the PolicyStore: the
+// policy the Enforcer decides with, the companion's compiled configuration and
+// their generation change together, so no reader (an HTTP decision, an Envoy
+// decision, view()) sees a new policy beside an old companion or the reverse.
+// After it view() shows both with the new generation and `on_reloaded` runs
+// once; a failed reload or PUT changes nothing (the written-back source is
+// restored).
 //
 // Errors: Create fails with kInvalidArgument when the options or the policy
 // are invalid, another code for what may pass on its own (a store, an etcd key
@@ -30,7 +34,7 @@
 //
 // Thread safety: every method may be called from any thread, except Start and
 // Stop (the owner's). Reload, PutPolicy and the etcd watch are serialised.
-// Ownership: the Runtime owns its store, Enforcer, fleet and watch; the clocks
+// Ownership: the Runtime owns its store, Enforcers, fleet and watch; the clocks
 // in RuntimeEnv are borrowed and must outlive it.
 #ifndef TOLLGATE_RUNTIME_H_
 #define TOLLGATE_RUNTIME_H_
@@ -82,6 +86,11 @@ struct RuntimeOptions {
   // `log` and `on_rollback` are the Runtime's (events, the fleet).
   EnforcerOptions enforcer;
   FleetOptions fleet;
+  // The Envoy front end's Enforcer (envoy_enforcer()): its header styles and
+  // Retry-After jitter (the reason and unenforced headers are never set).
+  // Unset: none. Its items name their own rules (the Envoy configuration,
+  // published as the companion), so its rule counters stay apart from HTTP's.
+  std::optional<EnforcerOptions> envoy;
 };
 
 // What the Runtime tells its host. `fields` is one JSON object's text.
@@ -102,12 +111,17 @@ struct RuntimeEnv {
 };
 
 // A configuration a front end reloads with the policy (tollgated: the Envoy
-// rule files). `check` validates without installing; `reload` installs, or
-// changes nothing and returns every error.
+// rule files, src/rls/rls_decider.h RlsCompanion). `check` validates without
+// installing (a PUT's dry run); `compile` builds the next configuration into
+// *out (an immutable object, opaque to the Runtime, that the front end reads
+// back from View::companion) or returns every error; the Runtime installs it
+// with the policy in one swap, or neither. `installed` (optional) runs after
+// each reload that installed one (under the reload lock).
 struct CompanionConfig {
   std::string name;  // error prefix: "rls_config"
   std::function<std::vector<ConfigError>()> check;
-  std::function<std::vector<ConfigError>()> reload;
+  std::function<std::vector<ConfigError>(std::shared_ptr<const void>* out)> compile;
+  std::function<void()> installed;
 };
 
 class Runtime {
@@ -142,19 +156,27 @@ class Runtime {
   // errors, put back): a file watch may take the file's new stamp.
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor,
                                      bool* written = nullptr);
-  // Reloaded (and checked by PutPolicy) with the policy. Set before Start.
-  void AttachCompanion(CompanionConfig companion);
+  // Reloaded (and checked by PutPolicy) with the policy. Set before Start and
+  // before the first decision: compiles the companion's first configuration
+  // and installs it beside the running policy (same generation); on errors
+  // nothing is attached and every error is returned (as `compile` gave it).
+  std::vector<ConfigError> AttachCompanion(CompanionConfig companion);
   // Whether a Redis tenant table asks to be read again now; true marks the
   // refresh as under way (the caller then reloads with trigger "tenant_refresh").
   bool TenantRefreshDue();
 
+  // What one swap published, read together.
   struct View {
     std::shared_ptr<const Policy> policy;  // never null
     uint64_t generation = 0;
+    // The companion's configuration installed with `policy`; null without one.
+    std::shared_ptr<const void> companion;
   };
   View view() const;
 
   Enforcer& enforcer() const;
+  // The Envoy front end's (RuntimeOptions::envoy); null without one.
+  Enforcer* envoy_enforcer() const;
   PolicyStore& policies() const;
   Store& store() const;
   // How every parse of a PUT policy reads files and tenant tables.

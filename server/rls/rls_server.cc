@@ -47,13 +47,18 @@ class RlsServer::Impl {
 };
 
 Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options) {
-  if (options.store == nullptr) return InvalidArgument("rls: a store is required");
-  if (!options.config) return InvalidArgument("rls: a configuration is required");
-  if (options.clock == nullptr) return InvalidArgument("rls: a clock is required");
   std::unique_ptr<RlsServer> s(new RlsServer());
-  s->decider_ =
-      std::make_unique<RlsDecider>(options.store, options.config, options.clock, options.decide);
-  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_.get());
+  if (options.decider != nullptr) {
+    s->decider_ = options.decider;
+  } else {
+    if (options.store == nullptr) return InvalidArgument("rls: a store is required");
+    if (!options.config) return InvalidArgument("rls: a configuration is required");
+    if (options.clock == nullptr) return InvalidArgument("rls: a clock is required");
+    s->own_decider_ =
+        std::make_unique<RlsDecider>(options.store, options.config, options.clock, options.decide);
+    s->decider_ = s->own_decider_.get();
+  }
+  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);

@@ -1,7 +1,15 @@
 // The Envoy rate limit service over gRPC:
 // /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, served by
 // gRPC's callback API (no thread per call; with an asynchronous store a
-// call holds no thread while the store decides).
+// call holds no thread while the store decides). Transport only: every
+// decision is the engine's (src/rls/rls_decider.h, RlsDecider).
+//
+// tollgated serves the decider of its Runtime (RlsServerOptions::decider: the
+// configuration reloads with the policy, in the Runtime's one swap):
+//
+//   auto server = StartRlsServer({.address = "0.0.0.0:8081", .decider = &decider});
+//
+// Standalone (tests, benchmarks), over a store and a configuration:
 //
 //   auto server = StartRlsServer({.address = "127.0.0.1:8081", .store = &store,
 //                                 .config = parsed.config});
@@ -14,7 +22,7 @@
 // Envoy's failure_mode_deny decides.
 //
 // Thread safety: every method may be called from any thread. Ownership: the
-// store and clock are borrowed and must outlive the server. Connections have
+// decider (or store) and clock are borrowed and must outlive the server. Connections have
 // keepalive and idle timeouts; messages are bounded by max_receive_message_bytes.
 #ifndef TOLLGATE_SERVER_RLS_RLS_SERVER_H_
 #define TOLLGATE_SERVER_RLS_RLS_SERVER_H_
@@ -33,9 +41,12 @@
 namespace tollgate::rls {
 
 struct RlsServerOptions {
-  std::string address = "127.0.0.1:8081";   // HOST:PORT; port 0 picks a free one
-  Store* store = nullptr;                   // required, borrowed
-  std::shared_ptr<const RlsConfig> config;  // required
+  std::string address = "127.0.0.1:8081";  // HOST:PORT; port 0 picks a free one
+  // The decider to serve (borrowed; tollgated's, over its Runtime). Null: a
+  // standalone one over `store` with `config`, `clock` and `decide`.
+  RlsDecider* decider = nullptr;
+  Store* store = nullptr;                   // standalone: required, borrowed
+  std::shared_ptr<const RlsConfig> config;  // standalone: required
   const Clock* clock = &SystemClock::Instance();
   RlsDecideOptions decide;
   int max_receive_message_bytes = 1 << 20;
@@ -52,12 +63,14 @@ class RlsServer {
   // "host:port" with the bound port.
   const std::string& address() const { return address_; }
 
+  // Standalone only (a given decider's configuration reloads with its Runtime).
   void SetConfig(std::shared_ptr<const RlsConfig> config) {
     decider_->SetConfig(std::move(config));
   }
   std::shared_ptr<const RlsConfig> config() const { return decider_->config(); }
-  // Loads envoyproxy/ratelimit YAML files (rls_yaml.h) and swaps them in; on
-  // errors the running configuration stays and the errors are returned.
+  // Standalone only: loads envoyproxy/ratelimit YAML files (rls_yaml.h) and
+  // swaps them in; on errors the running configuration stays and the errors
+  // are returned.
   std::vector<ConfigError> ReloadFiles(const std::vector<std::string>& paths,
                                        const RlsCompileOptions& options = {});
 
@@ -73,14 +86,16 @@ class RlsServer {
  private:
   friend Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
   RlsServer() = default;
-  std::unique_ptr<RlsDecider> decider_;
+  std::unique_ptr<RlsDecider> own_decider_;  // standalone
+  RlsDecider* decider_ = nullptr;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
   std::string address_;
 };
 
 // Binds, starts serving and returns the running server, or kInvalidArgument
-// (missing store/config) / kUnavailable (the address could not be bound).
+// (no decider and a missing store/config) / kUnavailable (the address could
+// not be bound).
 Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
 
 }  // namespace tollgate::rls

@@ -50,34 +50,63 @@ std::shared_ptr<PolicyStore> PolicyStore::FromPolicy(std::shared_ptr<const Polic
   return std::make_shared<PolicyStore>(std::move(policy));
 }
 
-std::vector<ConfigError> PolicyStore::Reload() {
+std::vector<ConfigError> PolicyStore::Reload() { return Reload(Attach()); }
+
+std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text) {
+  return ReloadFromText(json_text, Attach());
+}
+
+std::vector<ConfigError> PolicyStore::Reload(const Attach& attach) {
   if (path_.empty()) {
     ParsedPolicy none;
     none.errors.push_back({"", "this policy store was not opened from a file"});
-    return Install(std::move(none));
+    return Install(std::move(none), attach ? &attach : nullptr);
   }
-  return Install(ParsePolicyFile(path_, options_));
+  return Install(ParsePolicyFile(path_, options_), attach ? &attach : nullptr);
 }
 
-std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text) {
-  return Install(ParsePolicy(json_text, options_));
+std::vector<ConfigError> PolicyStore::ReloadFromText(std::string_view json_text,
+                                                     const Attach& attach) {
+  return Install(ParsePolicy(json_text, options_), attach ? &attach : nullptr);
 }
 
-std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed) {
+std::vector<ConfigError> PolicyStore::SetAttachment(const Attach& attach) {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  Attachment next;
+  std::vector<ConfigError> errors = attach(&next);
+  if (!errors.empty()) return errors;
+  Attachment old;
+  {
+    std::lock_guard<std::mutex> swap(current_mu_);
+    old = std::exchange(attachment_, std::move(next));
+  }
+  return {};
+}
+
+// The one swap: the policy, its version and text, the attachment and the
+// generation change together under current_mu_, or nothing changes.
+std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed, const Attach* attach) {
   std::lock_guard<std::mutex> lock(reload_mu_);
   ReloadResult result;
   result.wall_time_ns = clock_->WallNow();
-  if (!parsed.policy) {
+  std::vector<ConfigError> errors = std::move(parsed.errors);
+  Attachment next;
+  if (attach) {
+    for (ConfigError& e : (*attach)(&next)) errors.push_back(std::move(e));
+  }
+  if (!parsed.policy || !errors.empty()) {
     result.ok = false;
-    result.errors = parsed.errors;
+    result.errors = errors;
     reload_failures_.fetch_add(1, std::memory_order_relaxed);
     last_reload_ = std::move(result);
-    return parsed.errors;
+    return errors;
   }
   std::shared_ptr<const Policy> old;
+  Attachment old_attachment;
   {
     std::lock_guard<std::mutex> swap(current_mu_);
     old = std::exchange(current_, std::move(parsed.policy));
+    if (attach) old_attachment = std::exchange(attachment_, std::move(next));
     version_ = std::move(parsed.version);
     text_ = std::move(parsed.text);
     generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -96,6 +125,11 @@ std::shared_ptr<const Policy> PolicyStore::Current(uint64_t* generation) const {
   std::lock_guard<std::mutex> lock(current_mu_);
   *generation = generation_.load(std::memory_order_acquire);
   return current_;
+}
+
+PolicyStore::Snapshot PolicyStore::snapshot() const {
+  std::lock_guard<std::mutex> lock(current_mu_);
+  return Snapshot{current_, generation_.load(std::memory_order_acquire), attachment_};
 }
 
 std::string PolicyStore::version() const {

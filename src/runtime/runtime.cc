@@ -89,6 +89,9 @@ class Runtime::Impl {
   StoreBundle store;
   std::shared_ptr<PolicyStore> policies;
   std::unique_ptr<Enforcer> enforcer;
+  // The Envoy front end's (RuntimeOptions::envoy), over its own empty policy:
+  // its rule states, counters and header options are that front end's.
+  std::unique_ptr<Enforcer> envoy_enforcer;
   // Declared after the Enforcer, which its thread adopts into, so it goes
   // first; Stop ends its thread. Shared: the Enforcer's on_rollback holds it weakly.
   std::shared_ptr<RollbackFleet> rollback_fleet;
@@ -218,7 +221,35 @@ class Runtime::Impl {
         Enforcer::Create(policies, store.store.get(), env.clock, std::move(enforcer_options));
     if (!made.ok()) return made.status();
     enforcer = std::move(made).value();
+    return OpenEnvoyEnforcer();
+  }
+
+  // Every Envoy item names its own rule (ExplicitItem), so this Enforcer's
+  // policy has none; it never reloads (the Envoy configuration is the
+  // companion, published with the HTTP policy).
+  Status OpenEnvoyEnforcer() {
+    if (!options.envoy) return Status::Ok();
+    auto empty = PolicyStore::FromText(R"({"rules": []})", env.clock);
+    if (!empty.ok()) return empty.status();
+    EnforcerOptions envoy_options = *options.envoy;
+    envoy_options.reason_header.clear();
+    envoy_options.unenforced_header.clear();
+    auto made = Enforcer::Create(std::move(empty).value(), store.store.get(), env.clock,
+                                 std::move(envoy_options));
+    if (!made.ok()) return made.status();
+    envoy_enforcer = std::move(made).value();
     return Status::Ok();
+  }
+
+  // The companion's compile as the PolicyStore calls it: errors prefixed by
+  // its name. Null without a companion (the attachment in place stays).
+  PolicyStore::Attach CompanionAttach() const {
+    if (!companion) return nullptr;
+    return [this](PolicyStore::Attachment* out) {
+      std::vector<ConfigError> errors = companion->compile(out);
+      for (ConfigError& e : errors) e.path = companion->name + ": " + e.path;
+      return errors;
+    };
   }
 
   // The fleet's rollback guards in the store's Redis (key <prefix>{rollback}),
@@ -287,9 +318,12 @@ class Runtime::Impl {
     // rejected policy leaves the running one, and its refresh, in place.
     const int64_t refresh_before = tenant_refresh_ns.exchange(0);
     tenant_loaded_ns.store(env.clock->Now());
+    // The policy and the companion's configuration are installed by one
+    // PolicyStore swap (one generation), or neither is.
+    const PolicyStore::Attach attach = CompanionAttach();
     std::vector<ConfigError> errors;
     if (text) {
-      errors = policies->ReloadFromText(*text);
+      errors = policies->ReloadFromText(*text, attach);
     } else if (etcd_source) {
       Result<etcd::RangeReply> read = etcd::EtcdRange(*etcd_source);
       if (!read.ok()) {
@@ -297,19 +331,14 @@ class Runtime::Impl {
       } else if (!read->kv) {
         errors.push_back({"", "etcd key " + etcd_source->url.key + " does not exist"});
       } else {
-        errors = policies->ReloadFromText(read->kv->value);
+        errors = policies->ReloadFromText(read->kv->value, attach);
       }
     } else if (options.policy.location.empty()) {
-      errors = policies->ReloadFromText(policies->text());
+      errors = policies->ReloadFromText(policies->text(), attach);
     } else {
-      errors = policies->Reload();
+      errors = policies->Reload(attach);
     }
-    if (companion) {
-      for (auto& e : companion->reload()) {
-        e.path = companion->name + ": " + e.path;
-        errors.push_back(std::move(e));
-      }
-    }
+    if (errors.empty() && companion && companion->installed) companion->installed();
     if (env.on_reloaded) env.on_reloaded(errors);
     if (!errors.empty()) {
       tenant_refresh_ns.store(refresh_before);
@@ -545,9 +574,12 @@ std::vector<ConfigError> Runtime::PutPolicy(std::string_view text, std::string_v
   return errors;
 }
 
-void Runtime::AttachCompanion(CompanionConfig companion) {
-  std::lock_guard<std::mutex> lock(impl_->reload_mu);
-  impl_->companion = std::move(companion);
+std::vector<ConfigError> Runtime::AttachCompanion(CompanionConfig companion) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.reload_mu);
+  std::vector<ConfigError> errors = m.policies->SetAttachment(companion.compile);
+  if (errors.empty()) m.companion = std::move(companion);
+  return errors;
 }
 
 bool Runtime::TenantRefreshDue() {
@@ -559,12 +591,12 @@ bool Runtime::TenantRefreshDue() {
 }
 
 Runtime::View Runtime::view() const {
-  View v;
-  v.policy = impl_->policies->Current(&v.generation);
-  return v;
+  PolicyStore::Snapshot s = impl_->policies->snapshot();
+  return View{std::move(s.policy), s.generation, std::move(s.attachment)};
 }
 
 Enforcer& Runtime::enforcer() const { return *impl_->enforcer; }
+Enforcer* Runtime::envoy_enforcer() const { return impl_->envoy_enforcer.get(); }
 PolicyStore& Runtime::policies() const { return *impl_->policies; }
 Store& Runtime::store() const { return *impl_->store.store; }
 PolicyParseOptions Runtime::PutParseOptions() const { return impl_->PutParseOptions(); }

@@ -1,4 +1,5 @@
-// The Envoy adapter: descriptors -> explicit items -> Enforcer -> statuses.
+// The Envoy engine's decision: descriptors -> explicit items -> Enforcer ->
+// statuses, with the configuration of one PolicyStore snapshot.
 //
 // Planning (PlanDescriptors) is the one place where unknown domains, rule
 // matching, `replaces`, `unlimited`, deny-all rules and descriptor limit
@@ -22,11 +23,6 @@
 #include "tollgate/policy_headers.h"
 
 namespace tollgate::rls {
-
-struct AttachedConfig {
-  std::shared_ptr<const RlsConfig> config;
-  std::vector<RuleHandle> handles;  // by RlsRule::index
-};
 
 namespace {
 
@@ -56,7 +52,7 @@ struct Slot {
 };
 
 struct Call {
-  std::shared_ptr<const AttachedConfig> attached;  // keeps `config` alive
+  std::shared_ptr<const RlsAttached> attached;  // keeps `config` alive
   const RlsConfig* config = nullptr;
   rlspb::RateLimitResponse* response = nullptr;
   RlsDecider::Done done;
@@ -356,11 +352,15 @@ void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOu
   call.done(Status::Ok());
 }
 
-std::shared_ptr<const AttachedConfig> Attach(Enforcer& enforcer,
-                                             std::shared_ptr<const RlsConfig> config,
-                                             bool resolve) {
-  auto attached = std::make_shared<AttachedConfig>();
-  attached->handles.resize(resolve ? config->rule_count() : 0);
+}  // namespace
+
+std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> deciding,
+                                                   std::shared_ptr<const RlsConfig> config,
+                                                   bool resolve_handles) {
+  Enforcer& enforcer = *deciding;
+  config->counters().SetDecisionSource([e = std::move(deciding)] { return e->Counters(); });
+  auto attached = std::make_shared<RlsAttached>();
+  attached->handles.resize(resolve_handles ? config->rule_count() : 0);
   config->ForEachRule([&](const RlsRule& r) {
     if (r.index < attached->handles.size()) {
       attached->handles[r.index] = enforcer.HandleFor(r.full_key);
@@ -370,62 +370,135 @@ std::shared_ptr<const AttachedConfig> Attach(Enforcer& enforcer,
   return attached;
 }
 
+std::vector<ConfigError> CheckRlsConfigFiles(const std::vector<std::string>& paths,
+                                             const RlsCompileOptions& options) {
+  RlsYamlResult read = ReadRlsYamlFiles(paths);
+  std::vector<ConfigError> errors = std::move(read.errors);
+  if (!read.domains.empty() || errors.empty()) {
+    auto compiled = CompileRlsConfig(read.domains, options);
+    errors.insert(errors.end(), compiled.errors.begin(), compiled.errors.end());
+  }
+  return errors;
+}
+
+namespace {
+
+const RlsAttached* AttachedOf(const PolicyStore::Attachment& a) {
+  return static_cast<const RlsAttached*>(a.get());
+}
+
 }  // namespace
+
+CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
+                             std::vector<std::string> paths, RlsCompileOptions options,
+                             bool resolve_handles) {
+  CompanionConfig c;
+  c.name = "rls_config";
+  c.check = [paths, options] { return CheckRlsConfigFiles(paths, options); };
+  c.compile = [&policies, &enforcer, paths, options,
+               resolve_handles](PolicyStore::Attachment* out) {
+    // The counters registry lives across reloads: the running one's, if any.
+    std::shared_ptr<RlsCounters> counters;
+    if (const RlsAttached* now = AttachedOf(policies.snapshot().attachment)) {
+      counters = now->config->shared_counters();
+    }
+    ParsedRlsConfig parsed = LoadRlsConfigFiles(paths, options, std::move(counters));
+    // The Runtime owns `enforcer` (and outlives the registry's readers): not owned here.
+    std::shared_ptr<Enforcer> borrowed(std::shared_ptr<Enforcer>(), &enforcer);
+    if (parsed.config) *out = AttachRlsConfig(borrowed, parsed.config, resolve_handles);
+    return parsed.errors;
+  };
+  c.installed = [&policies] {
+    if (const RlsAttached* now = AttachedOf(policies.snapshot().attachment)) {
+      Count(now->config->counters().service().config_reloads, 1);
+    }
+  };
+  return c;
+}
+
+EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options) {
+  EnforcerOptions eo;
+  eo.header_styles = options.header_styles;
+  eo.retry_after_jitter = options.retry_after_jitter;
+  eo.jitter_seed = options.jitter_seed;
+  eo.reason_header.clear();
+  eo.unenforced_header.clear();
+  return eo;
+}
+
+// The standalone decider's engine: an Enforcer without policy rules (every
+// item names its own, ExplicitItem) and the configuration attached to its
+// empty policy.
+struct RlsDecider::Standalone {
+  std::shared_ptr<PolicyStore> policies;
+  // Shared with the counters' decision source (a registry may outlive the decider).
+  std::shared_ptr<Enforcer> enforcer;
+};
+
+RlsDecider::RlsDecider(const PolicyStore* policies, Enforcer* enforcer, const Clock* clock,
+                       RlsDecideOptions options)
+    : policies_(policies), enforcer_(enforcer), clock_(clock), options_(std::move(options)) {}
 
 RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
                        RlsDecideOptions options)
-    : clock_(clock), options_(options) {
-  // An Enforcer without policy rules: every item names its own (ExplicitItem).
+    : own_(std::make_unique<Standalone>()), clock_(clock), options_(std::move(options)) {
   auto policies = PolicyStore::FromText(R"({"rules": []})");
-  EnforcerOptions eo;
-  eo.header_styles = options_.header_styles;
-  eo.retry_after_jitter = options_.retry_after_jitter;
-  eo.jitter_seed = options_.jitter_seed;
-  eo.reason_header.clear();
-  eo.unenforced_header.clear();
-  auto enforcer = policies.ok() ? Enforcer::Create(*policies, store, clock, std::move(eo))
-                                : Result<std::unique_ptr<Enforcer>>(policies.status());
+  auto enforcer = policies.ok()
+                      ? Enforcer::Create(*policies, store, clock, EnvoyEnforcerOptions(options_))
+                      : Result<std::unique_ptr<Enforcer>>(policies.status());
   if (!enforcer.ok()) {
     // Only a null store or clock gets here: a programming error.
     std::fprintf(stderr, "tollgate: rls decider: %s\n", enforcer.status().ToString().c_str());
     std::abort();
   }
-  enforcer_ = std::move(*enforcer);
-  config->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
-  attached_ = Attach(*enforcer_, std::move(config), options_.resolve_rule_handles);
+  own_->policies = std::move(*policies);
+  own_->enforcer = std::move(*enforcer);
+  policies_ = own_->policies.get();
+  enforcer_ = own_->enforcer.get();
+  auto attached = AttachRlsConfig(own_->enforcer, std::move(config), options_.resolve_rule_handles);
+  own_->policies->SetAttachment([&](PolicyStore::Attachment* out) {
+    *out = std::move(attached);
+    return std::vector<ConfigError>{};
+  });
 }
 
-std::shared_ptr<const AttachedConfig> RlsDecider::attached() const {
-  std::lock_guard<std::mutex> lock(config_mu_);
-  return attached_;
+std::shared_ptr<const RlsConfig> RlsDecider::config() const {
+  const PolicyStore::Attachment a = policies_->snapshot().attachment;
+  const RlsAttached* attached = AttachedOf(a);
+  return attached ? attached->config : nullptr;
 }
-
-std::shared_ptr<const RlsConfig> RlsDecider::config() const { return attached()->config; }
 
 RlsDecider::~RlsDecider() = default;
 
 void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
-  config->counters().SetDecisionSource([e = enforcer_] { return e->Counters(); });
-  auto attached = Attach(*enforcer_, std::move(config), options_.resolve_rule_handles);
-  {
-    std::lock_guard<std::mutex> lock(config_mu_);
-    attached_.swap(attached);
-  }
-  Count(counters().service().config_reloads, 1);
+  if (!own_) return;  // the engine's configuration reloads with its Runtime
+  auto attached = AttachRlsConfig(own_->enforcer, std::move(config), options_.resolve_rule_handles);
+  RlsCounters& counters = attached->config->counters();
+  own_->policies->SetAttachment([&](PolicyStore::Attachment* out) {
+    *out = std::move(attached);
+    return std::vector<ConfigError>{};
+  });
+  Count(counters.service().config_reloads, 1);
 }
 
 void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
-                        Done done) {
+                        Done done, uint64_t* generation) {
   auto call = std::make_shared<Call>();
   call->start_ns = SteadyNs();
-  call->attached = attached();
+  {
+    // One snapshot: the configuration and its generation, read together.
+    PolicyStore::Snapshot snapshot = policies_->snapshot();
+    if (generation) *generation = snapshot.generation;
+    call->attached = std::static_pointer_cast<const RlsAttached>(std::move(snapshot.attachment));
+  }
+  response->Clear();
+  if (!call->attached) return done(UnavailableError("rls: no configuration installed"));
   call->config = call->attached->config.get();
   call->response = response;
   call->done = std::move(done);
   RlsCounters& counters = call->config->counters();
   ServiceCounters& service = counters.service();
   Count(service.requests, 1);
-  response->Clear();
 
   auto invalid = [&](std::string message) {
     Count(service.invalid_request, 1);
@@ -458,10 +531,11 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
 }
 
 Status RlsDecider::DecideSync(const rlspb::RateLimitRequest& request,
-                              rlspb::RateLimitResponse* response) {
+                              rlspb::RateLimitResponse* response, uint64_t* generation) {
   // On the stack: Wait() returns only once the callback has run.
   base::OneShot<Status> result;
-  Decide(request, response, [&](Status st) { result.Set(std::move(st)); });
+  Decide(
+      request, response, [&](Status st) { result.Set(std::move(st)); }, generation);
   return result.Wait();
 }
 

@@ -1,0 +1,173 @@
+// RlsDecider: the Envoy engine's decision. It answers
+// envoy.service.ratelimit.v3 ShouldRateLimit requests from a compiled
+// RlsConfig, without any networking (the gRPC transport is server/rls). It is
+// an adapter onto tollgate's Enforcer: each request's descriptors become
+// explicit items (ExplicitItem) decided by Enforcer::CheckItemsAsync, the
+// decision path HTTP uses (all-or-nothing batch, shadow mode, failure modes,
+// per-rule decision counters, rate-limit headers). It never calls the store.
+//
+// Who owns what: the decider owns no configuration and swaps nothing. Each
+// request reads the configuration from ONE PolicyStore snapshot (its
+// attachment, an RlsAttached) with that snapshot's generation:
+//  - in tollgated the PolicyStore is the Runtime's (tollgate/runtime.h), the
+//    configuration is the Runtime's companion (RlsCompanion) installed by the
+//    same swap as the HTTP policy, and the Enforcer is the Runtime's
+//    envoy_enforcer(); the decider creates no Enforcer;
+//  - standalone (tests, benchmarks, an RlsServer outside tollgated) the
+//    decider keeps a private engine of the same shape (an empty policy with
+//    the configuration attached, and an Enforcer over the given store), and
+//    SetConfig swaps its attachment.
+//
+// Per request (docs/envoy.md has the full semantics and where they follow
+// envoyproxy/ratelimit):
+//  - an empty domain or no descriptors is INVALID_ARGUMENT (upstream errors too);
+//    an unknown domain is OK with one OK status per descriptor and no limits;
+//  - each descriptor selects a rule (RlsConfig::MatchForKey, or its own `limit`
+//    override, bucketed by its count and unit); rules named in another
+//    matched rule's `replaces` drop out;
+//  - cost = the descriptor's hits_addend when set (0 = check only), else
+//    max(1, the request's hits_addend);
+//  - all descriptors are decided together as one Enforcer call (all-or-nothing:
+//    a rejected request charges no bucket); shadow- and quota-mode descriptors
+//    never make the answer OVER_LIMIT (quota mode lists them in
+//    dynamic_metadata, with the `metadata` of descriptors within their limit); `unlimited` and
+//    requests_per_unit 0 are decided without the store (ExplicitItem::Storeless);
+//  - a store error, or a fail-closed failure mode, answers UNAVAILABLE, so
+//    Envoy's failure_mode_deny decides; a fail-open answer is OK.
+//
+// Thread safety: Decide() may run on any number of threads at once; a reload
+// (the Runtime's, or SetConfig) swaps the configuration atomically and
+// in-flight requests keep the one they started with.
+// Ownership: the store, clock, PolicyStore and Enforcer given are borrowed and
+// must outlive the decider (and the counters registry's decision source).
+#ifndef TOLLGATE_SRC_RLS_RLS_DECIDER_H_
+#define TOLLGATE_SRC_RLS_RLS_DECIDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "rls/rls_config.h"
+#include "rls/rls_counters.h"
+#include "rls/rls_yaml.h"
+#include "tollgate/clock.h"
+#include "tollgate/policy.h"
+#include "tollgate/runtime.h"
+#include "tollgate/status.h"
+#include "tollgate/store.h"
+
+namespace tollgate::rls {
+
+namespace rlspb = ::envoy::service::ratelimit::v3;
+
+// The compiled Envoy configuration as one swap publishes it (a PolicyStore
+// attachment; Runtime::View::companion): the rule table and each rule's
+// handle (RuleHandle) in the deciding Enforcer, found once here so that no
+// descriptor takes the Enforcer's lock to find its rule.
+struct RlsAttached {
+  std::shared_ptr<const RlsConfig> config;
+  std::vector<RuleHandle> handles;  // by RlsRule::index; empty: look up by name
+};
+
+// `config` compiled for `enforcer` (its counters registry then reads its
+// decisions from `enforcer`, which the registry shares; a borrowed one must
+// outlive that use).
+std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> enforcer,
+                                                   std::shared_ptr<const RlsConfig> config,
+                                                   bool resolve_handles = true);
+
+// What loading `paths` with `options` would refuse: every error of every file
+// (the files that parsed are compiled even when another did not).
+std::vector<ConfigError> CheckRlsConfigFiles(const std::vector<std::string>& paths,
+                                             const RlsCompileOptions& options);
+
+// tollgated's Envoy rule files as the Runtime's companion: `compile` loads
+// `paths` for `enforcer` (the Runtime's envoy_enforcer()), keeping the counters
+// registry of the configuration `policies` holds; `installed` counts a reload
+// (tollgate_rls_config_reloads_total). `policies` and `enforcer` are borrowed.
+CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
+                             std::vector<std::string> paths, RlsCompileOptions options,
+                             bool resolve_handles = true);
+
+struct RlsDecideOptions {
+  // Rate-limit headers to put in response_headers_to_add, rendered by the
+  // policy layer (tollgate/policy_headers.h), each style once
+  // (ParseHeaderStyles): kDraft11 gives RateLimit-Policy and RateLimit. Empty
+  // by default: Envoy can render its own x-ratelimit-* headers from the statuses.
+  // With a given Enforcer, its EnforcerOptions render them (set the same styles
+  // there: RuntimeOptions::envoy); here they say whether to copy them.
+  std::vector<HeaderStyle> header_styles;
+  // Retry-After in response_headers_to_add on OVER_LIMIT (Envoy adds it to
+  // its 429), whatever header_styles says.
+  bool retry_after = true;
+  // Retry-After = ceil(wait * (1 + jitter * u)), u in [0,1) fixed per
+  // descriptor value (EnforcerOptions::retry_after_jitter); the reset of the
+  // header styles on OVER_LIMIT equals it. duration_until_reset in the
+  // statuses stays the bucket's own time, without jitter. [0, 10].
+  // Standalone only (a given Enforcer has its own).
+  double retry_after_jitter = 0.5;
+  uint64_t jitter_seed = 0;
+  // Request bounds (INVALID_ARGUMENT beyond them).
+  size_t max_descriptors = 64;
+  size_t max_entries = 32;  // per descriptor
+  // Algorithm for descriptors that carry their own `limit` override.
+  Algorithm override_algorithm = Algorithm::kTokenBucket;
+  // Find each configured rule's Enforcer state once, when the configuration is
+  // attached (the default); false looks it up by name under the Enforcer's
+  // lock for every descriptor (the baseline `rls_bench --direct` compares with).
+  // Standalone only (RlsCompanion has its own).
+  bool resolve_rule_handles = true;
+};
+
+// The Enforcer options a standalone decider (or the Runtime's Envoy Enforcer,
+// RuntimeOptions::envoy) decides with for `options`.
+EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options);
+
+class RlsDecider {
+ public:
+  // `done` receives Ok (response filled), kInvalidArgument (bad request) or
+  // kUnavailable (the store could not decide). It runs exactly once, inline or
+  // on a store thread.
+  using Done = std::function<void(Status)>;
+
+  // The engine's (tollgated): decides on `enforcer` with the RlsAttached
+  // `policies` publishes. None may be null.
+  RlsDecider(const PolicyStore* policies, Enforcer* enforcer, const Clock* clock,
+             RlsDecideOptions options = {});
+  // Standalone: a private engine over `store`. `store` and `clock` must not be null.
+  RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
+             RlsDecideOptions options = {});
+  ~RlsDecider();
+
+  // `request` and `response` must stay valid until `done` has run.
+  // `*generation` (optional) is set, before Decide returns, to the generation
+  // of the snapshot whose configuration decides the request.
+  void Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response, Done done,
+              uint64_t* generation = nullptr);
+  // Blocks until decided.
+  Status DecideSync(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
+                    uint64_t* generation = nullptr);
+
+  // Standalone only (the engine's configuration reloads with its Runtime):
+  // installs `config`, one swap.
+  void SetConfig(std::shared_ptr<const RlsConfig> config);
+  std::shared_ptr<const RlsConfig> config() const;
+  // The counters registry (shared by every configuration compiled with it).
+  RlsCounters& counters() const { return config()->counters(); }
+  const RlsDecideOptions& options() const { return options_; }
+
+ private:
+  struct Standalone;  // the private engine (null when given one)
+  std::unique_ptr<Standalone> own_;
+  const PolicyStore* policies_;
+  Enforcer* enforcer_;
+  const Clock* clock_;
+  RlsDecideOptions options_;
+};
+
+}  // namespace tollgate::rls
+
+#endif  // TOLLGATE_SRC_RLS_RLS_DECIDER_H_
