@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/config_errors.h"
-#include "base/json_fields.h"
 #include "server/secrets.h"
+#include "tollgate/config_error.h"
 #include "tollgate/http_text.h"
+#include "tollgate/json_fields.h"
 #include "trace/exporter.h"
 
 namespace tollgate::server {
@@ -22,8 +22,7 @@ namespace {
 using json = nlohmann::json;
 
 // The config file's fields are read with the one typed reader every config
-// parser shares (base/json_fields.h), in its short messages ("must be a string").
-using base::JsonFields;
+// parser shares (tollgate/json_fields.h), in its short messages ("must be a string").
 
 // Header styles: "draft11,x-ratelimit" or ["draft11", "x-ratelimit"], kept as
 // the comma-separated text ParseHeaderStyles reads (checked by Validate).
@@ -39,7 +38,7 @@ void ReadStyleList(JsonFields& f, std::string_view key, std::string* out) {
   }
   std::string joined;
   for (size_t i = 0; i < v->size(); ++i) {
-    if (!(*v)[i].is_string()) return f.Error(base::IndexPath(key, i), "must be a string");
+    if (!(*v)[i].is_string()) return f.Error(IndexPath(key, i), "must be a string");
     joined += (i ? "," : "") + (*v)[i].get<std::string>();
   }
   *out = std::move(joined);
@@ -117,7 +116,7 @@ void ReadAllowedHosts(JsonFields& a, ServerConfig* c) {
   c->admin_allowed_hosts.clear();
   for (size_t i = 0; i < names.size(); ++i) {
     if (!IsHostName(names[i])) {
-      a.Error(base::IndexPath("allowed_hosts", i),
+      a.Error(IndexPath("allowed_hosts", i),
               "must be a host name (letters, digits, '-' and '.'; no port, no wildcard)");
       continue;
     }
@@ -557,7 +556,7 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     errors.push_back({"", "must be a JSON object"});
     return errors;
   }
-  base::ConfigErrors collector(&errors);
+  ConfigErrors collector(&errors);
   JsonFields r(doc, "", collector, JsonFields::Messages::kShort);
   ReadServerConfig(r, c);
   r.RejectUnknown();
