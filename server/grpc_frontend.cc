@@ -48,7 +48,7 @@ class RlsFrontend final : public GrpcFrontend {
 // UNAVAILABLE on every call.
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   rls::RlsCompileOptions o;
-  ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
+  o.default_algorithm = config.rls_default_algorithm;
   const Result<StoreScheme> scheme = StoreSchemeOf(config.store);
   const bool local = scheme.ok() && *scheme == StoreScheme::kLocal;
   if (scheme.ok() && *scheme == StoreScheme::kRedisCluster) {
@@ -79,8 +79,7 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.store = store;
   options.config = parsed.config;
   options.clock = clock;
-  std::string why;  // validated already
-  ParseHeaderStyles(config.grpc_header_style, &options.decide.header_styles, &why);
+  options.decide.header_styles = config.grpc_header_styles;
   options.decide.retry_after = config.grpc_retry_after;
   options.decide.retry_after_jitter = config.grpc_retry_after_jitter;
   auto server = rls::StartRlsServer(options);

@@ -460,7 +460,7 @@ Response HandleReadyz(const Runtime& s, bool detail) {
             {"policy_last_reload", {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}}},
             {"store", s.engine->store_description()},
             {"store_healthy", backing_ok && can_decide},
-            {"failure_mode", s.config->failure_mode},
+            {"failure_mode", FailureModeName(s.config->failure_mode)},
             {"draining", s.state->Draining()},
             // Rules the rollback guard switched to shadow on this instance: the
             // instance still decides (ready), but enforces less than its policy.
