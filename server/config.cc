@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/config_errors.h"
-#include "base/json_fields.h"
 #include "server/secrets.h"
+#include "tollgate/config_error.h"
 #include "tollgate/http_text.h"
+#include "tollgate/json_fields.h"
 #include "trace/exporter.h"
 
 namespace tollgate::server {
@@ -22,28 +22,74 @@ namespace {
 using json = nlohmann::json;
 
 // The config file's fields are read with the one typed reader every config
-// parser shares (base/json_fields.h), in its short messages ("must be a string").
-using base::JsonFields;
+// parser shares (tollgate/json_fields.h), in its short messages ("must be a string").
 
-// Header styles: "draft11,x-ratelimit" or ["draft11", "x-ratelimit"], kept as
-// the comma-separated text ParseHeaderStyles reads (checked by Validate).
-void ReadStyleList(JsonFields& f, std::string_view key, std::string* out) {
+// The enumerated settings are parsed here, once, with each enum's own parser
+// (its names are declared beside the enum). ForwardedHeader's names, which
+// only the config file spells, are declared here.
+constexpr std::pair<std::string_view, ForwardedHeader> kForwardedHeaderNames[] = {
+    {"x-forwarded-for", ForwardedHeader::kXForwardedFor},
+    {"forwarded", ForwardedHeader::kForwarded}};
+
+bool ParseForwardedHeader(std::string_view name, ForwardedHeader* out) {
+  for (const auto& [text, value] : kForwardedHeaderNames) {
+    if (text == name) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A failure mode as the config spells it: exactly open, closed or degrade
+// (ParseFailureMode's older aliases are the policy's, not the config's).
+bool ParseConfigFailureMode(std::string_view name, FailureMode* out) {
+  FailureMode mode;
+  if (!ParseFailureMode(name, &mode) || FailureModeName(mode) != name) return false;
+  *out = mode;
+  return true;
+}
+
+// The string at `key` parsed by `parse` into *out; "`key`: `expected`" when it
+// names no value (*out then keeps its value).
+template <typename Enum>
+void ReadEnum(JsonFields& f, std::string_view key, Enum* out,
+              bool (*parse)(std::string_view, Enum*), std::string_view expected) {
+  const std::optional<std::string> text = f.String(key);
+  if (text && !parse(*text, out)) f.Error(key, expected);
+}
+
+// Header styles: "draft11,x-ratelimit" or ["draft11", "x-ratelimit"], parsed
+// by ParseHeaderStyles as one comma-separated list.
+void ReadStyleList(JsonFields& f, std::string_view key, std::vector<HeaderStyle>* out) {
   const json* v = f.Find(key);
   if (v == nullptr) return;
-  if (v->is_string()) {
-    *out = v->get<std::string>();
-    return;
-  }
-  if (!v->is_array() || v->empty()) {
-    return f.Error(key, "must be a style or a non-empty array of styles");
-  }
   std::string joined;
-  for (size_t i = 0; i < v->size(); ++i) {
-    if (!(*v)[i].is_string()) return f.Error(base::IndexPath(key, i), "must be a string");
-    joined += (i ? "," : "") + (*v)[i].get<std::string>();
+  if (v->is_string()) {
+    joined = v->get<std::string>();
+  } else if (!v->is_array() || v->empty()) {
+    return f.Error(key, "must be a style or a non-empty array of styles");
+  } else {
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) return f.Error(IndexPath(key, i), "must be a string");
+      joined += (i ? "," : "") + (*v)[i].get<std::string>();
+    }
   }
-  *out = std::move(joined);
+  std::string why;
+  if (!ParseHeaderStyles(joined, out, &why)) f.Error(key, why);
 }
+
+// grpc.default_algorithm: the message names the value and the algorithms.
+void ReadDefaultAlgorithm(JsonFields& g, ServerConfig* c) {
+  const std::optional<std::string> name = g.String("default_algorithm");
+  if (name && !ParseAlgorithm(*name, &c->rls_default_algorithm)) {
+    g.Error("default_algorithm", "unknown algorithm \"" + *name +
+                                     "\" (token_bucket, leaky_bucket, fixed_window, "
+                                     "sliding_window, sliding_log)");
+  }
+}
+
+constexpr std::string_view kFailureModes = "must be open, closed or degrade";
 
 constexpr int64_t kHour = 3600 * 1000;
 
@@ -79,10 +125,10 @@ void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
 void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("listen", &c->grpc_listen);
   g.StringList("rls_config", &c->rls_config);
-  ReadStyleList(g, "headers", &c->grpc_header_style);
+  ReadStyleList(g, "headers", &c->grpc_header_styles);
   g.Bool("retry_after", &c->grpc_retry_after);
   g.Double("retry_after_jitter", &c->grpc_retry_after_jitter, 0.0, 10.0);
-  g.String("default_algorithm", &c->rls_default_algorithm);
+  ReadDefaultAlgorithm(g, c);
 }
 
 // A DNS name: dot-separated labels of letters, digits and '-' (1 to 63 bytes,
@@ -117,7 +163,7 @@ void ReadAllowedHosts(JsonFields& a, ServerConfig* c) {
   c->admin_allowed_hosts.clear();
   for (size_t i = 0; i < names.size(); ++i) {
     if (!IsHostName(names[i])) {
-      a.Error(base::IndexPath("allowed_hosts", i),
+      a.Error(IndexPath("allowed_hosts", i),
               "must be a host name (letters, digits, '-' and '.'; no port, no wildcard)");
       continue;
     }
@@ -157,10 +203,11 @@ void ReadBreaker(JsonFields& b, ServerConfig* c) {
 
 void ReadStore(JsonFields& s, ServerConfig* c) {
   s.String("url", &c->store);
-  s.String("failure_mode", &c->failure_mode);
+  ReadEnum(s, "failure_mode", &c->failure_mode, ParseConfigFailureMode, kFailureModes);
   s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
   s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
-  s.String("local_overflow", &c->local_overflow);
+  ReadEnum(s, "local_overflow", &c->local_overflow, ParseOverflowPolicy,
+           "must be evict, allow or reject");
   s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
   s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
   s.Bool("charge_back", &c->charge_back);
@@ -244,7 +291,8 @@ void ReadGateway(JsonFields& g, ServerConfig* c) {
 }
 
 void ReadLog(JsonFields& l, ServerConfig* c) {
-  l.String("level", &c->log_level);
+  ReadEnum(l, "level", &c->log_level, ParseLogLevel,
+           "must be trace, debug, info, warn, error or off");
   l.String("file", &c->log_file);
   l.Integer("reject_sample", &c->reject_log_sample, 0, 1 << 30);
   l.Integer("reject_per_second", &c->reject_logs_per_second, 0, 1 << 20);
@@ -317,11 +365,12 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
                       [c](JsonFields& a) { ReadAdmin(a, c); });
   ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object",
                       [c](JsonFields& s) { ReadStore(s, c); });
-  r.String("failure_mode", &c->failure_mode);
-  ReadStyleList(r, "headers", &c->header_style);
+  ReadEnum(r, "failure_mode", &c->failure_mode, ParseConfigFailureMode, kFailureModes);
+  ReadStyleList(r, "headers", &c->header_styles);
   r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
   r.StringList("trusted_proxies", &c->trusted_proxies);
-  r.String("forwarded_header", &c->forwarded_header);
+  ReadEnum(r, "forwarded_header", &c->forwarded_header, ParseForwardedHeader,
+           "must be x-forwarded-for or forwarded");
   ReadSection(r, "jwt", [c](JsonFields& j) { ReadJwt(j, c); });
   ReadSection(r, "http", [c](JsonFields& h) { ReadHttp(h, c); });
   ReadSection(r, "gateway", [c](JsonFields& g) { ReadGateway(g, c); });
@@ -385,36 +434,19 @@ void CheckGrpc(const ServerConfig& c, std::vector<ConfigError>* errors) {
       errors->push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
     }
   }
-  std::vector<HeaderStyle> styles;
-  std::string style_error;
-  if (!ParseHeaderStyles(c.grpc_header_style, &styles, &style_error)) {
-    errors->push_back({"grpc.headers", style_error});
-  }
   if (!(c.grpc_retry_after_jitter >= 0 && c.grpc_retry_after_jitter <= 10)) {
     errors->push_back({"grpc.retry_after_jitter", "must be between 0 and 10"});
-  }
-  Algorithm rls_algorithm;
-  if (!ParseAlgorithm(c.rls_default_algorithm, &rls_algorithm)) {
-    errors->push_back({"grpc.default_algorithm",
-                       "unknown algorithm \"" + c.rls_default_algorithm +
-                           "\" (token_bucket, leaky_bucket, fixed_window, sliding_window, "
-                           "sliding_log)"});
   }
 }
 
 void CheckStore(const ServerConfig& c, std::vector<ConfigError>* errors) {
-  ServerConfig store_only = c;
-  store_only.failure_mode = "open";  // failure_mode has its own check and path, below
-  if (auto spec = StoreSpecOf(store_only); !spec.ok()) {
+  if (auto spec = StoreSpecOf(c); !spec.ok()) {
     errors->push_back({"store", spec.status().message()});
   } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
     // The runtime's one store grammar; its "store: " is this error's path already.
     std::string_view why = store.message();
     if (why.starts_with("store: ")) why.remove_prefix(7);
     errors->push_back({"store", std::string(why)});
-  }
-  if (c.failure_mode != "open" && c.failure_mode != "closed" && c.failure_mode != "degrade") {
-    errors->push_back({"failure_mode", "must be open, closed or degrade"});
   }
 }
 
@@ -425,25 +457,12 @@ void CheckTracing(const ServerConfig& c, std::vector<ConfigError>* errors) {
   if (!url.ok()) errors->push_back({"tracing.endpoint", url.status().message()});
 }
 
-void CheckDecisionHeaders(const ServerConfig& c, std::vector<ConfigError>* errors) {
-  std::vector<HeaderStyle> styles;
-  std::string why;
-  if (!ParseHeaderStyles(c.header_style, &styles, &why)) errors->push_back({"headers", why});
-  if (c.forwarded_header != "x-forwarded-for" && c.forwarded_header != "forwarded") {
-    errors->push_back({"forwarded_header", "must be x-forwarded-for or forwarded"});
-  }
-}
-
 void CheckProcess(const ServerConfig& c, std::vector<ConfigError>* errors) {
   std::string why;
   if (!c.upstream.empty()) {
     UpstreamUrl u;
     if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors->push_back({"gateway.upstream", why});
   }
-  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-  bool level_ok = false;
-  for (const char* l : kLevels) level_ok = level_ok || c.log_level == l;
-  if (!level_ok) errors->push_back({"log.level", "must be trace, debug, info, warn, error or off"});
   if (c.threads < 0 || c.threads > 256) errors->push_back({"threads", "must be in [0, 256]"});
 }
 
@@ -557,7 +576,7 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
     errors.push_back({"", "must be a JSON object"});
     return errors;
   }
-  base::ConfigErrors collector(&errors);
+  ConfigErrors collector(&errors);
   JsonFields r(doc, "", collector, JsonFields::Messages::kShort);
   ReadServerConfig(r, c);
   r.RejectUnknown();
@@ -593,15 +612,11 @@ Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
   spec.url = config.store;
   spec.local.max_keys = config.local_max_keys;
   spec.local.max_keys_per_group = config.local_max_keys_per_rule;
-  if (!ParseOverflowPolicy(config.local_overflow, &spec.local.overflow)) {
-    return InvalidArgument("store.local_overflow: must be evict, allow or reject");
-  }
+  spec.local.overflow = config.local_overflow;
   spec.call_timeout = config.store_timeout;
   spec.reconnect_backoff_max = kReconnectBackoffMax;
   ResilienceSpec r;
-  if (!ParseFailureMode(config.failure_mode, &r.mode)) {
-    return InvalidArgument("failure_mode: must be open, closed or degrade");
-  }
+  r.mode = config.failure_mode;
   r.degrade_fraction = config.degrade_fraction;
   r.charge_back = config.charge_back;
   r.call_deadline = config.call_deadline;
@@ -630,7 +645,6 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   CheckSecrets(c, &errors);
   CheckGrpc(c, &errors);
   CheckStore(c, &errors);
-  CheckDecisionHeaders(c, &errors);
   CheckProcess(c, &errors);
   CheckJwt(c, &errors);
   CheckTracing(c, &errors);
@@ -645,12 +659,10 @@ size_t ReadBufferLimit(const ServerConfig& c) {
 
 EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
   EnforcerOptions o;
-  std::string why;
-  ParseHeaderStyles(c.header_style, &o.header_styles, &why);  // validated already
+  o.header_styles = c.header_styles;
   o.retry_after_jitter = c.retry_after_jitter;
   o.trusted_proxies = c.trusted_proxies;
-  o.forwarded_header = c.forwarded_header == "forwarded" ? ForwardedHeader::kForwarded
-                                                         : ForwardedHeader::kXForwardedFor;
+  o.forwarded_header = c.forwarded_header;
   o.jwt.hs256_secret = c.jwt_hs256_secret;
   o.jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
   o.jwt.verified_upstream = c.jwt_verified_upstream;

@@ -4,8 +4,11 @@
 // in docs/operations.md ("Config file reference"); every problem is returned
 // with its JSON path ("gateway.upstream: must start with http://"), never just
 // the first, and unknown fields are errors (a typo must not pass silently).
-// Command-line flags are applied on top by the caller (server/cli.h), then
-// ValidateServerConfig() checks the merged result once more.
+// Command-line flags are applied on top by the caller (server/main.cc, through
+// the same parser), then ValidateServerConfig() checks the merged result once
+// more. Every enumerated setting is parsed once, here, into its library's own
+// enum (FailureMode, OverflowPolicy, HeaderStyle, ForwardedHeader, LogLevel,
+// Algorithm), whose names are declared once beside it; nothing re-reads text.
 //
 // Thread safety: plain value type. Errors: ConfigError lists; no exceptions
 // escape these functions.
@@ -20,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "server/log_level.h"
+#include "tollgate/failure_mode.h"
+#include "tollgate/limit.h"
+#include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/store_spec.h"
@@ -79,20 +86,20 @@ struct ServerConfig {
   std::string grpc_listen;
   std::vector<std::string> rls_config;
   // RateLimit headers in ShouldRateLimit's response_headers_to_add (a list as
-  // `header_style`); "none" (default) leaves headers to Envoy.
-  std::string grpc_header_style = "none";
+  // `header_styles`); none (the default, empty) leaves headers to Envoy.
+  std::vector<HeaderStyle> grpc_header_styles;
   bool grpc_retry_after = true;          // Retry-After on OVER_LIMIT (response_headers_to_add)
   double grpc_retry_after_jitter = 0.5;  // as retry_after_jitter, for that Retry-After
   // Algorithm for YAML rate_limit blocks without `algorithm`.
-  std::string rls_default_algorithm = "token_bucket";
+  Algorithm rls_default_algorithm = Algorithm::kTokenBucket;
 
   // Where state lives.
-  std::string store = "local";        // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]
-  std::string failure_mode = "open";  // open | closed | degrade
-  double degrade_fraction = 0.5;      // degrade: local buckets at this share of the limit
+  std::string store = "local";  // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]
+  FailureMode failure_mode = FailureMode::kOpen;
+  double degrade_fraction = 0.5;  // degrade: local buckets at this share of the limit
   size_t local_max_keys = size_t{1} << 20;
-  // Local store at its key cap: evict | allow | reject (docs/architecture.md).
-  std::string local_overflow = "evict";
+  // Local store at its key cap (docs/architecture.md).
+  OverflowPolicy local_overflow = OverflowPolicy::kEvict;
   size_t local_max_keys_per_rule = 0;  // 0: no per-rule cap
   Millis store_timeout{100};           // per store call (Redis), enqueue to reply
   bool charge_back = true;             // degrade: charge local grants back to Redis on recovery
@@ -111,12 +118,12 @@ struct ServerConfig {
   int breaker_half_open_probes = 1;
 
   // How decisions are rendered and who may tell us the client address.
-  // Comma-separated styles, each sent once ("draft11,draft03,x-ratelimit";
-  // ParseHeaderStyles); the JSON config also takes an array.
-  std::string header_style = "draft11";
+  // Styles, each sent once; the config takes "draft11,draft03,x-ratelimit"
+  // (ParseHeaderStyles) or an array. Empty: none.
+  std::vector<HeaderStyle> header_styles = {HeaderStyle::kDraft11};
   double retry_after_jitter = 0.5;
   std::vector<std::string> trusted_proxies;
-  std::string forwarded_header = "x-forwarded-for";  // or "forwarded"
+  ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
   std::string jwt_hs256_secret;
   // RS256: the PEM public key, inline or read from jwt.rs256_public_key_file at
   // parse time (the file name is kept for error paths).
@@ -153,7 +160,7 @@ struct ServerConfig {
   uint64_t abort_drain_bytes = 8 * 1024 * 1024;
 
   // Logs.
-  std::string log_level = "info";        // trace | debug | info | warn | error | off
+  LogLevel log_level = LogLevel::kInfo;
   std::string log_file;                  // "" = stderr
   uint32_t reject_log_sample = 100;      // log 1 in N rejections...
   uint32_t reject_logs_per_second = 10;  // ...and at most this many a second
@@ -190,7 +197,7 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
 // config file: exactly one non-empty line, see server/secrets.h) into
 // config->admin_token and admin_token_file. False with "<path>: <why>".
 bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::string* error);
-// Checks the merged config (after flags): ranges, listeners, store URL, modes.
+// Checks the merged config (after flags): ranges, listeners, store URL.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 
 // The local store's options: the config's local_* fields, then the query of a

@@ -46,7 +46,7 @@ class RlsFrontend final : public GrpcFrontend {
 // UNAVAILABLE on every call.
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
   rls::RlsCompileOptions o;
-  ParseAlgorithm(config.rls_default_algorithm, &o.default_algorithm);  // validated already
+  o.default_algorithm = config.rls_default_algorithm;
   const Result<StoreScheme> scheme = StoreSchemeOf(config.store);
   const bool local = scheme.ok() && *scheme == StoreScheme::kLocal;
   if (scheme.ok() && *scheme == StoreScheme::kRedisCluster) {
@@ -63,8 +63,7 @@ rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
 
 rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
   rls::RlsDecideOptions o;
-  std::string why;  // validated already
-  ParseHeaderStyles(config.grpc_header_style, &o.header_styles, &why);
+  o.header_styles = config.grpc_header_styles;
   o.retry_after = config.grpc_retry_after;
   o.retry_after_jitter = config.grpc_retry_after_jitter;
   return o;

@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/config_errors.h"
-#include "base/json_fields.h"
 #include "server/key_admin.h"
 #include "server/rollback_admin.h"
+#include "tollgate/config_error.h"
+#include "tollgate/json_fields.h"
 #include "tollgate/limit.h"
 #include "tollgate/period.h"
 #include "tollgate/policy_headers.h"
@@ -86,9 +86,9 @@ json OutcomeJson(const CheckOutcome& o) {
 }
 
 // The "request" member of a decide body (an object).
-void ParseDescribedRequest(const json& r, DecideInput* out, base::ConfigErrors& e) {
+void ParseDescribedRequest(const json& r, DecideInput* out, ConfigErrors& e) {
   DescribedRequest d;
-  base::JsonFields f(r, "request", e);
+  JsonFields f(r, "request", e);
   f.String("method", &d.method);
   if (auto path = f.String("path")) {
     d.path = std::move(*path);
@@ -107,7 +107,7 @@ void ParseDescribedRequest(const json& r, DecideInput* out, base::ConfigErrors& 
   }
   if (const json* h = f.Find("headers")) {
     if (h->is_object()) {
-      base::JsonFields names = f.Nested(*h, "headers");
+      JsonFields names = f.Nested(*h, "headers");
       for (auto it = h->begin(); it != h->end(); ++it) {
         if (auto value = names.String(it.key())) d.header_storage.emplace_back(it.key(), *value);
       }
@@ -137,14 +137,13 @@ void ParseDescribedRequest(const json& r, DecideInput* out, base::ConfigErrors& 
 // policy's algorithm_config; Limit::Validate has the last word.
 std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
                                         std::vector<ConfigError>* errors) {
-  base::ConfigErrors e(errors);
+  ConfigErrors e(errors);
   if (!l.is_object()) {
-    e.Add(path,
-          "must be an object {count, period} or {rps, burst} (got " + base::JsonTypeName(l) + ")");
+    e.Add(path, "must be an object {count, period} or {rps, burst} (got " + JsonTypeName(l) + ")");
     return std::nullopt;
   }
   const size_t before = e.count();
-  base::JsonFields f(l, path, e);
+  JsonFields f(l, path, e);
   f.RejectUnknown({"algorithm", "count", "period", "rps", "burst"});
   LimitSpec spec;
   if (auto a = f.String("algorithm"); a && !ParseAlgorithm(*a, &spec.algorithm)) {
@@ -180,8 +179,8 @@ std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
     if (!f.Has("rps")) {
       f.Error("rps", "is required (a number > 0), or count and period");
     } else if (rps && !(*rps > 0 && *rps <= Limit::kMaxRate)) {
-      f.Error("rps", "must be > 0 and at most " + base::NumberText(Limit::kMaxRate) + " (got " +
-                         base::NumberText(*rps) + ")");
+      f.Error("rps", "must be > 0 and at most " + NumberText(Limit::kMaxRate) + " (got " +
+                         NumberText(*rps) + ")");
     } else if (rps && window) {
       f.Error("rps", "is not used by window algorithms: set count and period");
     } else if (rps) {
@@ -225,8 +224,8 @@ void ParseItems(const json& items, DecideInput* out, std::vector<ConfigError>* e
       errors->push_back({path, "must be an object {rule?, key | values, cost?, limit?}"});
       continue;
     }
-    base::ConfigErrors e(errors);
-    base::JsonFields f(it, path, e);
+    ConfigErrors e(errors);
+    JsonFields f(it, path, e);
     f.RejectUnknown({"rule", "key", "values", "cost", "limit"});
     std::string rule, key;
     f.String("rule", &rule);
@@ -367,7 +366,7 @@ std::vector<ConfigError> ParseDecideBody(std::string_view body, DecideInput* out
   if (has_request) {
     const json& r = doc["request"];
     if (!r.is_object()) return {{"request", "must be an object"}};
-    base::ConfigErrors e(&errors);
+    ConfigErrors e(&errors);
     ParseDescribedRequest(r, out, e);
     return errors;
   }
@@ -461,7 +460,7 @@ Response HandleReadyz(const Runtime& s, bool detail) {
             {"policy_last_reload", {{"ok", last.ok}, {"wall_time_ns", last.wall_time_ns}}},
             {"store", s.engine->store_description()},
             {"store_healthy", backing_ok && can_decide},
-            {"failure_mode", s.config->failure_mode},
+            {"failure_mode", FailureModeName(s.config->failure_mode)},
             {"draining", s.state->Draining()},
             // Rules the rollback guard switched to shadow on this instance: the
             // instance still decides (ready), but enforces less than its policy.

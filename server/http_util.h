@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "base/percent.h"
 #include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
@@ -48,9 +47,6 @@ constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf
 // `errors` become {"errors":[{"path","message"}]}.
 Response Problem(int status, std::string_view summary, std::string_view detail,
                  const std::vector<ConfigError>& errors = {});
-
-// PercentDecode(s, plus_is_space = true): lenient, see base/percent.h.
-using base::PercentDecode;
 
 }  // namespace tollgate::server
 

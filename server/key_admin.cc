@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <variant>
 
-#include "base/config_errors.h"
-#include "base/json_depth.h"
 #include "server/handlers.h"
+#include "tollgate/config_error.h"
+#include "tollgate/json_fields.h"
 
 namespace tollgate::server {
 namespace {
@@ -199,7 +199,7 @@ bool ParseKeyValues(const json& values, const std::string& path,
   bool ok = true;
   for (size_t i = 0; i < values.size(); ++i) {
     std::optional<std::string> v;
-    if (ReadValue(values[i], base::IndexPath(path, i), &v, errors)) {
+    if (ReadValue(values[i], IndexPath(path, i), &v, errors)) {
       out->push_back(std::move(v));
     } else {
       ok = false;
@@ -270,7 +270,7 @@ std::string_view KeyActionName(KeyAction action) {
 }
 
 std::vector<ConfigError> ParseKeyRequest(std::string_view body, KeyAction action, KeyRequest* out) {
-  if (base::JsonNestingDepth(body) > kMaxBodyDepth) {
+  if (JsonNestingDepth(body) > kMaxBodyDepth) {
     return {{"", "body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels"}};
   }
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);

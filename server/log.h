@@ -3,8 +3,8 @@
 // Every line is {"ts":"...","level":"info","msg":"<event>", ...fields}. Field
 // values are serialised by nlohmann::json, so quotes and backslashes can never
 // break a line or forge a field. Client-controlled strings (paths, keys, header
-// values) go through Logger::Client first: cut to kMaxClientString bytes, then
-// EscapeLogText, so no control character, C1 control or bidi override from a
+// values) go through Logger::Client first (tollgate/log_text.h: cut, then
+// EscapeLogText), so no control character, C1 control or bidi override from a
 // request reaches a terminal or a log viewer, and nothing is lost (the escape
 // is reversible, UnescapeLogText).
 //
@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include "server/log_level.h"
+#include "tollgate/log_text.h"
 #include "tollgate/status.h"
 
 namespace spdlog {
@@ -31,12 +33,9 @@ class logger;
 
 namespace tollgate::server {
 
-enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
-bool ParseLogLevel(std::string_view name, LogLevel* out);
-
 class Logger {
  public:
-  static constexpr size_t kMaxClientString = 256;
+  static constexpr size_t kMaxClientString = kMaxClientLogText;
 
   // `file` empty: stderr. Fails if the file cannot be opened.
   static Result<std::unique_ptr<Logger>> Create(LogLevel level, const std::string& file);
@@ -58,7 +57,7 @@ class Logger {
   }
   void Flush();
 
-  // A client-controlled string, bounded and escaped (EscapeLogText).
+  // A client-controlled string, bounded and escaped (ClientLogText).
   static std::string Client(std::string_view s);
 
  private:
@@ -66,18 +65,6 @@ class Logger {
   LogLevel level_;
   std::shared_ptr<spdlog::logger> sink_;
 };
-
-// Makes client bytes safe to show: the result is valid UTF-8 without C0
-// controls, DEL, C1 controls (U+0080..U+009F), bidi controls (U+200E, U+200F,
-// U+202A..U+202E, U+2066..U+2069, U+061C) or line/paragraph separators
-// (U+2028, U+2029). Those code points become "\u202e" (4 lower-case hex
-// digits), every other control byte and every byte that is not part of valid
-// UTF-8 (a raw 0x9b too) becomes "\x9b", and a backslash becomes "\\"; the
-// rest is copied. At most 4 output bytes per input byte. Pure; safe anywhere.
-std::string EscapeLogText(std::string_view text);
-// The inverse: UnescapeLogText(EscapeLogText(s)) == s for every s. Text that
-// EscapeLogText cannot produce is returned as far as it decodes.
-std::string UnescapeLogText(std::string_view text);
 
 class RejectionGate {
  public:

@@ -1,8 +1,10 @@
 // tollgated: the rate-limit service. See docs/operations.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@ constexpr const char* kDescription =
     "Flags override the config file. Signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the "
     "policy.\nFull reference: docs/operations.md";
 
+using tollgate::ConfigError;
 using tollgate::server::ServerConfig;
 
 // The command line: each flag writes into `flags`; when given, it overrides
@@ -31,7 +34,8 @@ struct CommandLine {
   std::string config_path;
   ServerConfig flags;
   bool check_only = false;
-  std::vector<std::function<void(ServerConfig&)>> overrides;
+  std::vector<std::function<void(ServerConfig&, std::vector<ConfigError>*)>> overrides;
+  std::deque<std::string> texts;  // TextFlag's values (a deque: references stay valid)
   CLI::Option* admin_token_file = nullptr;
 
   // Declares a flag that sets `field`.
@@ -39,9 +43,31 @@ struct CommandLine {
   CLI::Option* Flag(CLI::App& app, const std::string& names, T ServerConfig::*field,
                     const std::string& help) {
     CLI::Option* opt = app.add_option(names, flags.*field, help);
-    overrides.push_back([this, opt, field](ServerConfig& c) {
+    overrides.push_back([this, opt, field](ServerConfig& c, std::vector<ConfigError>*) {
       if (opt->count()) c.*field = flags.*field;
     });
+    return opt;
+  }
+  // Declares a flag for an enumerated setting: its text is parsed by the config
+  // parser as the field at `path` ({"log", "level"}), so a flag takes the names
+  // the config file takes and fails with the same message.
+  CLI::Option* TextFlag(CLI::App& app, const std::string& names, std::vector<std::string> path,
+                        const std::string& help) {
+    std::string& text = texts.emplace_back();
+    CLI::Option* opt = app.add_option(names, text, help);
+    overrides.push_back(
+        [opt, &text, path = std::move(path)](ServerConfig& c, std::vector<ConfigError>* errors) {
+          if (!opt->count()) return;
+          nlohmann::json doc = text;
+          for (auto key = path.rbegin(); key != path.rend(); ++key) {
+            nlohmann::json section = nlohmann::json::object();
+            section[*key] = std::move(doc);
+            doc = std::move(section);
+          }
+          for (ConfigError& e : tollgate::server::ParseServerConfig(doc.dump(), &c)) {
+            errors->push_back(std::move(e));
+          }
+        });
     return opt;
   }
   void Declare(CLI::App& app);
@@ -68,7 +94,7 @@ void CommandLine::Declare(CLI::App& app) {
   CLI::Option* admin_open =
       app.add_flag("--admin-allow-unauthenticated", flags.admin_allow_unauthenticated,
                    "Serve a non-loopback admin listener without a token (not recommended)");
-  overrides.push_back([admin_open](ServerConfig& c) {
+  overrides.push_back([admin_open](ServerConfig& c, std::vector<ConfigError>*) {
     if (admin_open->count()) c.admin_allow_unauthenticated = true;
   });
   Flag(app, "-s,--store", &ServerConfig::store,
@@ -76,27 +102,27 @@ void CommandLine::Declare(CLI::App& app) {
        "redis://HOST:PORT | "
        "redis-cluster://HOST:PORT[,HOST:PORT...] | rediss://... | "
        "rediss-cluster://... (TLS, see docs/redis.md) (default local)");
-  Flag(app, "-f,--failure-mode", &ServerConfig::failure_mode,
-       "When a remote store fails: open (allow, unenforced), closed "
-       "(503) or degrade (local buckets at a fraction of the limit)");
+  TextFlag(app, "-f,--failure-mode", {"failure_mode"},
+           "When a remote store fails: open (allow, unenforced), closed "
+           "(503) or degrade (local buckets at a fraction of the limit)");
   Flag(app, "-t,--threads", &ServerConfig::threads, "I/O threads; 0 = one per core (default)");
   Flag(app, "-u,--upstream", &ServerConfig::upstream,
        "Gateway mode: http://HOST:PORT[/base] to forward allowed requests to");
-  Flag(app, "--headers", &ServerConfig::header_style,
-       "Rate-limit header styles, comma-separated, each sent once: draft11 | draft03 | "
-       "x-ratelimit | x-ratelimit-epoch | none (e.g. draft11,draft03,x-ratelimit)");
-  Flag(app, "--log-level", &ServerConfig::log_level,
-       "trace | debug | info | warn | error | off (JSON lines on stderr)");
+  TextFlag(app, "--headers", {"headers"},
+           "Rate-limit header styles, comma-separated, each sent once: draft11 | draft03 | "
+           "x-ratelimit | x-ratelimit-epoch | none (e.g. draft11,draft03,x-ratelimit)");
+  TextFlag(app, "--log-level", {"log", "level"},
+           "trace | debug | info | warn | error | off (JSON lines on stderr)");
   Flag(app, "--grpc", &ServerConfig::grpc_listen,
        "HOST:PORT for the Envoy rate limit service (gRPC); off by default");
   Flag(app, "--rls-config", &ServerConfig::rls_config,
        "envoyproxy/ratelimit YAML file or directory for --grpc (repeatable)");
-  Flag(app, "--grpc-headers", &ServerConfig::grpc_header_style,
-       "RateLimit headers in gRPC responses (response_headers_to_add), comma-separated: "
-       "draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
-  Flag(app, "--rls-default-algorithm", &ServerConfig::rls_default_algorithm,
-       "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
-       "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
+  TextFlag(app, "--grpc-headers", {"grpc", "headers"},
+           "RateLimit headers in gRPC responses (response_headers_to_add), comma-separated: "
+           "draft11 | draft03 | x-ratelimit | x-ratelimit-epoch | none (default)");
+  TextFlag(app, "--rls-default-algorithm", {"grpc", "default_algorithm"},
+           "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
+           "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
   app.add_flag("--check", check_only,
                "Run exactly the checks a start runs (config, admin token, trusted proxies, store "
                "URL, policy, with --grpc the rls_config YAML), print every error and exit "
@@ -112,7 +138,13 @@ bool CommandLine::Load(ServerConfig* config) {
       return false;
     }
   }
-  for (const auto& apply : overrides) apply(*config);
+  std::vector<ConfigError> errors;
+  for (const auto& apply : overrides) apply(*config, &errors);
+  if (!errors.empty()) {
+    std::cerr << "tollgated: invalid configuration:\n";
+    for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";
+    return false;
+  }
   if (admin_token_file->count()) {
     std::string why;
     if (!tollgate::server::ReadAdminTokenFile(flags.admin_token_file, config, &why)) {

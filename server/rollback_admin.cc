@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "base/names.h"
+#include "tollgate/policy_name.h"
 
 namespace tollgate::server {
 namespace {
@@ -111,8 +111,8 @@ std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, R
     if (name == "rule") {
       if (rule_given) return error("rule", "given more than once");
       rule_given = true;
-      if (!base::IsPolicyName(value)) {
-        return error("rule", "must be a rule name (1 to " + std::to_string(base::kMaxNameLength) +
+      if (!IsPolicyName(value)) {
+        return error("rule", "must be a rule name (1 to " + std::to_string(kMaxPolicyNameLength) +
                                  " letters, digits, '-', '_', '.' or ':')");
       }
       out->rule = value;

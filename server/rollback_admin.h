@@ -35,7 +35,7 @@ namespace tollgate::server {
 nlohmann::json TrippedRules(const std::vector<RuleCounters>& counters);
 
 // The query of /v1/rollback/clear and /v1/rollback/trip: rule=NAME (once, a
-// policy name, base/names.h) and, for a trip, reason=TEXT (cut to
+// policy name, tollgate/policy_name.h) and, for a trip, reason=TEXT (cut to
 // kMaxRollbackReason bytes). Every problem (at most kMaxRollbackQueryErrors)
 // with the parameter's name; the values are percent-decoded.
 inline constexpr size_t kMaxRollbackReason = 200;

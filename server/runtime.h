@@ -31,17 +31,17 @@
 
 #include "server/config.h"
 #include "server/grpc_frontend.h"
-#include "server/identities.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
 #include "server/route.h"
-#include "server/top_rejected.h"
 #include "server/tracing.h"
 #include "tollgate/clock.h"
+#include "tollgate/identity_redactor.h"
 #include "tollgate/policy.h"
 #include "tollgate/rollback_fleet.h"
 #include "tollgate/runtime.h"
+#include "tollgate/top_rejected.h"
 
 namespace tollgate::server {
 

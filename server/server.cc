@@ -479,9 +479,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     return InvalidArgument("Server::Create: clock and io_clock must not be null");
   }
   if (!log) {
-    LogLevel level = LogLevel::kInfo;
-    ParseLogLevel(config.log_level, &level);
-    auto created = Logger::Create(level, config.log_file);
+    auto created = Logger::Create(config.log_level, config.log_file);
     if (!created.ok()) return created.status();
     log = std::move(created).value();
   }
@@ -539,10 +537,10 @@ void Server::Start() {
                                         std::to_string(port())},
                          {"threads", m.workers.size()},
                          {"store", m.engine->store_description()},
-                         {"failure_mode", m.config->failure_mode},
+                         {"failure_mode", FailureModeName(m.config->failure_mode)},
                          {"policy", m.config->policy_path},
                          {"policy_generation", m.engine->view().generation},
-                         {"headers", m.config->header_style},
+                         {"headers", HeaderStylesName(m.config->header_styles)},
                          {"rollback_scope", m.engine->rollback_fleet() ? "fleet" : "instance"}};
   if (m.admin_acceptor) {
     info["admin"] = m.admin_acceptor->local_endpoint().address().to_string() + ":" +

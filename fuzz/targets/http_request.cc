@@ -191,10 +191,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const RequestView view = described.View();
     const tollgate::CheckOutcome outcome = enforcer.Explain(view);
     CheckOutcome(outcome);
-    CheckSerialized(
-        tollgate::server::RenderExplain(outcome, described, enforcer.ClientIp(view),
-                                        tollgate::server::IdentityRedactor(), size % 2 == 0),
-        keep_alive, head);
+    CheckSerialized(tollgate::server::RenderExplain(outcome, described, enforcer.ClientIp(view),
+                                                    tollgate::IdentityRedactor(), size % 2 == 0),
+                    keep_alive, head);
   }
   return 0;
 }

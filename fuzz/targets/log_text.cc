@@ -1,4 +1,4 @@
-// Fuzz target: EscapeLogText / UnescapeLogText (server/log.cc), what every
+// Fuzz target: EscapeLogText / UnescapeLogText (tollgate/log_text.h), what every
 // client-controlled string in a tollgated log line goes through
 // (Logger::Client).
 //
@@ -51,7 +51,7 @@ bool Forbidden(char32_t cp) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
-  const std::string out = tollgate::server::EscapeLogText(in);
+  const std::string out = tollgate::EscapeLogText(in);
   std::u32string cps;
   FUZZ_CHECK(Decode(out, &cps), "not valid UTF-8: " + Quote(in) + " -> " + Quote(out));
   for (char32_t cp : cps) {
@@ -59,12 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                "code point " + std::to_string(uint32_t(cp)) + " kept: " + Quote(in));
   }
   FUZZ_CHECK(out.size() <= 4 * in.size(), "longer than 4 bytes per byte: " + Quote(in));
-  const std::string back = tollgate::server::UnescapeLogText(out);
+  const std::string back = tollgate::UnescapeLogText(out);
   FUZZ_CHECK(back == in,
              "not reversible: " + Quote(in) + " -> " + Quote(out) + " -> " + Quote(back));
   const std::string client = tollgate::server::Logger::Client(in);
-  FUZZ_CHECK(client == tollgate::server::EscapeLogText(
-                           in.substr(0, tollgate::server::Logger::kMaxClientString)),
-             "Logger::Client is not the bounded escape: " + Quote(in));
+  FUZZ_CHECK(
+      client == tollgate::EscapeLogText(in.substr(0, tollgate::server::Logger::kMaxClientString)),
+      "Logger::Client is not the bounded escape: " + Quote(in));
   return 0;
 }

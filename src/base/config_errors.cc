@@ -1,6 +1,6 @@
-#include "base/config_errors.h"
+#include "tollgate/config_error.h"
 
-namespace tollgate::base {
+namespace tollgate {
 
 std::string FieldPath(std::string_view path, std::string_view field) {
   std::string out(path);
@@ -38,4 +38,4 @@ void ConfigErrors::Add(std::string_view path, std::string_view message) {
   out_->push_back({PrintableText(full), PrintableText(message)});
 }
 
-}  // namespace tollgate::base
+}  // namespace tollgate

@@ -1,51 +1,19 @@
-// ConfigErrors: the collector every configuration parser reports through, so
-// that all of them name problems the same way: a path built from field names
-// and indexes (`rules[2].algorithm_config.burst`, `store.breaker.cooldown_ms`)
-// and a message. Parsers collect every error, never only the first.
+// The config-error collector under its in-tree name: ConfigErrors and the path
+// helpers are public (tollgate/config_error.h, which states their contract);
+// the parsers in src/ name them base::ConfigErrors, base::FieldPath, ...
 //
-// Error text quotes user input (field names, values): control bytes in a path
-// or message are written as \xNN so that one error stays on one line of a log
-// or a terminal.
-//
-// Thread safety: none; one parse owns one collector. Ownership: the collector
-// appends to a vector the caller owns and that must outlive it.
+// Thread safety and ownership: as tollgate/config_error.h.
 #ifndef TOLLGATE_SRC_BASE_CONFIG_ERRORS_H_
 #define TOLLGATE_SRC_BASE_CONFIG_ERRORS_H_
-
-#include <cstddef>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 #include "tollgate/config_error.h"
 
 namespace tollgate::base {
 
-// "a" + "b" -> "a.b"; "" + "b" -> "b".
-std::string FieldPath(std::string_view path, std::string_view field);
-// "a" + 2 -> "a[2]".
-std::string IndexPath(std::string_view path, size_t index);
-// `s` with bytes < 0x20 and 0x7f written as \xNN (lower-case hex).
-std::string PrintableText(std::string_view s);
-
-class ConfigErrors {
- public:
-  explicit ConfigErrors(std::vector<ConfigError>* out) : out_(out) {}
-  // For one document of several (a directory of files): every error's path is
-  // prefixed with "source: ", so it names the file too.
-  ConfigErrors(std::vector<ConfigError>* out, std::string source)
-      : out_(out), source_(std::move(source)) {}
-
-  // Appends {PrintableText(path), PrintableText(message)}, path prefixed with the source.
-  void Add(std::string_view path, std::string_view message);
-  // How many errors the vector holds (including those there before).
-  size_t count() const { return out_->size(); }
-
- private:
-  std::vector<ConfigError>* out_;
-  std::string source_;
-};
+using tollgate::ConfigErrors;
+using tollgate::FieldPath;
+using tollgate::IndexPath;
+using tollgate::PrintableText;
 
 }  // namespace tollgate::base
 

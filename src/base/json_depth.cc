@@ -1,8 +1,8 @@
-#include "base/json_depth.h"
+#include "tollgate/json_fields.h"
 
 #include <algorithm>
 
-namespace tollgate::base {
+namespace tollgate {
 
 int JsonNestingDepth(std::string_view text) {
   int depth = 0;
@@ -31,4 +31,4 @@ int JsonNestingDepth(std::string_view text) {
   return max_depth;
 }
 
-}  // namespace tollgate::base
+}  // namespace tollgate

@@ -1,18 +1,15 @@
-// JsonNestingDepth: how deeply a JSON text nests arrays and objects, found by
-// one linear scan that skips strings, so a parser can refuse a document that
-// would recurse too deep before it parses it. The text's size should be
-// bounded first (the scan is O(n)). Not a validator: malformed text gets a
-// depth too, and the parser reports what is wrong with it.
+// JsonNestingDepth under its in-tree name: public in tollgate/json_fields.h,
+// which states its contract; src/ names it base::JsonNestingDepth.
 //
 // Thread safety: a pure function.
 #ifndef TOLLGATE_BASE_JSON_DEPTH_H_
 #define TOLLGATE_BASE_JSON_DEPTH_H_
 
-#include <string_view>
+#include "tollgate/json_fields.h"
 
 namespace tollgate::base {
 
-int JsonNestingDepth(std::string_view text);
+using tollgate::JsonNestingDepth;
 
 }  // namespace tollgate::base
 

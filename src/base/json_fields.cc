@@ -1,9 +1,11 @@
-#include "base/json_fields.h"
+#include "tollgate/json_fields.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace tollgate::base {
+namespace tollgate {
+
+using Json = nlohmann::json;
 
 std::string JsonTypeName(const Json& value) {
   switch (value.type()) {
@@ -179,4 +181,4 @@ void JsonFields::RejectUnknown(std::initializer_list<std::string_view> known) {
   }
 }
 
-}  // namespace tollgate::base
+}  // namespace tollgate

@@ -1,29 +1,19 @@
-// The names an operator gives in a policy (rule names, tier groups): 1 to 64
-// characters of A-Z a-z 0-9 - _ . : so they are safe as metric labels, log
-// fields, Redis hash fields and URL query values without escaping. Checked
-// where a policy is parsed and again where such a name comes back from
-// outside (a Redis record naming a rule).
+// Policy names under their in-tree name: public in tollgate/policy_name.h,
+// which states the rule; src/ names them base::IsPolicyName and
+// base::kMaxNameLength.
 //
 // Thread safety: pure functions.
 #ifndef TOLLGATE_SRC_BASE_NAMES_H_
 #define TOLLGATE_SRC_BASE_NAMES_H_
 
 #include <cstddef>
-#include <string_view>
+
+#include "tollgate/policy_name.h"
 
 namespace tollgate::base {
 
-inline constexpr size_t kMaxNameLength = 64;
-
-constexpr bool IsPolicyName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
-}
+inline constexpr size_t kMaxNameLength = kMaxPolicyNameLength;
+using tollgate::IsPolicyName;
 
 }  // namespace tollgate::base
 

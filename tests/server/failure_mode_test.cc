@@ -57,7 +57,7 @@ class FailureModeE2E : public ::testing::Test {
   server::ServerConfig Config() {
     server::ServerConfig c = TestServer::DefaultConfig();
     c.store = redis_->url();
-    c.failure_mode = "closed";  // rules without their own mode
+    c.failure_mode = FailureMode::kClosed;  // rules without their own mode
     c.degrade_fraction = 0.5;
     return c;
   }
@@ -240,7 +240,7 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
   ASSERT_TRUE(started.server != nullptr) << started.error;
   server::ServerConfig c = TestServer::DefaultConfig();
   c.store = started.server->tls_url() + "?tls_ca_file=" + started.server->ca_file();
-  c.failure_mode = "degrade";
+  c.failure_mode = FailureMode::kDegrade;
   c.store_timeout =
       Scaled(server::Millis(1000));  // the first heartbeat also waits for the handshake
   auto spec = server::StoreSpecOf(c);

@@ -114,11 +114,13 @@ TEST(LocalStoreConfig, UrlAndFieldsAreValidated) {
                           "local://x", "localx"}) {
     EXPECT_FALSE(errors_for(bad).empty()) << bad;
   }
-  c.local_overflow = "sometimes";
-  EXPECT_FALSE(errors_for("local").empty());
+  // An unknown overflow policy is refused where the config is parsed.
+  server::ServerConfig unknown;
+  EXPECT_FALSE(
+      server::ParseServerConfig(R"({"store": {"local_overflow": "sometimes"}})", &unknown).empty());
 
   // The URL wins over the fields.
-  c.local_overflow = "reject";
+  c.local_overflow = OverflowPolicy::kReject;
   c.local_max_keys = 500;
   c.store = "local://?overflow=allow";
   auto o = server::LocalStoreOptionsOf(c);
@@ -130,7 +132,7 @@ TEST(LocalStoreConfig, UrlAndFieldsAreValidated) {
     "local_overflow": "allow", "local_max_keys_per_rule": 7}})";
   server::ServerConfig parsed;
   ASSERT_TRUE(server::ParseServerConfig(file, &parsed).empty());
-  EXPECT_EQ(parsed.local_overflow, "allow");
+  EXPECT_EQ(parsed.local_overflow, OverflowPolicy::kAllow);
   EXPECT_EQ(parsed.local_max_keys_per_rule, 7u);
 }
 

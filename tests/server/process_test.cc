@@ -607,7 +607,7 @@ TEST_F(ProcessTest, LogLinesEscapeControlC1AndBidiCharactersFromRequests) {
   }
   json j = json::parse(line);
   const std::string path = j["method"];
-  EXPECT_EQ(server::UnescapeLogText(path), hostile) << path;
+  EXPECT_EQ(UnescapeLogText(path), hostile) << path;
   EXPECT_NE(path.find("\\u202e"), std::string::npos) << path;
   EXPECT_NE(path.find("\\u009b"), std::string::npos) << path;
   EXPECT_NE(path.find("\\x9b"), std::string::npos) << path;

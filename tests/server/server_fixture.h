@@ -54,7 +54,7 @@ struct TestServer {
     c.admin_listen = "127.0.0.1:0";
     c.threads = 2;
     c.policy_poll_interval = server::Millis(0);
-    c.log_level = "warn";
+    c.log_level = server::LogLevel::kWarn;
     c.drain_timeout = server::Millis(2000);
     // Decisions are expected to meet the store's timeout (a Redis store's
     // first call also waits for the connection): scaled for a loaded machine.

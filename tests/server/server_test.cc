@@ -9,9 +9,9 @@
 #include <sstream>
 #include <thread>
 
-#include "server/identities.h"
 #include "server/server_fixture.h"
 #include "server/test_http.h"
+#include "tollgate/identity_redactor.h"
 #if TOLLGATE_TEST_REDIS
 #include "testing/redis_server.h"
 #endif
@@ -277,7 +277,8 @@ TEST_P(ServerE2E, EveryHeaderStyle) {
   for (const auto& style : styles) {
     SCOPED_TRACE(style.name);
     server::ServerConfig c = Config();
-    c.header_style = style.name;
+    std::string why;
+    ASSERT_TRUE(ParseHeaderStyles(style.name, &c.header_styles, &why)) << why;
     auto s = Start(c, TightPolicy());
     ASSERT_TRUE(s);
     std::string key = Key(style.name);
@@ -476,7 +477,7 @@ TEST_P(ServerE2E, AdminReloadPolicyTopExplainAndToken) {
   server::ServerConfig cfg = Config();
   cfg.admin_token = "s3cret-0123456789";
   cfg.identity_hash_key = "fleet-wide-hash-key-0123";
-  const server::IdentityRedactor ids(cfg.identity_hash_key, false);
+  const IdentityRedactor ids(cfg.identity_hash_key, false);
   auto s = Start(cfg, TightPolicy());
   ASSERT_TRUE(s);
   Headers auth = {{"Authorization", "Bearer s3cret-0123456789"}};
@@ -571,7 +572,7 @@ TEST_P(ServerE2E, IdentitiesAreRedactedInLogsTopAndExplainUnlessRawIsConfigured)
     cfg.access_log = true;
     cfg.raw_identities = configured_raw;
     cfg.identity_hash_key = "fleet-wide-hash-key-0123";
-    const server::IdentityRedactor ids(cfg.identity_hash_key, false);
+    const IdentityRedactor ids(cfg.identity_hash_key, false);
     auto s = Start(cfg, TightPolicy(), shared_log);
     ASSERT_TRUE(s);
     const std::string key = Key(configured_raw ? "-raw" : "-hashed");
@@ -837,8 +838,7 @@ TEST_P(ServerE2E, GatewayUpstreamFailuresBecome502And504) {
   EXPECT_EQ(failures[0]["path"], "/slow?ms=1500");
   EXPECT_EQ(failures[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
   // The client's address is an identity: hashed like everywhere else.
-  EXPECT_EQ(failures[0]["peer"],
-            server::IdentityRedactor(cfg.identity_hash_key, false).Hash("127.0.0.1"));
+  EXPECT_EQ(failures[0]["peer"], IdentityRedactor(cfg.identity_hash_key, false).Hash("127.0.0.1"));
   EXPECT_EQ(failures[1]["status"], 502);
   EXPECT_EQ(failures[1]["method"], "POST");
   EXPECT_EQ(failures[1]["path"], "/x?q=1");
@@ -997,7 +997,7 @@ TEST_P(ServerE2E, ReadyzIs503WhenClosedModeStoreIsDown) {
   if (GetParam() != "redis") GTEST_SKIP() << "the local store cannot fail";
 #if TOLLGATE_TEST_REDIS
   server::ServerConfig cfg = Config();
-  cfg.failure_mode = "closed";
+  cfg.failure_mode = FailureMode::kClosed;
   cfg.store_timeout = Scaled(server::Millis(50));
   auto s = Start(cfg, TightPolicy());
   ASSERT_TRUE(s);
@@ -1059,7 +1059,7 @@ TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
     server::ServerConfig cfg = Config();
     cfg.grpc_listen = "127.0.0.1:0";
     cfg.rls_config = {dir.File(c.file)};
-    cfg.rls_default_algorithm = c.default_algorithm;
+    ASSERT_TRUE(ParseAlgorithm(c.default_algorithm, &cfg.rls_default_algorithm));
     std::string error;
     auto s = TestServer::Start(cfg, TightPolicy(), &error);
     if (redis && c.fails_on_redis) {
@@ -1070,13 +1070,13 @@ TEST_P(ServerE2E, RlsSlidingLogIsALoadErrorOnRedis) {
       EXPECT_TRUE(s) << error;
     }
   }
+  // An unknown algorithm or style is refused where the config is parsed.
   server::ServerConfig bad = Config();
-  bad.grpc_listen = "127.0.0.1:0";
-  bad.rls_config = {dir.File("windows.yaml")};
-  bad.rls_default_algorithm = "gcra";
-  bad.grpc_header_style = "fancy";
   std::string error;
-  EXPECT_FALSE(TestServer::Start(bad, TightPolicy(), &error));
+  for (const ConfigError& e : server::ParseServerConfig(
+           R"({"grpc": {"default_algorithm": "gcra", "headers": "fancy"}})", &bad)) {
+    error += e.ToString() + "\n";
+  }
   EXPECT_NE(error.find("grpc.default_algorithm: unknown algorithm \"gcra\""), std::string::npos)
       << error;
   EXPECT_NE(error.find("grpc.headers: unknown style \"fancy\""), std::string::npos) << error;

@@ -7,11 +7,9 @@
 
 #include "policy/policy_test_util.h"
 #include "server/config.h"
-#include "server/identities.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/secrets.h"
-#include "server/top_rejected.h"
 #include "testing/scoped_temp_dir.h"
 
 namespace tollgate::server {
@@ -35,8 +33,8 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(c.admin_listen, "127.0.0.1:9999");
   EXPECT_EQ(c.admin_token, "t-0123456789abcdef");
   EXPECT_EQ(c.store, "redis://127.0.0.1:6379");
-  EXPECT_EQ(c.failure_mode, "degrade");
-  EXPECT_EQ(c.header_style, "x-ratelimit");
+  EXPECT_EQ(c.failure_mode, FailureMode::kDegrade);
+  EXPECT_EQ(c.header_styles, std::vector<HeaderStyle>{HeaderStyle::kXRateLimit});
   EXPECT_EQ(c.max_header_bytes, 2048u);
   EXPECT_EQ(c.read_timeout, Millis(500));
   EXPECT_EQ(c.upstream_timeout, Millis(100));
@@ -63,10 +61,11 @@ TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
       "grpc": {"headers": ["draft11"], "retry_after": false, "retry_after_jitter": 0.25}})",
                                   &c);
   ASSERT_TRUE(errors.empty()) << errors[0].ToString();
-  EXPECT_EQ(c.header_style, "draft11,draft03,x-ratelimit");
+  EXPECT_EQ(c.header_styles, (std::vector<HeaderStyle>{HeaderStyle::kDraft11, HeaderStyle::kDraft03,
+                                                       HeaderStyle::kXRateLimit}));
   EXPECT_EQ(c.shadow_log_sample, 2u);
   EXPECT_EQ(c.shadow_logs_per_second, 5u);
-  EXPECT_EQ(c.grpc_header_style, "draft11");
+  EXPECT_EQ(c.grpc_header_styles, std::vector<HeaderStyle>{HeaderStyle::kDraft11});
   EXPECT_FALSE(c.grpc_retry_after);
   EXPECT_EQ(c.grpc_retry_after_jitter, 0.25);
   EXPECT_TRUE(ValidateServerConfig(c).empty());
@@ -80,11 +79,12 @@ TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
   for (const auto& e : errors) paths.push_back(e.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"grpc.headers", "headers[1]"}));
   bad = ServerConfig();
-  bad.policy_path = "p.json";
-  bad.header_style = "x-ratelimit,x-ratelimit-epoch";
-  bad.grpc_header_style = "none,draft11";
   std::vector<std::string> messages;
-  for (const auto& e : ValidateServerConfig(bad)) messages.push_back(e.ToString());
+  for (const auto& e : ParseServerConfig(R"({"policy": "p.json",
+      "headers": "x-ratelimit,x-ratelimit-epoch", "grpc": {"headers": "none,draft11"}})",
+                                         &bad)) {
+    messages.push_back(e.ToString());
+  }
   ASSERT_EQ(messages.size(), 2u);
   EXPECT_NE(messages[0].find("grpc.headers: \"none\" cannot be combined"), std::string::npos)
       << messages[0];
@@ -146,7 +146,7 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.breaker_open, d.breaker_open);
   EXPECT_EQ(c.breaker_half_open_probes, d.breaker_half_open_probes);
   EXPECT_EQ(c.grpc_listen, d.grpc_listen);
-  EXPECT_EQ(c.grpc_header_style, d.grpc_header_style);
+  EXPECT_EQ(c.grpc_header_styles, d.grpc_header_styles);
   EXPECT_EQ(c.rls_default_algorithm, d.rls_default_algorithm);
   EXPECT_EQ(c.jwt_hs256_secret, d.jwt_hs256_secret);
   EXPECT_EQ(c.jwt_rs256_public_key_pem, d.jwt_rs256_public_key_pem);
@@ -154,7 +154,7 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.jwt_audience, d.jwt_audience);
   EXPECT_EQ(c.jwt_leeway_s, d.jwt_leeway_s);
   EXPECT_EQ(c.jwt_verified_upstream, d.jwt_verified_upstream);
-  EXPECT_EQ(c.header_style, d.header_style);
+  EXPECT_EQ(c.header_styles, d.header_styles);
   EXPECT_EQ(c.max_header_bytes, d.max_header_bytes);
   EXPECT_EQ(c.decision_on_main, d.decision_on_main);
   EXPECT_EQ(c.metrics_on_main, d.metrics_on_main);
@@ -222,17 +222,19 @@ TEST(ServerConfig, AbortDrainIsReadAndBounded) {
 }
 
 TEST(ServerConfig, ValidationCatchesBadValues) {
+  // The enumerated fields are refused where they are parsed, the rest by validation.
   ServerConfig c;
-  c.listen = "nope";
-  c.store = "memcached://x";
-  c.failure_mode = "maybe";
-  c.header_style = "draft99";
-  c.upstream = "https://x";
-  c.log_level = "loud";
   std::vector<std::string> paths;
+  for (const auto& e : ParseServerConfig(R"({"listen": "nope", "store": "memcached://x",
+      "failure_mode": "maybe", "headers": "draft99", "gateway": {"upstream": "https://x"},
+      "log": {"level": "loud"}})",
+                                         &c)) {
+    paths.push_back(e.path);
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"failure_mode", "headers", "log.level"}));
+  paths.clear();
   for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
-  EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "failure_mode", "headers",
-                                             "gateway.upstream", "log.level"}));
+  EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "gateway.upstream"}));
 }
 
 // Token files are read by one strict reader, from the flag and the config file
@@ -495,26 +497,9 @@ TEST(ServerConfig, HostPortAndUpstreamUrls) {
   EXPECT_FALSE(ParseUpstreamUrl("http://app/b\x7f", &u, &why));
 }
 
-TEST(IdentityRedactor, KeyedHashStableUnderAConfiguredKeyRandomOtherwise) {
-  const IdentityRedactor a("fleet-wide-hash-key-0123", false);
-  const IdentityRedactor b("fleet-wide-hash-key-0123", false);
-  const IdentityRedactor other("another-hash-key-456789", false);
-  const std::string h = a.Hash("api-key-1");
-  ASSERT_EQ(h.size(), 5u + 16u);
-  EXPECT_EQ(h.substr(0, 5), "hmac:");
-  EXPECT_EQ(h.find_first_not_of("0123456789abcdef", 5), std::string::npos) << h;
-  EXPECT_EQ(h, b.Hash("api-key-1"));  // a fleet sharing the key agrees
-  EXPECT_NE(h, other.Hash("api-key-1"));
-  EXPECT_NE(h, a.Hash("api-key-2"));
-  EXPECT_NE(IdentityRedactor().Hash("x"), IdentityRedactor().Hash("x"));  // random per process
-  EXPECT_EQ(a.Show("10.0.0.1"), a.Hash("10.0.0.1"));
-  EXPECT_EQ(a.Show("10.0.0.1", /*raw_requested=*/true), "10.0.0.1");
-  EXPECT_EQ(a.ShowInLog("k\xe2\x80\xae"), a.Hash("k\xe2\x80\xae"));
-  const IdentityRedactor raw("", true);
-  EXPECT_EQ(raw.Show("10.0.0.1"), "10.0.0.1");
-  EXPECT_EQ(raw.ShowInLog("k\xe2\x80\xae"), "k\\u202e");  // raw in logs is still escaped
-
-  // The key file is read like the admin token file.
+// The identity hash key file is read like the admin token file (the redactor
+// itself: tests/base/identity_redactor_test.cc).
+TEST(ServerConfig, IdentityHashKeyFileIsReadLikeTheAdminToken) {
   const tollgate::testing::ScopedTempDir dir;
   std::ofstream(dir.File("key"), std::ios::binary) << "fleet-wide-hash-key-0123\r\n";
   std::ofstream(dir.File("blank"), std::ios::binary) << "\nfleet-wide-hash-key-0123\n";
@@ -533,49 +518,6 @@ TEST(IdentityRedactor, KeyedHashStableUnderAConfiguredKeyRandomOtherwise) {
   EXPECT_EQ(errors[0].path, "identities.hash_key_file");
   EXPECT_NE(errors[0].message.find("the first line is blank"), std::string::npos);
   EXPECT_EQ(errors[1].path, "identities.bogus");
-}
-
-TEST(SpaceSaving, KeepsHeavyHittersAndBoundsErrors) {
-  SpaceSaving s(16);  // guarantees every key above 350 / 16 ~ 22 occurrences
-  // Heavy hitters a (100) and b (50) among 200 distinct one-off keys.
-  for (int i = 0; i < 200; ++i) {
-    s.Add("noise" + std::to_string(i));
-    if (i % 2 == 0) s.Add("a");
-    if (i % 4 == 0) s.Add("b");
-  }
-  auto top = s.Top(2);
-  ASSERT_EQ(top.size(), 2u);
-  EXPECT_EQ(top[0].key, "a");
-  EXPECT_EQ(top[1].key, "b");
-  for (const auto& e : top) {
-    uint64_t truth = e.key == "a" ? 100 : 50;
-    EXPECT_GE(e.count, truth);
-    EXPECT_LE(e.count - e.error, truth);
-  }
-  EXPECT_LE(s.entries().size(), 16u);
-}
-
-TEST(TopRejected, WindowsRotateAndMemoryIsBounded) {
-  TopRejected t(8, 1'000);
-  t.Record("r", "k1", 0);
-  t.Record("r", "k1", 10);
-  t.Record("r", "k2", 20);
-  auto top = t.Top(10, 30);
-  ASSERT_EQ(top.size(), 1u);
-  EXPECT_EQ(top[0].top[0].key, "k1");
-  EXPECT_EQ(top[0].top[0].count, 2u);
-  // One window later the counts are still reported (previous window)...
-  EXPECT_EQ(t.Top(10, 1'500)[0].top[0].count, 2u);
-  // ...two windows later they are gone.
-  EXPECT_TRUE(t.Top(10, 4'000).empty() || t.Top(10, 4'000)[0].top.empty());
-  for (size_t i = 0; i < TopRejected::kMaxRules + 10; ++i) {
-    t.Record("rule" + std::to_string(i), std::string(1000, 'x'), 5'000);
-  }
-  EXPECT_EQ(t.dropped(), 11u);  // "r" already held one of the slots
-  auto all = t.Top(1, 5'000);
-  for (const auto& r : all) {
-    for (const auto& e : r.top) EXPECT_LE(e.key.size(), TopRejected::kMaxKeyBytes);
-  }
 }
 
 TEST(Prometheus, EscapesLabelsAndWritesHistograms) {
@@ -623,27 +565,8 @@ TEST(TraceContext, ParsesOnlyValidTraceparents) {
                    .trace_id.empty());
 }
 
-// Client bytes in log lines: no control, C1 or bidi character survives, in
-// UTF-8 or as a raw byte, and the escape loses nothing.
-TEST(LogText, EscapesControlC1AndBidiReversibly) {
-  EXPECT_EQ(EscapeLogText("plain /api/items?x=1 caf\xc3\xa9"), "plain /api/items?x=1 caf\xc3\xa9");
-  EXPECT_EQ(EscapeLogText(std::string("a\0b\tc\x1b[31m\x7f", 11)), "a\\x00b\\x09c\\x1b[31m\\x7f");
-  EXPECT_EQ(EscapeLogText("\xc2\x85\xc2\x9b"), "\\u0085\\u009b");  // C1 in UTF-8
-  EXPECT_EQ(EscapeLogText("\x85\x9b"), "\\x85\\x9b");              // C1 as raw bytes
-  EXPECT_EQ(EscapeLogText("\xe2\x80\xae"
-                          "evil\xe2\x80\xac"),
-            "\\u202eevil\\u202c");  // RLO, PDF
-  EXPECT_EQ(EscapeLogText("\xe2\x81\xa6\xe2\x81\xa9\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c"),
-            "\\u2066\\u2069\\u200e\\u200f\\u061c");
-  EXPECT_EQ(EscapeLogText("\xe2\x80\xa8\xe2\x80\xa9"), "\\u2028\\u2029");  // line separators
-  EXPECT_EQ(EscapeLogText("\\x41"), "\\\\x41");  // a literal escape stays distinguishable
-  EXPECT_EQ(EscapeLogText("\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"),  // overlong, surrogate, >10FFFF
-            "\\xc0\\xaf\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80");
-  EXPECT_EQ(EscapeLogText("\xe2\x80"), "\\xe2\\x80");  // cut sequence
-  for (std::string s : {std::string("\\\\x4"), std::string("\\u202"), std::string("x\\"),
-                        std::string("\xe2\x80\xae\\u202e\x9b\\x9b", 14)}) {
-    EXPECT_EQ(UnescapeLogText(EscapeLogText(s)), s);
-  }
+// Logger::Client is ClientLogText (tests/base/log_text_test.cc): it cuts first, then escapes.
+TEST(LogText, LoggerClientCutsThenEscapes) {
   // Logger::Client cuts first, then escapes.
   EXPECT_EQ(Logger::Client(std::string(300, '\x9b')), EscapeLogText(std::string(256, '\x9b')));
 }

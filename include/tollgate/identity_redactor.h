@@ -1,6 +1,7 @@
 // IdentityRedactor: how client identities (API keys, IP addresses, JWT
-// subjects, any rule's key value) appear in what tollgated shows operators:
-// GET /v1/top, GET /v1/explain, rejection, access and gateway failure logs.
+// subjects, any rule's key value) appear in what a front end shows operators:
+// tollgated's GET /v1/top, GET /v1/explain, rejection, access and gateway
+// failure logs.
 //
 // By default an identity is shown as "hmac:" + the first 16 hex digits of
 // HMAC-SHA256(key, identity): the same identity gives the same text in every
@@ -11,14 +12,15 @@
 // identities.raw in the config, or ?raw=1 on an admin endpoint when the admin
 // listener has a token.
 //
-// Thread safety: immutable after construction; safe to share.
-#ifndef TOLLGATE_SERVER_IDENTITIES_H_
-#define TOLLGATE_SERVER_IDENTITIES_H_
+// Thread safety: immutable after construction; safe to share. Implemented in
+// tollgate_base (src/base/identity_redactor.cc).
+#ifndef TOLLGATE_IDENTITY_REDACTOR_H_
+#define TOLLGATE_IDENTITY_REDACTOR_H_
 
 #include <string>
 #include <string_view>
 
-namespace tollgate::server {
+namespace tollgate {
 
 class IdentityRedactor {
  public:
@@ -31,7 +33,8 @@ class IdentityRedactor {
   // What an output shows: the identity itself when raw (configured, or asked
   // for by `raw_requested`), its hash otherwise.
   std::string Show(std::string_view identity, bool raw_requested = false) const;
-  // For log lines: the hash, or (raw) the identity bounded and escaped (Logger::Client).
+  // For log lines: the hash, or (raw) the identity bounded and escaped (ClientLogText,
+  // tollgate/log_text.h).
   std::string ShowInLog(std::string_view identity) const;
   bool raw() const { return raw_; }
 
@@ -40,6 +43,6 @@ class IdentityRedactor {
   bool raw_;
 };
 
-}  // namespace tollgate::server
+}  // namespace tollgate
 
-#endif  // TOLLGATE_SERVER_IDENTITIES_H_
+#endif  // TOLLGATE_IDENTITY_REDACTOR_H_

@@ -14,9 +14,10 @@
 // never as metric labels.
 //
 // Thread safety: all methods are safe to call concurrently (one mutex; it is
-// only taken for rejections, which are the rare path).
-#ifndef TOLLGATE_SERVER_TOP_REJECTED_H_
-#define TOLLGATE_SERVER_TOP_REJECTED_H_
+// only taken for rejections, which are the rare path). SpaceSaving alone is
+// not thread-safe. Implemented in tollgate_runtime (src/runtime/top_rejected.cc).
+#ifndef TOLLGATE_TOP_REJECTED_H_
+#define TOLLGATE_TOP_REJECTED_H_
 
 #include <cstdint>
 #include <map>
@@ -26,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tollgate::server {
+namespace tollgate {
 
 class SpaceSaving {
  public:
@@ -83,6 +84,6 @@ class TopRejected {
   uint64_t dropped_ = 0;
 };
 
-}  // namespace tollgate::server
+}  // namespace tollgate
 
-#endif  // TOLLGATE_SERVER_TOP_REJECTED_H_
+#endif  // TOLLGATE_TOP_REJECTED_H_

@@ -1,8 +1,8 @@
-#include "server/top_rejected.h"
+#include "tollgate/top_rejected.h"
 
 #include <algorithm>
 
-namespace tollgate::server {
+namespace tollgate {
 
 void SpaceSaving::Add(std::string_view key, uint64_t weight) {
   if (capacity_ == 0) return;
@@ -104,4 +104,4 @@ uint64_t TopRejected::dropped() const {
   return dropped_;
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate

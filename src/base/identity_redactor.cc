@@ -1,4 +1,4 @@
-#include "server/identities.h"
+#include "tollgate/identity_redactor.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -6,9 +6,9 @@
 
 #include <random>
 
-#include "server/log.h"
+#include "tollgate/log_text.h"
 
-namespace tollgate::server {
+namespace tollgate {
 
 IdentityRedactor::IdentityRedactor(std::string_view key, bool raw) : key_(key), raw_(raw) {
   if (!key_.empty()) return;
@@ -38,7 +38,7 @@ std::string IdentityRedactor::Show(std::string_view identity, bool raw_requested
 }
 
 std::string IdentityRedactor::ShowInLog(std::string_view identity) const {
-  return raw_ ? Logger::Client(identity) : Hash(identity);
+  return raw_ ? ClientLogText(identity) : Hash(identity);
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate
