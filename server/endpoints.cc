@@ -34,12 +34,6 @@ auto AsyncCheck(Enforcer& enforcer, const RequestView& view, net::any_io_executo
       token);
 }
 
-net::awaitable<CheckOutcome> Check(const Runtime& rt, const RequestView& request) {
-  if (!rt.async_decisions) co_return rt.enforcer->Check(request);
-  auto ex = co_await net::this_coro::executor;
-  co_return co_await AsyncCheck(*rt.enforcer, request, ex, net::use_awaitable);
-}
-
 // A sampled span's start, or an unsampled one when tracing is off.
 DecisionTracer::Active BeginSpan(const Runtime& rt, const RequestTrace* trace) {
   if (!rt.tracer) return {};
@@ -87,13 +81,19 @@ net::awaitable<Response> Auth(const Request& request, const Runtime& rt) {
   if (std::string why = AuthSubject(request.view, &target, &view); !why.empty()) {
     co_return Problem(400, "Bad request", why);
   }
-  CheckOutcome outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
-  Response resp;
-  resp.headers.reserve(outcome.headers.size() + 1);
-  for (HeaderField& h : outcome.headers) {
-    // A 403/204 carries no body: the problem body's type would mislead.
-    if (!EqualsIgnoreCase(h.name, "content-type")) resp.headers.push_back(std::move(h));
+  // Decided inline when the store answers inline: no coroutine frame. (An
+  // if, not ?: around the co_await: GCC 12 destroys such a temporary twice.)
+  CheckOutcome outcome;
+  if (rt.async_decisions) {
+    outcome = co_await DecideAndRecord(rt, *request.shard, view, request.trace);
+  } else {
+    outcome = DecideAndRecordNow(rt, *request.shard, view, request.trace);
   }
+  Response resp;
+  resp.headers = std::move(outcome.headers);  // the outcome's vector, not a copy
+  // A 403/204 carries no body: the problem body's type would mislead.
+  std::erase_if(resp.headers,
+                [](const HeaderField& h) { return EqualsIgnoreCase(h.name, "content-type"); });
   if (outcome.allowed()) {
     resp.status = 204;
     resp.delay = outcome.delay;  // the shaper's: waited out before the answer
@@ -242,12 +242,25 @@ std::optional<Response> CheckAdminRequest(const Request& request, const RouteRes
   return Problem(refused->status, "Admin request refused", refused->detail);
 }
 
-net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
-                                             const RequestView& request, RequestTrace* trace) {
+CheckOutcome DecideAndRecordNow(const Runtime& rt, ServerMetrics::Shard& shard,
+                                const RequestView& request, RequestTrace* trace) {
   const int64_t t0 = rt.clock->Now();
   DecisionTracer::Active span = BeginSpan(rt, trace);
   if (span.sampled && trace) trace->SetDecisionSpan(span.context);
-  CheckOutcome outcome = co_await Check(rt, request);
+  CheckOutcome outcome = rt.enforcer->Check(request);
+  RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace ? trace->id() : "");
+  if (span.sampled) rt.tracer->End(span, outcome);
+  return outcome;
+}
+
+net::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
+                                             const RequestView& request, RequestTrace* trace) {
+  if (!rt.async_decisions) co_return DecideAndRecordNow(rt, shard, request, trace);
+  const int64_t t0 = rt.clock->Now();
+  DecisionTracer::Active span = BeginSpan(rt, trace);
+  if (span.sampled && trace) trace->SetDecisionSpan(span.context);
+  auto ex = co_await net::this_coro::executor;
+  CheckOutcome outcome = co_await AsyncCheck(*rt.enforcer, request, ex, net::use_awaitable);
   RecordOutcome(rt, shard, outcome, rt.clock->Now() - t0, &request, trace ? trace->id() : "");
   if (span.sampled) rt.tracer->End(span, outcome);
   co_return outcome;

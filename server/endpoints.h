@@ -82,6 +82,10 @@ boost::asio::awaitable<Response> OffWorker(
 boost::asio::awaitable<CheckOutcome> DecideAndRecord(const Runtime& rt, ServerMetrics::Shard& shard,
                                                      const RequestView& request,
                                                      RequestTrace* trace);
+// The same without suspending, for a store that decides inline
+// (!rt.async_decisions): no coroutine frame on the request path (issue 32).
+CheckOutcome DecideAndRecordNow(const Runtime& rt, ServerMetrics::Shard& shard,
+                                const RequestView& request, RequestTrace* trace);
 
 // The request /v1/auth decides: the method from X-Original-Method (else the
 // request's), path and query from X-Original-URI (else "/") brought to the

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/chunk_limits.h"
+#include "server/frame_pool.h"
 #include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
@@ -135,6 +136,21 @@ class ScratchLease {
   Worker& w_;
   std::unique_ptr<RelayScratch> s_;
 };
+
+struct ProxyCall;
+
+}  // namespace
+}  // namespace tollgate::server
+
+// The steps of a proxied request take their frames from the worker thread's
+// FramePool: none allocated per exchange (issue 32).
+template <typename T, typename... Args>
+struct std::coroutine_traits<boost::asio::awaitable<T>, tollgate::server::ProxyCall&, Args...> {
+  using promise_type = tollgate::server::PooledFrame<T>;
+};
+
+namespace tollgate::server {
+namespace {
 
 // What every step of one proxied request needs.
 struct ProxyCall {

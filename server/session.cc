@@ -12,6 +12,7 @@
 
 #include "server/chunk_limits.h"
 #include "server/endpoints.h"
+#include "server/frame_pool.h"
 #include "server/handlers.h"
 #include "server/http_framing.h"
 #include "server/http_util.h"
@@ -159,6 +160,21 @@ net::awaitable<void> LingeringClose(Connection& conn, Millis linger) {
     co_await conn.socket.async_read_some(net::buffer(sink), redirect_error(use_awaitable, ec));
   }
 }
+
+class Session;
+
+}  // namespace
+}  // namespace tollgate::server
+
+// The session's coroutines (its steps, one request after another) take their
+// frames from the worker thread's FramePool: none allocated per request.
+template <typename T, typename... Args>
+struct std::coroutine_traits<boost::asio::awaitable<T>, tollgate::server::Session&, Args...> {
+  using promise_type = tollgate::server::PooledFrame<T>;
+};
+
+namespace tollgate::server {
+namespace {
 
 class Session {
  public:
@@ -341,7 +357,14 @@ bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& e
 
 // Gateway mode: decide, then forward (server/proxy.h) or answer the rejection.
 net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
-  CheckOutcome outcome = co_await DecideAndRecord(*rt_, shard_, view, &ex.trace);
+  // Inline when the store decides inline: no coroutine frame (an if, not ?:
+  // around the co_await: GCC 12 destroys such a temporary twice).
+  CheckOutcome outcome;
+  if (rt_->async_decisions) {
+    outcome = co_await DecideAndRecord(*rt_, shard_, view, &ex.trace);
+  } else {
+    outcome = DecideAndRecordNow(*rt_, shard_, view, &ex.trace);
+  }
   if (!outcome.allowed()) {
     ex.resp = RejectionResponse(outcome);
     // The request body (if any) was not read: the connection cannot be reused.
@@ -352,7 +375,7 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
   // ends (response relayed, upstream error or timeout, client gone, or this
   // coroutine destroyed at shutdown); the release never blocks the loop.
   const LeaseRelease leases(*rt_->enforcer, std::move(outcome.leases));
-  co_await Pause(outcome.delay);
+  if (outcome.delay.count() > 0) co_await Pause(outcome.delay);
   const int64_t forwarded_ns = rt_->clock->Now();
   // A rule that takes its cost from the response or refunds settles when the
   // exchange ends (however it ends), without blocking the loop; a coroutine
@@ -440,7 +463,7 @@ net::awaitable<void> Session::Pause(Nanos delay) {
 
 // Writes `ex.resp`, counts it and logs it. False: the connection ends.
 net::awaitable<bool> Session::Respond(Exchange& ex) {
-  co_await Pause(ex.resp.delay);
+  if (ex.resp.delay.count() > 0) co_await Pause(ex.resp.delay);  // no frame without a delay
   const bool reuse = ex.keep_alive && !ex.resp.close && !rt_->state->Draining();
   out_.clear();
   SerializeResponse(ex.resp, reuse, w_.Date(), ex.head, &out_);

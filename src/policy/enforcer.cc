@@ -5,6 +5,7 @@
 // did not fit, the enforced items are decided again on their own (a shadow
 // rule must never reject), which is the only case needing a second round trip.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <utility>
 
@@ -371,7 +372,13 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
   out.leases = std::move(plan.held);
   out.trace = std::move(plan.trace);
   // Item indexes in policy order (the plan holds enforced, shadow, storeless).
-  std::vector<size_t> by_order(plan.items.size());
+  // On the stack for a usual policy (issue 32: no allocation per decision).
+  std::array<size_t, kInlineItems> inline_order;
+  std::vector<size_t> heap_order;
+  if (plan.items.size() > kInlineItems) heap_order.resize(plan.items.size());
+  const std::span<size_t> by_order =
+      plan.items.size() > kInlineItems ? std::span<size_t>(heap_order)
+                                       : std::span<size_t>(inline_order.data(), plan.items.size());
   for (size_t i = 0; i < plan.items.size(); ++i) by_order[plan.items[i].order] = i;
   CollectRules(plan, by_order, out);
   if (plan.explain) {
@@ -413,7 +420,7 @@ RuleOutcome::Peek PeekOf(const Decision& d, const Limit& limit, int64_t cost) {
 
 }  // namespace
 
-void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& by_order,
+void Enforcer::Impl::CollectRules(const Plan& plan, std::span<const size_t> by_order,
                                   CheckOutcome& out) const {
   out.rules.reserve(plan.items.size());
   for (size_t i : by_order) {
@@ -437,7 +444,7 @@ void Enforcer::Impl::CollectRules(const Plan& plan, const std::vector<size_t>& b
   }
 }
 
-void Enforcer::Impl::ExplainVerdict(const Plan& plan, const std::vector<size_t>& by_order,
+void Enforcer::Impl::ExplainVerdict(const Plan& plan, std::span<const size_t> by_order,
                                     CheckOutcome& out) const {
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
@@ -486,23 +493,38 @@ void Enforcer::Impl::FinishUnavailable(const Plan& plan, CheckOutcome& out) cons
   out.headers.push_back({"Content-Type", "application/problem+json"});
 }
 
-void Enforcer::Impl::FinishAllowed(const Plan& plan, const std::vector<size_t>& by_order,
+void Enforcer::Impl::FinishAllowed(const Plan& plan, std::span<const size_t> by_order,
                                    CheckOutcome& out) const {
-  std::vector<QuotaReport> reports;
-  reports.reserve(plan.enforced_count);
-  std::vector<uint8_t> styles;  // each report's rule's own styles
+  // The reports and their rules' styles, on the stack for a usual policy.
+  std::array<QuotaReport, kInlineItems> inline_reports;
+  std::array<uint8_t, kInlineItems> inline_styles;
+  std::vector<QuotaReport> heap_reports;
+  std::vector<uint8_t> heap_styles;
+  const bool inline_ok = plan.items.size() <= kInlineItems;
+  size_t n = 0;
   bool own_styles = false;
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
     // Store items and concurrency rules (limit = max_in_flight, remaining =
     // free slots); not shadow items nor deny-all / unlimited placeholders.
     if (i >= plan.enforced_count && !(item.lease && plan.Enforced(i))) continue;
-    reports.push_back(MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]));
-    styles.push_back(item.header_styles);
+    QuotaReport report = MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]);
+    if (inline_ok) {
+      inline_reports[n] = std::move(report);
+      inline_styles[n] = item.header_styles;
+    } else {
+      heap_reports.push_back(std::move(report));
+      heap_styles.push_back(item.header_styles);
+    }
+    ++n;
     own_styles = own_styles || item.header_styles != kInheritStyles;
     out.delay = std::max(out.delay, plan.decisions[i].delay);
   }
-  out.headers = RenderHeaders(reports, own_styles ? styles : std::vector<uint8_t>{});
+  const std::span<const QuotaReport> reports =
+      inline_ok ? std::span<const QuotaReport>(inline_reports.data(), n) : heap_reports;
+  const std::span<const uint8_t> styles =
+      inline_ok ? std::span<const uint8_t>(inline_styles.data(), n) : heap_styles;
+  out.headers = RenderHeaders(reports, own_styles ? styles : std::span<const uint8_t>());
 }
 
 std::vector<HeaderField> Enforcer::Impl::RenderHeaders(std::span<const QuotaReport> reports,
@@ -536,21 +558,23 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   // A deny-all item has no quota to report (its limit is a placeholder).
   const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
   std::string detail;
-  std::vector<QuotaReport> reports;
+  QuotaReport report;  // the denying rule's, unless deny_all
   if (!deny_all && d.retry_after != Decision::kNever) {
     out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
                                                 options_.retry_after_jitter, options_.jitter_seed);
   }
   if (!deny_all) {
-    reports.push_back(MakeQuotaReport(denied_name, denied.limit, d));
+    report = MakeQuotaReport(denied_name, denied.limit, d);
     // Every style's reset names the instant Retry-After names (jitter included).
-    if (out.retry_after_seconds > 0) reports.back().reset_seconds = out.retry_after_seconds;
+    if (out.retry_after_seconds > 0) report.reset_seconds = out.retry_after_seconds;
   }
+  const std::span<const QuotaReport> reports(&report, deny_all ? 0 : 1);
   // The denying rule's own styles, else the server's.
   const uint8_t own = denied.header_styles;
   out.headers = RenderHeaders(reports, own == kInheritStyles || reports.empty()
                                            ? std::span<const uint8_t>()
                                            : std::span<const uint8_t>(&own, 1));
+  out.headers.reserve(out.headers.size() + 4);  // Retry-After, reason, Cache-Control, Content-Type
   if (deny_all) {
     detail = "policy '" + denied_name + "' allows no requests";
   } else if (d.retry_after == Decision::kNever) {
@@ -569,14 +593,22 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
              std::to_string(out.retry_after_seconds) + " s";
   } else {
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
-    detail = "rate limit of policy '" + denied_name + "' exceeded; retry after " +
-             std::to_string(out.retry_after_seconds) + " s";
+    // Appended into one buffer: no temporaries (issue 32).
+    const std::string seconds = std::to_string(out.retry_after_seconds);
+    constexpr std::string_view kHead = "rate limit of policy '";
+    constexpr std::string_view kMiddle = "' exceeded; retry after ";
+    detail.reserve(kHead.size() + denied_name.size() + kMiddle.size() + seconds.size() + 2);
+    detail.append(kHead).append(denied_name).append(kMiddle).append(seconds).append(" s");
   }
   if (!options_.reason_header.empty()) {
-    out.headers.push_back({options_.reason_header,
-                           (denied.lease ? std::string("concurrency")
-                                         : std::string(AlgorithmName(denied.limit.algorithm()))) +
-                               "_exceeded; policy=" + SfString(denied_name)});
+    const std::string_view what =
+        denied.lease ? std::string_view("concurrency") : AlgorithmName(denied.limit.algorithm());
+    const std::string policy = SfString(denied_name);
+    constexpr std::string_view kExceeded = "_exceeded; policy=";
+    std::string reason;
+    reason.reserve(what.size() + kExceeded.size() + policy.size());
+    reason.append(what).append(kExceeded).append(policy);
+    out.headers.push_back({options_.reason_header, std::move(reason)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});

@@ -33,6 +33,10 @@ struct Binding {
   std::vector<RuleState*> states;  // one per rule, same order
 };
 
+// Per-decision scratch (item order, header reports) lives on the stack up to
+// this many items, on the heap beyond (issue 32).
+inline constexpr size_t kInlineItems = 8;
+
 struct PlannedItem {
   PlannedItem(const Limit& l) : limit(l) {}  // NOLINT: Limit has no default
   std::string name;
@@ -218,12 +222,10 @@ class Enforcer::Impl {
   bool Absorb(Plan& plan, Result<BatchDecision> r, bool second);
   // The CheckOutcome of a decided (or explained) plan, in named steps.
   CheckOutcome Finish(Plan& plan);
-  void CollectRules(const Plan& plan, const std::vector<size_t>& by_order, CheckOutcome& out) const;
-  void ExplainVerdict(const Plan& plan, const std::vector<size_t>& by_order,
-                      CheckOutcome& out) const;
+  void CollectRules(const Plan& plan, std::span<const size_t> by_order, CheckOutcome& out) const;
+  void ExplainVerdict(const Plan& plan, std::span<const size_t> by_order, CheckOutcome& out) const;
   void FinishUnavailable(const Plan& plan, CheckOutcome& out) const;
-  void FinishAllowed(const Plan& plan, const std::vector<size_t>& by_order,
-                     CheckOutcome& out) const;
+  void FinishAllowed(const Plan& plan, std::span<const size_t> by_order, CheckOutcome& out) const;
   void FinishRejected(const Plan& plan, CheckOutcome& out) const;
   // The rate-limit headers of `reports`; `styles` (one per report) when some
   // rule has styles of its own, empty for the server-wide ones.

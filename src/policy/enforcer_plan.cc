@@ -1,7 +1,10 @@
 // Enforcer, planning half: which rules apply to a request (tiers, match),
 // their keys (normalised, missing-key policy), costs, and shadow status
 // (mode, rollback guard, enforce_percent rollout).
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <span>
 
 #include "policy/enforcer_impl.h"
 #include "policy/request_context.h"
@@ -171,7 +174,15 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
   PlanBuilder b(*plan);
   plan->items.reserve(policy->rules.size());
-  std::vector<int> group_taken(static_cast<size_t>(policy->group_count), -1);
+  // Which rule took each tier group: on the stack for a usual policy (issue 32).
+  const size_t groups = static_cast<size_t>(policy->group_count);
+  std::array<int, 32> inline_taken;
+  std::vector<int> heap_taken;
+  if (groups > inline_taken.size()) heap_taken.resize(groups);
+  const std::span<int> group_taken = groups > inline_taken.size()
+                                         ? std::span<int>(heap_taken)
+                                         : std::span<int>(inline_taken.data(), groups);
+  std::fill(group_taken.begin(), group_taken.end(), -1);
   for (size_t i = 0; i < policy->rules.size(); ++i) {
     const Rule& rule = policy->rules[i];
     int& taken = group_taken[static_cast<size_t>(policy->group_of[i])];
@@ -203,16 +214,26 @@ std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bo
 bool Enforcer::Impl::PlanMatched(PlanBuilder& b, const Rule& rule, RuleState* state,
                                  const RequestView& request, RequestContext& ctx) {
   const bool explain = b.plan.explain;
-  std::vector<std::string> values;
   const Source* missing = nullptr;
-  for (const Source& s : rule.keys) {
-    const std::optional<std::string> v = ctx.Value(s);
-    if (!v && !missing) missing = &s;
-    values.push_back(IdentityPart(v));
+  std::string identity;
+  if (rule.keys.size() == 1) {
+    // One key value is the identity itself: no list to join (issue 32).
+    const std::optional<std::string> v = ctx.Value(rule.keys.front());
+    if (!v) missing = &rule.keys.front();
+    identity = IdentityPart(v);
+  } else {
+    std::vector<std::string> values;
+    values.reserve(rule.keys.size());
+    for (const Source& s : rule.keys) {
+      const std::optional<std::string> v = ctx.Value(s);
+      if (!v && !missing) missing = &s;
+      values.push_back(IdentityPart(v));
+    }
+    identity = JoinIdentity(values);
   }
   if (rule.action != RuleAction::kLimit) {
     // allow, deny, unlimited: decided without the store; a missing key never skips them.
-    return PlanAction(b, rule, state, JoinIdentity(values));
+    return PlanAction(b, rule, state, std::move(identity));
   }
   if (missing) {
     if (!explain) state->missing_key.fetch_add(1, std::memory_order_relaxed);
@@ -224,7 +245,6 @@ bool Enforcer::Impl::PlanMatched(PlanBuilder& b, const Rule& rule, RuleState* st
       return false;
     }
   }
-  std::string identity = JoinIdentity(values);
   const Limit* tenant = rule.tenants && !missing ? rule.tenants->Find(identity) : nullptr;
   std::string key = BucketKey(rule.name, rule.limit.algorithm(), identity);
   PlannedItem item = NewItem(tenant ? *tenant : rule.limit, rule.name, state, std::move(identity),

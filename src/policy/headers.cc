@@ -1,5 +1,6 @@
 // RateLimit header rendering, Retry-After jitter and problem+json bodies.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -187,8 +188,33 @@ QuotaReport MakeQuotaReport(std::string_view name, const Limit& limit, const Dec
   return r;
 }
 
-std::string SfString(std::string_view s) {
-  std::string out = "\"";
+namespace {
+
+// Rendering appends to strings sized up front: one allocation per header
+// value, no temporaries (issue 32: the request path allocates per decision).
+constexpr size_t kMaxIntChars = 20;  // INT64_MIN
+
+void AppendInt(std::string& out, int64_t v) {
+  char buf[kMaxIntChars];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+std::string IntText(int64_t v) {
+  std::string out;
+  AppendInt(out, v);  // within the short-string buffer: no allocation
+  return out;
+}
+
+// The bytes SfString(s) renders.
+size_t SfSize(std::string_view s) {
+  size_t n = s.size() + 2;
+  for (char c : s) n += c == '"' || c == '\\';
+  return n;
+}
+
+void AppendSf(std::string& out, std::string_view s) {
+  out.push_back('"');
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') {
       out.push_back('\\');
@@ -200,6 +226,14 @@ std::string SfString(std::string_view s) {
     }
   }
   out.push_back('"');
+}
+
+}  // namespace
+
+std::string SfString(std::string_view s) {
+  std::string out;
+  out.reserve(SfSize(s));
+  AppendSf(out, s);
   return out;
 }
 
@@ -209,18 +243,29 @@ std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
   std::vector<HeaderField> out;
   if (reports.empty() || style == HeaderStyle::kNone) return out;
   if (style == HeaderStyle::kDraft11) {
+    size_t size = 0;
+    for (const QuotaReport& r : reports) size += SfSize(r.name) + 2 + 2 * (3 + kMaxIntChars);
     std::string policy;
     std::string state;
+    policy.reserve(size);
+    state.reserve(size);
     for (const QuotaReport& r : reports) {
       if (!policy.empty()) {
         policy += ", ";
         state += ", ";
       }
-      policy += SfString(r.name) + ";q=" + std::to_string(r.quota) +
-                ";w=" + std::to_string(r.window_seconds);
-      state += SfString(r.name) + ";r=" + std::to_string(r.remaining) +
-               ";t=" + std::to_string(r.reset_seconds);
+      AppendSf(policy, r.name);
+      policy += ";q=";
+      AppendInt(policy, r.quota);
+      policy += ";w=";
+      AppendInt(policy, r.window_seconds);
+      AppendSf(state, r.name);
+      state += ";r=";
+      AppendInt(state, r.remaining);
+      state += ";t=";
+      AppendInt(state, r.reset_seconds);
     }
+    out.reserve(2);
     out.push_back({"RateLimit-Policy", std::move(policy)});
     out.push_back({"RateLimit", std::move(state)});
     return out;
@@ -233,10 +278,11 @@ std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
       tight = &r;
     }
   }
+  out.reserve(3);
   if (style == HeaderStyle::kDraft03) {
-    out.push_back({"RateLimit-Limit", std::to_string(tight->quota)});
-    out.push_back({"RateLimit-Remaining", std::to_string(tight->remaining)});
-    out.push_back({"RateLimit-Reset", std::to_string(tight->reset_seconds)});
+    out.push_back({"RateLimit-Limit", IntText(tight->quota)});
+    out.push_back({"RateLimit-Remaining", IntText(tight->remaining)});
+    out.push_back({"RateLimit-Reset", IntText(tight->reset_seconds)});
     return out;
   }
   int64_t reset = tight->reset_seconds;
@@ -244,15 +290,16 @@ std::vector<HeaderField> RenderRateLimitHeaders(HeaderStyle style,
     // Rounded up, so the epoch never names an instant before the real reset.
     reset += CeilSeconds(Nanos(wall_now_ns));
   }
-  out.push_back({"X-RateLimit-Limit", std::to_string(tight->quota)});
-  out.push_back({"X-RateLimit-Remaining", std::to_string(tight->remaining)});
-  out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+  out.push_back({"X-RateLimit-Limit", IntText(tight->quota)});
+  out.push_back({"X-RateLimit-Remaining", IntText(tight->remaining)});
+  out.push_back({"X-RateLimit-Reset", IntText(reset)});
   return out;
 }
 
 std::vector<HeaderField> RenderRateLimitHeaders(std::span<const HeaderStyle> styles,
                                                 std::span<const QuotaReport> reports,
                                                 int64_t wall_now_ns) {
+  if (styles.size() == 1) return RenderRateLimitHeaders(styles.front(), reports, wall_now_ns);
   std::vector<HeaderField> out;
   for (HeaderStyle style : styles) {
     std::vector<HeaderField> fields = RenderRateLimitHeaders(style, reports, wall_now_ns);
@@ -286,9 +333,14 @@ int64_t RetryAfterSeconds(Nanos wait, std::string_view identity, double jitter, 
   return std::max<int64_t>(ns > 0 ? 1 : 0, CeilSeconds(Nanos(ns)));
 }
 
-std::string ProblemJson(ProblemKind kind, std::string_view type_base,
-                        std::span<const std::string> violated_policies, std::string_view detail,
-                        int64_t retry_after_seconds) {
+namespace {
+
+// The reference rendering: nlohmann::json's dump, which validates UTF-8 and
+// replaces invalid sequences. ProblemJson's writer renders the same bytes for
+// ASCII text and falls back to this for anything else.
+std::string ProblemJsonThroughNlohmann(ProblemKind kind, std::string_view type_base,
+                                       std::span<const std::string> violated_policies,
+                                       std::string_view detail, int64_t retry_after_seconds) {
   nlohmann::json body;
   if (kind == ProblemKind::kForbidden) {
     body["type"] = "about:blank";
@@ -312,6 +364,118 @@ std::string ProblemJson(ProblemKind kind, std::string_view type_base,
   if (retry_after_seconds > 0) body["retry-after"] = retry_after_seconds;
   // Replace, never throw, on invalid UTF-8 (names are validated ASCII anyway).
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Appends `s` as nlohmann::json::dump (ensure_ascii off) renders a string.
+// False for a byte above 0x7f (dump validates UTF-8 and replaces invalid
+// sequences: left to it), with `out` then unspecified.
+bool AppendJsonString(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c >= 0x80) return false;
+        if (c < 0x20) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          const char escape[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+          out.append(escape, sizeof escape);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out.push_back('"');
+  return true;
+}
+
+// A member `"name":` after the ones before it (nlohmann's objects sort their
+// keys: members are written in that order).
+void AppendKey(std::string& out, std::string_view name) {
+  if (out.size() > 1) out.push_back(',');
+  out.push_back('"');
+  out.append(name);
+  out += "\":";
+}
+
+}  // namespace
+
+std::string ProblemJson(ProblemKind kind, std::string_view type_base,
+                        std::span<const std::string> violated_policies, std::string_view detail,
+                        int64_t retry_after_seconds) {
+  // Written by hand, byte for byte what ProblemJsonThroughNlohmann renders
+  // (issue 32: a denial built a JSON tree per request); members in key order.
+  const bool forbidden = kind == ProblemKind::kForbidden;
+  const bool quota = kind == ProblemKind::kQuotaExceeded;
+  const std::string_view type_tail = forbidden ? ""
+                                     : quota   ? "quota-exceeded"
+                                               : "temporary-reduced-capacity";
+  const std::string_view title =
+      forbidden ? "Forbidden"
+      : quota   ? "Request cannot be satisfied as assigned quota has been exceeded"
+                : "Temporary reduced capacity";
+  size_t size = 160 + type_base.size() + type_tail.size() + title.size() + 2 * detail.size();
+  for (const std::string& p : violated_policies) size += 2 * p.size() + 3;
+  std::string out;
+  out.reserve(size);
+  out.push_back('{');
+  bool ascii = true;
+  if (!detail.empty()) {
+    AppendKey(out, "detail");
+    ascii = AppendJsonString(out, detail);
+  }
+  if (!forbidden && retry_after_seconds > 0) {
+    AppendKey(out, "retry-after");
+    AppendInt(out, retry_after_seconds);
+  }
+  AppendKey(out, "status");
+  AppendInt(out, forbidden ? 403 : quota ? 429 : 503);
+  AppendKey(out, "title");
+  AppendJsonString(out, title);
+  AppendKey(out, "type");
+  if (forbidden) {
+    out += "\"about:blank\"";
+  } else {
+    ascii = ascii && AppendJsonString(out, type_base);
+    out.pop_back();  // type_base's closing quote: the tail follows
+    out.append(type_tail);
+    out.push_back('"');
+  }
+  if (forbidden || !violated_policies.empty()) {
+    AppendKey(out, "violated-policies");
+    out.push_back('[');
+    for (size_t i = 0; ascii && i < violated_policies.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      ascii = AppendJsonString(out, violated_policies[i]);
+    }
+    out.push_back(']');
+  }
+  out.push_back('}');
+  if (!ascii) {
+    return ProblemJsonThroughNlohmann(kind, type_base, violated_policies, detail,
+                                      retry_after_seconds);
+  }
+  return out;
 }
 
 }  // namespace tollgate

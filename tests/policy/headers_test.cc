@@ -7,7 +7,9 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "policy_test_util.h"
 #include "tollgate/policy_headers.h"
@@ -297,6 +299,64 @@ TEST(Problem, QuotaExceededBody) {
   EXPECT_EQ(unavailable["type"], "urn:x#temporary-reduced-capacity");
   EXPECT_EQ(unavailable["status"], 503);
   EXPECT_FALSE(unavailable.contains("violated-policies"));
+}
+
+// ProblemJson's body as the nlohmann tree it replaced rendered it (issue 32):
+// the same bytes for every kind and for text that needs escaping.
+std::string ProblemJsonReference(ProblemKind kind, std::string_view type_base,
+                                 std::span<const std::string> violated, std::string_view detail,
+                                 int64_t retry_after_seconds) {
+  nlohmann::json body;
+  if (kind == ProblemKind::kForbidden) {
+    body["type"] = "about:blank";
+    body["title"] = "Forbidden";
+    body["status"] = 403;
+    if (!detail.empty()) body["detail"] = std::string(detail);
+    auto& list = body["violated-policies"] = nlohmann::json::array();
+    for (const std::string& p : violated) list.push_back(p);
+    return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  const bool quota = kind == ProblemKind::kQuotaExceeded;
+  body["type"] = std::string(type_base) + (quota ? "quota-exceeded" : "temporary-reduced-capacity");
+  body["title"] = quota ? "Request cannot be satisfied as assigned quota has been exceeded"
+                        : "Temporary reduced capacity";
+  body["status"] = quota ? 429 : 503;
+  if (!detail.empty()) body["detail"] = std::string(detail);
+  if (!violated.empty()) {
+    auto& list = body["violated-policies"] = nlohmann::json::array();
+    for (const std::string& p : violated) list.push_back(p);
+  }
+  if (retry_after_seconds > 0) body["retry-after"] = retry_after_seconds;
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+TEST(Problem, BodyBytesMatchTheJsonTree) {
+  const std::vector<std::string> texts = {"",
+                                          "slow down",
+                                          "quote \" and back\\slash",
+                                          "tab\tnew\nline\r\b\f",
+                                          std::string("nul\0and\x01\x1f\x7f", 10),
+                                          "caf\xc3\xa9 \xe2\x82\xac",
+                                          "bad \xff\xfe utf-8",
+                                          "policy 'per-ip' exceeded; retry after 3 s"};
+  for (ProblemKind kind : {ProblemKind::kQuotaExceeded, ProblemKind::kTemporaryReducedCapacity,
+                           ProblemKind::kForbidden}) {
+    for (const std::string& text : texts) {
+      for (const std::string_view base :
+           {"https://iana.org/assignments/http-problem-types#", "urn:\"odd\"\\#"}) {
+        for (const int64_t retry : {int64_t{0}, int64_t{7}}) {
+          const std::vector<std::string> none;
+          const std::vector<std::string> some = {"free", text, "b\"c"};
+          for (const std::vector<std::string>* violated : {&none, &some}) {
+            SCOPED_TRACE(::testing::Message() << static_cast<int>(kind) << " [" << text << "] "
+                                              << base << " " << retry << " " << violated->size());
+            EXPECT_EQ(ProblemJson(kind, base, *violated, text, retry),
+                      ProblemJsonReference(kind, base, *violated, text, retry));
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
