@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "tests/testing/test_paths.h"
+
 #define FUZZ_CHECK(cond, what)                                                         \
   do {                                                                                 \
     if (!(cond)) ::tollgate::fuzz::Fail(__FILE__, __LINE__, #cond, std::string(what)); \
@@ -102,14 +104,11 @@ inline std::string Quote(std::string_view s, size_t max = 200) {
 }
 
 // A file of the source tree: TOLLGATE_SOURCE_DIR + "/" + relative (fuzz/run.sh and the replay
-// tests set it), else relative to the working directory. Not a compile-time path: one would make
-// every target's TU differ per clone, and ccache could not reuse it on a new one.
+// tests set it), else relative to the working directory; the tests' own lookup
+// (tests/testing/test_paths.h). Not a compile-time path: one would make every target's TU differ
+// per clone, and ccache could not reuse it on a new one.
 inline std::string SourcePath(std::string_view relative) {
-  const char* dir = std::getenv("TOLLGATE_SOURCE_DIR");
-  std::string path = dir != nullptr && *dir != '\0' ? dir : ".";
-  path += '/';
-  path += relative;
-  return path;
+  return ::tollgate::testing::SourcePathOf(relative);
 }
 
 }  // namespace tollgate::fuzz
