@@ -358,7 +358,21 @@ std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> dec
                                                    std::shared_ptr<const RlsConfig> config,
                                                    bool resolve_handles) {
   Enforcer& enforcer = *deciding;
-  config->counters().SetDecisionSource([e = std::move(deciding)] { return e->Counters(); });
+  RlsCounters::DecisionSource source;
+  if (deciding.use_count() > 0) {
+    // Owned (the standalone decider's): held weakly. The registry is reached from the policy
+    // snapshot's attachment and the Enforcer holds that PolicyStore, so a strong reference here
+    // was a cycle that kept both alive (LeakSanitizer, rls tests). Once the Enforcer is gone, the
+    // registry reads no decisions.
+    source = [weak = std::weak_ptr<Enforcer>(deciding)] {
+      const std::shared_ptr<Enforcer> e = weak.lock();
+      return e ? e->Counters() : std::vector<RuleCounters>{};
+    };
+  } else {
+    // Borrowed (the Runtime's Envoy Enforcer, RlsCompanion): it outlives the registry's readers.
+    source = [e = deciding.get()] { return e->Counters(); };
+  }
+  config->counters().SetDecisionSource(std::move(source));
   auto attached = std::make_shared<RlsAttached>();
   attached->handles.resize(resolve_handles ? config->rule_count() : 0);
   config->ForEachRule([&](const RlsRule& r) {
@@ -431,7 +445,7 @@ EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options) {
 // empty policy.
 struct RlsDecider::Standalone {
   std::shared_ptr<PolicyStore> policies;
-  // Shared with the counters' decision source (a registry may outlive the decider).
+  // Shared so that the counters' decision source can hold it weakly (AttachRlsConfig).
   std::shared_ptr<Enforcer> enforcer;
 };
 

@@ -73,8 +73,9 @@ struct RlsAttached {
 };
 
 // `config` compiled for `enforcer` (its counters registry then reads its
-// decisions from `enforcer`, which the registry shares; a borrowed one must
-// outlive that use).
+// decisions from `enforcer`: held weakly when `enforcer` owns it, so the
+// registry never keeps it alive; a borrowed one, with no owner, must outlive
+// that use).
 std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> enforcer,
                                                    std::shared_ptr<const RlsConfig> config,
                                                    bool resolve_handles = true);
