@@ -1,6 +1,9 @@
 // The local store's key table full through tollgated's public /v1/decide:
-// 100k identities, then new users are served as the overflow policy says,
-// and a flooded rule leaves another rule's buckets alone.
+// half again as many identities as the table holds, then new users are served
+// as the overflow policy says, and a flooded rule leaves another rule's buckets
+// alone. The table is small (8,192 keys): the behaviour at the cap is the same
+// at any size, and a flood of 100k keys through /v1/decide took 99 s of CI's
+// sanitizer stage.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -23,8 +26,8 @@ constexpr const char* kPolicy = R"({"rules": [
    "algorithm_config": {"rps": 0.001, "burst": 1}}
 ]})";
 
-constexpr int kMaxKeys = 65536;
-constexpr int kFloodKeys = 100000;
+constexpr int kMaxKeys = 8192;
+constexpr int kFloodKeys = kMaxKeys * 3 / 2;
 constexpr int kBatch = 64;  // /v1/decide's item limit
 
 // The verdict of one /v1/decide call for `items` (rule, key) pairs, or -1 on error.
@@ -46,7 +49,7 @@ double Metric(int admin_port, const std::string& series) {
 
 class OverflowE2E : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(OverflowE2E, NewUsersAfter100kKeysAreServedByThePolicy) {
+TEST_P(OverflowE2E, NewUsersAfterTheTableFillsAreServedByThePolicy) {
   const std::string policy = GetParam();
   server::ServerConfig config = TestServer::DefaultConfig();
   config.store = "local://?max_keys=" + std::to_string(kMaxKeys) + "&overflow=" + policy;
