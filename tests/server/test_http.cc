@@ -398,8 +398,11 @@ void TestUpstream::Serve(int fd, int id) {
     int status = 200;
     bool close = AsciiLowered(m.headers["connection"]) == "close";
     if (path == "/slow") {
-      int ms = std::atoi(query.substr(query.find('=') + 1).c_str());
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the behaviour under test
+      // The behaviour under test: answer after `ms`, or at once when the upstream is destroyed
+      // (a test that saw its 504 does not wait for the slow answer nobody reads).
+      const int ms = std::atoi(query.substr(query.find('=') + 1).c_str());
+      std::unique_lock lock(hold_mu_);
+      hold_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop_.load(); });
     } else if (path == "/status") {
       status = std::atoi(query.substr(query.find('=') + 1).c_str());
     } else if (path == "/close") {

@@ -79,7 +79,7 @@ HttpResponse Fetch(int port, const std::string& method, const std::string& targe
                    const Headers& headers = {}, const std::string& body = "");
 
 // A small upstream: GET/POST anything -> 200 JSON describing what it received.
-//   /slow?ms=N      answer after N ms
+//   /slow?ms=N      answer after N ms (at once when the upstream is destroyed)
 //   /chunked        a chunked response ("part0".."part4")
 //   /status?code=N  answer with status N
 //   /close          answer with Connection: close
