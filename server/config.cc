@@ -171,6 +171,49 @@ void ReadAllowedHosts(JsonFields& a, ServerConfig* c) {
   }
 }
 
+// admin.tokens: [{"name", "scope": "read"|"write", "token_file"}], secrets
+// read from the files here (token_file only: a scoped token is not inline).
+void ReadAdminTokens(JsonFields& a, ServerConfig* c) {
+  constexpr size_t kMaxTokens = 64;
+  const json* v = a.Find("tokens");
+  if (v == nullptr) return;
+  if (!v->is_array()) return a.Error("tokens", "must be an array of {name, scope, token_file}");
+  if (v->size() > kMaxTokens) {
+    return a.Error("tokens", "at most " + std::to_string(kMaxTokens) + " tokens");
+  }
+  c->admin_tokens.clear();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string key = IndexPath("tokens", i);
+    if (!(*v)[i].is_object()) {
+      a.Error(key, "must be an object {name, scope, token_file}");
+      continue;
+    }
+    JsonFields t = a.Nested((*v)[i], key);
+    AdminToken token;
+    const std::optional<std::string> name = t.String("name");
+    const std::optional<std::string> scope = t.String("scope");
+    const std::optional<std::string> file = t.String("token_file");
+    t.RejectUnknown();
+    if (!name || !IsAdminTokenName(*name)) {
+      t.Error("name", "is required: 1-64 letters, digits, '_', '.' or '-'");
+    } else {
+      token.name = *name;
+    }
+    if (!scope || !ParseAdminScope(*scope, &token.scope)) t.Error("scope", "must be read or write");
+    std::string why;
+    if (!file || file->empty()) {
+      t.Error("token_file", "is required (a file holding the token on one line)");
+    } else if (!ReadSecretFile(*file, &token.secret, &why)) {
+      t.Error("token_file", *file + ": " + why);
+    } else if (std::string bad = CheckSecret(token.secret); !bad.empty()) {
+      t.Error("token_file", *file + ": the token " + bad);
+    } else {
+      token.file = *file;
+    }
+    if (!token.name.empty() && !token.file.empty()) c->admin_tokens.push_back(std::move(token));
+  }
+}
+
 void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.String("listen", &c->admin_listen);
   std::string inline_token;
@@ -180,6 +223,7 @@ void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.String("token_file", &token_file);
   a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
   ReadAllowedHosts(a, c);
+  ReadAdminTokens(a, c);
   if (!inline_token.empty() && !token_file.empty()) {
     a.Error("token_file", "set token_file or token, not both");
   } else if (!inline_token.empty()) {
@@ -398,7 +442,8 @@ void CheckListeners(const ServerConfig& c, std::vector<ConfigError>* errors) {
   if (c.admin_listen.empty()) return;
   if (!ParseHostPort(c.admin_listen, &hp, &why)) {
     errors->push_back({"admin.listen", why});
-  } else if (c.admin_token.empty() && !c.admin_allow_unauthenticated && !IsLoopbackHost(hp.host)) {
+  } else if (c.admin_token.empty() && c.admin_tokens.empty() && !c.admin_allow_unauthenticated &&
+             !IsLoopbackHost(hp.host)) {
     errors->push_back({"admin.token_file",
                        "is required: admin.listen (" + c.admin_listen +
                            ") is not a loopback address, so anyone who can reach it could "
@@ -422,6 +467,9 @@ void CheckSecrets(const ServerConfig& c, std::vector<ConfigError>* errors) {
               ? ConfigError{"admin.token", "the token " + bad}
               : ConfigError{"admin.token_file", c.admin_token_file + ": the token " + bad});
     }
+  }
+  if (std::string bad = CheckAdminTokenSet(AdminTokensOf(c)); !bad.empty()) {
+    errors->push_back({"admin.tokens", bad + " (the legacy admin.token is named \"admin\")"});
   }
 }
 
@@ -581,6 +629,15 @@ std::vector<ConfigError> ParseServerConfig(std::string_view json_text, ServerCon
   ReadServerConfig(r, c);
   r.RejectUnknown();
   return errors;
+}
+
+std::vector<AdminToken> AdminTokensOf(const ServerConfig& c) {
+  std::vector<AdminToken> tokens;
+  if (!c.admin_token.empty()) {
+    tokens.push_back({"admin", AdminScope::kWrite, c.admin_token_file, c.admin_token});
+  }
+  tokens.insert(tokens.end(), c.admin_tokens.begin(), c.admin_tokens.end());
+  return tokens;
 }
 
 bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::string* error) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "server/log_level.h"
+#include "server/secrets.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
 #include "tollgate/local_store.h"
@@ -72,6 +73,9 @@ struct ServerConfig {
   std::string admin_token;
   std::string admin_token_file;  // where admin_token was read from (for messages)
   bool admin_allow_unauthenticated = false;
+  // Named, scoped admin tokens (admin.tokens), beside admin_token; secrets read
+  // from their files when the config is parsed, and again on every reload.
+  std::vector<AdminToken> admin_tokens;
   // Host names the admin listener answers besides IP literals, "localhost" and
   // its own listen host (server/admin_guard.h: DNS rebinding); lower case.
   std::vector<std::string> admin_allowed_hosts;
@@ -197,6 +201,10 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
 // config file: exactly one non-empty line, see server/secrets.h) into
 // config->admin_token and admin_token_file. False with "<path>: <why>".
 bool ReadAdminTokenFile(const std::string& path, ServerConfig* config, std::string* error);
+// Every admin token the config gives: the legacy one (admin.token,
+// admin.token_file, --admin-token-file) as "admin" with scope write, then
+// admin.tokens in order.
+std::vector<AdminToken> AdminTokensOf(const ServerConfig& config);
 // Checks the merged config (after flags): ranges, listeners, store URL.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 

@@ -60,13 +60,13 @@ net::awaitable<Response> Plain(const Request&, const Runtime& rt) {
 }
 
 net::awaitable<Response> Top(const Request& request, const Runtime& rt) {
-  co_return HandleTop(rt, request.view.query);
+  co_return HandleTop(rt, request.view.query, MayShowRaw(request.view, rt));
 }
 
 net::awaitable<Response> Explain(const Request& request, const Runtime& rt) {
   const std::string_view query = request.view.query;
   const bool raw = RawRequested(query);
-  if (raw && rt.bearer.empty() && !rt.identities.raw()) co_return RawNeedsToken();
+  if (raw && !MayShowRaw(request.view, rt)) co_return RawNeedsToken();
   DescribedRequest d;
   std::vector<ConfigError> errors = ParseExplainQuery(query, &d);
   if (!errors.empty()) co_return Problem(400, "Invalid explain query", "see errors", errors);
@@ -116,13 +116,15 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
     co_return RenderDecision(outcome);
   }
   if (input.has_limits) {
-    // A per-item limit replaces the policy's: only a caller holding the admin
-    // token may set one (without a token configured, nobody may).
-    std::optional<std::string_view> authz = request.view.Header("authorization");
-    if (rt.bearer.empty() || !authz || !SecretEquals(*authz, rt.bearer)) {
-      co_return Problem(403, "Per-item limits need the admin token",
-                        rt.bearer.empty() ? "no admin token is configured (admin.token)"
-                                          : "send Authorization: Bearer <admin token>");
+    // A per-item limit replaces the policy's: only a caller holding a
+    // write-scoped admin token may set one (without a token configured, nobody may).
+    const AdminToken* caller = CallerToken(request.view, rt);
+    if (caller == nullptr || caller->scope != AdminScope::kWrite) {
+      co_return Problem(403, "Per-item limits need a write-scoped admin token",
+                        rt.admin_tokens->empty()
+                            ? "no admin token is configured (admin.token_file, admin.tokens)"
+                        : caller == nullptr ? "send Authorization: Bearer <admin token>"
+                                            : "the token \"" + caller->name + "\" has scope read");
     }
   }
   const int64_t t0 = rt.clock->Now();
@@ -140,7 +142,7 @@ net::awaitable<Response> DecideBody(const Request& request, const Runtime& rt) {
 net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
   if (request.view.method != "PUT") co_return HandlePolicy(rt);
   co_return co_await OffWorker(rt.state->source_executor, [&] {
-    return HandlePolicyPut(rt, request.body, request.view.query, request.view.peer_address);
+    return HandlePolicyPut(rt, request.body, request.view.query, AdminActor(request.view, rt));
   });
 }
 
@@ -148,8 +150,9 @@ net::awaitable<Response> PolicyApi(const Request& request, const Runtime& rt) {
 template <bool kTrip>
 net::awaitable<Response> RollbackAction(const Request& request, const Runtime& rt) {
   co_return co_await OffWorker(rt.state->admin_executor, [&] {
+    const AdminToken* caller = CallerToken(request.view, rt);
     return HandleRollbackAction(rt, kTrip, request.view.query, request.view.peer_address,
-                                request.trace_id);
+                                caller ? std::string_view(caller->name) : "", request.trace_id);
   });
 }
 
@@ -227,19 +230,41 @@ std::optional<Response> CheckAdminRequest(const Request& request, const RouteRes
   // Host first, reads included: a rebinding page must not even learn what the listener says.
   std::optional<AdminRefusal> refused =
       admin ? ScreenAdminHost(request.view, rt.admin_hosts) : std::nullopt;
-  if (!refused && route.needs_token && !rt.bearer.empty()) {
-    std::optional<std::string_view> authz = request.view.Header("authorization");
-    if (!authz || !SecretEquals(*authz, rt.bearer)) {
+  const bool tokens = !rt.admin_tokens->empty();
+  if (!refused && route.needs_token && tokens) {
+    const AdminToken* caller = CallerToken(request.view, rt);
+    if (caller == nullptr) {
       Response r = Problem(401, "", "admin endpoints need the bearer token");
       r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"tollgated-admin\""});
       return r;
     }
+    if (route.changes_state && caller->scope != AdminScope::kWrite) {
+      refused = AdminRefusal{403, "the token \"" + caller->name +
+                                      "\" has scope read; this request changes state and needs "
+                                      "a token of scope write"};
+    }
   }
   if (!refused && admin) {
-    refused = ScreenAdminChange(request.view, route, !rt.bearer.empty());
+    refused = ScreenAdminChange(request.view, route, tokens);
   }
   if (!refused) return std::nullopt;
   return Problem(refused->status, "Admin request refused", refused->detail);
+}
+
+const AdminToken* CallerToken(const RequestView& request, const Runtime& rt) {
+  return rt.admin_tokens->Match(request.Header("authorization"));
+}
+
+std::string AdminActor(const RequestView& request, const Runtime& rt) {
+  const AdminToken* caller = CallerToken(request, rt);
+  std::string peer(request.peer_address);
+  return caller == nullptr ? peer : caller->name + "@" + peer;
+}
+
+bool MayShowRaw(const RequestView& request, const Runtime& rt) {
+  if (rt.identities.raw()) return true;
+  const AdminToken* caller = CallerToken(request, rt);
+  return caller != nullptr && caller->scope == AdminScope::kWrite;
 }
 
 CheckOutcome DecideAndRecordNow(const Runtime& rt, ServerMetrics::Shard& shard,

@@ -58,11 +58,22 @@ Handler HandlerFor(Op op);
 
 // The answer refusing `request` before its handler runs, or nullopt when it
 // may proceed: on the admin listener a Host it does not answer (421, DNS
-// rebinding); where the route needs it and one is configured, the admin token
-// (401, compared in constant time); on the admin listener a state-changing
+// rebinding); where the route needs it and one is configured, an admin token
+// (401, compared in constant time; 403 when the route changes state and the
+// token's scope is read); on the admin listener a state-changing
 // request a web page could have sent (403, 415); server/admin_guard.h.
 std::optional<Response> CheckAdminRequest(const Request& request, const RouteResult& route,
                                           const Runtime& rt);
+
+// The admin token `request` presents (its Authorization field), or null: none
+// sent, no match, or no token configured. Compared with every token.
+const AdminToken* CallerToken(const RequestView& request, const Runtime& rt);
+// Who sent an admin request, for audit lines: "<token name>@<peer address>",
+// or the peer address alone when it presented no token. Never the secret.
+std::string AdminActor(const RequestView& request, const Runtime& rt);
+// Whether `request` may see identities raw (?raw=1): identities.raw in the
+// config, or a write-scoped admin token presented.
+bool MayShowRaw(const RequestView& request, const Runtime& rt);
 
 // Runs `f` (returning a Response) on `executor` and resumes on the caller's
 // executor when it is done; runs it inline when `executor` is empty. `f` and

@@ -624,7 +624,7 @@ Response HandleReload(const Runtime& s) {
   return JsonResponse(200, {{"ok", true}, {"generation", s.policies->generation()}});
 }
 
-Response HandleTop(const Runtime& s, std::string_view query) {
+Response HandleTop(const Runtime& s, std::string_view query, bool may_show_raw) {
   size_t n = 10;
   std::string rule_filter;
   std::vector<ConfigError> errors;
@@ -646,7 +646,7 @@ Response HandleTop(const Runtime& s, std::string_view query) {
   });
   if (!errors.empty()) return Problem(400, "Bad query", "", errors);
   const bool raw = RawRequested(query);
-  if (raw && s.bearer.empty() && !s.identities.raw()) return RawNeedsToken();
+  if (raw && !may_show_raw) return RawNeedsToken();
   json rules = json::array();
   for (auto& rt : s.top->Top(n, s.clock->Now())) {
     if (!rule_filter.empty() && rt.rule != rule_filter) continue;
@@ -708,9 +708,9 @@ bool RawRequested(std::string_view query) {
 }
 
 Response RawNeedsToken() {
-  return Problem(403, "Raw identities need the admin token",
-                 "raw=1 is honoured only when the admin listener has a token "
-                 "(admin.token_file); or set identities.raw in the config");
+  return Problem(403, "Raw identities need a write-scoped admin token",
+                 "raw=1 is honoured only for a request with a token of scope write "
+                 "(admin.token_file, admin.tokens); or set identities.raw in the config");
 }
 
 Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& request,

@@ -82,7 +82,8 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
                          std::string_view actor);
 // A JSON body (one line, invalid UTF-8 replaced) with Content-Type JSON.
 Response JsonResponse(int status, const nlohmann::json& j);
-Response HandleTop(const Runtime& s, std::string_view query);
+// `may_show_raw`: MayShowRaw of the request (server/endpoints.h).
+Response HandleTop(const Runtime& s, std::string_view query, bool may_show_raw);
 // Parses ?method=&path=&query=&header=name:value&ip= into a request.
 std::vector<ConfigError> ParseExplainQuery(std::string_view query, DescribedRequest* out);
 // Identities (rule keys, addresses, header values, the trace's keys) are shown

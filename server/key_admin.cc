@@ -133,7 +133,9 @@ Result<Decision> Apply(const tollgate::Runtime& engine, const RuleKey& key, KeyA
 }
 
 Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
-  json audit = {{"actor", std::string(request.view.peer_address)}, {"token", !rt.bearer.empty()}};
+  const AdminToken* caller = CallerToken(request.view, rt);
+  json audit = {{"actor", std::string(request.view.peer_address)},
+                {"token", caller ? json(caller->name) : json(nullptr)}};
   // Every refusal and failure is logged and counted like a success.
   auto fail = [&](Response r, const std::string& why) {
     audit["error"] = why;
@@ -146,8 +148,8 @@ Response KeyAdmin(const Request& request, const Runtime& rt, KeyAction action) {
   if (!errors.empty()) {
     return fail(Problem(400, "Invalid key request", "see errors", errors), "invalid request");
   }
-  if (req.raw && rt.bearer.empty() && !rt.identities.raw()) {
-    return fail(RawNeedsToken(), "raw without a token");
+  if (req.raw && !MayShowRaw(request.view, rt)) {
+    return fail(RawNeedsToken(), "raw without a write-scoped token");
   }
   std::string why;
   std::variant<RuleKey, Response> resolved = ResolveKey(rt, req, &why);

@@ -128,7 +128,8 @@ std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, R
 }
 
 Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
-                              std::string_view peer, std::string_view trace_id) {
+                              std::string_view peer, std::string_view token,
+                              std::string_view trace_id) {
   RollbackQuery q;
   std::vector<ConfigError> errors = ParseRollbackQuery(query, trip, &q);
   if (!errors.empty()) return Problem(400, "Bad query", "", errors);
@@ -148,7 +149,8 @@ Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view quer
   if (!done) return Problem(404, "", "no rule named \"" + Logger::Client(rule) + "\"");
   json audit = {{"rule", Logger::Client(rule)},
                 {"was_tripped", before.rolled_back},
-                {"peer", std::string(peer)}};
+                {"peer", std::string(peer)},
+                {"token", token.empty() ? json(nullptr) : json(std::string(token))}};
   if (before.rolled_back) {
     audit["was_trigger"] = RollbackTriggerName(before.rollback_trigger);
     audit["was_reason"] = before.rollback_reason;

@@ -47,10 +47,11 @@ struct RollbackQuery {
 std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, RollbackQuery* out);
 
 Response HandleRollbackView(const Runtime& s);
-// `trip`: /v1/rollback/trip, else /v1/rollback/clear. `peer` and `trace_id`
-// go into the audit line.
+// `trip`: /v1/rollback/trip, else /v1/rollback/clear. `peer`, `token` (the
+// caller's admin token name, "" without one) and `trace_id` go into the audit line.
 Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view query,
-                              std::string_view peer, std::string_view trace_id);
+                              std::string_view peer, std::string_view token,
+                              std::string_view trace_id);
 
 }  // namespace tollgate::server
 

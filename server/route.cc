@@ -53,6 +53,22 @@ constexpr RouteEntry kRoutes[] = {
     {"/v1/release", kMainIfDecision, Methods::kPost, Endpoint::kRelease, Op::kRelease, false},
 };
 
+// The admin operations that change state; the one list AdminScope::kRead is kept out of.
+bool ChangesState(Op op, std::string_view method) {
+  switch (op) {
+    case Op::kReload:
+    case Op::kRollbackClear:
+    case Op::kRollbackTrip:
+    case Op::kKeyReset:
+    case Op::kKeySet:
+      return true;
+    case Op::kPolicy:
+      return method == "PUT";
+    default:
+      return false;
+  }
+}
+
 bool Serves(const RouteEntry& r, ListenerKind kind, const Exposure& exposure) {
   if (kind == ListenerKind::kAdmin) return r.where & kAdminListener;
   return (r.where & kMainAlways) || ((r.where & kMainIfDecision) && exposure.decision) ||
@@ -88,7 +104,8 @@ RouteResult Route(ListenerKind kind, std::string_view method, std::string_view p
                   const Exposure& exposure) {
   for (const RouteEntry& r : kRoutes) {
     if (r.path == path && Serves(r, kind, exposure)) {
-      return {r.endpoint, Disallowed(r.methods, method), r.op, r.needs_token, r.json_body};
+      return {r.endpoint,  Disallowed(r.methods, method), r.op, r.needs_token,
+              r.json_body, ChangesState(r.op, method)};
     }
   }
   if (kind == ListenerKind::kAdmin) {

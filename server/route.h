@@ -83,6 +83,10 @@ struct RouteResult {
   Op op = Op::kNotFound;
   bool needs_token = false;  // the admin token, when one is configured
   bool json_body = false;    // its body (PUT, POST) is JSON: Content-Type application/json
+  // The request changes state (reload, PUT /v1/policy, key set and reset,
+  // rollback trip and clear): a read-scoped admin token may not send it
+  // (server/secrets.h, AdminScope). Every other admin route only reads.
+  bool changes_state = false;
 };
 
 // `method` is the request's method token as sent ("GET", "HEAD", "POST"...),

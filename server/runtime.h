@@ -35,6 +35,7 @@
 #include "server/metrics.h"
 #include "server/proxy_wire.h"
 #include "server/route.h"
+#include "server/secrets.h"
 #include "server/tracing.h"
 #include "tollgate/clock.h"
 #include "tollgate/identity_redactor.h"
@@ -81,10 +82,12 @@ struct Runtime {
   // Settings, derived from the config once.
   std::shared_ptr<const ServerConfig> config;  // never null
   Exposure exposure;                           // what the main listener serves
-  std::string bearer;                          // "Bearer <token>", or "" without a token
-  std::vector<std::string> admin_hosts;        // AdminHostNames (server/admin_guard.h)
-  IdentityRedactor identities;                 // how keys and addresses are shown
-  std::shared_ptr<const Gateway> gateway;      // null unless gateway mode
+  // The admin tokens (server/secrets.h); never null, empty without a token. A
+  // reload reads their files again (a rotation), so a snapshot has its own.
+  std::shared_ptr<const AdminTokens> admin_tokens = std::make_shared<const AdminTokens>();
+  std::vector<std::string> admin_hosts;    // AdminHostNames (server/admin_guard.h)
+  IdentityRedactor identities;             // how keys and addresses are shown
+  std::shared_ptr<const Gateway> gateway;  // null unless gateway mode
 
   // The decision engine (the engine's own parts, borrowed). `policy` is the one
   // this snapshot was built with (the Enforcer reads the PolicyStore's current

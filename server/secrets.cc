@@ -92,4 +92,82 @@ bool SecretEquals(std::string_view presented, std::string_view expected) {
   return CRYPTO_memcmp(a, b, sizeof a) == 0;
 }
 
+std::string_view AdminScopeName(AdminScope scope) {
+  return scope == AdminScope::kWrite ? "write" : "read";
+}
+
+bool ParseAdminScope(std::string_view name, AdminScope* scope) {
+  if (name == "read") {
+    *scope = AdminScope::kRead;
+  } else if (name == "write") {
+    *scope = AdminScope::kWrite;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool IsAdminTokenName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+AdminTokens::AdminTokens(std::vector<AdminToken> tokens) : tokens_(std::move(tokens)) {
+  bearers_.reserve(tokens_.size());
+  for (const AdminToken& t : tokens_) bearers_.push_back("Bearer " + t.secret);
+}
+
+const AdminToken* AdminTokens::Match(std::optional<std::string_view> authorization) const {
+  if (!authorization) return nullptr;
+  const AdminToken* found = nullptr;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    // No early exit: the time is that of comparing with every token.
+    const bool equal = SecretEquals(*authorization, bearers_[i]);
+    if (equal && found == nullptr) found = &tokens_[i];
+  }
+  return found;
+}
+
+std::string CheckAdminTokenSet(const std::vector<AdminToken>& tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (tokens[i].name == tokens[j].name)
+        return "two tokens are named \"" + tokens[i].name + "\"";
+      if (tokens[i].secret == tokens[j].secret) {
+        return "tokens \"" + tokens[j].name + "\" and \"" + tokens[i].name +
+               "\" have the same secret";
+      }
+    }
+  }
+  return "";
+}
+
+bool RereadAdminTokens(std::vector<AdminToken>* tokens, std::string* why) {
+  std::vector<AdminToken> next = *tokens;
+  for (AdminToken& t : next) {
+    if (t.file.empty()) continue;
+    std::string secret;
+    if (!ReadSecretFile(t.file, &secret, why)) {
+      *why = t.file + ": " + *why;
+      return false;
+    }
+    if (std::string bad = CheckSecret(secret); !bad.empty()) {
+      *why = t.file + ": the token " + bad;
+      return false;
+    }
+    t.secret = std::move(secret);
+  }
+  if (std::string bad = CheckAdminTokenSet(next); !bad.empty()) {
+    *why = bad;
+    return false;
+  }
+  *tokens = std::move(next);
+  return true;
+}
+
 }  // namespace tollgate::server

@@ -301,6 +301,7 @@ class Server::Impl {
     }
     if (!runtimes) return;  // before the first snapshot: Create builds it
     auto next = std::make_shared<Runtime>(*runtimes->Load());
+    next->admin_tokens = RotateAdminTokens(next->admin_tokens);
     tollgate::Runtime::View view = engine->view();
     next->policy = std::move(view.policy);
     next->policy_generation = view.generation;
@@ -308,12 +309,24 @@ class Server::Impl {
     state.reloads_ok.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // The admin tokens after a reload: their files read again (a rotation), or
+  // `current` when a file cannot be read or the set is not valid (logged).
+  std::shared_ptr<const AdminTokens> RotateAdminTokens(std::shared_ptr<const AdminTokens> current) {
+    std::vector<AdminToken> tokens = current->tokens();
+    std::string why;
+    if (!RereadAdminTokens(&tokens, &why)) {
+      log->Warn("admin_tokens_not_reloaded", {{"error", why}});
+      return current;
+    }
+    return std::make_shared<const AdminTokens>(std::move(tokens));
+  }
+
   // The first snapshot, from the config and what Create built for it.
   std::shared_ptr<const Runtime> BuildRuntime(std::shared_ptr<const Gateway> gateway) {
     auto rt = std::make_shared<Runtime>();
     rt->config = config;
     rt->exposure = ExposureOf(*config);
-    if (!config->admin_token.empty()) rt->bearer = "Bearer " + config->admin_token;
+    rt->admin_tokens = std::make_shared<const AdminTokens>(AdminTokensOf(*config));
     rt->admin_hosts = AdminHostNames(*config);
     rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
     rt->gateway = std::move(gateway);

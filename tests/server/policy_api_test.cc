@@ -205,7 +205,7 @@ TEST_F(PolicyApi, PutAppliesWritesBackAndAuditLogs) {
     for (std::string line; std::getline(lines, line);) {
       json j = json::parse(line, nullptr, false);
       if (!j.is_discarded() && j.value("msg", "") == "policy_reloaded" &&
-          j.value("trigger", "") == "admin_put" && j.value("actor", "") == "127.0.0.1" &&
+          j.value("trigger", "") == "admin_put" && j.value("actor", "") == "admin@127.0.0.1" &&
           j["changes"].size() == 2 && j["version_before"] == before["version"]) {
         return true;
       }
