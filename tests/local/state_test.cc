@@ -11,6 +11,7 @@
 #include <string>
 
 #include "local/state_file.h"
+#include "testing/test_paths.h"
 #include "tollgate/algorithm.h"
 #include "tollgate/calendar.h"
 #include "tollgate/local_store.h"
@@ -331,6 +332,21 @@ TEST_F(HostileFiles, TheFileIsWrittenAtomicallyAndPrivately) {
   ASSERT_FALSE(unwritable.ok());
   EXPECT_NE(unwritable.status().message().find("open its directory"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// The fuzz target's seeds (written by fuzz/make_seeds.py after a mode byte)
+// are files this decoder takes, but for the one that tests the version.
+TEST(LocalStateTest, TheFuzzSeedsAreValidFiles) {
+  for (const char* name : {"empty", "bucket", "window-and-log", "shared-group", "future-version"}) {
+    std::ifstream in(testing::SourcePathOf(std::string("fuzz/corpus/local_state/seed-") + name),
+                     std::ios::binary);
+    ASSERT_TRUE(in) << name;
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty());
+    auto image = internal::DecodeState(std::string_view(bytes).substr(1), {});
+    EXPECT_EQ(image.ok(), std::string(name) != "future-version")
+        << name << ": " << image.status().ToString();
+  }
 }
 
 }  // namespace
