@@ -27,11 +27,13 @@ class NullBuf : public std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-// 1000 an hour: every decided bucket stays below full, so a save writes all.
+// One an hour, burst 1000: a decided bucket stays below full for an hour, so
+// a save writes every bucket filled.
 Limit Hourly() {
   LimitSpec s;
-  s.count = 1000;
+  s.count = 1;
   s.period = std::chrono::hours(1);
+  s.burst = 1000;
   return *Limit::Create(s);
 }
 
