@@ -6,8 +6,10 @@
 // Enforcer over both, and the fleet's shared rollback guards. It reloads the
 // policy (Reload, PutPolicy, the etcd watch, a Redis tenant table's refresh),
 // answers readiness, writes the store's and the fleet's Prometheus families,
-// and administers keys on the store. tollgated (server/) is one front end over
-// it; an embedder is another:
+// and administers keys on the store; on the local store it keeps the state
+// across restarts (RuntimeOptions::local_state: loaded by Create, saved
+// periodically between Start and Stop, and by SaveState). tollgated (server/)
+// is one front end over it; an embedder is another:
 //
 //   RuntimeOptions options;
 //   options.policy.location = "/etc/tollgate/policy.json";
