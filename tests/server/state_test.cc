@@ -126,6 +126,29 @@ TEST_F(StateTest, APenaltyBlockSurvivesARestart) {
   EXPECT_EQ(Auth(*t, "X-User", "someone-else"), 204);
 }
 
+// As a reload would: a rule the policy no longer has loses its entries, the
+// others keep theirs.
+TEST_F(StateTest, EntriesOfARemovedRuleAreDropped) {
+  WriteConfig(0);
+  {
+    auto t = Start();
+    ASSERT_EQ(Auth(*t, "X-User", "u1"), 204);
+    ASSERT_EQ(Allowed(*t, 5), 5);
+    t->Signal(SIGTERM);
+    ASSERT_EQ(t->WaitExit(10s), 0) << t->Log();
+  }
+  std::string policy = ReadAll(policy_);
+  const size_t keyed = policy.find(R"(,
+      {"name": "keyed")");
+  ASSERT_NE(keyed, std::string::npos);
+  policy.erase(keyed, policy.find('}', policy.find("period", keyed)) + 2 - keyed);
+  WriteFile(policy_, policy);
+  auto t = Start();
+  EXPECT_EQ(Metric(*t, R"(tollgate_state_load_entries{result="loaded"})"), 1) << t->Log();
+  EXPECT_EQ(Metric(*t, R"(tollgate_state_load_entries{result="dropped_rule"})"), 1);
+  EXPECT_EQ(Allowed(*t, 96), 95);
+}
+
 TEST_F(StateTest, ACorruptStateFileIsOneLogLineAndAnEmptyStart) {
   WriteConfig(0);
   WriteFile(state_, "TGLSTATE this is not what a save writes");
