@@ -373,4 +373,36 @@ ETCD_FRAMING = {
 }
 for name, data in ETCD_FRAMING.items():
     write("etcd_framing", name, data)
+# --- the local store's state file (local_state): a mode byte (1: the target fixes the
+# body length and CRC32C after mutation), then a file as LocalStore::Save writes it
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+def state_file(records, saved=1_796_212_800 * 10**9, version=1):
+    meta = struct.pack("<q4Q", saved, 1, 2, 3, 4)
+    recs = [(1, meta)] + records
+    body = b"".join(struct.pack("<BI", t, len(p)) + p for t, p in recs)
+    head = b"TGLSTATE" + struct.pack("<IIQ", version, len(recs), len(body))
+    return head + body + struct.pack("<I", crc32c(head + body))
+S = 1_796_212_800 * 10**9
+H = 10**9
+LOCAL_STATE = {
+    "empty": state_file([]),
+    "bucket": state_file([(2, struct.pack("<H", 0) + b"api"),
+                          (3, struct.pack("<QQHq", 0x1234, 0x5678, 0, S + 30 * H))]),
+    "window-and-log": state_file([
+        (2, struct.pack("<H", 0) + b"daily"), (2, struct.pack("<H", 1) + b"log"),
+        (4, struct.pack("<QQHQq", 0xabc, 0xdef, 0, (20424 << 24) | 900, S + 12 * 3600 * H)),
+        (5, struct.pack("<QQHI", 0x99, 0x77, 1, 3) +
+            struct.pack("<qqqqqq", S - 5 * H, 1, S - 4 * H, 2, S - H, 3))]),
+    "shared-group": state_file([(3, struct.pack("<QQHq", 7, 8, 1023, S + 600 * H))]),
+    "future-version": state_file([], version=2),
+}
+for name, data in LOCAL_STATE.items():
+    write("local_state", name, b"\x00" + data)
+write("local_state", "patched-bucket", b"\x01" + LOCAL_STATE["bucket"])
 print("seeds written under", CORPUS)

@@ -24,7 +24,7 @@ build=$(cd "$build" && pwd)
 max_len() {
   case "$1" in
     http_request | proxy_wire) echo 20000 ;;  # 16 KiB header limit and relay buffer
-    decide_body | key_request | release_body | server_config | policy_json | resp_reader) echo 16384 ;;
+    decide_body | key_request | release_body | server_config | policy_json | resp_reader | local_state) echo 16384 ;;
     jwt) echo 10000 ;;  # tokens up to 8 KiB
     rls_yaml | time_zone) echo 8192 ;;  # zone files: Debian's largest is under 4 KiB
     rls_request | rls_wildcard | cluster_topology | client_headers) echo 4096 ;;

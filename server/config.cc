@@ -253,6 +253,8 @@ void ReadStore(JsonFields& s, ServerConfig* c) {
   ReadEnum(s, "local_overflow", &c->local_overflow, ParseOverflowPolicy,
            "must be evict, allow or reject");
   s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
+  s.String("local_state_file", &c->local_state_file);
+  s.Duration("state_save_interval_ms", &c->state_save_interval, 0, 86400000);
   s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
   s.Bool("charge_back", &c->charge_back);
   s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
@@ -744,6 +746,8 @@ Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& c) {
   options.enforcer = MakeEnforcerOptions(c);
   options.fleet.share_rollback = c.share_rollback;
   options.fleet.rollback_sync = c.rollback_sync;
+  options.local_state.file = c.local_state_file;
+  options.local_state.save_interval = c.state_save_interval;
   return options;
 }
 

@@ -105,9 +105,13 @@ struct ServerConfig {
   // Local store at its key cap (docs/architecture.md).
   OverflowPolicy local_overflow = OverflowPolicy::kEvict;
   size_t local_max_keys_per_rule = 0;  // 0: no per-rule cap
-  Millis store_timeout{100};           // per store call (Redis), enqueue to reply
-  bool charge_back = true;             // degrade: charge local grants back to Redis on recovery
-  Millis call_deadline{0};             // resilient store guard on synchronous calls; 0 = off
+  // The local store's state across restarts (docs/operations.md, "Restarts
+  // and state"): "" = off; ignored with a remote store.
+  std::string local_state_file;
+  Millis state_save_interval{30000};  // 0: saved on drain only
+  Millis store_timeout{100};          // per store call (Redis), enqueue to reply
+  bool charge_back = true;            // degrade: charge local grants back to Redis on recovery
+  Millis call_deadline{0};            // resilient store guard on synchronous calls; 0 = off
   // Remote stores: share the rollback guards' trips and clears with every
   // instance on the same Redis (tollgate/rollback_fleet.h), reading the
   // fleet's hash every rollback_sync.

@@ -584,6 +584,9 @@ void Server::Wait() {
   m.source_pool.join();
   m.admin_pool.join();
   if (m.grpc) m.grpc->Shutdown();
+  // Every request has finished: the local store's state as it ends (a
+  // failure is logged by the engine).
+  (void)m.engine->SaveState("drain");
   m.log->Info("stopped", {{"connections_total", m.metrics->connections_total.load()}});
   m.log->Flush();
 }

@@ -42,14 +42,24 @@
 // sliding_log key lives in a map beside the slots (about 700 bytes with up to
 // 32 entries, 512 more per further 32); Stats().bytes counts both.
 //
-// Thread safety: all methods are safe to call concurrently.
+// Persistence (Save / Load, below): the state that carries information
+// (buckets not full, windows and calendar quotas in progress, debts left by
+// settlements, sliding logs) in a versioned, checksummed file, times in
+// wall-clock ns so that time moves on across a restart. Leases are not saved:
+// they expire by design (a holder that outlives a restart re-acquires).
+//
+// Thread safety: all methods are safe to call concurrently, except Load
+// (before the first decision: see there).
 #ifndef TOLLGATE_LOCAL_STORE_H_
 #define TOLLGATE_LOCAL_STORE_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "tollgate/clock.h"
@@ -82,6 +92,31 @@ struct LocalStoreStats {
   uint64_t evicted = 0;   // buckets in debt evicted for a new key (kEvict)
   size_t lease_keys = 0;  // keys holding concurrency leases (at most max_keys, apart from `keys`)
   uint64_t lease_overflow_rejected = 0;  // lease acquires denied because lease_keys was full
+};
+
+// What a Save wrote.
+struct LocalStateSaved {
+  size_t buckets = 0;  // token / leaky buckets not full (debts included)
+  size_t windows = 0;  // fixed / sliding windows and calendar quotas in progress
+  size_t logs = 0;     // sliding_log keys with entries
+  size_t bytes = 0;    // the file's size
+};
+
+struct LocalStateLoadOptions {
+  // Called once for each group (rule) named in the file; false drops that
+  // group's entries (tollgated: a rule the policy no longer has). Null: keep
+  // all. Entries of the shared group (beyond kMaxGroups) are always kept.
+  std::function<bool(std::string_view group)> keep_group;
+  size_t max_bytes = size_t{1} << 30;  // a larger file is refused
+};
+
+// What a Load installed, and what it left out (each entry counted once).
+struct LocalStateLoaded {
+  size_t loaded = 0;
+  size_t dropped_group = 0;    // keep_group said no
+  size_t dropped_expired = 0;  // at rest by now: bucket refilled, window over
+  size_t dropped_no_room = 0;  // no free slot (a smaller store, max_keys)
+  int64_t saved_wall_ns = 0;   // when the file was written (wall clock)
 };
 
 class LeaseTable;
@@ -148,6 +183,37 @@ class LocalStore final : public Store {
 
   // Forgets every key (tests, admin).
   void Clear();
+
+  // Writes the state that carries information (see the top of this file).
+  // Decisions go on during a save: each shard is scanned under its mutex (no
+  // key enters or leaves that shard meanwhile; decisions on its existing keys
+  // stay lock-free), each key's state is one atomic read. So the snapshot is
+  // consistent per key and per shard's key set; two keys of different shards
+  // may be read up to one save's duration apart. The file also holds the
+  // store's key-hashing secret (keys are stored by their keyed hash): keep it
+  // private (the path form creates it mode 0600).
+  // Save(path): the bytes go to a temporary file in the same directory, which
+  // is fsync'd and renamed over `path`, then the directory is fsync'd: a crash
+  // leaves the old file or the new one, never a mix. Errors name the path and
+  // the system call.
+  Result<LocalStateSaved> Save(std::ostream& out) const;
+  Result<LocalStateSaved> Save(const std::string& path) const;
+  // Reads a file written by Save and installs it. The file is parsed and
+  // checked whole (magic, version, lengths, bounds, checksum) into a staging
+  // image first; any fault refuses it all with kInvalidArgument saying where
+  // ("state file <path>: at byte N (record i): why") and nothing is
+  // installed. Times move forward: a bucket refills for the time since the
+  // save, a window that ended since is dropped. Entries whose rule
+  // keep_group refuses are dropped; limits are not in the file: an entry is
+  // read with whatever limit its key is next decided with, as after a policy
+  // reload. Needs an empty store (nothing decided yet) and no concurrent
+  // calls: it adopts the file's key-hashing secret. A missing file is
+  // kInvalidArgument too (callers that treat it as a first start check first).
+  Result<LocalStateLoaded> Load(std::istream& in, const LocalStateLoadOptions& options = {});
+  Result<LocalStateLoaded> Load(const std::string& path, const LocalStateLoadOptions& options = {});
+  // Load from the file's bytes (the fuzz target).
+  Result<LocalStateLoaded> LoadBytes(std::string_view bytes,
+                                     const LocalStateLoadOptions& options = {});
 
   LocalStoreStats Stats() const;
   std::string Name() const override { return "local"; }

@@ -6,8 +6,10 @@
 // Enforcer over both, and the fleet's shared rollback guards. It reloads the
 // policy (Reload, PutPolicy, the etcd watch, a Redis tenant table's refresh),
 // answers readiness, writes the store's and the fleet's Prometheus families,
-// and administers keys on the store. tollgated (server/) is one front end over
-// it; an embedder is another:
+// and administers keys on the store; on the local store it keeps the state
+// across restarts (RuntimeOptions::local_state: loaded by Create, saved
+// periodically between Start and Stop, and by SaveState). tollgated (server/)
+// is one front end over it; an embedder is another:
 //
 //   RuntimeOptions options;
 //   options.policy.location = "/etc/tollgate/policy.json";
@@ -80,9 +82,24 @@ struct FleetOptions {
   std::chrono::milliseconds rollback_sync{1000};
 };
 
+// The local store's state across restarts (LocalStore::Save / Load;
+// docs/operations.md, "Restarts and state"). Only with a local store.
+struct LocalStatePersistence {
+  std::string file = {};  // "" = off
+  // Saved every interval by a thread of the Runtime (Start/Stop), off the
+  // decision path; 0 = only when the host calls SaveState (tollgated: on drain).
+  std::chrono::milliseconds save_interval{30000};
+};
+
 struct RuntimeOptions {
   PolicySourceOptions policy;
   StoreSpec store;
+  // Loaded by Create before anything decides: entries of rules the policy no
+  // longer has are dropped (with an Envoy front end, `envoy` set, entries of
+  // other groups are kept: they are the Envoy rules'); the rest are read with
+  // the policy's current limits, as after a reload. A file that cannot be
+  // read or is refused is one `state_load_failed` event and an empty start.
+  LocalStatePersistence local_state;
   // `log` and `on_rollback` are the Runtime's (events, the fleet).
   EnforcerOptions enforcer;
   FleetOptions fleet;
@@ -144,9 +161,14 @@ class Runtime {
 
   // Reads the fleet's rollback guards once (before the first decision).
   void SyncRollbackFleet();
-  // Starts the etcd watch and the fleet's thread; Stop ends them.
+  // Starts the etcd watch, the fleet's thread and the periodic state save;
+  // Stop ends them.
   void Start();
   void Stop();
+  // Saves the local store's state to RuntimeOptions::local_state.file now
+  // (tollgated: on drain, once in-flight requests finished). Ok and nothing
+  // done when persistence is off. Saves are serialised; decisions go on.
+  Status SaveState(std::string_view trigger);
 
   // Re-reads the source (or installs `text`, already read from it).
   std::vector<ConfigError> Reload(std::string_view trigger);

@@ -1,7 +1,15 @@
 #include "tollgate/local_store.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
+
+#include <cerrno>
+#include <cstring>
+#include <istream>
+#include <ostream>
 
 #include <cstdlib>
 #include <mutex>
@@ -13,6 +21,7 @@
 #include "local/gcra_step.h"
 #include "local/key_hash.h"
 #include "local/lease_table.h"
+#include "local/state_file.h"
 #include "tollgate/algorithm.h"
 
 namespace tollgate {
@@ -266,6 +275,7 @@ class LocalStore::Impl {
     if (group_ids_.size() >= kMaxGroups - 1) return kMaxGroups - 1;
     const auto next = static_cast<uint16_t>(group_ids_.size());
     group_ids_.emplace(id, next);
+    group_names_.emplace_back(prefix.size() <= internal::kMaxGroupName ? prefix : "");
     return next;
   }
   uint16_t Resolve(const GroupRef& g) {
@@ -827,6 +837,158 @@ class LocalStore::Impl {
     for (size_t g = 0; g < kMaxGroups; ++g) group_counts_[g].store(0, std::memory_order_relaxed);
   }
 
+  // The state file's image (LocalStore::Save): buckets by their TAT and
+  // sliding-log entries through "now" on both clocks (the time left is what
+  // carries over), windows by their wall-clock idle time (their index is on
+  // the wall-clock grid already).
+  std::string SaveImage(LocalStateSaved* saved) {
+    const int64_t now_rel = Relative(options_.clock->Now());
+    const int64_t now_wall = options_.clock->WallNow();
+    internal::StateWriter w(now_wall, seed_);
+    {
+      std::shared_lock<std::shared_mutex> lock(groups_mu_);
+      for (size_t id = 0; id < group_names_.size(); ++id) {
+        w.Group(static_cast<uint16_t>(id), group_names_[id]);
+      }
+    }
+    std::vector<internal::StateImage::LogEntry> entries;
+    for (auto& s : shards_) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (size_t i = 0; i < s.capacity; ++i) {
+        Slot& slot = s.slots[i];
+        const uint64_t h1 = slot.h1.load(std::memory_order_acquire);
+        if (h1 <= kTombstone) continue;
+        const uint64_t h2 = slot.h2.load(std::memory_order_acquire);
+        // The state before its idle time (Decide raises idle_at before a CAS).
+        const uint64_t st = slot.state.load(std::memory_order_acquire);
+        const int64_t idle = slot.idle_at.load(std::memory_order_acquire);
+        if (st == kEvicting) continue;
+        const uint16_t group = GroupOfSlot(slot);
+        if (idle == kIdleIsState) {
+          const auto tat = static_cast<int64_t>(st);
+          if (tat <= now_rel) continue;  // full: nothing to keep
+          w.Bucket(h1, h2, group, tat - now_rel + now_wall);
+          ++saved->buckets;
+        } else {
+          if (idle <= now_rel) continue;  // the window is over
+          w.Window(h1, h2, group, st, idle + wall_shift_);
+          ++saved->windows;
+        }
+      }
+      for (const auto& [h, key] : s.logs) {
+        if (key.state.entries.empty()) continue;
+        entries.clear();
+        for (const auto& e : key.state.entries) {
+          entries.push_back({e.at_ns - now_rel + now_wall, e.cost});
+        }
+        w.Log(h.hi, h.lo, key.group, entries);
+        ++saved->logs;
+      }
+    }
+    std::string bytes = w.Finish();
+    saved->bytes = bytes.size();
+    return bytes;
+  }
+
+  size_t KeyCount() const {
+    return total_keys_.load(std::memory_order_relaxed) + log_keys_.load(std::memory_order_relaxed);
+  }
+
+  // Installs a decoded image into this empty store (LocalStore::Load).
+  LocalStateLoaded LoadImage(const internal::StateImage& image,
+                             const LocalStateLoadOptions& options) {
+    LocalStateLoaded out;
+    out.saved_wall_ns = image.saved_wall_ns;
+    const int64_t now_rel = Relative(options_.clock->Now());
+    const int64_t now_wall = options_.clock->WallNow();
+    seed_ = image.seed;
+    // The file's groups, renumbered: ids follow this store's group table.
+    constexpr uint16_t kShared = kMaxGroups - 1;
+    std::vector<int32_t> remap(kMaxGroups, -1);  // file id -> our id; -1: dropped
+    remap[kShared] = kShared;
+    {
+      std::unique_lock<std::shared_mutex> lock(groups_mu_);
+      group_ids_.clear();
+      group_names_.clear();
+      for (const auto& g : image.groups) {
+        if (options.keep_group && !options.keep_group(g.name)) continue;
+        const uint64_t id = internal::HashKey(g.name, seed_).lo;
+        auto [it, added] = group_ids_.emplace(id, static_cast<uint16_t>(group_names_.size()));
+        if (added) group_names_.push_back(g.name);
+        remap[g.id] = it->second;
+      }
+    }
+    for (const auto& x : image.words) {
+      if (remap[x.group] < 0) {
+        ++out.dropped_group;
+        continue;
+      }
+      const auto group = static_cast<uint16_t>(remap[x.group]);
+      uint64_t state = x.state;
+      int64_t idle = kIdleIsState;
+      if (x.bucket) {
+        if (x.wall <= now_wall) {
+          ++out.dropped_expired;
+          continue;
+        }
+        state = static_cast<uint64_t>(now_rel + (x.wall - now_wall));
+      } else {
+        idle = x.wall - wall_shift_;
+        if (idle <= now_rel) {
+          ++out.dropped_expired;
+          continue;
+        }
+      }
+      const Hash128 h{x.hi, x.lo};
+      Shard& s = ShardFor(h);
+      std::lock_guard<std::mutex> lock(s.mu);
+      Slot* target = nullptr;
+      if (!GroupFull(group) && s.count.load(std::memory_order_relaxed) < s.key_cap &&
+          total_keys_.load(std::memory_order_relaxed) < options_.max_keys) {
+        target = FirstFree(s, h);
+      }
+      if (target == nullptr) {
+        ++out.dropped_no_room;
+        continue;
+      }
+      GroupOfSlot(*target) = group;
+      group_counts_[group].fetch_add(1, std::memory_order_relaxed);
+      target->state.store(state, std::memory_order_relaxed);
+      target->idle_at.store(idle, std::memory_order_relaxed);
+      target->h2.store(h.lo, std::memory_order_release);
+      target->h1.store(h.hi, std::memory_order_release);
+      s.count.fetch_add(1, std::memory_order_relaxed);
+      total_keys_.fetch_add(1, std::memory_order_relaxed);
+      ++out.loaded;
+    }
+    for (const auto& l : image.logs) {
+      if (remap[l.group] < 0) {
+        ++out.dropped_group;
+        continue;
+      }
+      const auto group = static_cast<uint16_t>(remap[l.group]);
+      const Hash128 h{l.hi, l.lo};
+      Shard& s = ShardFor(h);
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (GroupFull(group) || s.logs.size() >= s.key_cap) {
+        ++out.dropped_no_room;
+        continue;
+      }
+      LogKey key;
+      key.group = group;
+      for (const auto& e : l.entries) {
+        key.state.entries.push_back({now_rel + (e.at_wall - now_wall), e.cost});
+        key.state.total += e.cost;
+      }
+      auto it = s.logs.emplace(h, std::move(key)).first;
+      group_counts_[group].fetch_add(1, std::memory_order_relaxed);
+      log_keys_.fetch_add(1, std::memory_order_relaxed);
+      Recount(it->second);
+      ++out.loaded;
+    }
+    return out;
+  }
+
   LocalStoreStats Stats() const {
     LocalStoreStats st;
     for (const auto& s : shards_) {
@@ -866,6 +1028,7 @@ class LocalStore::Impl {
   std::unique_ptr<std::atomic<size_t>[]> group_counts_;  // keys per group (slots and logs)
   std::shared_mutex groups_mu_;                          // guards group_ids_
   std::unordered_map<uint64_t, uint16_t> group_ids_;     // hash of a group's bytes -> id
+  std::vector<std::string> group_names_;  // by id (guarded by groups_mu_); "" when too long
   std::atomic<size_t> log_keys_{0};
   std::atomic<size_t> log_bytes_{0};
 };
@@ -960,6 +1123,138 @@ Result<bool> LocalStore::ReleaseLease(std::string_view key, std::string_view lea
 void LocalStore::Clear() {
   impl_->Clear();
   leases_->Clear();
+}
+
+Result<LocalStateSaved> LocalStore::Save(std::ostream& out) const {
+  LocalStateSaved saved;
+  const std::string bytes = impl_->SaveImage(&saved);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return InternalError("state: the stream refused the write");
+  return saved;
+}
+
+namespace {
+
+Status FileError(std::string_view what, const std::string& path, int err) {
+  return Status(StatusCode::kInternal,
+                "state file " + path + ": " + std::string(what) + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+Result<LocalStateSaved> LocalStore::Save(const std::string& path) const {
+  LocalStateSaved saved;
+  const std::string bytes = impl_->SaveImage(&saved);
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return InvalidArgument("state file " + path + ": not a file name");
+  }
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return FileError("open its directory", path, errno);
+  static std::atomic<uint64_t> sequence{0};
+  const std::string tmp = "." + name + ".tmp-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(sequence.fetch_add(1));
+  int err = 0;
+  const char* step = "create the temporary file";
+  const int fd =
+      ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    step = "write";
+    for (size_t done = 0; done < bytes.size() && err == 0;) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno != EINTR) err = errno;
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    if (err == 0 && ::fsync(fd) != 0) {
+      err = errno;
+      step = "fsync";
+    }
+    if (::close(fd) != 0 && err == 0) {
+      err = errno;
+      step = "close";
+    }
+    if (err == 0 && ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
+      err = errno;
+      step = "rename";
+    }
+    if (err != 0) ::unlinkat(dir_fd, tmp.c_str(), 0);
+  }
+  // The rename is durable once the directory is.
+  if (err == 0 && ::fsync(dir_fd) != 0) {
+    err = errno;
+    step = "fsync its directory";
+  }
+  ::close(dir_fd);
+  if (err != 0) return FileError(step, path, err);
+  return saved;
+}
+
+Result<LocalStateLoaded> LocalStore::LoadBytes(std::string_view bytes,
+                                               const LocalStateLoadOptions& options) {
+  if (impl_->KeyCount() != 0) {
+    return InvalidArgument("state: Load needs an empty store (load before the first decision)");
+  }
+  internal::StateLimits limits;
+  limits.max_bytes = options.max_bytes;
+  limits.max_groups = kMaxGroups - 1;
+  // One record per key at most, plus the meta record and the groups.
+  limits.max_records = 2 * impl_->options_.max_keys + kMaxGroups + 1;
+  auto image = internal::DecodeState(bytes, limits);
+  if (!image.ok()) return image.status();
+  return impl_->LoadImage(*image, options);
+}
+
+Result<LocalStateLoaded> LocalStore::Load(std::istream& in, const LocalStateLoadOptions& options) {
+  std::string bytes;
+  char buf[65536];
+  while (in && bytes.size() <= options.max_bytes) {
+    in.read(buf, sizeof(buf));
+    bytes.append(buf, static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) return InvalidArgument("state: the stream failed");
+  return LoadBytes(bytes, options);
+}
+
+Result<LocalStateLoaded> LocalStore::Load(const std::string& path,
+                                          const LocalStateLoadOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return InvalidArgument("state file " + path + ": cannot open: " + std::strerror(errno));
+  }
+  struct stat st {};
+  std::string bytes;
+  int err = 0;
+  if (::fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument("state file " + path + ": not a regular file");
+  } else {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) err = errno;
+      if (n <= 0) break;
+      bytes.append(buf, static_cast<size_t>(n));
+      if (bytes.size() > options.max_bytes) break;  // refused below, by size
+    }
+  }
+  ::close(fd);
+  if (err != 0) {
+    return InvalidArgument("state file " + path + ": cannot read: " + std::strerror(err));
+  }
+  auto loaded = LoadBytes(bytes, options);
+  if (!loaded.ok()) {
+    return Status(loaded.status().code(), "state file " + path + ": " + loaded.status().message());
+  }
+  return loaded;
 }
 
 LocalStoreStats LocalStore::Stats() const {

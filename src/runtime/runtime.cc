@@ -1,9 +1,15 @@
 #include "tollgate/runtime.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "base/redact.h"
 #include "policy/policy_impl.h"
@@ -110,6 +116,151 @@ class Runtime::Impl {
   // (OpenPolicy: such a start is kUnavailable, not kInvalidArgument).
   std::atomic<bool> tenant_store_unreachable{false};
 
+  // The local store's state file (RuntimeOptions::local_state): what was
+  // loaded at start, the saves since, and the thread that saves periodically.
+  struct StateCounters {
+    std::atomic<uint64_t> saves{0};
+    std::atomic<uint64_t> save_failures{0};
+    std::atomic<int64_t> last_save_ns{0};
+    std::atomic<uint64_t> last_save_bytes{0};
+    std::atomic<uint64_t> last_save_entries{0};
+    LocalStateLoaded loaded;  // written once, before the Runtime is returned
+    bool load_failed = false;
+  };
+  StateCounters state;
+  std::mutex save_mu;  // one save at a time (the interval's and the drain's)
+  std::mutex saver_mu;
+  std::condition_variable saver_cv;
+  bool saver_stop = false;  // guarded by saver_mu
+  std::thread saver;
+
+  bool Persisting() const { return store.local != nullptr && !options.local_state.file.empty(); }
+
+  // At start, before anything decides: the file, if there is one, into the
+  // empty local store. Any failure is one event and an empty start.
+  void LoadState() {
+    if (!Persisting()) return;
+    const std::string& file = options.local_state.file;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 && errno == ENOENT) {
+      Event(RuntimeEvent::Level::kInfo, "state_loaded",
+            {{"file", file}, {"found", false}, {"loaded", 0}});
+      return;
+    }
+    std::shared_ptr<const Policy> policy = policies->Current();
+    const bool keep_others = options.envoy.has_value();
+    LocalStateLoadOptions load;
+    load.keep_group = [policy, keep_others](std::string_view group) {
+      return keep_others || policy->Find(group) >= 0;
+    };
+    auto loaded = store.local->Load(file, load);
+    if (!loaded.ok()) {
+      state.load_failed = true;
+      Event(RuntimeEvent::Level::kError, "state_load_failed",
+            {{"file", file},
+             {"error", loaded.status().message()},
+             {"action", "starting with an empty local store"}});
+      return;
+    }
+    state.loaded = *loaded;
+    Event(RuntimeEvent::Level::kInfo, "state_loaded",
+          {{"file", file},
+           {"found", true},
+           {"loaded", loaded->loaded},
+           {"dropped_rule", loaded->dropped_group},
+           {"dropped_expired", loaded->dropped_expired},
+           {"dropped_no_room", loaded->dropped_no_room},
+           {"saved_age_s", double(env.clock->WallNow() - loaded->saved_wall_ns) / 1e9}});
+  }
+
+  Status SaveState(std::string_view trigger) {
+    if (!Persisting()) return Status::Ok();
+    std::lock_guard<std::mutex> lock(save_mu);
+    const int64_t start = env.io_clock->Now();
+    auto saved = store.local->Save(options.local_state.file);
+    const int64_t took = env.io_clock->Now() - start;
+    if (!saved.ok()) {
+      state.save_failures.fetch_add(1);
+      Event(RuntimeEvent::Level::kError, "state_save_failed",
+            {{"file", options.local_state.file},
+             {"trigger", std::string(trigger)},
+             {"error", saved.status().message()}});
+      return saved.status();
+    }
+    const size_t entries = saved->buckets + saved->windows + saved->logs;
+    state.last_save_ns.store(took);
+    state.last_save_bytes.store(saved->bytes);
+    state.last_save_entries.store(entries);
+    state.saves.fetch_add(1);
+    Event(trigger == "interval" ? RuntimeEvent::Level::kDebug : RuntimeEvent::Level::kInfo,
+          "state_saved",
+          {{"file", options.local_state.file},
+           {"trigger", std::string(trigger)},
+           {"entries", entries},
+           {"bytes", saved->bytes},
+           {"duration_ms", double(took) / 1e6}});
+    return Status::Ok();
+  }
+
+  void StartSaver() {
+    if (!Persisting() || options.local_state.save_interval.count() <= 0 || saver.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(saver_mu);
+      saver_stop = false;
+    }
+    saver = std::thread([this] {
+      const int64_t interval = Nanos(options.local_state.save_interval).count();
+      std::unique_lock<std::mutex> lock(saver_mu);
+      for (;;) {
+        const int64_t deadline = env.io_clock->Now() + interval;
+        if (env.io_clock->WaitUntil(lock, saver_cv, deadline, [this] { return saver_stop; })) {
+          return;
+        }
+        lock.unlock();
+        (void)SaveState("interval");  // a failure is its own event and counter
+        lock.lock();
+        if (saver_stop) return;
+      }
+    });
+  }
+
+  void StopSaver() {
+    {
+      std::lock_guard<std::mutex> lock(saver_mu);
+      saver_stop = true;
+    }
+    saver_cv.notify_all();
+    if (saver.joinable()) saver.join();
+  }
+
+  void WriteStateMetrics(PrometheusWriter& w) const {
+    if (!Persisting()) return;
+    w.Family("tollgate_state_saves_total", "counter",
+             "Saves of the local store's state file (store.local_state_file), by result.");
+    w.Sample("tollgate_state_saves_total", {"result", "ok"}, state.saves.load());
+    w.Sample("tollgate_state_saves_total", {"result", "error"}, state.save_failures.load());
+    w.Family("tollgate_state_last_save_seconds", "gauge",
+             "How long the last successful state save took.");
+    w.Sample("tollgate_state_last_save_seconds", double(state.last_save_ns.load()) / 1e9);
+    w.Family("tollgate_state_last_save_bytes", "gauge", "The size of the last state file saved.");
+    w.Sample("tollgate_state_last_save_bytes", double(state.last_save_bytes.load()));
+    w.Family("tollgate_state_last_save_entries", "gauge",
+             "Keys (buckets, windows, logs) in the last state file saved.");
+    w.Sample("tollgate_state_last_save_entries", double(state.last_save_entries.load()));
+    w.Family("tollgate_state_load_entries", "gauge",
+             "Entries of the state file read at start: loaded, or dropped and why.");
+    w.Sample("tollgate_state_load_entries", {"result", "loaded"}, double(state.loaded.loaded));
+    w.Sample("tollgate_state_load_entries", {"result", "dropped_rule"},
+             double(state.loaded.dropped_group));
+    w.Sample("tollgate_state_load_entries", {"result", "dropped_expired"},
+             double(state.loaded.dropped_expired));
+    w.Sample("tollgate_state_load_entries", {"result", "dropped_no_room"},
+             double(state.loaded.dropped_no_room));
+    w.Family("tollgate_state_load_failed", "gauge",
+             "1 when the state file was refused at start (tollgated started empty).");
+    w.Sample("tollgate_state_load_failed", state.load_failed ? 1.0 : 0.0);
+  }
+
   bool PolicyFromEtcd() const { return IsEtcdLocation(options.policy.location); }
 
   void Event(RuntimeEvent::Level level, std::string_view name, const json& fields) const {
@@ -203,6 +354,7 @@ class Runtime::Impl {
     store = std::move(created).value();
     if (Status st = OpenPolicy(); !st.ok()) return st;
     LogPolicyWarnings(*policies->Current());
+    LoadState();  // before anything decides
     tenant_loaded_ns.store(env.clock->Now());
     EnforcerOptions enforcer_options = options.enforcer;
     enforcer_options.log = [this](std::string_view message) {
@@ -533,12 +685,16 @@ void Runtime::SyncRollbackFleet() {
 void Runtime::Start() {
   impl_->WatchEtcd();
   if (impl_->rollback_fleet) impl_->rollback_fleet->Start();
+  impl_->StartSaver();
 }
 
 void Runtime::Stop() {
   impl_->etcd_watch.reset();
   if (impl_->rollback_fleet) impl_->rollback_fleet->Stop();
+  impl_->StopSaver();
 }
+
+Status Runtime::SaveState(std::string_view trigger) { return impl_->SaveState(trigger); }
 
 std::vector<ConfigError> Runtime::Reload(std::string_view trigger) {
   std::lock_guard<std::mutex> lock(impl_->reload_mu);
@@ -617,6 +773,7 @@ const RedisCommand& Runtime::redis_command() const { return impl_->store.redis_c
 
 void Runtime::WriteStoreMetrics(PrometheusWriter& w) const {
   if (impl_->store.export_metrics) impl_->store.export_metrics(w);
+  impl_->WriteStateMetrics(w);
 }
 
 void Runtime::WriteFleetMetrics(PrometheusWriter& w) const {

@@ -182,6 +182,7 @@ Result<StoreBundle> CreateStore(const StoreSpec& spec, const StoreEnv& env) {
   }
   bundle.key_prefix = opened->key_prefix;
 #endif
+  bundle.local = opened->resilient == nullptr ? opened->local : nullptr;
   bundle.store = std::move(opened->store);
   return bundle;
 }

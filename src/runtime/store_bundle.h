@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tollgate/clock.h"
+#include "tollgate/local_store.h"
 #include "tollgate/metrics.h"
 #include "tollgate/redis_hash.h"
 #include "tollgate/status.h"
@@ -37,6 +38,9 @@ struct StoreBundle {
   // (tenant_hash.h) and shares the rollback guards (RollbackFleet).
   RedisCommand redis_command;
   std::string key_prefix;  // the remote store's key prefix; "" for the local store
+  // The local store when it is the store decisions go to (its state is saved
+  // and loaded across restarts); null for a remote store.
+  LocalStore* local = nullptr;
 };
 
 // Opens `spec`'s store through the factory. `env.on_breaker` and `env.warn`

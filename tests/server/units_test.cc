@@ -139,6 +139,8 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.store_timeout, d.store_timeout);
   EXPECT_EQ(c.charge_back, d.charge_back);
   EXPECT_EQ(c.call_deadline, d.call_deadline);
+  EXPECT_EQ(c.local_state_file, d.local_state_file);
+  EXPECT_EQ(c.state_save_interval, d.state_save_interval);
   EXPECT_EQ(c.breaker_consecutive_failures, d.breaker_consecutive_failures);
   EXPECT_EQ(c.breaker_failure_ratio, d.breaker_failure_ratio);
   EXPECT_EQ(c.breaker_min_calls, d.breaker_min_calls);
