@@ -74,7 +74,8 @@ class SentinelWatcher : public Connection::Listener {
   void Ask();
   void OnProbeReply(const redisReply* reply);
   void NextSentinel(const std::string& why);
-  void FinishRound(std::optional<MasterAddress> master, const Status& why);  // a copy: may be candidate_
+  void FinishRound(std::optional<MasterAddress> master,
+                   const Status& why);  // a copy: may be candidate_
   void Subscribe();
   void OnSubscriptionDown();
   void OnPush(ReplyPtr reply);
