@@ -229,6 +229,25 @@ for name, text in REQUESTS_TEXT.items():
     write("rls_request", name, out)
 
 
+# --- Sentinel replies (sentinel_reply): what a sentinel, or the server it names, sends ---------
+def bulk(b):
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+write("sentinel_reply", "master-addr", b"*2\r\n" + bulk(b"127.0.0.1") + bulk(b"6379"))
+write("sentinel_reply", "master-addr-v6", b"*2\r\n" + bulk(b"::1") + bulk(b"6380"))
+write("sentinel_reply", "unknown-master", b"*-1\r\n")
+write("sentinel_reply", "absurd-port", b"*2\r\n" + bulk(b"10.0.0.1") + bulk(b"99999999999"))
+write("sentinel_reply", "absurd-host", b"*2\r\n" + bulk(b"evil\r\nhost" + b"x" * 300) + bulk(b"1"))
+write("sentinel_reply", "role-master", b"*3\r\n" + bulk(b"master") + b":42\r\n*0\r\n")
+write("sentinel_reply", "role-replica", b"*5\r\n" + bulk(b"slave") + bulk(b"10.0.0.1") +
+      b":6379\r\n" + bulk(b"connected") + b":42\r\n")
+write("sentinel_reply", "subscribe-then-switch",
+      b"*3\r\n" + bulk(b"subscribe") + bulk(b"+switch-master") + b":1\r\n" +
+      b"*3\r\n" + bulk(b"message") + bulk(b"+switch-master") +
+      bulk(b"m 127.0.0.1 6379 127.0.0.1 6380"))
+write("sentinel_reply", "noauth", b"-NOAUTH Authentication required.\r\n")
+
+
 # --- Redis (resp_reader, cluster_topology, script_reply) ----------------------------------
 def mp_array(values):
     out = b"\xdd" + struct.pack(">I", len(values))

@@ -75,6 +75,18 @@ struct RedisOptions {
   bool tls_insecure_skip_verify = false;
   std::string key_prefix = "tg:";
 
+  // Redis Sentinel (redis-sentinel://, ParseRedisSentinelUrl): when
+  // `sentinels` is not empty, host and port name no server: the store asks
+  // the sentinels for sentinel_master's address, checks it with ROLE, and
+  // follows +switch-master, READONLY replies and lost connections
+  // (src/redis/sentinel.h). username/password then authenticate to the
+  // master (and to a promoted replica); sentinel_username/sentinel_password
+  // to the sentinels. No TLS yet (tls must be false).
+  std::vector<std::string> sentinels;  // "host:port" or "[v6]:port", asked in this order
+  std::string sentinel_master;         // the master's name in the sentinels' configuration
+  std::string sentinel_username;       // ACL user on the sentinels; empty = legacy AUTH
+  std::string sentinel_password;       // empty = no AUTH to the sentinels
+
   size_t connections = 2;                           // pool size, 1..64
   size_t max_inflight_per_connection = 4;           // pipelined script calls per connection
   size_t max_batch = 256;                           // decisions (batches) per script call
@@ -107,6 +119,17 @@ struct RedisOptions {
 // and tls_insecure_skip_verify=1.
 Result<RedisOptions> ParseRedisUrl(std::string_view url);
 
+// redis-sentinel://[[user]:password@]host:port[,host:port...]/<master-name>[?options]
+// The hosts are sentinels, asked in order; the user info authenticates to
+// them (sentinel_username/sentinel_password). The master's own credentials
+// are the options master_username and master_password (%-escaped); db=N
+// selects its database. Every other option is redis://'s (prefix,
+// timeout_ms, connect_timeout_ms, pool, client_clock). The master name is
+// 1..128 bytes of [A-Za-z0-9._-]. rediss-sentinel:// is refused (not yet
+// supported). Errors are kInvalidArgument "redis sentinel url: ..." with
+// the URL redacted.
+Result<RedisOptions> ParseRedisSentinelUrl(std::string_view url);
+
 // A reply of RedisStore::Command, rendered from hiredis' reply tree.
 struct RedisReply {
   enum class Type { kString, kStatus, kInteger, kNil, kArray, kError };
@@ -129,6 +152,7 @@ struct RedisStoreStats {
   uint64_t timeouts = 0;          // calls failed with kTimeout
   uint64_t errors = 0;            // calls failed otherwise
   uint64_t deny_cache_hits = 0;
+  uint64_t master_changes = 0;  // sentinel mode: the master replaced or lost
 };
 
 class RedisStore final : public Store {
@@ -183,6 +207,10 @@ class RedisStore final : public Store {
   std::string RedisKeyFor(std::string_view key) const;
   // Whether `limit` can be decided exactly by the script; kInvalidArgument says why not.
   static Status CheckLimit(const Limit& limit);
+
+  // The master decisions go to, "host:port"; in sentinel mode the one last
+  // discovered, or "" while none is known.
+  std::string MasterEndpoint() const;
 
   RedisStoreStats Stats() const;
   const RedisOptions& options() const;

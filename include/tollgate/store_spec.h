@@ -12,6 +12,10 @@
 //                  tls_server_name, tls_insecure_skip_verify)    RedisStore (ParseRedisUrl)
 //   redis-cluster://[[user]:password@]host:port[,host:port...][?options as redis://]
 //   rediss-cluster://...                       RedisClusterStore (ParseRedisClusterUrl)
+//   redis-sentinel://[[user]:password@]host:port[,host:port...]/<master>[?master_password=P&
+//                    master_username=U&db=N&options as redis://]
+//                  RedisStore whose master the sentinels name (ParseRedisSentinelUrl); the
+//                  user info authenticates to the sentinels. rediss-sentinel:// is refused.
 //
 // Resilience and the fleet are not URL schemes: they are StoreSpec::resilience.
 // With it, a remote store is wrapped in a ResilientStore (failure mode +
@@ -51,7 +55,8 @@ class ResilientStore;
 
 enum class StoreScheme { kLocal, kRedis, kRedisCluster };
 
-// The store a URL names (rediss:// is kRedis, rediss-cluster:// kRedisCluster);
+// The store a URL names (rediss:// and redis-sentinel:// are kRedis,
+// rediss-cluster:// kRedisCluster);
 // kInvalidArgument for any other scheme, naming the known ones.
 Result<StoreScheme> StoreSchemeOf(std::string_view url);
 std::string_view StoreSchemeName(StoreScheme scheme);  // "local", "redis", "redis-cluster"

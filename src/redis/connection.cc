@@ -248,7 +248,13 @@ void Connection::StartHandshake() {
     AppendCommand(resp, {"SELECT", std::to_string(options_.db)});
     ++replies;
   }
-  AppendCommand(resp, {"SCRIPT", "LOAD", std::string(script_)});
+  // Without a script (a sentinel, a ROLE probe) PING ends the handshake:
+  // sentinels know neither SCRIPT nor SELECT.
+  if (script_.empty()) {
+    AppendCommand(resp, {"PING"});
+  } else {
+    AppendCommand(resp, {"SCRIPT", "LOAD", std::string(script_)});
+  }
   ++replies;
   out_ += resp;
   pending_.push_back(Pending{
@@ -264,11 +270,14 @@ void Connection::StartHandshake() {
           }
         }
         const redisReply* sha = got.back().get();
-        if (sha->type != REDIS_REPLY_STRING || !IsScriptSha(std::string_view(sha->str, sha->len))) {
+        if (script_.empty()) {
+          // PING answered (an error reply was refused above).
+        } else if (sha->type != REDIS_REPLY_STRING ||
+                   !IsScriptSha(std::string_view(sha->str, sha->len))) {
           Fail(ConnectionError("redis " + Endpoint(options_) + ": SCRIPT LOAD returned no sha"));
           return;
         }
-        sha_.assign(sha->str, sha->len);
+        if (!script_.empty()) sha_.assign(sha->str, sha->len);
         state_ = State::kReady;
         last_error_ = Status::Ok();
         listener_->OnReady(*this);
@@ -363,6 +372,11 @@ void Connection::OnData(size_t n) {
     }
     if (reply == nullptr) return;
     if (pending_.empty()) {
+      if (state_ == State::kReady && on_push_) {
+        on_push_(std::move(reply));
+        if (gen != generation_) return;  // the handler closed the connection
+        continue;
+      }
       Fail(ConnectionError("redis " + Endpoint(options_) + ": unexpected reply"));
       return;
     }

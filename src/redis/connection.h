@@ -5,7 +5,8 @@
 // bounded: reply_reader.h) and handed, in order, to the handler of each
 // pending call. A reply past a bound closes the connection like a broken socket. A call may expect
 // several replies (a pipeline). On connect the connection runs its handshake (AUTH, SELECT, SCRIPT
-// LOAD) before it reports ready.
+// LOAD; PING instead of SCRIPT LOAD when the script is empty: a sentinel, a
+// ROLE probe) before it reports ready.
 //
 // TLS: with a TLS context the connection runs the TLS handshake (SNI, peer and
 // host name verification) between the TCP connect and the RESP handshake,
@@ -103,6 +104,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void CheckDeadlines(SteadyTime now);
   // Closes the socket and fails every pending call with `why`.
   void Fail(const Status& why);
+  // Replies that arrive on a ready connection with no call waiting (pub/sub
+  // messages after a SUBSCRIBE) go to `push` instead of closing the
+  // connection as unexpected. Unset: they close it.
+  void SetPushHandler(std::function<void(ReplyPtr)> push) { on_push_ = std::move(push); }
 
  private:
   struct Pending {
@@ -139,6 +144,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool write_busy_ = false;
   std::vector<char> in_;
   uint64_t generation_ = 0;  // bumps on every close, so stale completions are ignored
+  std::function<void(ReplyPtr)> on_push_;
 };
 
 }  // namespace tollgate::redis

@@ -18,6 +18,7 @@
 #include "redis/lease_script.h"
 #include "redis/node_client.h"
 #include "redis/redis_keys.h"
+#include "redis/sentinel.h"
 #include "redis/settle_script.h"
 
 namespace tollgate {
@@ -34,15 +35,29 @@ class RedisStore::Impl {
       : options_(options),
         work_(asio::make_work_guard(io_)),
         ticker_(io_),
-        node_(io_, options, redis::GcraScript(), &stats_, /*cluster=*/false, std::move(tls)),
-        deny_cache_(options.deny_cache_entries) {}
+        tls_(std::move(tls)),
+        deny_cache_(options.deny_cache_entries) {
+    if (options.sentinels.empty()) {
+      node_ = std::make_shared<NodeClient>(io_, options, redis::GcraScript(), &stats_,
+                                           /*cluster=*/false, tls_);
+    } else {
+      no_master_ = ConnectionError("redis sentinel: master '" + options.sentinel_master +
+                                   "' not discovered yet");
+      sentinel_ = std::make_unique<redis::SentinelWatcher>(
+          io_, options,
+          [this](const std::optional<redis::MasterAddress>& master, const Status& why) {
+            OnMaster(master, why);
+          });
+    }
+  }
 
   ~Impl() { Shutdown(); }
 
   void Start() {
     thread_ = std::thread([this] { io_.run(); });
     asio::post(io_, [this] {
-      node_.Start();
+      if (node_) node_->Start();
+      if (sentinel_) sentinel_->Start();
       Tick();
     });
   }
@@ -52,12 +67,27 @@ class RedisStore::Impl {
     asio::post(io_, [this] {
       stopping_ = true;
       ticker_.cancel();
-      node_.Close(UnavailableError("redis store is shutting down"));
+      if (sentinel_) {
+        sentinel_->Close();
+        ExpireFirstWaiting(SteadyTime::max(), /*all=*/true,
+                           UnavailableError("redis store is shutting down"));
+      }
+      if (node_) node_->Close(UnavailableError("redis store is shutting down"));
       io_.stop();
     });
     work_.reset();
     thread_.join();
-    node_.Close(UnavailableError("redis store is shutting down"));  // late arrivals
+    // Late arrivals.
+    const Status down = UnavailableError("redis store is shutting down");
+    if (auto node = CurrentNode()) node->Close(down);
+    if (sentinel_) {
+      {
+        std::lock_guard<std::mutex> lock(node_mu_);
+        first_round_done_ = true;
+        if (!node_) no_master_ = down;
+      }
+      ExpireFirstWaiting(SteadyTime::max(), /*all=*/true, down);
+    }
   }
 
   void AcquireAsync(std::span<const AcquireItem> items, Store::Callback done) {
@@ -114,7 +144,8 @@ class RedisStore::Impl {
       }
       if (!r.error.empty()) {
         stats_.errors.fetch_add(1, std::memory_order_relaxed);
-        done(redis::ErrorReplyStatus(node_.endpoint(), r.error));
+        SuspectOnError(r.error);
+        done(redis::ErrorReplyStatus(Endpoint(), r.error));
         return;
       }
       BatchDecision out = redis::DecodeJob(*j, r.triples);
@@ -124,7 +155,7 @@ class RedisStore::Impl {
       }
       done(std::move(out));
     };
-    node_.Submit(std::move(job));
+    Submit(std::move(job));
   }
 
   void CommandAsync(std::vector<std::string> argv, std::function<void(Result<RedisReply>)> done) {
@@ -135,17 +166,29 @@ class RedisStore::Impl {
     auto job = std::make_unique<NodeJob>();
     job->argv = std::move(argv);
     job->deadline = redis::IoNow(options_) + options_.call_timeout;
-    job->done = [done = std::move(done)](NodeJobPtr&, const redis::JobResult& r) {
+    job->done = [this, done = std::move(done)](NodeJobPtr&, const redis::JobResult& r) {
       if (!r.status.ok()) {
         done(r.status);
       } else {
+        if (r.reply != nullptr && r.reply->type == REDIS_REPLY_ERROR) {
+          SuspectOnError(std::string_view(r.reply->str, r.reply->len));
+        }
         done(redis::ToRedisReply(r.reply));
       }
     };
-    node_.Submit(std::move(job));
+    Submit(std::move(job));
   }
 
-  bool Healthy() const { return node_.Healthy(); }
+  bool Healthy() const {
+    auto node = CurrentNode();
+    return node != nullptr && node->Healthy();
+  }
+
+  // Sentinel mode: the master's address, or "" while none is known.
+  std::string MasterEndpoint() const {
+    auto node = CurrentNode();
+    return node ? node->endpoint() : std::string();
+  }
 
   void ForgetDenials(std::string_view state_key) { deny_cache_.Forget(state_key); }
 
@@ -158,15 +201,141 @@ class RedisStore::Impl {
     s.timeouts = stats_.timeouts.load(std::memory_order_relaxed);
     s.errors = stats_.errors.load(std::memory_order_relaxed);
     s.deny_cache_hits = deny_cache_hits_.load(std::memory_order_relaxed);
+    s.master_changes = master_changes_.load(std::memory_order_relaxed);
     return s;
   }
 
   const RedisOptions options_;
 
  private:
+  // The node decisions go to: fixed without sentinels (set before the I/O
+  // thread starts, so read without the lock), else the current master's.
+  std::shared_ptr<NodeClient> CurrentNode() const {
+    if (!sentinel_) return node_;
+    std::lock_guard<std::mutex> lock(node_mu_);
+    return node_;
+  }
+
+  void Submit(NodeJobPtr job) {
+    if (!sentinel_) {
+      node_->Submit(std::move(job));
+      return;
+    }
+    std::shared_ptr<NodeClient> node;
+    Status why;
+    {
+      std::lock_guard<std::mutex> lock(node_mu_);
+      node = node_;
+      if (!node && !first_round_done_) {
+        // The first discovery is under way: wait for it, as a plain store
+        // waits for its first connection (up to the call's deadline).
+        first_waiting_.push_back(std::move(job));
+        return;
+      }
+      if (!node) why = no_master_;
+    }
+    if (node) {
+      node->Submit(std::move(job));
+      return;
+    }
+    FailNoMaster(job, why);
+  }
+
+  // No master known: an outage, like a Redis that cannot be reached.
+  void FailNoMaster(NodeJobPtr& job, const Status& why) {
+    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    redis::JobResult r;
+    r.status = why.ok() ? ConnectionError("redis sentinel: no master known") : why;
+    r.sent = false;
+    auto& done = job->done;
+    done(job, r);
+  }
+
+  // I/O thread: calls waiting for the first discovery, past their deadline
+  // (all of them with `all`, when the round ended without a master).
+  void ExpireFirstWaiting(SteadyTime now, bool all, const Status& why) {
+    std::deque<NodeJobPtr> expired;
+    {
+      std::lock_guard<std::mutex> lock(node_mu_);
+      while (!first_waiting_.empty() && (all || first_waiting_.front()->deadline < now)) {
+        expired.push_back(std::move(first_waiting_.front()));
+        first_waiting_.pop_front();
+      }
+    }
+    for (auto& j : expired) FailNoMaster(j, why);
+  }
+
+  // I/O thread: the endpoint for an error reply's message.
+  std::string Endpoint() const { return node_ ? node_->endpoint() : "redis sentinel"; }
+
+  // I/O thread: a master that answers READONLY has become a replica.
+  void SuspectOnError(std::string_view error) {
+    if (sentinel_ && error.starts_with("READONLY")) sentinel_->Suspect();
+  }
+
+  // I/O thread: the outcome of a discovery round.
+  void OnMaster(const std::optional<redis::MasterAddress>& master, const Status& why) {
+    if (stopping_) return;
+    if (!master && !node_) {  // still none
+      std::lock_guard<std::mutex> lock(node_mu_);
+      no_master_ = why;
+      first_round_done_ = true;
+    }
+    if (!master) ExpireFirstWaiting(SteadyTime::max(), /*all=*/true, why);
+    if (master && node_ && node_->options().host == master->host &&
+        node_->options().port == master->port) {
+      return;  // confirmed
+    }
+    std::shared_ptr<NodeClient> fresh;
+    if (master) {
+      RedisOptions o = options_;
+      o.host = master->host;
+      o.port = master->port;
+      o.sentinels.clear();
+      fresh = std::make_shared<NodeClient>(io_, std::move(o), redis::GcraScript(), &stats_,
+                                           /*cluster=*/false, tls_);
+      fresh->Start();
+    }
+    std::shared_ptr<NodeClient> old;
+    std::deque<NodeJobPtr> waiting;
+    {
+      std::lock_guard<std::mutex> lock(node_mu_);
+      old = std::exchange(node_, fresh);
+      no_master_ = master ? Status::Ok() : why;
+      first_round_done_ = true;
+      waiting.swap(first_waiting_);
+    }
+    for (auto& j : waiting) {
+      if (fresh) {
+        fresh->Submit(std::move(j));
+      } else {
+        FailNoMaster(j, why);
+      }
+    }
+    if (old) {
+      master_changes_.fetch_add(1, std::memory_order_relaxed);
+      old->Close(ConnectionError(
+          "redis sentinel: master " + old->endpoint() +
+          (master ? " replaced by " + master->ToString() : " lost: " + why.message())));
+      retired_.push_back(std::move(old));
+    }
+  }
+
   void Tick() {
     if (stopping_) return;
-    node_.Tick(redis::IoNow(options_));
+    const SteadyTime now = redis::IoNow(options_);
+    if (node_) node_->Tick(now);
+    if (sentinel_) {
+      // Lost connections to the master: ask whether it moved.
+      if (!node_ || !node_->Healthy()) sentinel_->Suspect();
+      sentinel_->Tick(now);
+      ExpireFirstWaiting(now, /*all=*/false,
+                         TimeoutError("redis sentinel: no master discovered within " +
+                                      std::to_string(options_.call_timeout.count()) + "ms"));
+      std::erase_if(retired_, [](const std::shared_ptr<NodeClient>& n) {
+        return n.use_count() == 1 && n->Released();
+      });
+    }
     ticker_.expires_after(std::chrono::milliseconds(5));
     ticker_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) Tick();
@@ -178,15 +347,40 @@ class RedisStore::Impl {
   asio::steady_timer ticker_;
   std::thread thread_;
   redis::NodeStats stats_;
-  NodeClient node_;
-  bool stopping_ = false;  // I/O thread only
+  const redis::TlsContextPtr tls_;
+  // Written on the I/O thread only, under node_mu_ (sentinel mode); read
+  // under it off the I/O thread.
+  mutable std::mutex node_mu_;
+  std::shared_ptr<NodeClient> node_;
+  Status no_master_;  // why node_ is null (sentinel mode)
+  bool first_round_done_ = false;
+  std::deque<NodeJobPtr> first_waiting_;  // calls made before the first round ended
+  std::unique_ptr<redis::SentinelWatcher> sentinel_;
+  std::vector<std::shared_ptr<NodeClient>> retired_;  // I/O thread: closed, awaiting Released()
+  bool stopping_ = false;                             // I/O thread only
   redis::DenyCache deny_cache_;
-  std::atomic<uint64_t> decisions_{0}, deny_cache_hits_{0};
+  std::atomic<uint64_t> decisions_{0}, deny_cache_hits_{0}, master_changes_{0};
 };
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& options) {
-  if (options.host.empty()) return InvalidArgument("redis: host must not be empty");
-  if (options.port < 1 || options.port > 65535) return InvalidArgument("redis: port 1..65535");
+  if (options.sentinels.empty()) {
+    if (options.host.empty()) return InvalidArgument("redis: host must not be empty");
+    if (options.port < 1 || options.port > 65535) return InvalidArgument("redis: port 1..65535");
+  } else {
+    if (options.sentinel_master.empty()) {
+      return InvalidArgument("redis: sentinel mode needs sentinel_master");
+    }
+    if (options.tls) return InvalidArgument("redis: sentinel mode does not support TLS yet");
+    for (const auto& s : options.sentinels) {
+      const size_t colon = s.rfind(':');
+      int port = 0;
+      if (colon == std::string::npos || colon == 0 ||
+          !redis::ParsePort(std::string_view(s).substr(colon + 1), &port)) {
+        return InvalidArgument("redis: bad sentinel '" + redis::Printable(s) +
+                               "' (want host:port)");
+      }
+    }
+  }
   if (options.connections < 1 || options.connections > 64) {
     return InvalidArgument("redis: connections must be 1..64");
   }
@@ -285,6 +479,8 @@ Result<std::vector<Settled>> RedisStore::Settle(std::span<const SettleItem> item
 }
 
 bool RedisStore::Healthy() const { return impl_->Healthy(); }
+
+std::string RedisStore::MasterEndpoint() const { return impl_->MasterEndpoint(); }
 
 void RedisStore::AcquireLeaseAsync(std::string_view key, const LeaseLimit& limit,
                                    LeaseCallback done) {

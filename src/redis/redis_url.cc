@@ -1,4 +1,5 @@
-// ParseRedisUrl: redis[s]://[[user]:password@]host[:port][/db][?options].
+// ParseRedisUrl: redis[s]://[[user]:password@]host[:port][/db][?options], and
+// ParseRedisSentinelUrl: redis-sentinel://[userinfo@]host:port[,...]/<master>[?options].
 #include <charconv>
 #include <optional>
 #include <string>
@@ -135,6 +136,140 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
                                   : "; tls_* options need rediss://)"));
     }
   }
+  return o;
+}
+
+namespace {
+
+// Whether a "host:port" piece names its port ("[v6]:port" or "host:port").
+bool HasPort(std::string_view hp) {
+  if (hp.starts_with('[')) {
+    const size_t close = hp.find(']');
+    return close != std::string_view::npos && close + 1 < hp.size() && hp[close + 1] == ':';
+  }
+  return hp.find(':') != std::string_view::npos;
+}
+
+bool ValidMasterName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<RedisOptions> ParseRedisSentinelUrl(std::string_view url) {
+  const std::string shown = base::RedactUrl(url, 100);
+  if (url.starts_with("rediss-sentinel://")) {
+    return InvalidArgument(
+        "redis sentinel url: rediss-sentinel:// (TLS to the sentinels and the master) is not yet "
+        "supported; use redis-sentinel:// on a trusted network (got '" +
+        shown + "')");
+  }
+  if (!url.starts_with("redis-sentinel://")) {
+    return InvalidArgument("redis sentinel url: must start with redis-sentinel:// (got '" + shown +
+                           "')");
+  }
+  if (url.size() > 4096) return InvalidArgument("redis sentinel url: longer than 4096 bytes");
+  std::string_view rest = url.substr(17);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string userinfo;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(rest.substr(0, at + 1));
+    rest = rest.substr(at + 1);
+  }
+  std::string_view master;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    master = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  if (master.empty()) {
+    return InvalidArgument("redis sentinel url: missing /<master-name> after the sentinels in '" +
+                           shown + "'");
+  }
+  if (!ValidMasterName(master)) {
+    return InvalidArgument(
+        "redis sentinel url: master name must be 1..128 bytes of "
+        "[A-Za-z0-9._-] (got '" +
+        base::RedactUrlPiece(url, master) + "')");
+  }
+  // The master's own options come out of the query; the rest is redis://'s.
+  std::string master_username, master_password, passed_query;
+  int db = 0;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const size_t eq = kv.find('=');
+    const std::string_view k = kv.substr(0, eq);
+    const std::string_view val =
+        eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+    int64_t v = 0;
+    if (k == "master_password" || k == "master_username") {
+      std::string* field = k == "master_password" ? &master_password : &master_username;
+      if (!PercentDecode(val, field) || field->empty()) {
+        return InvalidArgument("redis sentinel url: bad value for " + std::string(k));
+      }
+    } else if (k == "db") {
+      if (!ParseInt(val, 0, 1 << 20, &v)) {
+        return InvalidArgument("redis sentinel url: db must be a number (got '" +
+                               base::RedactUrlPiece(url, kv) + "')");
+      }
+      db = static_cast<int>(v);
+    } else {
+      passed_query += (passed_query.empty() ? "?" : "&") + std::string(kv);
+    }
+  }
+  RedisOptions o;
+  bool first = true;
+  for (bool more = true; more;) {
+    const size_t comma = rest.find(',');
+    const std::string_view hp = rest.substr(0, comma);
+    more = comma != std::string_view::npos;  // "a:1," names an empty last sentinel
+    rest = more ? rest.substr(comma + 1) : std::string_view{};
+    if (hp.empty() || !HasPort(hp)) {
+      return InvalidArgument("redis sentinel url: each sentinel must be host:port (got '" +
+                             (hp.empty() ? shown : base::RedactUrlPiece(url, hp)) + "')");
+    }
+    // Reuse the redis:// parser for the host, the port, the credentials and the options.
+    auto parsed = ParseRedisUrl("redis://" + userinfo + std::string(hp) +
+                                (first ? passed_query : std::string()));
+    if (!parsed.ok()) {
+      std::string why(parsed.status().message());
+      if (why.starts_with("redis url: ")) why = why.substr(11);
+      return InvalidArgument("redis sentinel url: " + why);
+    }
+    if (parsed->db != 0) {
+      return InvalidArgument("redis sentinel url: a sentinel has no database; use ?db=N");
+    }
+    if (first) o = *parsed;
+    first = false;
+    if (o.sentinels.size() >= 16)
+      return InvalidArgument("redis sentinel url: at most 16 sentinels");
+    const bool v6 = parsed->host.find(':') != std::string::npos;
+    o.sentinels.push_back((v6 ? "[" + parsed->host + "]" : parsed->host) + ":" +
+                          std::to_string(parsed->port));
+  }
+  o.sentinel_username = std::move(o.username);
+  o.sentinel_password = std::move(o.password);
+  o.username = std::move(master_username);
+  o.password = std::move(master_password);
+  if (!o.username.empty() && o.password.empty()) {
+    return InvalidArgument("redis sentinel url: master_username needs master_password");
+  }
+  o.db = db;
+  o.sentinel_master = std::string(master);
+  // Discovery fills these in; until then they name no server.
+  o.host.clear();
+  o.port = 0;
   return o;
 }
 

@@ -100,7 +100,8 @@ void ApplyRemote(const StoreSpec& spec, const StoreEnv& env, RedisOptions& node)
 }
 
 Result<OpenedStore> OpenRedis(const StoreSpec& spec, const StoreEnv& env) {
-  auto options = ParseRedisUrl(spec.url);
+  const bool sentinel = runtime::IsSentinelUrl(spec.url);
+  auto options = sentinel ? ParseRedisSentinelUrl(spec.url) : ParseRedisUrl(spec.url);
   if (!options.ok()) return InvalidArgument("store: " + std::string(options.status().message()));
   ApplyRemote(spec, env, *options);
   auto created = RedisStore::Create(*options);
@@ -108,8 +109,15 @@ Result<OpenedStore> OpenRedis(const StoreSpec& spec, const StoreEnv& env) {
   std::unique_ptr<RedisStore> redis = std::move(created).value();
   OpenedStore out;
   out.scheme = StoreScheme::kRedis;
-  out.description = "redis " + options->host + ":" + std::to_string(options->port) + " db " +
-                    std::to_string(options->db);
+  if (sentinel) {
+    std::string sentinels;
+    for (const auto& s : options->sentinels) sentinels += (sentinels.empty() ? "" : ",") + s;
+    out.description = "redis-sentinel master '" + options->sentinel_master + "' via " + sentinels +
+                      " db " + std::to_string(options->db);
+  } else {
+    out.description = "redis " + options->host + ":" + std::to_string(options->port) + " db " +
+                      std::to_string(options->db);
+  }
   out.redis = redis.get();
   out.key_prefix = options->key_prefix;
   RedisStore* raw = redis.get();  // owned by the resilient store, which owns the fleet too

@@ -12,7 +12,8 @@ namespace tollgate {
 namespace {
 
 constexpr std::string_view kKnownSchemes =
-    "local[://?OPTIONS], redis://, rediss://, redis-cluster:// or rediss-cluster://";
+    "local[://?OPTIONS], redis://, rediss://, redis-cluster://, rediss-cluster:// or "
+    "redis-sentinel://";
 
 // A bad URL quoted back: redacted (it may hold a password) and at most 100
 // bytes (it may be long or hostile).
@@ -25,6 +26,10 @@ Result<StoreScheme> StoreSchemeOf(std::string_view url) {
     return StoreScheme::kLocal;
   }
   if (url.starts_with("redis://") || url.starts_with("rediss://")) return StoreScheme::kRedis;
+  // A RedisStore too, its master found through the sentinels.
+  if (url.starts_with("redis-sentinel://") || url.starts_with("rediss-sentinel://")) {
+    return StoreScheme::kRedis;
+  }
   if (url.starts_with("redis-cluster://") || url.starts_with("rediss-cluster://")) {
     return StoreScheme::kRedisCluster;
   }
@@ -54,6 +59,10 @@ Result<LocalStoreOptions> LocalOptionsOf(const StoreSpec& spec) {
 
 namespace runtime {
 
+bool IsSentinelUrl(std::string_view url) {
+  return url.starts_with("redis-sentinel://") || url.starts_with("rediss-sentinel://");
+}
+
 Status NotInThisBuild(StoreScheme scheme, std::string_view url) {
   return UnavailableError("store " + std::string(StoreSchemeName(scheme)) +
                           " not available in this build (" + Quoted(url) +
@@ -70,8 +79,9 @@ Status CheckStoreSpec(const StoreSpec& spec) {
     return local.ok() ? Status::Ok() : local.status();
   }
 #if TOLLGATE_HAVE_REDIS
-  Status parsed = *scheme == StoreScheme::kRedis ? ParseRedisUrl(spec.url).status()
-                                                 : ParseRedisClusterUrl(spec.url).status();
+  Status parsed = *scheme == StoreScheme::kRedisCluster ? ParseRedisClusterUrl(spec.url).status()
+                  : runtime::IsSentinelUrl(spec.url)    ? ParseRedisSentinelUrl(spec.url).status()
+                                                        : ParseRedisUrl(spec.url).status();
   if (!parsed.ok()) return InvalidArgument("store: " + std::string(parsed.message()));
   if (spec.call_timeout.count() < 0) return InvalidArgument("store: call timeout must be >= 0");
   if (const auto& r = spec.resilience) {

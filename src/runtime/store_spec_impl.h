@@ -11,6 +11,9 @@ namespace tollgate::runtime {
 // kUnavailable: `scheme` names a store this build does not include.
 Status NotInThisBuild(StoreScheme scheme, std::string_view url);
 
+// redis-sentinel:// or rediss-sentinel:// (StoreScheme::kRedis, ParseRedisSentinelUrl).
+bool IsSentinelUrl(std::string_view url);
+
 }  // namespace tollgate::runtime
 
 #endif  // TOLLGATE_SRC_RUNTIME_STORE_SPEC_IMPL_H_

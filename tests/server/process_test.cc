@@ -535,6 +535,11 @@ TEST_F(ProcessTest, StoreUrlPasswordsNeverReachCheckOrStartErrors) {
       {"raw-slash", R"("store": "redis://:s3/cret@10.0.0.1:99999")"},
       {"option", R"("store": "rediss://bob:s3cret@10.0.0.1?password=s3cret")"},
       {"cluster-seed", R"("store": "redis-cluster://:s3cret@10.0.0.1:7000,10.0.0.2:x")"},
+      {"sentinel-master",
+       R"("store": "redis-sentinel://:s3cret@10.0.0.1:26379/bad{name}?master_password=s3cret")"},
+      {"sentinel-port",
+       R"("store": "redis-sentinel://:s3cret@10.0.0.1:26379,10.0.0.2/m?master_password=s3cret")"},
+      {"sentinel-tls", R"("store": "rediss-sentinel://:s3cret@10.0.0.1:26379/m")"},
       {"etcd-userinfo", ""},  // the policy below
       {"collector", R"("tracing": {"endpoint": "https://u:s3cret@collector:4318/v1/traces"})"},
   };
@@ -573,6 +578,20 @@ TEST_F(ProcessTest, StoreUrlPasswordsNeverReachCheckOrStartErrors) {
   EXPECT_NE(ready.body.find("127.0.0.1:1"), std::string::npos) << ready.body;
   EXPECT_EQ(ready.body.find("s3cret"), std::string::npos) << ready.body;
   EXPECT_EQ(t.Log().find("s3cret"), std::string::npos) << t.Log();
+  // The same for Sentinel (--store, the same grammar): neither the sentinels'
+  // password nor the master's, whose sentinels are not there.
+  Tollgated sentinel(
+      {"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--store",
+       "redis-sentinel://:s3cret@127.0.0.1:1/m?master_password=s3cret&"
+       "connect_timeout_ms=50"},
+      dir_);
+  ASSERT_TRUE(sentinel.WaitStarted()) << sentinel.Log();
+  const HttpResponse sentinel_ready = Fetch(sentinel.admin_port(), "GET", "/readyz");
+  EXPECT_NE(sentinel_ready.body.find("redis-sentinel master 'm' via 127.0.0.1:1"),
+            std::string::npos)
+      << sentinel_ready.body;
+  EXPECT_EQ(sentinel_ready.body.find("s3cret"), std::string::npos) << sentinel_ready.body;
+  EXPECT_EQ(sentinel.Log().find("s3cret"), std::string::npos) << sentinel.Log();
 }
 
 // Hostile bytes a client can put in a header (Beast lets obs-text and HTAB

@@ -152,11 +152,26 @@ std::string RedisServer::BinaryPath() {
 
 bool RedisServer::Installed() { return !BinaryPath().empty(); }
 
+std::string RedisServer::SentinelBinaryPath() {
+  if (const char* env = std::getenv("TOLLGATE_REDIS_SENTINEL"); env && access(env, X_OK) == 0) {
+    return env;
+  }
+  for (const char* p : {"/usr/bin/redis-sentinel", "/usr/local/bin/redis-sentinel"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
 RedisServer::StartResult RedisServer::Start(Options options) {
   StartResult result;
   if (!Installed()) {
     result.missing = true;
     result.error = "redis-server is not installed (apt-get install redis-server)";
+    return result;
+  }
+  if (!options.sentinel_config.empty() && SentinelBinaryPath().empty()) {
+    result.missing = true;
+    result.error = "redis-sentinel is not installed (apt-get install redis-sentinel)";
     return result;
   }
   ScopedTempDir dir("redis");
@@ -198,24 +213,36 @@ RedisServer::RedisServer(int port, int tls_port, Options options, ScopedTempDir 
 RedisServer::~RedisServer() { Kill(); }  // then dir_ goes
 
 std::string RedisServer::Launch() {
-  std::string bin = BinaryPath();
-  std::vector<std::string> args = {bin,
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--dir",
-                                   dir_.path(),
-                                   "--logfile",
-                                   dir_.File("redis-" + std::to_string(port_) + ".log"),
-                                   "--protected-mode",
-                                   "no"};
+  const bool sentinel = !options_.sentinel_config.empty();
+  std::string bin = sentinel ? SentinelBinaryPath() : BinaryPath();
+  std::vector<std::string> args = {bin};
+  if (sentinel) {
+    // A sentinel needs a config file it can rewrite; the rest goes on the command line.
+    const std::string conf = dir_.File("sentinel-" + std::to_string(port_) + ".conf");
+    FILE* f = std::fopen(conf.c_str(), "w");
+    if (f == nullptr) return "cannot write " + conf;
+    for (const auto& line : options_.sentinel_config) std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+    args = {bin, conf};
+  }
+  const std::vector<std::string> common = {
+      "--port",
+      std::to_string(port_),
+      "--bind",
+      "127.0.0.1",
+      "--daemonize",
+      "no",
+      "--dir",
+      dir_.path(),
+      "--logfile",
+      dir_.File(std::string(sentinel ? "sentinel-" : "redis-") + std::to_string(port_) + ".log"),
+      "--protected-mode",
+      "no"};
+  args.insert(args.end(), common.begin(), common.end());
+  // A sentinel keeps no data: the persistence settings are a server's only.
+  if (!sentinel) {
+    for (const char* a : {"--save", "", "--appendonly", "no"}) args.push_back(a);
+  }
   if (options_.tls) {
     const std::vector<std::string> tls = {
         "--tls-port",         std::to_string(tls_port_),

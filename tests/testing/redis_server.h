@@ -20,6 +20,10 @@
 // process (SIGKILL after SIGCONT) and removes the directory.
 // Errors: Start/Restart report failures as text, never throw.
 //
+// Sentinel: Options::sentinel_config starts redis-sentinel on the free port
+// instead (its config file in dir(), which the sentinel rewrites), with the
+// same readiness check, Kill, Pause and Command.
+//
 // TLS: Options::tls generates certificates with the openssl CLI into dir() (a
 // CA, a server certificate for IP 127.0.0.1 and DNS localhost signed by it, a
 // client certificate signed by it, and an unrelated CA) and listens on
@@ -49,6 +53,10 @@ class RedisServer {
     // Also listen with TLS on tls_port() (certificates generated at start).
     bool tls = false;
     bool tls_auth_clients = false;  // --tls-auth-clients yes: require a client certificate
+    // Run redis-sentinel instead, with these lines in its (writable) config
+    // file, e.g. "sentinel monitor m 127.0.0.1 6379 1". Start() reports
+    // `missing` when redis-sentinel is not installed.
+    std::vector<std::string> sentinel_config;
   };
 
   // The outcome of Start(): a server, or why not (missing = not installed).
@@ -67,6 +75,8 @@ class RedisServer {
   // Whether a redis-server binary can be found at all.
   static bool Installed();
   static std::string BinaryPath();  // "" when not installed
+  // /usr/bin/redis-sentinel (Debian's redis-sentinel), TOLLGATE_REDIS_SENTINEL, or "".
+  static std::string SentinelBinaryPath();
 
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
