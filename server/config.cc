@@ -14,7 +14,7 @@
 #include "tollgate/config_error.h"
 #include "tollgate/http_text.h"
 #include "tollgate/json_fields.h"
-#include "trace/exporter.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::server {
 namespace {
@@ -500,11 +500,11 @@ void CheckStore(const ServerConfig& c, std::vector<ConfigError>* errors) {
   }
 }
 
-// tracing.endpoint: the exporter's URL grammar (src/trace/exporter.h).
+// tracing.endpoint: the exporter's URL grammar (tollgate/trace.h).
 void CheckTracing(const ServerConfig& c, std::vector<ConfigError>* errors) {
   if (c.trace_endpoint.empty()) return;
-  auto url = trace::ParseCollectorUrl(c.trace_endpoint);
-  if (!url.ok()) errors->push_back({"tracing.endpoint", url.status().message()});
+  const Status url = trace::CheckCollectorUrl(c.trace_endpoint);
+  if (!url.ok()) errors->push_back({"tracing.endpoint", url.message()});
 }
 
 void CheckProcess(const ServerConfig& c, std::vector<ConfigError>* errors) {

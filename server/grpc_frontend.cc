@@ -1,9 +1,8 @@
 #include "server/grpc_frontend.h"
 
 #if TOLLGATE_HAVE_RLS
-#include "rls/rls_decider.h"
 #include "rls/rls_server.h"
-#include "rls/rls_yaml.h"
+#include "tollgate/envoy_rls.h"
 #endif
 #include "tollgate/store_spec.h"
 
@@ -14,51 +13,30 @@ namespace {
 
 class RlsFrontend final : public GrpcFrontend {
  public:
-  RlsFrontend(std::unique_ptr<rls::RlsDecider> decider, std::unique_ptr<rls::RlsServer> server)
+  RlsFrontend(std::unique_ptr<rls::EnvoyDecider> decider, std::unique_ptr<rls::RlsServer> server)
       : decider_(std::move(decider)), server_(std::move(server)) {}
   ~RlsFrontend() override { Shutdown(); }
   std::string address() const override { return server_->address(); }
-  void AppendMetrics(std::string* out) const override { server_->counters().AppendPrometheus(out); }
+  void AppendMetrics(std::string* out) const override { decider_->AppendMetrics(out); }
   std::vector<RuleCounters> DecisionCounters() const override {
-    std::vector<RuleCounters> out;
-    for (const rls::RuleCountersSnapshot& r : server_->counters().RuleSnapshot()) {
-      RuleCounters c;
-      c.rule = r.rule;
-#define TOLLGATE_COPY_DECISION(field, label) c.field = r.field;
-      TOLLGATE_RULE_DECISION_COUNTERS(TOLLGATE_COPY_DECISION)
-#undef TOLLGATE_COPY_DECISION
-      out.push_back(std::move(c));
-    }
-    return out;
+    return decider_->DecisionCounters();
   }
   ServerMetrics::LatencyCounts DecisionLatency() const override {
-    return server_->counters().Latency();
+    return decider_->DecisionLatency();
   }
   void Shutdown() override { server_->Shutdown(); }
 
  private:
-  std::unique_ptr<rls::RlsDecider> decider_;  // reads the Runtime's snapshot
-  std::unique_ptr<rls::RlsServer> server_;    // declared after: stops first
+  std::unique_ptr<rls::EnvoyDecider> decider_;  // reads the Runtime's snapshot
+  std::unique_ptr<rls::RlsServer> server_;      // declared after: stops first
 };
 
-// What the YAML may ask of the configured store: the Redis stores run every
-// algorithm but sliding_log, so it is a load error there instead of
-// UNAVAILABLE on every call.
+// What the YAML may ask of the configured store (an unreadable store spec is
+// taken as Redis: the narrower set).
 rls::RlsCompileOptions CompileOptionsFor(const ServerConfig& config) {
-  rls::RlsCompileOptions o;
-  o.default_algorithm = config.rls_default_algorithm;
   const Result<StoreScheme> scheme = StoreSchemeOf(config.store);
-  const bool local = scheme.ok() && *scheme == StoreScheme::kLocal;
-  if (scheme.ok() && *scheme == StoreScheme::kRedisCluster) {
-    o.store_name = "the redis-cluster store";
-  } else if (!local) {
-    o.store_name = "the redis store";
-  }
-  if (!local) {
-    o.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
-                              Algorithm::kFixedWindow, Algorithm::kSlidingWindow};
-  }
-  return o;
+  return rls::RlsCompileOptionsFor(scheme.ok() ? *scheme : StoreScheme::kRedis,
+                                   config.rls_default_algorithm);
 }
 
 rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
@@ -79,27 +57,17 @@ std::optional<EnforcerOptions> GrpcFrontend::EnforcerOptionsFor(const ServerConf
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config,
                                                           tollgate::Runtime& engine,
                                                           const Clock* clock) {
-  Enforcer* enforcer = engine.envoy_enforcer();
-  if (enforcer == nullptr) return InvalidArgument("grpc: the runtime has no Envoy enforcer");
-  // The rule files become the Runtime's companion: compiled now, then
-  // reloaded (and checked by a PUT) with the policy, in its one swap.
-  std::vector<ConfigError> errors = engine.AttachCompanion(rls::RlsCompanion(
-      engine.policies(), *enforcer, config.rls_config, CompileOptionsFor(config)));
-  if (!errors.empty()) {
-    std::string text = "invalid rls_config:";
-    for (const auto& e : errors) text += "\n  " + e.ToString();
-    return InvalidArgument(text);
-  }
-  auto decider = std::make_unique<rls::RlsDecider>(&engine.policies(), enforcer, clock,
-                                                   DecideOptionsFor(config));
+  auto decider = rls::AttachEnvoyDecider(engine, config.rls_config, CompileOptionsFor(config),
+                                         clock, DecideOptionsFor(config));
+  if (!decider.ok()) return decider.status();
   rls::RlsServerOptions options;
   options.address = config.grpc_listen;
-  options.decider = decider.get();
+  options.decider = decider->get();
   options.clock = clock;
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<GrpcFrontend>(
-      new RlsFrontend(std::move(decider), std::move(server).value()));
+      new RlsFrontend(std::move(decider).value(), std::move(server).value()));
 }
 
 std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {

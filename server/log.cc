@@ -7,7 +7,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "trace/traceparent.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::server {
 namespace {

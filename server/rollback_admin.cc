@@ -2,22 +2,12 @@
 
 #include <algorithm>
 
+#include "server/handlers.h"
 #include "tollgate/policy_name.h"
 
 namespace tollgate::server {
-namespace {
 
 using json = nlohmann::json;
-
-Response Json(int status, const json& j) {
-  Response r;
-  r.status = status;
-  r.content_type = kJson;
-  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  return r;
-}
-
-}  // namespace
 
 json TrippedRules(const std::vector<RuleCounters>& counters) {
   json out = json::array();
@@ -53,27 +43,15 @@ json FleetView(const Runtime& s) {
 
 // Sends an operator's action to the fleet: the rule's state here after it.
 json PublishAction(const Runtime& s, const std::string& rule, bool trip) {
-  RollbackTransition change;
-  change.rule = rule;
-  change.fingerprint = s.enforcer->RollbackFingerprint(rule);
-  change.tripped = trip;
-  change.by_operator = true;
-  change.trigger = trip ? RollbackTrigger::kAdmin : RollbackTrigger::kNone;
-  for (const RuleCounters& c : s.enforcer->Counters()) {
-    if (c.rule == rule && trip && c.rolled_back) {
-      change.trigger = c.rollback_trigger;  // tripped before: the fleet learns why
-      change.reason = c.rollback_reason;
-    }
-  }
-  if (change.fingerprint == 0) return {{"published", false}, {"error", "not a policy rule"}};
-  Result<RollbackRecord> stored = s.rollback_fleet->PublishNow(FleetChange(change));
-  if (!stored.ok()) {
-    return {{"published", false}, {"queued", true}, {"error", stored.status().message()}};
+  const tollgate::Runtime::RollbackPublish sent = s.engine->PublishRollback(rule, trip);
+  if (!sent.policy_rule) return {{"published", false}, {"error", "not a policy rule"}};
+  if (!sent.status.ok()) {
+    return {{"published", false}, {"queued", true}, {"error", sent.status.message()}};
   }
   return {{"published", true},
-          {"epoch", stored->epoch},
-          {"tripped", stored->tripped},
-          {"origin", stored->origin}};
+          {"epoch", sent.record.epoch},
+          {"tripped", sent.record.tripped},
+          {"origin", sent.record.origin}};
 }
 
 }  // namespace
@@ -98,7 +76,7 @@ Response HandleRollbackView(const Runtime& s) {
   }
   json view = {{"scope", s.rollback_fleet ? "fleet" : "instance"}, {"rules", std::move(rules)}};
   if (s.rollback_fleet) view["fleet"] = FleetView(s);
-  return Json(200, view);
+  return JsonResponse(200, view);
 }
 
 std::vector<ConfigError> ParseRollbackQuery(std::string_view query, bool trip, RollbackQuery* out) {
@@ -167,7 +145,7 @@ Response HandleRollbackAction(const Runtime& s, bool trip, std::string_view quer
     audit["fleet"] = answer["fleet"];
   }
   s.log->Warn(trip ? "rollback_tripped" : "rollback_cleared", audit);
-  return Json(200, answer);
+  return JsonResponse(200, answer);
 }
 
 }  // namespace tollgate::server

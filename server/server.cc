@@ -375,7 +375,7 @@ class Server::Impl {
     if (!made.ok()) return made.status();
     engine = std::move(made).value();
     policy_stamp = Stamp(config->policy_path);
-    auto tracing = DecisionTracer::Create(*config, clock);
+    auto tracing = MakeDecisionTracer(*config, clock);
     if (!tracing.ok()) return InvalidArgument("tracing: " + tracing.status().message());
     tracer = std::move(tracing).value();
     return Status::Ok();

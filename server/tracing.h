@@ -1,27 +1,21 @@
-// Internal: tollgated's OpenTelemetry spans, one per decision.
+// Internal: a request's trace context in tollgated, and the tracer its config asks for.
 //
-// A decision span ("tollgate.decision", kind SERVER) carries tollgate.rule,
-// tollgate.verdict, tollgate.store and tollgate.cost; when the store is Redis
-// (one server or a cluster) a child span ("EVALSHA", kind CLIENT) covers the
-// store calls, with db.system=redis and db.operation=EVALSHA. A request's valid
-// traceparent is continued (same trace id, its span as parent); a missing or
-// malformed one starts a new trace. In gateway mode the upstream receives a
-// traceparent naming the sampled decision span as its parent. Sampling: trace::Sampler (ratio for
-// new traces, the parent's flag with parent_based). Only a peer in
-// trusted_proxies decides by its traceparent's sampled flag (or, without
-// parent_based, by its trace id): any other caller could set the flag (or pick
-// a trace id under the threshold) on every request and have each of its
-// decisions recorded, so its decisions are sampled as new traces are (the
-// ratio, on a random draw of our own), while its trace is still continued (its
-// trace id, its span as the parent). Spans go to an OtlpHttpExporter
-// (src/trace/exporter.h): bounded queue, never waits.
+// The decision spans themselves are tollgate::trace::DecisionTracer's
+// (tollgate/trace.h). What stays here is what a request brings: its valid
+// traceparent, continued (same trace id, its span as parent), and whether its
+// sampled flag is to be followed. Only a peer in trusted_proxies decides by its
+// traceparent's sampled flag (or, without parent_based, by its trace id): any
+// other caller could set the flag (or pick a trace id under the threshold) on
+// every request and have each of its decisions recorded, so its decisions are
+// sampled as new traces are, while its trace is still continued. In gateway
+// mode the upstream receives a traceparent naming the sampled decision span as
+// its parent.
 //
 // Ownership: the server owns the DecisionTracer; snapshots point to it.
-// Thread safety: Begin, End and stats may be called from any thread.
+// Thread safety: a RequestTrace belongs to one request.
 #ifndef TOLLGATE_SERVER_TRACING_H_
 #define TOLLGATE_SERVER_TRACING_H_
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,13 +23,12 @@
 
 #include "server/config.h"
 #include "tollgate/clock.h"
-#include "tollgate/metrics.h"
-#include "tollgate/policy.h"
-#include "trace/exporter.h"
-#include "trace/span.h"
-#include "trace/traceparent.h"
+#include "tollgate/status.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::server {
+
+using trace::DecisionTracer;
 
 // The trace context a request names (a valid traceparent), copied out of the
 // parser's message so that it outlives it, and whether its sampled flag is to
@@ -63,44 +56,10 @@ class RequestTrace {
   std::string upstream_traceparent_;
 };
 
-class DecisionTracer {
- public:
-  // A decision being traced (sampled) or not.
-  struct Active {
-    bool sampled = false;
-    trace::SpanContext context;  // the decision span's ids
-    trace::SpanId parent{};      // the request's span, zero for a new trace
-    int64_t start_wall_ns = 0;
-    int64_t start_ns = 0;  // Clock::Now() at Begin
-  };
-
-  // Null (and no error) when config.trace_endpoint is empty: tracing off.
-  static Result<std::unique_ptr<DecisionTracer>> Create(const ServerConfig& config,
-                                                        const Clock* clock);
-  // For tests and benchmarks: spans to `exporter`, the store named `store_kind`
-  // ("local", "redis", "redis-cluster").
-  DecisionTracer(std::unique_ptr<trace::OtlpHttpExporter> exporter, const Clock* clock,
-                 trace::Sampler sampler, std::string store_kind);
-
-  // `parent`: the request's context (null: none); `parent_trusted`: follow its
-  // sampled flag (a trusted proxy's), else sample as a new trace and continue it.
-  Active Begin(const trace::SpanContext* parent, bool parent_trusted);
-  // Queues the decision's spans (nothing when not sampled). Never waits.
-  void End(const Active& active, const CheckOutcome& outcome);
-
-  // tollgate_trace_spans_total{outcome=...}, tollgate_trace_replies_oversized_total and
-  // tollgate_trace_queue_spans.
-  void Render(PrometheusWriter& w) const;
-  trace::OtlpHttpExporter::Stats stats() const { return exporter_->stats(); }
-
- private:
-  std::unique_ptr<trace::OtlpHttpExporter> exporter_;
-  const Clock* clock_;
-  trace::Sampler sampler_;
-  trace::IdSource ids_;
-  const std::string store_kind_;
-  const bool redis_;
-};
+// The tracer `config`'s tracing section asks for; null (and no error) when
+// tracing.endpoint is empty: tracing off.
+Result<std::unique_ptr<DecisionTracer>> MakeDecisionTracer(const ServerConfig& config,
+                                                           const Clock* clock);
 
 }  // namespace tollgate::server
 

@@ -1,23 +1,24 @@
 // Cost of OpenTelemetry tracing per decision: an Enforcer decision on the
 // local store (one rule, a hot key), bracketed the way tollgated brackets it
-// (server/endpoints.cc: DecisionTracer::Begin, Check, End), with tracing off,
+// (server/endpoints.cc: trace::DecisionTracer::Begin, Check, End), with tracing off,
 // on but not sampled, and sampled (spans built and queued for a collector
 // that answers, tests/testing/otlp_collector.h). Figures: docs/benchmarks.md.
 //   build/bench/trace/trace_bench --benchmark_repetitions=5
 //   --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <memory>
 
-#include "server/tracing.h"
 #include "testing/otlp_collector.h"
 #include "tollgate/local_store.h"
 #include "tollgate/policy.h"
+#include "tollgate/trace.h"
 
 namespace tollgate {
 namespace {
 
-using server::DecisionTracer;
+using trace::DecisionTracer;
 
 struct Setup {
   std::unique_ptr<LocalStore> store;
@@ -39,14 +40,15 @@ const HeaderPair kHeaders[] = {{"host", "example.com"}, {"user-agent", "bench"}}
 const RequestView kRequest{"GET", "/api/items", "", "192.0.2.1", kHeaders};
 
 std::unique_ptr<DecisionTracer> MakeTracer(const std::string& endpoint, double ratio) {
-  trace::ExporterOptions o;
+  trace::TracerOptions o;
   o.endpoint = endpoint;
   o.max_queue = 1 << 16;
   o.max_batch = 512;
-  o.flush_interval = trace::Millis(100);
-  return std::make_unique<DecisionTracer>(std::move(*trace::OtlpHttpExporter::Create(o)),
-                                          &SystemClock::Instance(), trace::Sampler(ratio, true),
-                                          "local");
+  o.flush_interval = std::chrono::milliseconds(100);
+  o.sample_ratio = ratio;
+  o.parent_based = true;
+  o.store_kind = "local";
+  return std::move(*DecisionTracer::Create(std::move(o), &SystemClock::Instance()));
 }
 
 // tollgated without tracing.endpoint: no tracer, no store timing.

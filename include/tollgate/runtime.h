@@ -225,6 +225,17 @@ class Runtime {
   void WriteStoreMetrics(PrometheusWriter& w) const;
   void WriteFleetMetrics(PrometheusWriter& w) const;
 
+  // An operator's trip (`trip`) or clear of `rule`'s rollback guard, already
+  // made on this instance's Enforcer, sent to the fleet now (blocking: one
+  // Redis round trip; a failed send is queued for the fleet's thread). Only
+  // with a fleet (rollback_fleet() not null).
+  struct RollbackPublish {
+    bool policy_rule = false;  // false: no rule of the running policy; nothing sent
+    Status status;             // the send's; Ok: `record` is what the fleet stored
+    RollbackRecord record;
+  };
+  RollbackPublish PublishRollback(const std::string& rule, bool trip) const;
+
   // Key administration (blocking: one store round trip each).
   Result<Decision> InspectKey(std::string_view bucket_key, const Limit& limit) const;
   Status ResetKey(std::string_view bucket_key, const Limit& limit) const;
@@ -242,6 +253,20 @@ class Runtime {
 // as the Enforcer adopts it.
 RollbackChange FleetChange(const RollbackTransition& change);
 RollbackTransition AdoptedTransition(const RollbackRecord& record);
+
+// The per-rule families of a front end's /metrics, from `counters` (an
+// Enforcer's Counters()), one writer per group so a front end can put its
+// own samples of a family beside them (tollgated's Envoy decisions):
+//  - decisions and concurrency leases: tollgate_decisions_total,
+//    tollgate_leases_total, tollgate_leases_in_flight;
+//  - missing keys and the rollback guards: tollgate_missing_key_total,
+//    tollgate_rule_rolled_back, tollgate_rollback_{trips,clears,adopted}_total;
+//  - settlements: tollgate_settlements_total, tollgate_settled_cost_total,
+//    tollgate_response_cost_invalid_total, tollgate_settle_failures_total,
+//    tollgate_refunds_total.
+void WriteRuleDecisionMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters);
+void WriteRuleGuardMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters);
+void WriteRuleSettlementMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters);
 
 }  // namespace tollgate
 

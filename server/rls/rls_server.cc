@@ -6,10 +6,11 @@
 #include <mutex>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "rls/rls_yaml.h"
 
 namespace tollgate::rls {
 namespace {
+
+namespace rlspb = ::envoy::service::ratelimit::v3;
 
 grpc::Status ToGrpc(const Status& st) {
   if (st.ok()) return grpc::Status::OK;
@@ -21,7 +22,7 @@ grpc::Status ToGrpc(const Status& st) {
 
 class Service final : public rlspb::RateLimitService::CallbackService {
  public:
-  explicit Service(RlsDecider* decider) : decider_(decider) {}
+  explicit Service(EnvoyDecider* decider) : decider_(decider) {}
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* ctx,
                                             const rlspb::RateLimitRequest* request,
@@ -32,14 +33,14 @@ class Service final : public rlspb::RateLimitService::CallbackService {
   }
 
  private:
-  RlsDecider* decider_;
+  EnvoyDecider* decider_;
 };
 
 }  // namespace
 
 class RlsServer::Impl {
  public:
-  explicit Impl(RlsDecider* decider) : service(decider) {}
+  explicit Impl(EnvoyDecider* decider) : service(decider) {}
   Service service;
   std::unique_ptr<grpc::Server> server;
   std::mutex shutdown_mu;
@@ -55,7 +56,7 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
     if (!options.config) return InvalidArgument("rls: a configuration is required");
     if (options.clock == nullptr) return InvalidArgument("rls: a clock is required");
     s->own_decider_ =
-        std::make_unique<RlsDecider>(options.store, options.config, options.clock, options.decide);
+        MakeEnvoyDecider(options.store, options.config, options.clock, options.decide);
     s->decider_ = s->own_decider_.get();
   }
   s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_);
@@ -82,10 +83,7 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
 
 std::vector<ConfigError> RlsServer::ReloadFiles(const std::vector<std::string>& paths,
                                                 const RlsCompileOptions& options) {
-  ParsedRlsConfig parsed =
-      LoadRlsConfigFiles(paths, options, decider_->config()->shared_counters());
-  if (parsed.config) decider_->SetConfig(parsed.config);
-  return parsed.errors;
+  return decider_->LoadFiles(paths, options);
 }
 
 void RlsServer::Shutdown(Nanos grace) {

@@ -2,14 +2,16 @@
 // /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, served by
 // gRPC's callback API (no thread per call; with an asynchronous store a
 // call holds no thread while the store decides). Transport only: every
-// decision is the engine's (src/rls/rls_decider.h, RlsDecider).
+// decision is the engine's (tollgate/envoy_rls.h, an EnvoyDecider).
 //
-// tollgated serves the decider of its Runtime (RlsServerOptions::decider: the
-// configuration reloads with the policy, in the Runtime's one swap):
+// tollgated serves the decider of its Runtime (RlsServerOptions::decider, from
+// AttachEnvoyDecider: the configuration reloads with the policy, in the
+// Runtime's one swap):
 //
 //   auto server = StartRlsServer({.address = "0.0.0.0:8081", .decider = &decider});
 //
-// Standalone (tests, benchmarks), over a store and a configuration:
+// Standalone (tests, benchmarks), over a store and a configuration compiled by
+// src/rls/rls_yaml.h (MakeEnvoyDecider):
 //
 //   auto server = StartRlsServer({.address = "127.0.0.1:8081", .store = &store,
 //                                 .config = parsed.config});
@@ -31,10 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "rls/rls_config.h"
-#include "rls/rls_counters.h"
-#include "rls/rls_decider.h"
 #include "tollgate/clock.h"
+#include "tollgate/envoy_rls.h"
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 
@@ -44,7 +44,7 @@ struct RlsServerOptions {
   std::string address = "127.0.0.1:8081";  // HOST:PORT; port 0 picks a free one
   // The decider to serve (borrowed; tollgated's, over its Runtime). Null: a
   // standalone one over `store` with `config`, `clock` and `decide`.
-  RlsDecider* decider = nullptr;
+  EnvoyDecider* decider = nullptr;
   Store* store = nullptr;                   // standalone: required, borrowed
   std::shared_ptr<const RlsConfig> config;  // standalone: required
   const Clock* clock = &SystemClock::Instance();
@@ -68,14 +68,13 @@ class RlsServer {
     decider_->SetConfig(std::move(config));
   }
   std::shared_ptr<const RlsConfig> config() const { return decider_->config(); }
-  // Standalone only: loads envoyproxy/ratelimit YAML files (rls_yaml.h) and
-  // swaps them in; on errors the running configuration stays and the errors
-  // are returned.
+  // Standalone only: loads envoyproxy/ratelimit YAML files and swaps them in;
+  // on errors the running configuration stays and the errors are returned.
   std::vector<ConfigError> ReloadFiles(const std::vector<std::string>& paths,
                                        const RlsCompileOptions& options = {});
 
   RlsCounters& counters() const { return decider_->counters(); }
-  RlsDecider& decider() { return *decider_; }
+  EnvoyDecider& decider() { return *decider_; }
 
   // Stops accepting calls, waits up to `grace` for calls in flight, then
   // cancels them. Idempotent.
@@ -86,8 +85,8 @@ class RlsServer {
  private:
   friend Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
   RlsServer() = default;
-  std::unique_ptr<RlsDecider> own_decider_;  // standalone
-  RlsDecider* decider_ = nullptr;
+  std::unique_ptr<EnvoyDecider> own_decider_;  // standalone
+  EnvoyDecider* decider_ = nullptr;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
   std::string address_;

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tollgate/envoy_rls.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 
@@ -94,20 +95,7 @@ struct RlsDomainSpec {
   std::string source;  // file name, prefixed to error paths when not empty
 };
 
-struct RlsCompileOptions {
-  // For rate_limit blocks without `algorithm`. The token bucket works on every
-  // store (the Redis stores run every algorithm but sliding_log); fixed_window
-  // reproduces envoyproxy/ratelimit's counters exactly (docs/envoy.md, "Units").
-  Algorithm default_algorithm = Algorithm::kTokenBucket;
-  // Algorithms the store can run (empty = all); others are configuration
-  // errors naming `store_name`, instead of UNAVAILABLE on every request.
-  std::vector<Algorithm> supported_algorithms;
-  std::string store_name = "the store";
-  // Several specs with one domain: merge their trees (envoyproxy/ratelimit's
-  // MERGE_DOMAIN_CONFIG) or reject the duplicate (the default, as upstream).
-  bool merge_domains = false;
-  size_t max_depth = 32;  // nesting bound
-};
+// RlsCompileOptions (how rule files compile) is public: tollgate/envoy_rls.h.
 
 // One compiled rate_limit block.
 struct RlsRule {

@@ -54,6 +54,7 @@
 #include "rls/rls_counters.h"
 #include "rls/rls_yaml.h"
 #include "tollgate/clock.h"
+#include "tollgate/envoy_rls.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/status.h"
@@ -80,11 +81,6 @@ std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> enf
                                                    std::shared_ptr<const RlsConfig> config,
                                                    bool resolve_handles = true);
 
-// What loading `paths` with `options` would refuse: every error of every file
-// (the files that parsed are compiled even when another did not).
-std::vector<ConfigError> CheckRlsConfigFiles(const std::vector<std::string>& paths,
-                                             const RlsCompileOptions& options);
-
 // tollgated's Envoy rule files as the Runtime's companion: `compile` loads
 // `paths` for `enforcer` (the Runtime's envoy_enforcer()), keeping the counters
 // registry of the configuration `policies` holds; `installed` counts a reload
@@ -93,46 +89,15 @@ CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
                              std::vector<std::string> paths, RlsCompileOptions options,
                              bool resolve_handles = true);
 
-struct RlsDecideOptions {
-  // Rate-limit headers to put in response_headers_to_add, rendered by the
-  // policy layer (tollgate/policy_headers.h), each style once
-  // (ParseHeaderStyles): kDraft11 gives RateLimit-Policy and RateLimit. Empty
-  // by default: Envoy can render its own x-ratelimit-* headers from the statuses.
-  // With a given Enforcer, its EnforcerOptions render them (set the same styles
-  // there: RuntimeOptions::envoy); here they say whether to copy them.
-  std::vector<HeaderStyle> header_styles;
-  // Retry-After in response_headers_to_add on OVER_LIMIT (Envoy adds it to
-  // its 429), whatever header_styles says.
-  bool retry_after = true;
-  // Retry-After = ceil(wait * (1 + jitter * u)), u in [0,1) fixed per
-  // descriptor value (EnforcerOptions::retry_after_jitter); the reset of the
-  // header styles on OVER_LIMIT equals it. duration_until_reset in the
-  // statuses stays the bucket's own time, without jitter. [0, 10].
-  // Standalone only (a given Enforcer has its own).
-  double retry_after_jitter = 0.5;
-  uint64_t jitter_seed = 0;
-  // Request bounds (INVALID_ARGUMENT beyond them).
-  size_t max_descriptors = 64;
-  size_t max_entries = 32;  // per descriptor
-  // Algorithm for descriptors that carry their own `limit` override.
-  Algorithm override_algorithm = Algorithm::kTokenBucket;
-  // Find each configured rule's Enforcer state once, when the configuration is
-  // attached (the default); false looks it up by name under the Enforcer's
-  // lock for every descriptor (the baseline `rls_bench --direct` compares with).
-  // Standalone only (RlsCompanion has its own).
-  bool resolve_rule_handles = true;
-};
+// RlsDecideOptions, EnvoyEnforcerOptions and CheckRlsConfigFiles are public
+// (tollgate/envoy_rls.h).
 
-// The Enforcer options a standalone decider (or the Runtime's Envoy Enforcer,
-// RuntimeOptions::envoy) decides with for `options`.
-EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options);
-
-class RlsDecider {
+class RlsDecider final : public EnvoyDecider {
  public:
   // `done` receives Ok (response filled), kInvalidArgument (bad request) or
   // kUnavailable (the store could not decide). It runs exactly once, inline or
   // on a store thread.
-  using Done = std::function<void(Status)>;
+  using Done = EnvoyDecider::Done;
 
   // The engine's (tollgated): decides on `enforcer` with the RlsAttached
   // `policies` publishes. None may be null.
@@ -141,23 +106,30 @@ class RlsDecider {
   // Standalone: a private engine over `store`. `store` and `clock` must not be null.
   RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
              RlsDecideOptions options = {});
-  ~RlsDecider();
+  ~RlsDecider() override;
 
   // `request` and `response` must stay valid until `done` has run.
   // `*generation` (optional) is set, before Decide returns, to the generation
   // of the snapshot whose configuration decides the request.
   void Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response, Done done,
-              uint64_t* generation = nullptr);
+              uint64_t* generation = nullptr) override;
   // Blocks until decided.
   Status DecideSync(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
                     uint64_t* generation = nullptr);
 
   // Standalone only (the engine's configuration reloads with its Runtime):
   // installs `config`, one swap.
-  void SetConfig(std::shared_ptr<const RlsConfig> config);
-  std::shared_ptr<const RlsConfig> config() const;
+  void SetConfig(std::shared_ptr<const RlsConfig> config) override;
+  std::shared_ptr<const RlsConfig> config() const override;
+  // Standalone only: loads `paths` (rls_yaml.h) with the counters registry
+  // kept, and installs them when they compile.
+  std::vector<ConfigError> LoadFiles(const std::vector<std::string>& paths,
+                                     const RlsCompileOptions& options) override;
   // The counters registry (shared by every configuration compiled with it).
-  RlsCounters& counters() const { return config()->counters(); }
+  RlsCounters& counters() const override { return config()->counters(); }
+  void AppendMetrics(std::string* out) const override;
+  std::vector<RuleCounters> DecisionCounters() const override;
+  LatencyCounts DecisionLatency() const override;
   const RlsDecideOptions& options() const { return options_; }
 
  private:

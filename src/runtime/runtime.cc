@@ -795,6 +795,32 @@ void Runtime::WriteFleetMetrics(PrometheusWriter& w) const {
   w.Sample("tollgate_rollback_fleet_pending", double(st.pending));
 }
 
+Runtime::RollbackPublish Runtime::PublishRollback(const std::string& rule, bool trip) const {
+  const Enforcer& enforcer = *impl_->enforcer;
+  RollbackTransition change;
+  change.rule = rule;
+  change.fingerprint = enforcer.RollbackFingerprint(rule);
+  change.tripped = trip;
+  change.by_operator = true;
+  change.trigger = trip ? RollbackTrigger::kAdmin : RollbackTrigger::kNone;
+  for (const RuleCounters& c : enforcer.Counters()) {
+    if (c.rule == rule && trip && c.rolled_back) {
+      change.trigger = c.rollback_trigger;  // tripped before: the fleet learns why
+      change.reason = c.rollback_reason;
+    }
+  }
+  RollbackPublish sent;
+  if (change.fingerprint == 0) return sent;
+  sent.policy_rule = true;
+  Result<RollbackRecord> stored = impl_->rollback_fleet->PublishNow(FleetChange(change));
+  if (stored.ok()) {
+    sent.record = std::move(stored).value();
+  } else {
+    sent.status = stored.status();
+  }
+  return sent;
+}
+
 Result<Decision> Runtime::InspectKey(std::string_view bucket_key, const Limit& limit) const {
   return tollgate::InspectKey(*impl_->store.store, bucket_key, limit);
 }

@@ -1,11 +1,11 @@
 // Internal: W3C Trace Context ids and the `traceparent` header.
 //
-// ParseTraceparent is the one parser of the header for tollgated (spans and the
-// trace id in logs). It is strict, as W3C Trace Context level 1 asks of a
-// receiver: lowercase hex only, no all-zero ids, version "ff" invalid, version
-// "00" exactly 55 bytes, a later version at least 55 bytes with '-' after the
-// flags. Anything else is "no parent": the caller starts a new trace. It never
-// reads past the input and refuses headers over kMaxTraceparentBytes.
+// ParseTraceparent (declared in tollgate/trace.h) is the one parser of the
+// header for tollgated (spans and the trace id in logs). It is strict, as W3C Trace Context level 1
+// asks of a receiver: lowercase hex only, no all-zero ids, version "ff" invalid, version "00"
+// exactly 55 bytes, a later version at least 55 bytes with '-' after the flags. Anything else is
+// "no parent": the caller starts a new trace. It never reads past the input and refuses headers
+// over kMaxTraceparentBytes.
 //
 // Thread safety: plain value types and pure functions.
 #ifndef TOLLGATE_TRACE_TRACEPARENT_H_
@@ -18,31 +18,16 @@
 #include <string>
 #include <string_view>
 
-namespace tollgate::trace {
+#include "tollgate/trace.h"
 
-using TraceId = std::array<uint8_t, 16>;
-using SpanId = std::array<uint8_t, 8>;
+namespace tollgate::trace {
 
 // A header longer than this is refused (future versions may append fields;
 // 512 bytes is far beyond any version defined so far).
 inline constexpr size_t kMaxTraceparentBytes = 512;
 
-struct SpanContext {
-  TraceId trace_id{};
-  SpanId span_id{};
-  uint8_t flags = 0;  // bit 0: sampled
-
-  bool sampled() const { return (flags & 1) != 0; }
-};
-
-// The parent a request names, or nullopt when the header is malformed.
-std::optional<SpanContext> ParseTraceparent(std::string_view header);
-
-// "00-<trace id>-<span id>-<flags>", 55 bytes.
-std::string FormatTraceparent(const SpanContext& context);
-
-// Lowercase hex of `size` bytes into `out` (2 * size chars).
-void HexEncode(const uint8_t* bytes, size_t size, char* out);
+// TraceId, SpanId, SpanContext, ParseTraceparent, FormatTraceparent and
+// HexEncode are public (tollgate/trace.h).
 template <size_t N>
 std::string Hex(const std::array<uint8_t, N>& id) {
   std::string s(2 * N, '0');

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #include "testing/redis_server.h"

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #include "tollgate/clock.h"
