@@ -233,8 +233,9 @@ class Runtime::Impl {
     if (saver.joinable()) saver.join();
   }
 
+  // Exported whether or not a state file is configured (zeros without one), so
+  // an alert on them exists before the file does and every store shows the same families.
   void WriteStateMetrics(PrometheusWriter& w) const {
-    if (!Persisting()) return;
     w.Family("tollgate_state_saves_total", "counter",
              "Saves of the local store's state file (store.local_state_file), by result.");
     w.Sample("tollgate_state_saves_total", {"result", "ok"}, state.saves.load());
