@@ -579,12 +579,14 @@ TEST_F(ProcessTest, StoreUrlPasswordsNeverReachCheckOrStartErrors) {
   EXPECT_EQ(ready.body.find("s3cret"), std::string::npos) << ready.body;
   EXPECT_EQ(t.Log().find("s3cret"), std::string::npos) << t.Log();
   // The same for Sentinel (--store, the same grammar): neither the sentinels'
-  // password nor the master's, whose sentinels are not there.
+  // password nor the master's, whose sentinels are not there. Its own directory: the
+  // first tollgated still runs and writes its log (and its "started" line) in dir_.
+  ScopedTempDir sentinel_dir;
   Tollgated sentinel(
       {"--policy", policy_, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--store",
        "redis-sentinel://:s3cret@127.0.0.1:1/m?master_password=s3cret&"
        "connect_timeout_ms=50"},
-      dir_);
+      sentinel_dir.path());
   ASSERT_TRUE(sentinel.WaitStarted()) << sentinel.Log();
   const HttpResponse sentinel_ready = Fetch(sentinel.admin_port(), "GET", "/readyz");
   EXPECT_NE(sentinel_ready.body.find("redis-sentinel master 'm' via 127.0.0.1:1"),
