@@ -89,6 +89,12 @@ struct LocalStatePersistence {
   // Saved every interval by a thread of the Runtime (Start/Stop), off the
   // decision path; 0 = only when the host calls SaveState (tollgated: on drain).
   std::chrono::milliseconds save_interval{30000};
+  // Create takes an exclusive lock on "<file>.lock" before loading and holds
+  // it for the Runtime's life (after the last save): a process started while
+  // the one it replaces still runs waits up to this long for it to save and
+  // exit, then fails (kUnavailable). The restart handshake of
+  // docs/operations.md ("Restarts and state").
+  std::chrono::milliseconds lock_wait{60000};
 };
 
 struct RuntimeOptions {

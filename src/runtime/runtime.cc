@@ -15,6 +15,7 @@
 #include "policy/policy_impl.h"
 #include "runtime/etcd_watch.h"
 #include "runtime/policy_file.h"
+#include "runtime/state_lock.h"
 #include "runtime/store_bundle.h"
 #include "runtime/tenant_hash.h"
 
@@ -133,19 +134,31 @@ class Runtime::Impl {
   std::condition_variable saver_cv;
   bool saver_stop = false;  // guarded by saver_mu
   std::thread saver;
+  std::unique_ptr<runtime::StateFileLock> state_lock;  // held from before the load to the end
 
   bool Persisting() const { return store.local != nullptr && !options.local_state.file.empty(); }
 
-  // At start, before anything decides: the file, if there is one, into the
-  // empty local store. Any failure is one event and an empty start.
-  void LoadState() {
-    if (!Persisting()) return;
+  // At start, before anything decides: the file's lock (waiting for the
+  // process being replaced to save and exit), then the file, if there is
+  // one, into the empty local store. A file that cannot be loaded is one
+  // event and an empty start; a lock still held after lock_wait fails Create.
+  Status LoadState() {
+    if (!Persisting()) return Status::Ok();
     const std::string& file = options.local_state.file;
+    auto locked = runtime::StateFileLock::Acquire(
+        file, options.local_state.lock_wait, *env.io_clock, [this, &file](const std::string& pid) {
+          Event(RuntimeEvent::Level::kInfo, "state_lock_wait",
+                {{"file", file},
+                 {"holder_pid", pid},
+                 {"wait_ms", options.local_state.lock_wait.count()}});
+        });
+    if (!locked.ok()) return locked.status();
+    state_lock = std::move(locked).value();
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0 && errno == ENOENT) {
       Event(RuntimeEvent::Level::kInfo, "state_loaded",
             {{"file", file}, {"found", false}, {"loaded", 0}});
-      return;
+      return Status::Ok();
     }
     std::shared_ptr<const Policy> policy = policies->Current();
     const bool keep_others = options.envoy.has_value();
@@ -160,7 +173,7 @@ class Runtime::Impl {
             {{"file", file},
              {"error", loaded.status().message()},
              {"action", "starting with an empty local store"}});
-      return;
+      return Status::Ok();
     }
     state.loaded = *loaded;
     Event(RuntimeEvent::Level::kInfo, "state_loaded",
@@ -171,6 +184,7 @@ class Runtime::Impl {
            {"dropped_expired", loaded->dropped_expired},
            {"dropped_no_room", loaded->dropped_no_room},
            {"saved_age_s", double(env.clock->WallNow() - loaded->saved_wall_ns) / 1e9}});
+    return Status::Ok();
   }
 
   Status SaveState(std::string_view trigger) {
@@ -355,7 +369,7 @@ class Runtime::Impl {
     store = std::move(created).value();
     if (Status st = OpenPolicy(); !st.ok()) return st;
     LogPolicyWarnings(*policies->Current());
-    LoadState();  // before anything decides
+    if (Status st = LoadState(); !st.ok()) return st;  // before anything decides
     tenant_loaded_ns.store(env.clock->Now());
     EnforcerOptions enforcer_options = options.enforcer;
     enforcer_options.log = [this](std::string_view message) {
