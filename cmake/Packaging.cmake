@@ -39,6 +39,8 @@ set(_opt COMPONENT server EXCLUDE_FROM_ALL)
 install(FILES ${_deb}/tollgated.json DESTINATION /etc/tollgate ${_opt})
 install(FILES ${PROJECT_SOURCE_DIR}/examples/policy.json DESTINATION /etc/tollgate ${_opt})
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/tollgated.service
+              ${PROJECT_SOURCE_DIR}/deploy/systemd/tollgated.socket
+              ${PROJECT_SOURCE_DIR}/deploy/systemd/tollgated-admin.socket
         DESTINATION /lib/systemd/system ${_opt})
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/tollgate.sysusers
         DESTINATION /usr/lib/sysusers.d RENAME tollgate.conf ${_opt})

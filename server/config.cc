@@ -255,6 +255,7 @@ void ReadStore(JsonFields& s, ServerConfig* c) {
   s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
   s.String("local_state_file", &c->local_state_file);
   s.Duration("state_save_interval_ms", &c->state_save_interval, 0, 86400000);
+  s.Duration("state_lock_wait_ms", &c->state_lock_wait, 0, 3600000);
   s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
   s.Bool("charge_back", &c->charge_back);
   s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
@@ -401,6 +402,7 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   r.String("policy_value_dir", &c->policy_value_dir);
   r.Bool("policy_remote_files", &c->policy_remote_files);
   r.String("listen", &c->listen);
+  r.Bool("reuse_port", &c->reuse_port);
   r.Integer("threads", &c->threads, 0, 256);
   ReadMainListenerModes(r, c);
   r.String("grpc_listen", &c->grpc_listen);
@@ -748,6 +750,7 @@ Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& c) {
   options.fleet.rollback_sync = c.rollback_sync;
   options.local_state.file = c.local_state_file;
   options.local_state.save_interval = c.state_save_interval;
+  options.local_state.lock_wait = c.state_lock_wait;
   return options;
 }
 

@@ -68,6 +68,11 @@ struct ServerConfig {
   // Listeners.
   std::string listen = "127.0.0.1:8080";
   std::string admin_listen = "127.0.0.1:9090";  // "" = no admin listener
+  // SO_REUSEPORT on the main, admin and gRPC listeners: a new tollgated
+  // listens beside this one during a restart. Off by default: a second
+  // tollgated started by mistake then fails ("address in use") instead of
+  // silently taking a share of the connections.
+  bool reuse_port = false;
   // Bearer token for the admin listener (and /metrics); "" = none. Required when
   // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
   std::string admin_token;
@@ -109,9 +114,12 @@ struct ServerConfig {
   // and state"): "" = off; ignored with a remote store.
   std::string local_state_file;
   Millis state_save_interval{30000};  // 0: saved on drain only
-  Millis store_timeout{100};          // per store call (Redis), enqueue to reply
-  bool charge_back = true;            // degrade: charge local grants back to Redis on recovery
-  Millis call_deadline{0};            // resilient store guard on synchronous calls; 0 = off
+  // How long a start waits for the process that holds the state file's lock
+  // (the one being replaced) to save and exit.
+  Millis state_lock_wait{60000};
+  Millis store_timeout{100};  // per store call (Redis), enqueue to reply
+  bool charge_back = true;    // degrade: charge local grants back to Redis on recovery
+  Millis call_deadline{0};    // resilient store guard on synchronous calls; 0 = off
   // Remote stores: share the rollback guards' trips and clears with every
   // instance on the same Redis (tollgate/rollback_fleet.h), reading the
   // fleet's hash every rollback_sync.

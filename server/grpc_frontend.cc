@@ -62,6 +62,7 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   if (!decider.ok()) return decider.status();
   rls::RlsServerOptions options;
   options.address = config.grpc_listen;
+  options.reuse_port = config.reuse_port;
   options.decider = decider->get();
   options.clock = clock;
   auto server = rls::StartRlsServer(options);

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
@@ -18,6 +19,7 @@
 #include "server/admin_guard.h"
 #include "server/context.h"
 #include "server/handlers.h"
+#include "server/listen_socket.h"
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
@@ -40,6 +42,13 @@ const char* Worker::Date() {
 }
 
 namespace {
+
+// On drain, how long an idle keep-alive connection may still send a request
+// (a client that sent one as the drain began must get its answer, not a
+// reset) before it is closed.
+constexpr Millis kDrainIdleGrace{250};
+// At most this many queued connections are accepted when a listener closes.
+constexpr size_t kMaxQueuedAtClose = 4096;
 
 struct FileStamp {
   int64_t mtime_ns = 0;
@@ -82,36 +91,6 @@ RlsStamps StampRls(const std::vector<std::string>& paths) {
     }
   }
   return out;
-}
-
-Result<tcp::acceptor> Bind(net::io_context& ioc, const std::string& address,
-                           std::string_view what) {
-  HostPort hp;
-  std::string why;
-  if (!ParseHostPort(address, &hp, &why)) return InvalidArgument(std::string(what) + ": " + why);
-  boost::system::error_code ec;
-  net::ip::address ip = net::ip::make_address(hp.host, ec);
-  tcp::endpoint endpoint;
-  if (ec) {
-    tcp::resolver resolver(ioc);
-    auto results = resolver.resolve(hp.host, std::to_string(hp.port), ec);
-    if (ec || results.empty()) {
-      return UnavailableError(std::string(what) + ": cannot resolve " + hp.host);
-    }
-    endpoint = results.begin()->endpoint();
-  } else {
-    endpoint = tcp::endpoint(ip, hp.port);
-  }
-  tcp::acceptor acceptor(ioc);
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return ConnectionError(std::string(what) + ": cannot listen on " + address + ": " +
-                           ec.message());
-  }
-  return acceptor;
 }
 
 }  // namespace
@@ -157,17 +136,20 @@ class Server::Impl {
   std::atomic<bool> shutdown_started{false};
   bool started = false;
   bool waited = false;
+  bool main_passed = false;   // main_acceptor came from systemd (LISTEN_FDS)
+  bool admin_passed = false;  // admin_acceptor came from systemd
+  size_t next_worker = 0;     // worker 0 only: where the next connection goes
+  std::atomic<int64_t> drain_started_ns{0};
   uint16_t port = 0;
   uint16_t admin_port = 0;
   std::chrono::milliseconds sweep_interval{250};
   int64_t start_wall_ns = 0;
 
   net::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, ListenerKind kind) {
-    size_t next = 0;
     boost::system::error_code ec;
     net::steady_timer backoff(acceptor.get_executor());
     for (;;) {
-      Worker& w = *workers[next++ % workers.size()];
+      Worker& w = NextWorker();
       tcp::socket socket = co_await acceptor.async_accept(w.ioc, redirect_error(use_awaitable, ec));
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
@@ -177,28 +159,59 @@ class Server::Impl {
         co_await backoff.async_wait(redirect_error(use_awaitable, ec));
         continue;
       }
-      metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
-      tcp::endpoint remote = socket.remote_endpoint(ec);
-      std::optional<ConnectionLimits::Slot> slot =
-          ec ? std::nullopt : connection_limits->TryAcquire(kind, remote.address());
-      if (!slot) {
-        metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
-        socket.close(ec);
-        continue;
-      }
-      socket.set_option(tcp::no_delay(true), ec);
-      net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot)),
-                    net::detached);
+      Admit(w, kind, std::move(socket));
     }
+  }
+
+  Worker& NextWorker() { return *workers[next_worker++ % workers.size()]; }
+
+  // An accepted connection: counted, limited, then a session on worker `w`
+  // (`socket` is bound to w.ioc).
+  void Admit(Worker& w, ListenerKind kind, tcp::socket socket) {
+    boost::system::error_code ec;
+    metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
+    tcp::endpoint remote = socket.remote_endpoint(ec);
+    std::optional<ConnectionLimits::Slot> slot =
+        ec ? std::nullopt : connection_limits->TryAcquire(kind, remote.address());
+    if (!slot) {
+      metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
+      socket.close(ec);
+      return;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot)),
+                  net::detached);
+  }
+
+  // On worker 0, at the start of a drain. A socket of our own is closed for
+  // good, after what its queue holds was accepted (closing a listener resets
+  // its queue, and with reuse_port the new process has a queue of its own);
+  // a socket systemd passed keeps its queue in systemd for the next process.
+  void CloseListener(std::optional<tcp::acceptor>& acceptor, bool passed, ListenerKind kind) {
+    if (!acceptor) return;
+    if (!passed) {
+      // A few connections at most: they stay on worker 0.
+      Worker& w0 = *workers[0];
+      for (tcp::socket& s : AcceptQueued(*acceptor, w0.ioc, kMaxQueuedAtClose)) {
+        Admit(w0, kind, std::move(s));
+      }
+    }
+    boost::system::error_code ec;
+    acceptor->close(ec);
   }
 
   void Sweep(Worker& w) {
     int64_t now = clock->Now();
     bool draining = state.draining.load(std::memory_order_acquire);
     bool force = draining && now > state.drain_deadline_ns.load(std::memory_order_relaxed);
+    // An idle keep-alive connection may be sending its next request right now:
+    // it has kDrainIdleGrace to do so (answered with Connection: close) before
+    // it is closed.
+    bool idle_done = draining && now > drain_started_ns.load(std::memory_order_relaxed) +
+                                           Nanos(kDrainIdleGrace).count();
     for (Connection* c = w.connections; c != nullptr; c = c->next) {
       bool expired = c->deadline_ns != 0 && now > c->deadline_ns;
-      if (expired || (draining && c->idle) || force) {
+      if (expired || (idle_done && c->idle) || force) {
         if (expired) c->timed_out = true;
         c->deadline_ns = 0;
         boost::system::error_code ec;
@@ -430,45 +443,81 @@ class Server::Impl {
     return std::shared_ptr<const Gateway>(std::move(gw));
   }
 
+  // The main and admin listeners: the sockets systemd passed (socket
+  // activation), else bound here (SO_REUSEPORT with `reuse_port`).
   Status BindListeners() {
     auto& ioc0 = workers[0]->ioc;
-    auto main = Bind(ioc0, config->listen, "listen");
-    if (!main.ok()) return main.status();
-    main_acceptor.emplace(std::move(main).value());
+    auto passed = TakeSystemdListeners(SystemdListenEnv::FromProcess(), ::getpid());
+    if (!passed.ok()) return passed.status();
+    if (!passed->ignored().empty()) {
+      log->Warn("systemd_sockets_ignored", {{"reason", passed->ignored()}});
+    }
+    const ListenOptions options{.reuse_port = config->reuse_port};
+    auto open = [&](const char* name, const std::string& address, std::optional<tcp::acceptor>& out,
+                    bool& from_systemd) -> Status {
+      if (auto fd = passed->Take(name, ioc0)) {
+        out.emplace(std::move(*fd));
+        from_systemd = true;
+        return Status::Ok();
+      }
+      auto bound = OpenListener(ioc0, address, name, options);
+      if (!bound.ok()) return bound.status();
+      out.emplace(std::move(bound).value());
+      return Status::Ok();
+    };
+    if (Status st = open("listen", config->listen, main_acceptor, main_passed); !st.ok()) return st;
     if (!config->admin_listen.empty()) {
-      auto admin = Bind(ioc0, config->admin_listen, "admin");
-      if (!admin.ok()) return admin.status();
-      admin_acceptor.emplace(std::move(admin).value());
+      if (Status st = open("admin", config->admin_listen, admin_acceptor, admin_passed); !st.ok()) {
+        return st;
+      }
+    }
+    if (std::vector<std::string> unused = passed->Untaken(); !unused.empty()) {
+      return InvalidArgument("systemd passed a socket named \"" + unused[0] +
+                             "\" but the config has no such listener (admin is off)");
     }
     reload_timer.emplace(ioc0);
     port = main_acceptor->local_endpoint().port();
     if (admin_acceptor) admin_port = admin_acceptor->local_endpoint().port();
+    nlohmann::json info = {{"listen", Address(*main_acceptor)},
+                           {"reuse_port", config->reuse_port},
+                           {"systemd", main_passed}};
+    if (admin_acceptor) info["admin"] = Address(*admin_acceptor);
+    log->Info("listening", std::move(info));
     return Status::Ok();
+  }
+
+  static std::string Address(const tcp::acceptor& a) {
+    boost::system::error_code ec;
+    tcp::endpoint e = a.local_endpoint(ec);
+    return e.address().to_string() + ":" + std::to_string(e.port());
   }
 
   void Shutdown() {
     bool expected = false;
     if (!shutdown_started.compare_exchange_strong(expected, true)) return;
-    state.drain_deadline_ns.store(clock->Now() + Nanos(config->drain_timeout).count());
-    state.draining.store(true, std::memory_order_release);
     log->Info("draining", {{"drain_timeout_ms", config->drain_timeout.count()}});
+    // The listeners close before any answer says Connection: close, so that
+    // a client reconnecting after one reaches the next process's queue.
     net::post(workers[0]->ioc, [this] {
-      boost::system::error_code ec;
-      if (main_acceptor) main_acceptor->close(ec);
-      if (admin_acceptor) admin_acceptor->close(ec);
+      CloseListener(main_acceptor, main_passed, ListenerKind::kMain);
+      CloseListener(admin_acceptor, admin_passed, ListenerKind::kAdmin);
       if (reload_timer) reload_timer->cancel();
+      const int64_t now = clock->Now();
+      drain_started_ns.store(now, std::memory_order_relaxed);
+      state.drain_deadline_ns.store(now + Nanos(config->drain_timeout).count());
+      state.draining.store(true, std::memory_order_release);
       // The signal set stays armed (a second signal forces the close) until worker 0 drained.
+      for (auto& w : workers) {
+        Worker* wp = w.get();
+        net::post(wp->ioc, [this, wp] {
+          Sweep(*wp);
+          if (wp->connection_count == 0) {
+            wp->sweep_timer.cancel();
+            Drained(*wp);
+          }
+        });
+      }
     });
-    for (auto& w : workers) {
-      Worker* wp = w.get();
-      net::post(wp->ioc, [this, wp] {
-        Sweep(*wp);
-        if (wp->connection_count == 0) {
-          wp->sweep_timer.cancel();
-          Drained(*wp);
-        }
-      });
-    }
   }
 };
 
@@ -503,10 +552,14 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   m.clock = clock;
   m.io_clock = io_clock;
   m.start_wall_ns = clock->WallNow();
+  m.CreateWorkers();
+  // Listening before the engine opens: with a state file, the engine waits
+  // for the process being replaced to save and exit, and meanwhile new
+  // connections queue here instead of being refused.
+  if (Status st = m.BindListeners(); !st.ok()) return st;
   if (Status st = m.OpenEngine(); !st.ok()) return st;
   // Before serving: the trips the fleet already has apply to the first request.
   m.engine->SyncRollbackFleet();
-  m.CreateWorkers();
   auto gateway = m.ResolveGateway();
   if (!gateway.ok()) return gateway.status();
   if (!m.config->grpc_listen.empty()) {
@@ -517,7 +570,6 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     m.grpc = std::move(grpc).value();
     m.rls_stamps = StampRls(m.config->rls_config);
   }
-  if (Status st = m.BindListeners(); !st.ok()) return st;
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
   m.state.source_executor = m.source_pool.get_executor();
   m.state.admin_executor = m.admin_pool.get_executor();

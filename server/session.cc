@@ -262,10 +262,11 @@ net::awaitable<void> Session::Run() {
 }
 
 // Waits for the first byte of the next request (unless one is buffered).
-// False: the connection ends (draining, closed by the client, timed out).
+// False: the connection ends (closed by the client, timed out, or closed by
+// the drain: the last answer promised keep-alive, so a request already on
+// its way is still answered, with Connection: close).
 net::awaitable<bool> Session::AwaitRequest() {
   if (buffer_.size() > 0) co_return true;
-  if (rt_->state->Draining()) co_return false;
   // A read rather than async_wait: asio re-arms epoll (an epoll_ctl) for
   // every async_wait, while a read op just queues on the registered socket.
   conn_.idle = true;
@@ -393,7 +394,8 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
     // forwarding to the relayed answer, feed the rollback guards.
     rt_->enforcer->RecordUpstream(outcome, pr.status, Nanos(rt_->clock->Now() - forwarded_ns));
   }
-  if (!pr.keep_alive || rt_->state->Draining()) {
+  // pr.keep_alive is what the client was told (Connection: close once draining).
+  if (!pr.keep_alive) {
     linger_ = pr.status != 0;
     co_return Next::kClose;
   }

@@ -68,8 +68,9 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
-  // gRPC sets SO_REUSEPORT by default: a second tollgated would silently share the port.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // gRPC sets SO_REUSEPORT by default: unless asked, a second tollgated would silently share
+  // the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
   s->impl_->server = builder.BuildAndStart();
   if (!s->impl_->server || port == 0) {
     return UnavailableError("rls: cannot listen on " + options.address);

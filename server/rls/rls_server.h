@@ -53,6 +53,10 @@ struct RlsServerOptions {
   int keepalive_time_ms = 60'000;        // HTTP/2 PING after this much quiet
   int keepalive_timeout_ms = 20'000;     // ... and drop the connection without a reply
   int max_connection_idle_ms = 600'000;  // close connections without calls
+  // SO_REUSEPORT on the listener: a new process may listen on the port while
+  // this one drains (tollgated's `reuse_port`). Off: a second server on the
+  // port fails to start instead of silently sharing it.
+  bool reuse_port = false;
 };
 
 class RlsServer {

@@ -86,6 +86,14 @@ SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$root" --man=no \
   /lib/systemd/system/tollgated.service >"$work/verify.log" 2>&1 \
   || { cat "$work/verify.log"; fail "systemd-analyze verify"; }
 [ ! -s "$work/verify.log" ] || { cat "$work/verify.log"; fail "systemd-analyze verify printed warnings"; }
+# The socket units (socket activation, not enabled by the package) pass the same verification.
+for socket in tollgated.socket tollgated-admin.socket; do
+  [ -f "$root/lib/systemd/system/$socket" ] || fail "/lib/systemd/system/$socket is not in the package"
+  SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$root" --man=no \
+    "/lib/systemd/system/$socket" >"$work/verify.log" 2>&1 \
+    || { cat "$work/verify.log"; fail "systemd-analyze verify $socket"; }
+  [ ! -s "$work/verify.log" ] || { cat "$work/verify.log"; fail "verify $socket printed warnings"; }
+done
 echo "systemd-analyze verify: clean"
 systemd-analyze security --offline=yes --root="$root" --threshold="$THRESHOLD" \
   /lib/systemd/system/tollgated.service >"$work/security.log" 2>&1 \

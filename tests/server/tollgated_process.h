@@ -4,6 +4,7 @@
 #ifndef TOLLGATE_TESTS_SERVER_TOLLGATED_PROCESS_H_
 #define TOLLGATE_TESTS_SERVER_TOLLGATED_PROCESS_H_
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -39,22 +40,59 @@ inline int PortOf(const std::string& address) {
   return std::atoi(address.substr(address.rfind(':') + 1).c_str());
 }
 
+// What the child gets besides its arguments: `env` entries ("NAME=value")
+// added to the test's environment, where "LISTEN_PID=$PID" becomes the
+// child's own pid, and `pass_fd` (>= 0) as its descriptor 3, as systemd
+// passes a listening socket.
+struct TollgatedInherit {
+  std::vector<std::string> env;
+  int pass_fd = -1;
+};
+
 class Tollgated {
  public:
-  Tollgated(std::vector<std::string> args, std::string dir) : dir_(std::move(dir)) {
+  using Inherit = TollgatedInherit;
+  Tollgated(std::vector<std::string> args, std::string dir, Inherit inherit = {})
+      : dir_(std::move(dir)) {
     log_ = dir_ + "/stderr.log";
+    // Everything the child needs is built before the fork: no allocation after it.
+    std::string bin = Binary();
+    std::vector<char*> argv;
+    argv.push_back(bin.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env = std::move(inherit.env);
+    char* pid_digits = nullptr;
+    for (auto& e : env) {
+      if (e == "LISTEN_PID=$PID") {
+        e = "LISTEN_PID=" + std::string(20, '\0');
+        pid_digits = e.data() + 11;
+      }
+    }
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test
       // A child that cannot open its log files exits at once (126), which the test sees.
       if (std::freopen(log_.c_str(), "w", stderr) == nullptr) ::_exit(126);
       if (std::freopen((dir_ + "/stdout.log").c_str(), "w", stdout) == nullptr) ::_exit(126);
-      std::vector<char*> argv;
-      std::string bin = Binary();
-      argv.push_back(bin.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
+      if (pid_digits != nullptr) {
+        char reversed[20];
+        int n = 0;
+        for (pid_t p = ::getpid(); p > 0 && n < 20; p /= 10) reversed[n++] = char('0' + p % 10);
+        for (int i = 0; i < n; ++i) pid_digits[i] = reversed[n - 1 - i];
+      }
+      if (inherit.pass_fd >= 0) {
+        if (inherit.pass_fd == 3) {
+          ::fcntl(3, F_SETFD, 0);
+        } else if (::dup2(inherit.pass_fd, 3) != 3) {
+          ::_exit(125);
+        }
+      }
+      ::execve(bin.c_str(), argv.data(), envp.data());
       ::_exit(127);
     }
   }
