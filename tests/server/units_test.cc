@@ -53,6 +53,26 @@ TEST(ServerConfig, ParsesEveryFieldAndReportsErrorsWithPaths) {
   EXPECT_EQ(ParseServerConfig("[]", &d).size(), 1u);
 }
 
+// The restart keys (issue 36): reuse_port and the state file's lock wait, typed and bounded.
+TEST(ServerConfig, RestartKeys) {
+  ServerConfig c;
+  EXPECT_FALSE(c.reuse_port);  // a second tollgated by mistake fails instead of sharing the port
+  EXPECT_TRUE(ParseServerConfig(R"({"reuse_port": true, "store": {"url": "local",
+                                    "state_lock_wait_ms": 250}})",
+                                &c)
+                  .empty());
+  EXPECT_TRUE(c.reuse_port);
+  EXPECT_EQ(c.state_lock_wait, Millis(250));
+  ServerConfig d;
+  std::vector<std::string> paths;
+  for (const auto& e : ParseServerConfig(R"({"reuse_port": "yes", "store": {"url": "local",
+                                             "state_lock_wait_ms": -1}})",
+                                         &d)) {
+    paths.push_back(e.path);
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"reuse_port", "store.state_lock_wait_ms"}));
+}
+
 TEST(ServerConfig, HeaderStyleListsShadowLogsAndGrpcRetryAfter) {
   ServerConfig c;
   auto errors = ParseServerConfig(R"({"policy": "p.json",
@@ -141,6 +161,8 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.call_deadline, d.call_deadline);
   EXPECT_EQ(c.local_state_file, d.local_state_file);
   EXPECT_EQ(c.state_save_interval, d.state_save_interval);
+  EXPECT_EQ(c.state_lock_wait, d.state_lock_wait);
+  EXPECT_EQ(c.reuse_port, d.reuse_port);
   EXPECT_EQ(c.breaker_consecutive_failures, d.breaker_consecutive_failures);
   EXPECT_EQ(c.breaker_failure_ratio, d.breaker_failure_ratio);
   EXPECT_EQ(c.breaker_min_calls, d.breaker_min_calls);
