@@ -25,6 +25,7 @@
 
 #include "server/log_level.h"
 #include "server/secrets.h"
+#include "server/tls.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
 #include "tollgate/local_store.h"
@@ -68,6 +69,11 @@ struct ServerConfig {
   // Listeners.
   std::string listen = "127.0.0.1:8080";
   std::string admin_listen = "127.0.0.1:9090";  // "" = no admin listener
+  // TLS on the main listener (`tls`), the admin listener (`admin.tls`) and the
+  // gRPC port (`grpc.tls`); off (plain) without a cert_file (server/tls.h).
+  TlsSettings tls;
+  TlsSettings admin_tls;
+  TlsSettings grpc_tls;
   // Bearer token for the admin listener (and /metrics); "" = none. Required when
   // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
   std::string admin_token;

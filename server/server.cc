@@ -21,6 +21,7 @@
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
+#include "server/tls_listener.h"
 #include "tollgate/runtime.h"
 
 namespace tollgate::server {
@@ -149,6 +150,8 @@ class Server::Impl {
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
   std::optional<tcp::acceptor> admin_acceptor;
+  std::unique_ptr<TlsListener> main_tls;   // null: plain HTTP
+  std::unique_ptr<TlsListener> admin_tls;  // null: plain HTTP
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   FileStamp policy_stamp;
@@ -163,6 +166,7 @@ class Server::Impl {
   int64_t start_wall_ns = 0;
 
   net::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, ListenerKind kind) {
+    TlsListener* tls = kind == ListenerKind::kMain ? main_tls.get() : admin_tls.get();
     size_t next = 0;
     boost::system::error_code ec;
     net::steady_timer backoff(acceptor.get_executor());
@@ -187,7 +191,7 @@ class Server::Impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot)),
+      net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot), tls),
                     net::detached);
     }
   }
@@ -261,7 +265,10 @@ class Server::Impl {
       if (signo == SIGHUP) {
         policy_stamp = Stamp(config->policy_path);
         if (grpc) rls_stamps = StampRls(config->rls_config);
-        net::post(source_pool, [this] { Reload("sighup"); });
+        net::post(source_pool, [this] {
+          ReloadTls();
+          Reload("sighup");
+        });
       } else if (shutdown_started.load()) {
         log->Warn("shutdown_forced", {{"signal", signo}});
         state.drain_deadline_ns.store(0);
@@ -272,6 +279,39 @@ class Server::Impl {
       }
       WaitSignal();
     });
+  }
+
+  // The listeners' TLS contexts from config, or the errors (each a path).
+  std::vector<ConfigError> MakeTlsListeners() {
+    std::vector<ConfigError> errors, warnings;
+    const int64_t now_unix = clock->WallNow() / 1'000'000'000;
+    if (config->tls.enabled()) {
+      main_tls = TlsListener::Create(config->tls, "tls", now_unix, &errors, &warnings);
+    }
+    if (config->admin_tls.enabled() && !config->admin_listen.empty()) {
+      admin_tls = TlsListener::Create(config->admin_tls, "admin.tls", now_unix, &errors, &warnings);
+    }
+    for (const auto& w : warnings) log->Warn("tls_certificate", {{"warning", w.ToString()}});
+    return errors;
+  }
+
+  // SIGHUP: the certificates read again for new connections; one that cannot
+  // be loaded keeps the listener's current one (logged).
+  void ReloadTls() {
+    const int64_t now_unix = clock->WallNow() / 1'000'000'000;
+    for (TlsListener* tls : {main_tls.get(), admin_tls.get()}) {
+      if (tls == nullptr) continue;
+      std::vector<ConfigError> warnings;
+      std::vector<ConfigError> errors = tls->Reload(now_unix, &warnings);
+      for (const auto& w : warnings) log->Warn("tls_certificate", {{"warning", w.ToString()}});
+      if (errors.empty()) {
+        log->Info("tls_reloaded", {{"listener", tls->path()}});
+        continue;
+      }
+      std::string why;
+      for (const auto& e : errors) why += (why.empty() ? "" : "; ") + e.ToString();
+      log->Warn("tls_not_reloaded", {{"listener", tls->path()}, {"error", why}});
+    }
   }
 
   // Runs a reload (admin, SIGHUP, file change, the API); the engine logs it
@@ -517,6 +557,11 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     m.grpc = std::move(grpc).value();
     m.rls_stamps = StampRls(m.config->rls_config);
   }
+  if (auto tls_errors = m.MakeTlsListeners(); !tls_errors.empty()) {
+    std::string text = "invalid server config:";
+    for (const auto& e : tls_errors) text += "\n  " + e.ToString();
+    return InvalidArgument(text);
+  }
   if (Status st = m.BindListeners(); !st.ok()) return st;
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
   m.state.source_executor = m.source_pool.get_executor();
@@ -548,6 +593,7 @@ void Server::Start() {
   m.engine->Start();
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
+                         {"tls", m.main_tls != nullptr},
                          {"threads", m.workers.size()},
                          {"store", m.engine->store_description()},
                          {"failure_mode", FailureModeName(m.config->failure_mode)},

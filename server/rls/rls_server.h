@@ -53,6 +53,15 @@ struct RlsServerOptions {
   int keepalive_time_ms = 60'000;        // HTTP/2 PING after this much quiet
   int keepalive_timeout_ms = 20'000;     // ... and drop the connection without a reply
   int max_connection_idle_ms = 600'000;  // close connections without calls
+  // TLS (grpc::SslServerCredentials) when tls_cert_pem is set: the PEM
+  // certificate chain and key; with tls_client_ca_pem, client certificates are
+  // required and verified against it, and with tls_allowed_names a call whose
+  // client certificate has no CN or SAN in the list is refused
+  // (PERMISSION_DENIED). Empty: plaintext (h2c).
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;
+  std::vector<std::string> tls_allowed_names;
 };
 
 class RlsServer {
