@@ -344,6 +344,15 @@ TEST_F(TlsTest, SighupReloadsTheCertificateWithoutDroppingConnections) {
     std::lock_guard lock(mu);
     return lines.size();
   };
+  // However the test ends, the held client is let go and joined.
+  struct Release {
+    std::string go;
+    std::thread& held;
+    ~Release() {
+      WriteFile(go, "");
+      if (held.joinable()) held.join();
+    }
+  } release{go, held};
   ASSERT_TRUE(WaitFor([&] { return line_count() >= 1; }, 30s));
 
   std::filesystem::copy_file(Cert("server2"), cert,
@@ -357,7 +366,7 @@ TEST_F(TlsTest, SighupReloadsTheCertificateWithoutDroppingConnections) {
 
   WriteFile(go, "");
   held.join();
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(line_count(), 2u);
   json first = json::parse(lines[0], nullptr, false);
   json second = json::parse(lines[1], nullptr, false);
   EXPECT_EQ(first.value("cn", ""), "server-1") << lines[0];
