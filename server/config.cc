@@ -122,6 +122,16 @@ void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
   }
 }
 
+// `tls`, `admin.tls`, `grpc.tls`: the files are read by CheckServerConfig.
+void ReadTls(JsonFields& t, TlsSettings* tls) {
+  t.String("cert_file", &tls->cert_file);
+  t.String("key_file", &tls->key_file);
+  t.String("client_ca_file", &tls->client_ca_file);
+  t.StringList("allowed_names", &tls->allowed_names);
+  t.Duration("handshake_timeout_ms", &tls->handshake_timeout, 1, 10 * 60 * 1000);
+  t.Integer("max_handshakes", &tls->max_handshakes, 1, 1 << 20);
+}
+
 void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("listen", &c->grpc_listen);
   g.StringList("rls_config", &c->rls_config);
@@ -129,6 +139,7 @@ void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.Bool("retry_after", &c->grpc_retry_after);
   g.Double("retry_after_jitter", &c->grpc_retry_after_jitter, 0.0, 10.0);
   ReadDefaultAlgorithm(g, c);
+  ReadSection(g, "tls", [c](JsonFields& t) { ReadTls(t, &c->grpc_tls); });
 }
 
 // A DNS name: dot-separated labels of letters, digits and '-' (1 to 63 bytes,
@@ -224,6 +235,7 @@ void ReadAdmin(JsonFields& a, ServerConfig* c) {
   a.Bool("allow_unauthenticated", &c->admin_allow_unauthenticated);
   ReadAllowedHosts(a, c);
   ReadAdminTokens(a, c);
+  ReadSection(a, "tls", [c](JsonFields& t) { ReadTls(t, &c->admin_tls); });
   if (!inline_token.empty() && !token_file.empty()) {
     a.Error("token_file", "set token_file or token, not both");
   } else if (!inline_token.empty()) {
@@ -405,6 +417,7 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   r.Bool("reuse_port", &c->reuse_port);
   r.Integer("threads", &c->threads, 0, 256);
   ReadMainListenerModes(r, c);
+  ReadSection(r, "tls", [c](JsonFields& t) { ReadTls(t, &c->tls); });
   r.String("grpc_listen", &c->grpc_listen);
   r.StringList("rls_config", &c->rls_config);
   ReadSection(r, "grpc", [c](JsonFields& g) { ReadGrpc(g, c); });

@@ -25,6 +25,7 @@
 
 #include "server/log_level.h"
 #include "server/secrets.h"
+#include "server/tls.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
 #include "tollgate/local_store.h"
@@ -73,6 +74,11 @@ struct ServerConfig {
   // tollgated started by mistake then fails ("address in use") instead of
   // silently taking a share of the connections.
   bool reuse_port = false;
+  // TLS on the main listener (`tls`), the admin listener (`admin.tls`) and the
+  // gRPC port (`grpc.tls`); off (plain) without a cert_file (server/tls.h).
+  TlsSettings tls;
+  TlsSettings admin_tls;
+  TlsSettings grpc_tls;
   // Bearer token for the admin listener (and /metrics); "" = none. Required when
   // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
   std::string admin_token;

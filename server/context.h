@@ -25,6 +25,8 @@ namespace tollgate::server {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+struct TlsStream;  // server/tls_listener.h
+
 // A socket with a deadline, linked into its worker's list so the sweeper can
 // close it when the deadline passes (cheaper than a timer per operation).
 // Deadlines are on `clock`'s monotonic time (the server's clock).
@@ -36,6 +38,9 @@ struct Connection {
   bool idle = false;        // between requests: may be closed at once on drain
   bool timed_out = false;   // closed by the sweeper
   bool upstream = false;    // an upstream connection of the gateway
+  // A client's TLS stream over `socket` (owned by its session), or null: the
+  // gateway writes a TLS client's answers through it.
+  TlsStream* tls = nullptr;
   Connection* prev = nullptr;
   Connection* next = nullptr;
 

@@ -65,6 +65,17 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.reuse_port = config.reuse_port;
   options.decider = decider->get();
   options.clock = clock;
+  if (const TlsSettings& tls = config.grpc_tls; tls.enabled()) {
+    // Checked by CheckServerConfig; read again here, as gRPC takes PEM text.
+    std::string why;
+    if (!ReadPemFile(tls.cert_file, &options.tls_cert_pem, &why) ||
+        !ReadPemFile(tls.key_file, &options.tls_key_pem, &why) ||
+        (!tls.client_ca_file.empty() &&
+         !ReadPemFile(tls.client_ca_file, &options.tls_client_ca_pem, &why))) {
+      return InvalidArgument("grpc.tls: " + why);
+    }
+    options.tls_allowed_names = tls.allowed_names;
+  }
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<GrpcFrontend>(

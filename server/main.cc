@@ -123,6 +123,11 @@ void CommandLine::Declare(CLI::App& app) {
   TextFlag(app, "--rls-default-algorithm", {"grpc", "default_algorithm"},
            "Algorithm for YAML rate_limit blocks without one: token_bucket (default) | "
            "leaky_bucket | fixed_window | sliding_window | sliding_log (not on Redis)");
+  TextFlag(app, "--tls-cert", {"tls", "cert_file"},
+           "PEM certificate chain: the main listener speaks TLS (HTTPS); see docs/operations.md");
+  TextFlag(app, "--tls-key", {"tls", "key_file"}, "PEM private key of --tls-cert");
+  TextFlag(app, "--tls-client-ca", {"tls", "client_ca_file"},
+           "PEM CA file: the main listener requires client certificates from it (mTLS)");
   app.add_flag("--check", check_only,
                "Run exactly the checks a start runs (config, admin token, trusted proxies, store "
                "URL, policy, with --grpc the rls_config YAML), print every error and exit "
@@ -167,7 +172,9 @@ int main(int argc, char** argv) {
   if (!cli.Load(&config)) return 2;
   // One function for --check and for the start (Server::Create runs it too):
   // a config --check accepts is not refused at start for a config reason.
-  auto errors = tollgate::server::CheckServerConfig(config);
+  std::vector<tollgate::ConfigError> warnings;
+  auto errors = tollgate::server::CheckServerConfig(config, &warnings);
+  for (const auto& w : warnings) std::cerr << "tollgated: warning: " << w.ToString() << "\n";
   if (!errors.empty()) {
     std::cerr << "tollgated: invalid configuration:\n";
     for (const auto& e : errors) std::cerr << "  " << e.ToString() << "\n";

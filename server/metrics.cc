@@ -140,6 +140,16 @@ void RenderConnections(PrometheusWriter& w, const ServerMetrics& m) {
   w.Family("tollgate_connection_timeouts_total", "counter",
            "Connections closed by a read, idle or write timeout.");
   w.Sample("tollgate_connection_timeouts_total", {}, m.timeouts.load(std::memory_order_relaxed));
+  w.Family("tollgate_tls_handshakes_total", "counter",
+           "TLS handshakes on the main and admin listeners by result (ok, or why they failed).");
+  for (size_t l = 0; l < m.tls_handshakes.size(); ++l) {
+    for (size_t r = 0; r < m.tls_handshakes[l].size(); ++r) {
+      w.Sample("tollgate_tls_handshakes_total",
+               {"listener", l == 0 ? "main" : "admin", "result",
+                TlsHandshakeResultName(TlsHandshakeResult(r))},
+               m.tls_handshakes[l][r].load(std::memory_order_relaxed));
+    }
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/tls.h"
 #include "tollgate/metrics.h"
 
 namespace tollgate::server {
@@ -89,6 +90,12 @@ class ServerMetrics {
   // Key administration (server/key_admin.h), by action (get, reset, set) and
   // result (ok, error: refused or failed).
   std::array<std::array<std::atomic<uint64_t>, 2>, 3> key_actions{};
+  // TLS handshakes by listener (main, admin) and result (server/tls.h).
+  std::array<std::array<std::atomic<uint64_t>, size_t(TlsHandshakeResult::kCount)>, 2>
+      tls_handshakes{};
+  void CountHandshake(bool admin, TlsHandshakeResult r) {
+    tls_handshakes[admin ? 1 : 0][size_t(r)].fetch_add(1, std::memory_order_relaxed);
+  }
 
   // Appends the server's own families. HTTP decisions carry no frontend label
   // (the series existing dashboards use); `grpc`, when given, is added to

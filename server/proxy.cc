@@ -16,6 +16,7 @@
 #include "server/proxy_wire.h"
 #include "server/relay_body.h"
 #include "server/response_capture.h"
+#include "server/tls_listener.h"
 #include "server/write_now.h"
 #include "tollgate/ip_address.h"
 
@@ -198,6 +199,14 @@ void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamErro
   s.log->Warn("upstream_failed", std::move(f));
 }
 
+// Starts `op` on the client's stream: its TLS stream, or its socket. Both
+// return the same awaitable type.
+template <class Op>
+auto OnClient(Connection& client, Op&& op) {
+  if (client.tls) return op(*client.tls);
+  return op(client.socket);
+}
+
 // Answers `status` (a problem response) and ends the client connection.
 net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   r.close = true;
@@ -205,8 +214,9 @@ net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   SerializeResponse(r, false, call.w.Date(), call.head, &out);
   call.client.SetDeadline(call.s.config->write_timeout);
   beast::error_code ec;
-  co_await net::async_write(call.client.socket, net::buffer(out),
-                            redirect_error(use_awaitable, ec));
+  co_await OnClient(call.client, [&](auto& stream) {
+    return net::async_write(stream, net::buffer(out), redirect_error(use_awaitable, ec));
+  });
   co_return ProxyResult{r.status, false, {}};
 }
 
@@ -379,7 +389,9 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   // never written as head fields (tollgated relays no trailer).
   if (rp.chunked() && !rp.is_done()) {
     call.client.SetDeadline(cfg.write_timeout);
-    co_await http::async_write_header(call.client.socket, rs, redirect_error(use_awaitable, ec));
+    co_await OnClient(call.client, [&](auto& stream) {
+      return http::async_write_header(stream, rs, redirect_error(use_awaitable, ec));
+    });
     if (ec && capture.empty()) co_return ProxyResult{status, false, {}};  // nothing to settle
     if (ec) drain.Start(cfg, call.w.clock);
   }
@@ -418,7 +430,9 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       EndRelayPieces(res.body());
     }
     call.client.SetDeadline(cfg.write_timeout);
-    co_await http::async_write(call.client.socket, rs, redirect_error(use_awaitable, ec));
+    co_await OnClient(call.client, [&](auto& stream) {
+      return http::async_write(stream, rs, redirect_error(use_awaitable, ec));
+    });
     if (ec == http::error::need_buffer) ec = {};
     if (ec && capture.empty()) co_return ProxyResult{status, false, {}};  // nothing to settle
     if (ec) drain.Start(cfg, call.w.clock);  // the client went away: read the upstream on
@@ -470,7 +484,9 @@ void RewriteStreamedHead(const ProxyCall& call, http::request_parser<http::buffe
       req.set("X-Forwarded-Host", std::string(h->value().data(), h->value().size()));
     }
   }
-  if (req.find("X-Forwarded-Proto") == req.end()) req.set("X-Forwarded-Proto", "http");
+  if (req.find("X-Forwarded-Proto") == req.end()) {
+    req.set("X-Forwarded-Proto", call.client.tls ? "https" : "http");
+  }
   if (!call.upstream_traceparent.empty()) req.set("traceparent", call.upstream_traceparent);
   req.set(http::field::host, s.gateway->upstream.host_header);
   {
@@ -513,8 +529,9 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
       OpenRelayPiece(req.body(), r.buf, kRelayBuffer);
       client.SetDeadline(cfg.read_timeout);
       client.deadline_ns = std::min(client.deadline_ns, r.body_deadline_ns);
-      co_await http::async_read(client.socket, r.client_buffer, r.p,
-                                redirect_error(use_awaitable, ec));
+      co_await OnClient(client, [&](auto& stream) {
+        return http::async_read(stream, r.client_buffer, r.p, redirect_error(use_awaitable, ec));
+      });
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::body_limit) {
         ProxyResult too_large = co_await SendTooLarge(call);
@@ -698,11 +715,13 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
     up.Release(cfg.upstream_max_idle);
   }
   client.SetDeadline(cfg.write_timeout);
-  size_t sent = WriteNow(client.socket, out, ec);
+  size_t sent = client.tls ? 0 : WriteNow(client.socket, out, ec);
   if (!ec && sent < net::buffer_size(out)) {
     beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(out);
     rest.consume(sent);
-    co_await net::async_write(client.socket, rest, redirect_error(use_awaitable, ec));
+    co_await OnClient(client, [&](auto& stream) {
+      return net::async_write(stream, rest, redirect_error(use_awaitable, ec));
+    });
   }
   if (ec) co_return ProxyResult{status, false, {}};
   co_return ProxyResult{status, keep_alive, {}};
@@ -754,7 +773,8 @@ net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_
   scratch->head.clear();
   if (!header_parser.is_done() ||
       !AppendUpstreamRequestHead(req, peer_ip, call.peer_trusted, s.gateway->upstream,
-                                 &scratch->head, upstream_traceparent)) {
+                                 &scratch->head, upstream_traceparent,
+                                 call.client.tls != nullptr)) {
     co_return co_await ProxyStreamed(call, client_buffer, header_parser, peer_ip, buf);
   }
 

@@ -142,7 +142,7 @@ void UpstreamResponseHead::on_field_impl(http::field id, std::string_view name,
 
 bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_view peer_ip,
                                bool peer_trusted, const UpstreamUrl& upstream, std::string* out,
-                               std::string_view traceparent) {
+                               std::string_view traceparent, bool client_tls) {
   std::array<std::string_view, 4> connection;
   size_t connection_count = 0;
   // equal_range spans, in arrival order, the first to the last match: filter.
@@ -208,7 +208,7 @@ bool AppendUpstreamRequestHead(const http::request_header<>& req, std::string_vi
   out->append(peer_ip);
   out->append("\r\n");
   if (!has_forwarded_host && !host.empty()) AppendField("X-Forwarded-Host", host, out);
-  if (!has_forwarded_proto) AppendField("X-Forwarded-Proto", "http", out);
+  if (!has_forwarded_proto) AppendField("X-Forwarded-Proto", client_tls ? "https" : "http", out);
   if (!peer_trusted) AppendField("X-Real-IP", peer_ip, out);
   if (!traceparent.empty()) AppendField("traceparent", traceparent, out);
   out->append("\r\n");

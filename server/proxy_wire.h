@@ -150,13 +150,15 @@ class UpstreamResponseHead final : public boost::beast::http::basic_parser<false
 // Appends the header to send upstream for the bodyless client request `req`
 // from `peer_ip` (`peer_trusted`: a trusted proxy). A non-empty `traceparent`
 // (the sampled decision span, server/tracing.h) replaces every traceparent
-// field of the request; empty, the request's fields pass unchanged. False (and
+// field of the request; empty, the request's fields pass unchanged.
+// `client_tls`: the client came over TLS (X-Forwarded-Proto: https). False (and
 // `out` partly written) when the request needs the streaming path (more than
 // 4 Connection fields).
 [[nodiscard]] bool AppendUpstreamRequestHead(const boost::beast::http::request_header<>& req,
                                              std::string_view peer_ip, bool peer_trusted,
                                              const UpstreamUrl& upstream, std::string* out,
-                                             std::string_view traceparent = {});
+                                             std::string_view traceparent = {},
+                                             bool client_tls = false);
 
 // The request-target to send upstream: the base path, then `target` (already
 // origin-form, server/http_framing.h); "*" stays "*".

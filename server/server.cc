@@ -23,6 +23,7 @@
 #include "server/runtime.h"
 #include "server/session.h"
 #include "server/startup_check.h"
+#include "server/tls_listener.h"
 #include "tollgate/runtime.h"
 
 namespace tollgate::server {
@@ -128,6 +129,8 @@ class Server::Impl {
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> main_acceptor;
   std::optional<tcp::acceptor> admin_acceptor;
+  std::unique_ptr<TlsListener> main_tls;   // null: plain HTTP
+  std::unique_ptr<TlsListener> admin_tls;  // null: plain HTTP
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   FileStamp policy_stamp;
@@ -179,7 +182,8 @@ class Server::Impl {
       return;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot)),
+    TlsListener* tls = kind == ListenerKind::kMain ? main_tls.get() : admin_tls.get();
+    net::co_spawn(w.ioc, RunSession(*runtimes, w, kind, std::move(socket), std::move(*slot), tls),
                   net::detached);
   }
 
@@ -274,7 +278,10 @@ class Server::Impl {
       if (signo == SIGHUP) {
         policy_stamp = Stamp(config->policy_path);
         if (grpc) rls_stamps = StampRls(config->rls_config);
-        net::post(source_pool, [this] { Reload("sighup"); });
+        net::post(source_pool, [this] {
+          ReloadTls();
+          Reload("sighup");
+        });
       } else if (shutdown_started.load()) {
         log->Warn("shutdown_forced", {{"signal", signo}});
         state.drain_deadline_ns.store(0);
@@ -285,6 +292,39 @@ class Server::Impl {
       }
       WaitSignal();
     });
+  }
+
+  // The listeners' TLS contexts from config, or the errors (each a path).
+  std::vector<ConfigError> MakeTlsListeners() {
+    std::vector<ConfigError> errors, warnings;
+    const int64_t now_unix = clock->WallNow() / 1'000'000'000;
+    if (config->tls.enabled()) {
+      main_tls = TlsListener::Create(config->tls, "tls", now_unix, &errors, &warnings);
+    }
+    if (config->admin_tls.enabled() && !config->admin_listen.empty()) {
+      admin_tls = TlsListener::Create(config->admin_tls, "admin.tls", now_unix, &errors, &warnings);
+    }
+    for (const auto& w : warnings) log->Warn("tls_certificate", {{"warning", w.ToString()}});
+    return errors;
+  }
+
+  // SIGHUP: the certificates read again for new connections; one that cannot
+  // be loaded keeps the listener's current one (logged).
+  void ReloadTls() {
+    const int64_t now_unix = clock->WallNow() / 1'000'000'000;
+    for (TlsListener* tls : {main_tls.get(), admin_tls.get()}) {
+      if (tls == nullptr) continue;
+      std::vector<ConfigError> warnings;
+      std::vector<ConfigError> errors = tls->Reload(now_unix, &warnings);
+      for (const auto& w : warnings) log->Warn("tls_certificate", {{"warning", w.ToString()}});
+      if (errors.empty()) {
+        log->Info("tls_reloaded", {{"listener", tls->path()}});
+        continue;
+      }
+      std::string why;
+      for (const auto& e : errors) why += (why.empty() ? "" : "; ") + e.ToString();
+      log->Warn("tls_not_reloaded", {{"listener", tls->path()}, {"error", why}});
+    }
   }
 
   // Runs a reload (admin, SIGHUP, file change, the API); the engine logs it
@@ -556,6 +596,11 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   // Listening before the engine opens: with a state file, the engine waits
   // for the process being replaced to save and exit, and meanwhile new
   // connections queue here instead of being refused.
+  if (auto tls_errors = m.MakeTlsListeners(); !tls_errors.empty()) {
+    std::string text = "invalid server config:";
+    for (const auto& e : tls_errors) text += "\n  " + e.ToString();
+    return InvalidArgument(text);
+  }
   if (Status st = m.BindListeners(); !st.ok()) return st;
   if (Status st = m.OpenEngine(); !st.ok()) return st;
   // Before serving: the trips the fleet already has apply to the first request.
@@ -600,6 +645,7 @@ void Server::Start() {
   m.engine->Start();
   nlohmann::json info = {{"listen", m.main_acceptor->local_endpoint().address().to_string() + ":" +
                                         std::to_string(port())},
+                         {"tls", m.main_tls != nullptr},
                          {"threads", m.workers.size()},
                          {"store", m.engine->store_description()},
                          {"failure_mode", FailureModeName(m.config->failure_mode)},

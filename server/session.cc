@@ -17,6 +17,7 @@
 #include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
+#include "server/tls_listener.h"
 #include "server/write_now.h"
 
 namespace tollgate::server {
@@ -24,8 +25,12 @@ namespace tollgate::server {
 net::awaitable<boost::system::error_code> WriteContinue(Connection& conn) {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   boost::system::error_code ec;
-  co_await net::async_write(conn.socket, net::buffer(kContinue.data(), kContinue.size()),
-                            net::redirect_error(net::use_awaitable, ec));
+  const auto buffer = net::buffer(kContinue.data(), kContinue.size());
+  if (conn.tls) {
+    co_await net::async_write(*conn.tls, buffer, net::redirect_error(net::use_awaitable, ec));
+  } else {
+    co_await net::async_write(conn.socket, buffer, net::redirect_error(net::use_awaitable, ec));
+  }
   co_return ec;
 }
 
@@ -161,6 +166,7 @@ net::awaitable<void> LingeringClose(Connection& conn, Millis linger) {
   }
 }
 
+template <class Stream>
 class Session;
 
 }  // namespace
@@ -168,17 +174,25 @@ class Session;
 
 // The session's coroutines (its steps, one request after another) take their
 // frames from the worker thread's FramePool: none allocated per request.
-template <typename T, typename... Args>
-struct std::coroutine_traits<boost::asio::awaitable<T>, tollgate::server::Session&, Args...> {
+template <typename T, typename Stream, typename... Args>
+struct std::coroutine_traits<boost::asio::awaitable<T>, tollgate::server::Session<Stream>&,
+                             Args...> {
   using promise_type = tollgate::server::PooledFrame<T>;
 };
 
 namespace tollgate::server {
 namespace {
 
+// `Stream` is the connection's socket (tcp::socket&, plain HTTP) or a
+// TlsStream over it: a template parameter, so the plain session's reads and
+// writes are the socket's own, with no indirection.
+template <class Stream>
 class Session {
  public:
-  Session(const RuntimeHolder& runtimes, Worker& w, ListenerKind kind, tcp::socket socket)
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  Session(const RuntimeHolder& runtimes, Worker& w, ListenerKind kind, tcp::socket socket,
+          TlsListener* tls)
       : runtimes_(runtimes),
         w_(w),
         kind_(kind),
@@ -189,15 +203,28 @@ class Session {
         shard_(rt_->metrics->shard(w.index)),
         // Bounded: a request head, chunk line or trailer section that does not
         // fit fails the read (431 or 400) instead of growing the buffer.
-        buffer_(ReadBufferLimit(rt_->cfg())) {
+        buffer_(ReadBufferLimit(rt_->cfg())),
+        tls_(tls),
+        tls_context_(tls ? tls->Current() : nullptr),
+        stream_(MakeStream()) {
     out_.reserve(1024);
     headers_.reserve(32);
+    if constexpr (kTls) conn_.tls = &stream_;  // the gateway's writes to the client
   }
 
   net::awaitable<void> Run();
 
  private:
   const ServerConfig& cfg() const { return rt_->cfg(); }
+  Stream MakeStream() {
+    if constexpr (kTls) {
+      return Stream(conn_.socket, *tls_context_);
+    } else {
+      return conn_.socket;
+    }
+  }
+  net::awaitable<bool> Handshake();
+  net::awaitable<void> CloseNotify();
   net::awaitable<bool> AwaitRequest();
   net::awaitable<beast::error_code> ReadHead(HeadParser& hp);
   net::awaitable<Next> Serve(HeadParser& hp, Exchange& ex);
@@ -225,14 +252,25 @@ class Session {
   std::vector<HeaderPair> headers_;  // views into the current parser's message
   std::string out_;
   bool linger_ = false;  // closing after our answer: drain the client first
+  TlsListener* tls_;     // null for plain HTTP
+  std::shared_ptr<TlsListener::Context> tls_context_;  // kept for the connection's life
+  Stream stream_;                                      // conn_.socket, or TLS over it
+  bool handshake_done_ = false;
 };
 
-net::awaitable<void> Session::Run() {
+template <class Stream>
+net::awaitable<void> Session<Stream>::Run() {
   beast::error_code ec;
   conn_.socket.non_blocking(true, ec);  // for WriteNow
   tcp::endpoint remote = conn_.socket.remote_endpoint(ec);
   if (ec) co_return;
   peer_ = PeerAddress(remote);
+  if constexpr (kTls) {
+    if (!co_await Handshake()) {
+      conn_.socket.close(ec);
+      co_return;
+    }
+  }
   while (co_await AwaitRequest()) {
     runtimes_.Refresh(&rt_, &rt_version_);
     conn_.SetDeadline(cfg().read_timeout);
@@ -255,25 +293,78 @@ net::awaitable<void> Session::Run() {
     if (next == Next::kClose || !co_await Respond(ex)) break;
   }
   if (conn_.timed_out) rt_->metrics->timeouts.fetch_add(1, std::memory_order_relaxed);
-  if (linger_ && !conn_.timed_out) co_await LingeringClose(conn_, cfg().lingering_close);
+  if constexpr (kTls) {
+    if (!conn_.timed_out) co_await CloseNotify();
+  } else if (linger_ && !conn_.timed_out) {
+    co_await LingeringClose(conn_, cfg().lingering_close);
+  }
   beast::error_code ignored;
   conn_.socket.shutdown(tcp::socket::shutdown_send, ignored);
   conn_.socket.close(ignored);
+}
+
+// The TLS handshake, within one of the listener's handshake slots and its
+// handshake_timeout; counted by result. False: the connection is to be closed.
+template <class Stream>
+net::awaitable<bool> Session<Stream>::Handshake() {
+  const bool admin = kind_ == ListenerKind::kAdmin;
+  std::optional<TlsListener::HandshakeSlot> slot = tls_->TryHandshake();
+  if (!slot) {
+    rt_->metrics->CountHandshake(admin, TlsHandshakeResult::kBusy);
+    co_return false;
+  }
+  conn_.SetDeadline(tls_->settings().handshake_timeout);
+  beast::error_code ec;
+  co_await stream_.async_handshake(net::ssl::stream_base::server,
+                                   redirect_error(use_awaitable, ec));
+  conn_.ClearDeadline();
+  slot->Release();
+  if (!ec) {
+    handshake_done_ = true;
+    rt_->metrics->CountHandshake(admin, TlsHandshakeResult::kOk);
+    co_return true;
+  }
+  const TlsHandshakeResult why =
+      conn_.timed_out ? TlsHandshakeResult::kTimeout
+                      : ClassifyHandshakeFailure(
+                            stream_.native_handle(),
+                            ec.category() == net::error::get_ssl_category() ? ec.value() : 0);
+  rt_->metrics->CountHandshake(admin, why);
+  if (rt_->log->Enabled(LogLevel::kDebug)) {
+    rt_->log->Log(LogLevel::kDebug, "tls_handshake_failed",
+                  {{"listener", admin ? "admin" : "main"},
+                   {"peer", rt_->identities.ShowInLog(peer_)},
+                   {"result", TlsHandshakeResultName(why)},
+                   {"error", ec.message()}});
+  }
+  co_return false;
+}
+
+// TLS's close_notify, and the client's awaited (it may still be sending the
+// request we refused: this drains it), for at most lingering_close and 1 s.
+template <class Stream>
+net::awaitable<void> Session<Stream>::CloseNotify() {
+  const Millis linger = std::min(cfg().lingering_close, Millis(1000));
+  if (!handshake_done_ || linger.count() == 0) co_return;
+  conn_.SetDeadline(linger);  // the sweeper closes the socket then
+  beast::error_code ec;
+  co_await stream_.async_shutdown(redirect_error(use_awaitable, ec));
 }
 
 // Waits for the first byte of the next request (unless one is buffered).
 // False: the connection ends (closed by the client, timed out, or closed by
 // the drain: the last answer promised keep-alive, so a request already on
 // its way is still answered, with Connection: close).
-net::awaitable<bool> Session::AwaitRequest() {
+template <class Stream>
+net::awaitable<bool> Session<Stream>::AwaitRequest() {
   if (buffer_.size() > 0) co_return true;
   // A read rather than async_wait: asio re-arms epoll (an epoll_ctl) for
   // every async_wait, while a read op just queues on the registered socket.
   conn_.idle = true;
   conn_.SetDeadline(cfg().idle_timeout);
   beast::error_code ec;
-  size_t n = co_await conn_.socket.async_read_some(
-      buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
+  size_t n = co_await stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 65536)),
+                                              redirect_error(use_awaitable, ec));
   buffer_.commit(n);
   conn_.idle = false;
   co_return !ec;
@@ -282,7 +373,8 @@ net::awaitable<bool> Session::AwaitRequest() {
 // The whole header is nearly always buffered already: parse it here, not
 // through async_read_header (a composed operation and a scheduler trip). Its
 // raw bytes are checked for ambiguous framing before they are consumed.
-net::awaitable<beast::error_code> Session::ReadHead(HeadParser& hp) {
+template <class Stream>
+net::awaitable<beast::error_code> Session<Stream>::ReadHead(HeadParser& hp) {
   beast::error_code ec;
   for (;;) {
     const size_t used = hp.put(buffer_.data(), ec);
@@ -291,14 +383,15 @@ net::awaitable<beast::error_code> Session::ReadHead(HeadParser& hp) {
     }
     buffer_.consume(used);
     if (ec != http::error::need_more) co_return ec;
-    const size_t n = co_await conn_.socket.async_read_some(
+    const size_t n = co_await stream_.async_read_some(
         buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
     buffer_.commit(n);
     if (ec) co_return ec;
   }
 }
 
-RequestView Session::ViewOf(const http::request_header<>& req) {
+template <class Stream>
+RequestView Session<Stream>::ViewOf(const http::request_header<>& req) {
   headers_.clear();
   for (const auto& f : req) headers_.emplace_back(View(f.name_string()), View(f.value()));
   const RequestTarget t = SplitTarget(View(req.target()));
@@ -313,12 +406,14 @@ RequestView Session::ViewOf(const http::request_header<>& req) {
 
 // The request's trace context; its sampled flag counts only from a trusted
 // proxy (checked only when tracing is on and a traceparent came).
-void Session::TraceFrom(const http::request_header<>& req, RequestTrace& trace) const {
+template <class Stream>
+void Session<Stream>::TraceFrom(const http::request_header<>& req, RequestTrace& trace) const {
   const std::optional<std::string_view> traceparent = Traceparent(req);
   trace.From(traceparent, traceparent && rt_->tracer && PeerTrusted(cfg(), peer_));
 }
 
-net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
+template <class Stream>
+net::awaitable<Next> Session<Stream>::Serve(HeadParser& hp, Exchange& ex) {
   const auto& req = hp.get();
   ex.keep_alive = req.keep_alive();
   ex.head = req.method() == http::verb::head;
@@ -334,7 +429,8 @@ net::awaitable<Next> Session::Serve(HeadParser& hp, Exchange& ex) {
 // Refuses what no endpoint may see: a bad Host, a method the route does not
 // take, on the gateway and /v1/auth (whose headers are the client's, as nginx
 // forwards them) a limit key header sent twice. True when `ex` holds the answer.
-bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex) {
+template <class Stream>
+bool Session<Stream>::Screen(const HeadParser& hp, const RouteResult& route, Exchange& ex) {
   if (std::string_view why = HostProblem(hp.get()); !why.empty()) {
     ex.resp = Problem(400, "Bad request", why);
     ex.resp.close = true;
@@ -357,7 +453,8 @@ bool Session::Screen(const HeadParser& hp, const RouteResult& route, Exchange& e
 }
 
 // Gateway mode: decide, then forward (server/proxy.h) or answer the rejection.
-net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
+template <class Stream>
+net::awaitable<Next> Session<Stream>::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
   // Inline when the store decides inline: no coroutine frame (an if, not ?:
   // around the co_await: GCC 12 destroys such a temporary twice).
   CheckOutcome outcome;
@@ -406,8 +503,9 @@ net::awaitable<Next> Session::Proxy(HeadParser& hp, const RequestView& view, Exc
 // (the admin listener's Host, the admin token where the route needs it, what
 // keeps a web page out), then the route's handler. Bodyless requests (the
 // common case: GET /v1/auth) keep the header parser's message.
-net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route, RequestView view,
-                                       Exchange& ex) {
+template <class Stream>
+net::awaitable<Next> Session<Stream>::ServeOwn(HeadParser& hp, const RouteResult& route,
+                                               RequestView view, Exchange& ex) {
   std::optional<BodyParser> bp;
   ChunkLimits chunk_limits(cfg(), buffer_);  // outlives the body parser's use of it
   if (!hp.is_done()) {
@@ -439,7 +537,9 @@ net::awaitable<Next> Session::ServeOwn(HeadParser& hp, const RouteResult& route,
   co_return Next::kRespond;
 }
 
-net::awaitable<beast::error_code> Session::ReadBody(BodyParser& p, ChunkLimits& chunk_limits) {
+template <class Stream>
+net::awaitable<beast::error_code> Session<Stream>::ReadBody(BodyParser& p,
+                                                            ChunkLimits& chunk_limits) {
   p.body_limit(cfg().max_body_bytes);
   p.on_chunk_header(chunk_limits);
   // The header was parsed under the first parser's limit: check the length here.
@@ -449,13 +549,14 @@ net::awaitable<beast::error_code> Session::ReadBody(BodyParser& p, ChunkLimits& 
     if (beast::error_code ec = co_await WriteContinue(conn_)) co_return ec;
   }
   beast::error_code ec;
-  co_await http::async_read(conn_.socket, buffer_, p, redirect_error(use_awaitable, ec));
+  co_await http::async_read(stream_, buffer_, p, redirect_error(use_awaitable, ec));
   co_return ec;
 }
 
 // Waits out a leaky-bucket shaper's delay; the connection's deadline is held
 // beyond it.
-net::awaitable<void> Session::Pause(Nanos delay) {
+template <class Stream>
+net::awaitable<void> Session<Stream>::Pause(Nanos delay) {
   if (delay.count() <= 0) co_return;
   net::steady_timer timer(w_.ioc, delay);
   conn_.SetDeadline(delay + cfg().read_timeout);
@@ -464,16 +565,18 @@ net::awaitable<void> Session::Pause(Nanos delay) {
 }
 
 // Writes `ex.resp`, counts it and logs it. False: the connection ends.
-net::awaitable<bool> Session::Respond(Exchange& ex) {
+template <class Stream>
+net::awaitable<bool> Session<Stream>::Respond(Exchange& ex) {
   if (ex.resp.delay.count() > 0) co_await Pause(ex.resp.delay);  // no frame without a delay
   const bool reuse = ex.keep_alive && !ex.resp.close && !rt_->state->Draining();
   out_.clear();
   SerializeResponse(ex.resp, reuse, w_.Date(), ex.head, &out_);
   conn_.SetDeadline(cfg().write_timeout);
   beast::error_code ec;
-  size_t sent = WriteNow(conn_.socket, net::buffer(out_), ec);
+  size_t sent = 0;
+  if constexpr (!kTls) sent = WriteNow(conn_.socket, net::buffer(out_), ec);
   if (!ec && sent < out_.size()) {
-    co_await net::async_write(conn_.socket, net::buffer(out_.data() + sent, out_.size() - sent),
+    co_await net::async_write(stream_, net::buffer(out_.data() + sent, out_.size() - sent),
                               redirect_error(use_awaitable, ec));
   }
   shard_.CountRequest(ex.endpoint, ex.resp.status);
@@ -493,9 +596,14 @@ net::awaitable<bool> Session::Respond(Exchange& ex) {
 }  // namespace
 
 net::awaitable<void> RunSession(const RuntimeHolder& runtimes, Worker& worker, ListenerKind kind,
-                                tcp::socket socket, ConnectionLimits::Slot slot) {
-  Session session(runtimes, worker, kind, std::move(socket));
-  co_await session.Run();
+                                tcp::socket socket, ConnectionLimits::Slot slot, TlsListener* tls) {
+  if (tls != nullptr) {
+    Session<TlsStream> session(runtimes, worker, kind, std::move(socket), tls);
+    co_await session.Run();
+  } else {
+    Session<tcp::socket&> session(runtimes, worker, kind, std::move(socket), nullptr);
+    co_await session.Run();
+  }
 }
 
 }  // namespace tollgate::server

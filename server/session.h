@@ -19,6 +19,12 @@
 // closed. On drain, idle connections are closed at once and busy ones after
 // their current response (sent with Connection: close).
 //
+// TLS (`tls` not null, server/tls_listener.h): the session first completes the
+// handshake (within the listener's handshake slots and handshake_timeout), then
+// serves HTTP over the TLS stream exactly as over a plain socket, and ends with
+// a close_notify. The plain session is a separate instantiation: TLS costs it
+// nothing.
+//
 // Lifetime: the coroutine owns the socket; it runs on `worker`'s thread only.
 #ifndef TOLLGATE_SERVER_SESSION_H_
 #define TOLLGATE_SERVER_SESSION_H_
@@ -32,10 +38,14 @@
 
 namespace tollgate::server {
 
+class TlsListener;
+
 // `slot` is the connection's place under the listener's caps, given back
-// when the session ends.
+// when the session ends. `tls` (borrowed, outlives the server's sessions):
+// the listener's TLS, or null for plain HTTP.
 net::awaitable<void> RunSession(const RuntimeHolder& runtimes, Worker& worker, ListenerKind kind,
-                                tcp::socket socket, ConnectionLimits::Slot slot);
+                                tcp::socket socket, ConnectionLimits::Slot slot,
+                                TlsListener* tls = nullptr);
 
 }  // namespace tollgate::server
 

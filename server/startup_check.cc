@@ -3,14 +3,27 @@
 #include <optional>
 
 #include "server/grpc_frontend.h"
+#include "server/tls.h"
+#include "tollgate/clock.h"
 #include "tollgate/ip_address.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 
 namespace tollgate::server {
 
-std::vector<ConfigError> CheckServerConfig(const ServerConfig& c) {
+std::vector<ConfigError> CheckServerConfig(const ServerConfig& c,
+                                           std::vector<ConfigError>* warnings) {
   std::vector<ConfigError> errors = ValidateServerConfig(c);
+  std::vector<ConfigError> ignored;
+  const int64_t now_unix = SystemClock::Instance().WallNow() / 1'000'000'000;
+  for (auto [tls, path] : {std::pair{&c.tls, "tls"}, std::pair{&c.admin_tls, "admin.tls"},
+                           std::pair{&c.grpc_tls, "grpc.tls"}}) {
+    if (tls->enabled()) {
+      CheckTlsSettings(*tls, path, now_unix, &errors, warnings ? warnings : &ignored);
+    } else if (!tls->key_file.empty() || !tls->client_ca_file.empty()) {
+      errors.push_back({std::string(path) + ".cert_file", "is required with key_file"});
+    }
+  }
   for (size_t i = 0; i < c.trusted_proxies.size(); ++i) {
     if (!Cidr::Parse(c.trusted_proxies[i])) {
       errors.push_back({"trusted_proxies[" + std::to_string(i) + "]",

@@ -10,7 +10,8 @@
 //
 // It covers ValidateServerConfig (ranges, listeners, the admin token), each
 // trusted proxy, the store URL (parsed, not connected), the policy file and,
-// with grpc_listen, the rls_config YAML compiled for the configured store.
+// with grpc_listen, the rls_config YAML compiled for the configured store, and
+// each listener's TLS files (read, parsed, key matched to the certificate).
 // Errors carry the config path ("trusted_proxies[1]: ...") or the file
 // ("/etc/tollgate/policy.json: rules[0].name: ...").
 //
@@ -25,7 +26,10 @@
 
 namespace tollgate::server {
 
-std::vector<ConfigError> CheckServerConfig(const ServerConfig& config);
+// `warnings` (optional) gets what does not stop a start: a listener's
+// certificate that expired or is not valid yet (tollgated prints them).
+std::vector<ConfigError> CheckServerConfig(const ServerConfig& config,
+                                           std::vector<ConfigError>* warnings = nullptr);
 
 // `tollgated --check` only (a start reads them as it opens the policy): the
 // policy file's Redis tenant tables ("tenants": {"redis_hash": ...}) read

@@ -20,27 +20,61 @@ grpc::Status ToGrpc(const Status& st) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, st.message());
 }
 
+// Whether the call's client certificate has a CN or SAN (DNS, URI) in `allowed`.
+bool PeerAllowed(const grpc::CallbackServerContext& ctx, const std::vector<std::string>& allowed) {
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (!auth) return false;
+  for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
+    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
+      const std::string_view name(value.data(), value.size());
+      for (const auto& want : allowed) {
+        if (name == want) return true;
+      }
+    }
+  }
+  return false;
+}
+
 class Service final : public rlspb::RateLimitService::CallbackService {
  public:
-  explicit Service(EnvoyDecider* decider) : decider_(decider) {}
+  Service(EnvoyDecider* decider, std::vector<std::string> allowed_names)
+      : decider_(decider), allowed_names_(std::move(allowed_names)) {}
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* ctx,
                                             const rlspb::RateLimitRequest* request,
                                             rlspb::RateLimitResponse* response) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!allowed_names_.empty() && !PeerAllowed(*ctx, allowed_names_)) {
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                       "the client certificate's names are not in grpc.tls.allowed_names"));
+      return reactor;
+    }
     decider_->Decide(*request, response, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
     return reactor;
   }
 
  private:
   EnvoyDecider* decider_;
+  const std::vector<std::string> allowed_names_;  // empty: any verified client
 };
+
+std::shared_ptr<grpc::ServerCredentials> CredentialsOf(const RlsServerOptions& o) {
+  if (o.tls_cert_pem.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      o.tls_client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = o.tls_client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({o.tls_key_pem, o.tls_cert_pem});
+  return grpc::SslServerCredentials(ssl);
+}
 
 }  // namespace
 
 class RlsServer::Impl {
  public:
-  explicit Impl(EnvoyDecider* decider) : service(decider) {}
+  Impl(EnvoyDecider* decider, std::vector<std::string> allowed_names)
+      : service(decider, std::move(allowed_names)) {}
   Service service;
   std::unique_ptr<grpc::Server> server;
   std::mutex shutdown_mu;
@@ -59,10 +93,10 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
         MakeEnvoyDecider(options.store, options.config, options.clock, options.decide);
     s->decider_ = s->own_decider_.get();
   }
-  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_);
+  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_, options.tls_allowed_names);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.address, CredentialsOf(options), &port);
   builder.RegisterService(&s->impl_->service);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);

@@ -57,6 +57,15 @@ struct RlsServerOptions {
   // this one drains (tollgated's `reuse_port`). Off: a second server on the
   // port fails to start instead of silently sharing it.
   bool reuse_port = false;
+  // TLS (grpc::SslServerCredentials) when tls_cert_pem is set: the PEM
+  // certificate chain and key; with tls_client_ca_pem, client certificates are
+  // required and verified against it, and with tls_allowed_names a call whose
+  // client certificate has no CN or SAN in the list is refused
+  // (PERMISSION_DENIED). Empty: plaintext (h2c).
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;
+  std::vector<std::string> tls_allowed_names;
 };
 
 class RlsServer {

@@ -1,0 +1,46 @@
+#include "server/tls_listener.h"
+
+#include <openssl/ssl.h>
+
+namespace tollgate::server {
+
+namespace {
+
+std::shared_ptr<TlsListener::Context> Build(const TlsSettings& settings, std::string_view path,
+                                            int64_t now_unix, std::vector<ConfigError>* errors,
+                                            std::vector<ConfigError>* warnings) {
+  SslCtxPtr ctx = MakeServerTlsContext(settings, path, now_unix, errors, warnings);
+  if (!ctx) return nullptr;
+  // Asio's context takes the SSL_CTX over (and frees it).
+  return std::make_shared<TlsListener::Context>(ctx.release());
+}
+
+}  // namespace
+
+std::unique_ptr<TlsListener> TlsListener::Create(TlsSettings settings, std::string path,
+                                                 int64_t now_unix, std::vector<ConfigError>* errors,
+                                                 std::vector<ConfigError>* warnings) {
+  std::unique_ptr<TlsListener> l(new TlsListener(std::move(settings), std::move(path)));
+  l->context_ = Build(l->settings_, l->path_, now_unix, errors, warnings);
+  if (!l->context_) return nullptr;
+  return l;
+}
+
+std::vector<ConfigError> TlsListener::Reload(int64_t now_unix, std::vector<ConfigError>* warnings) {
+  std::vector<ConfigError> errors;
+  std::shared_ptr<Context> next = Build(settings_, path_, now_unix, &errors, warnings);
+  if (next) {
+    std::lock_guard lock(mu_);
+    context_ = std::move(next);
+  }
+  return errors;
+}
+
+std::optional<TlsListener::HandshakeSlot> TlsListener::TryHandshake() {
+  size_t n = handshakes_.fetch_add(1, std::memory_order_relaxed);
+  HandshakeSlot slot(&handshakes_);
+  if (n >= settings_.max_handshakes) return std::nullopt;  // the slot gives it back
+  return slot;
+}
+
+}  // namespace tollgate::server
