@@ -27,7 +27,6 @@
 #include "server/secrets.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
-#include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/store_spec.h"
