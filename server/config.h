@@ -28,7 +28,6 @@
 #include "server/tls.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
-#include "tollgate/local_store.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/store_spec.h"

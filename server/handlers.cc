@@ -2,13 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/key_admin.h"
-#include "server/rollback_admin.h"
 #include "tollgate/config_error.h"
 #include "tollgate/json_fields.h"
+#include "tollgate/key_admin.h"
 #include "tollgate/limit.h"
 #include "tollgate/period.h"
 #include "tollgate/policy_headers.h"
+#include "tollgate/rollback_admin.h"
 
 namespace tollgate::server {
 namespace {
@@ -422,7 +422,7 @@ Response HandleReadyz(const Runtime& s, bool detail) {
             {"draining", s.state->Draining()},
             // Rules the rollback guard switched to shadow on this instance: the
             // instance still decides (ready), but enforces less than its policy.
-            {"rolled_back", TrippedRules(s.enforcer->Counters())}};
+            {"rolled_back", TrippedRulesJson(s.enforcer->Counters())}};
   return JsonResponse(ready ? 200 : 503, j);
 }
 
@@ -440,29 +440,6 @@ std::optional<ServerMetrics::LatencyCounts> WriteGrpcDecisions(PrometheusWriter&
 #undef TOLLGATE_GRPC_DECISION_SAMPLE
   }
   return s.grpc->DecisionLatency();
-}
-
-// The live policy: reloads, generation, version and source.
-void WritePolicyMetrics(PrometheusWriter& w, const Runtime& s) {
-  w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
-  w.Sample("tollgate_policy_reloads_total", {"result", "success"},
-           s.state->reloads_ok.load(std::memory_order_relaxed));
-  w.Sample("tollgate_policy_reloads_total", {"result", "failure"},
-           s.state->reloads_failed.load(std::memory_order_relaxed));
-  w.Family("tollgate_policy_generation", "gauge",
-           "Generation of the live policy (1 = as started).");
-  w.Sample("tollgate_policy_generation", double(s.policies->generation()));
-  PolicyStore::ReloadResult last = s.policies->last_reload();
-  w.Family("tollgate_policy_last_reload_success", "gauge",
-           "1 if the last reload attempt succeeded (or none was made).");
-  w.Sample("tollgate_policy_last_reload_success", last.ok ? 1.0 : 0.0);
-  w.Family("tollgate_policy_last_reload_timestamp_seconds", "gauge",
-           "Wall-clock time of the last reload attempt (or of loading at startup).");
-  w.Sample("tollgate_policy_last_reload_timestamp_seconds", double(last.wall_time_ns) / 1e9);
-  w.Family("tollgate_policy_info", "gauge",
-           "1, labelled with the running policy's version (sha256 prefix of its text) and source.");
-  w.Sample("tollgate_policy_info", {"version", s.policies->version(), "source", s.policy_source},
-           1.0);
 }
 
 // The store, tracing, log gates, /v1/top and the process.
@@ -495,7 +472,7 @@ Response HandleMetrics(const Runtime& s) {
   s.engine->WriteFleetMetrics(w);
   WriteRuleSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
-  WritePolicyMetrics(w, s);
+  s.engine->WritePolicyMetrics(w);
   WriteProcessMetrics(w, s);
   Response r;
   r.content_type = kPrometheus;

@@ -66,23 +66,18 @@ Response HandlePolicyPut(const Runtime& s, std::string_view body, std::string_vi
   // not read here, on a worker: put_policy checks them (and the rls_config)
   // before it stores anything. A policy given over the network names value
   // files only when the config allows it (policy_remote_files; issue 29).
-  PolicyParseOptions options = s.policies->parse_options();
-  options.read_tenant_hash = nullptr;
-  options.files = s.config->policy_remote_files;
-  ParsedPolicy parsed = ParsePolicy(body, options);
-  if (!parsed.policy) {
-    return Problem(400, "Invalid policy", "the running policy stays in effect", parsed.errors);
+  tollgate::Runtime::PolicyPreview preview = s.engine->PreviewPolicy(body);
+  if (!preview.errors.empty()) {
+    return Problem(400, "Invalid policy", "the running policy stays in effect", preview.errors);
   }
-  const std::string before = s.policies->version();
-  const std::vector<RuleChange> changes = DiffPolicies(*s.policies->Current(), *parsed.policy);
   json warnings = json::array();
-  for (const ConfigError& w : PolicyWarnings(*parsed.policy)) {
+  for (const ConfigError& w : preview.warnings) {
     warnings.push_back({{"path", w.path}, {"warning", w.message}});
   }
   json answer = {{"dry_run", dry_run},
-                 {"version_before", before},
-                 {"version", parsed.version},
-                 {"changes", json::parse(PolicyDiffJson(changes))},
+                 {"version_before", preview.version_before},
+                 {"version", preview.version},
+                 {"changes", json::parse(PolicyDiffJson(preview.changes))},
                  {"warnings", std::move(warnings)}};
   if (dry_run) return JsonResponse(200, answer);
   std::vector<ConfigError> errors = s.state->put_policy(body, actor);

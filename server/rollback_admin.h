@@ -1,5 +1,6 @@
 // Internal: the rollback guard's admin view and actions (docs/operations.md,
-// "Automated rollback"), and its sharing across the fleet.
+// "Automated rollback"), and its sharing across the fleet: the HTTP side of
+// tollgate/rollback_admin.h (the view, the action and the fleet send).
 //
 //   GET  /v1/rollback                       every rule's guard: tripped, trigger, reason,
 //                                           origin, counts; the fleet's sync state
@@ -21,18 +22,12 @@
 #ifndef TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
 #define TOLLGATE_SERVER_ROLLBACK_ADMIN_H_
 
-#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "server/http_util.h"
 #include "server/runtime.h"
-#include "tollgate/metrics.h"
-#include "tollgate/rollback_fleet.h"
 
 namespace tollgate::server {
-
-// The tripped rules ([{rule, trigger, reason[, origin]}]), for /readyz and the view.
-nlohmann::json TrippedRules(const std::vector<RuleCounters>& counters);
 
 // The query of /v1/rollback/clear and /v1/rollback/trip: rule=NAME (once, a
 // policy name, tollgate/policy_name.h) and, for a trip, reason=TEXT (cut to

@@ -52,14 +52,12 @@ struct Gateway {
   std::vector<boost::asio::ip::tcp::endpoint> endpoints;
 };
 
-// What changes while the server runs and handlers read: drain state, reload
-// counters, and the reload action itself (the server's, which rebuilds the
-// snapshot). Owned by the server.
+// What changes while the server runs and handlers read: drain state and the
+// reload action itself (the server's, which rebuilds the snapshot; the engine
+// counts reloads). Owned by the server.
 struct ServerState {
   std::atomic<bool> draining{false};
   std::atomic<int64_t> drain_deadline_ns{0};  // set when draining starts; 0 forces
-  std::atomic<uint64_t> reloads_ok{0};
-  std::atomic<uint64_t> reloads_failed{0};
   // Runs a reload (admin, SIGHUP, file change), logs and counts it; on success
   // the next snapshot is live when it returns.
   std::function<std::vector<ConfigError>(std::string_view trigger)> reload;

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +11,6 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -50,49 +48,6 @@ namespace {
 constexpr Millis kDrainIdleGrace{250};
 // At most this many queued connections are accepted when a listener closes.
 constexpr size_t kMaxQueuedAtClose = 4096;
-
-struct FileStamp {
-  int64_t mtime_ns = 0;
-  int64_t size = -1;
-  uint64_t inode = 0;
-  bool operator==(const FileStamp&) const = default;
-};
-
-FileStamp Stamp(const std::string& path) {
-  struct stat st;
-  FileStamp f;
-  if (::stat(path.c_str(), &st) != 0) return f;
-  f.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  f.size = st.st_size;
-  f.inode = st.st_ino;
-  return f;
-}
-
-// The envoyproxy/ratelimit YAML files behind `rls_config`: each listed file,
-// and each *.yaml / *.yml in a listed directory (by name, so an added or
-// removed file is a change too). Polled beside the policy file.
-using RlsStamps = std::vector<std::pair<std::string, FileStamp>>;
-RlsStamps StampRls(const std::vector<std::string>& paths) {
-  RlsStamps out;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(p, ec)) {
-      out.emplace_back(p, Stamp(p));
-      continue;
-    }
-    std::vector<std::string> names;
-    for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
-      std::string ext = it->path().extension().string();
-      if (ext == ".yaml" || ext == ".yml") names.push_back(it->path().string());
-    }
-    std::sort(names.begin(), names.end());
-    for (auto& n : names) {
-      FileStamp st = Stamp(n);
-      out.emplace_back(std::move(n), st);
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -133,8 +88,6 @@ class Server::Impl {
   std::unique_ptr<TlsListener> admin_tls;  // null: plain HTTP
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
-  FileStamp policy_stamp;
-  RlsStamps rls_stamps;  // empty without the gRPC frontend
   std::vector<std::thread> threads;
   std::atomic<bool> shutdown_started{false};
   bool started = false;
@@ -252,17 +205,8 @@ class Server::Impl {
     reload_timer->expires_after(config->policy_poll_interval);
     reload_timer->async_wait([this](boost::system::error_code ec) {
       if (ec || state.draining.load(std::memory_order_relaxed)) return;
-      FileStamp now = Stamp(config->policy_path);
-      bool changed = now.size >= 0 && !(now == policy_stamp);
-      if (changed) policy_stamp = now;  // a broken file is reported once, not on every poll
-      if (grpc) {
-        RlsStamps rls_now = StampRls(config->rls_config);
-        if (rls_now != rls_stamps) {
-          rls_stamps = std::move(rls_now);
-          changed = true;
-        }
-      }
-      if (changed) {
+      // The policy file and the Envoy rule files (RuntimeOptions watch_files).
+      if (engine->SourceChanged()) {
         net::post(source_pool, [this] { Reload("file_changed"); });
       } else if (engine->TenantRefreshDue()) {
         // Redis tenant tables are read again and the new policy swapped in whole.
@@ -276,8 +220,7 @@ class Server::Impl {
     signals->async_wait([this](boost::system::error_code ec, int signo) {
       if (ec) return;
       if (signo == SIGHUP) {
-        policy_stamp = Stamp(config->policy_path);
-        if (grpc) rls_stamps = StampRls(config->rls_config);
+        engine->MarkSourceSeen();
         net::post(source_pool, [this] {
           ReloadTls();
           Reload("sighup");
@@ -332,34 +275,21 @@ class Server::Impl {
   std::vector<ConfigError> Reload(std::string_view trigger) { return engine->Reload(trigger); }
 
   // The admin API's PUT (tollgate::Runtime::PutPolicy: checked, written back,
-  // applied, or put back). The file watch need not reload what was just
-  // written; posted to the thread that owns the stamp (a poll before it only
-  // reloads the same bytes).
+  // applied, or put back; the file watch then takes the written file as seen).
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor) {
-    bool written = false;
-    std::vector<ConfigError> errors = engine->PutPolicy(text, actor, &written);
-    if (written && reload_timer && !engine->policy_from_etcd()) {
-      net::post(reload_timer->get_executor(),
-                [this] { policy_stamp = Stamp(config->policy_path); });
-    }
-    return errors;
+    return engine->PutPolicy(text, actor);
   }
 
-  // Every reload of the engine (any trigger), under its reload lock: counted,
-  // and on success the next snapshot swapped in whole.
+  // Every reload of the engine (any trigger), under its reload lock (the
+  // engine counts it): on success the next snapshot swapped in whole.
   void OnReloaded(const std::vector<ConfigError>& errors) {
-    if (!errors.empty()) {
-      state.reloads_failed.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    if (!runtimes) return;  // before the first snapshot: Create builds it
+    if (!errors.empty() || !runtimes) return;  // no snapshot yet: Create builds it
     auto next = std::make_shared<Runtime>(*runtimes->Load());
     next->admin_tokens = RotateAdminTokens(next->admin_tokens);
     tollgate::Runtime::View view = engine->view();
     next->policy = std::move(view.policy);
     next->policy_generation = view.generation;
     runtimes->Swap(std::move(next));
-    state.reloads_ok.fetch_add(1, std::memory_order_relaxed);
   }
 
   // The admin tokens after a reload: their files read again (a rotation), or
@@ -415,6 +345,7 @@ class Server::Impl {
     if (!options.ok()) return options.status();
     options->enforcer.time_store_calls = !config->trace_endpoint.empty();  // the store span's times
     options->envoy = GrpcFrontend::EnforcerOptionsFor(*config);
+    if (options->envoy) options->policy.watch_files = config->rls_config;
     RuntimeEnv env;
     env.clock = clock;
     env.io_clock = io_clock;
@@ -427,7 +358,6 @@ class Server::Impl {
     auto made = tollgate::Runtime::Create(std::move(options).value(), std::move(env));
     if (!made.ok()) return made.status();
     engine = std::move(made).value();
-    policy_stamp = Stamp(config->policy_path);
     auto tracing = MakeDecisionTracer(*config, clock);
     if (!tracing.ok()) return InvalidArgument("tracing: " + tracing.status().message());
     tracer = std::move(tracing).value();
@@ -613,7 +543,6 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
     auto grpc = GrpcFrontend::Start(*m.config, *m.engine, clock);
     if (!grpc.ok()) return grpc.status();
     m.grpc = std::move(grpc).value();
-    m.rls_stamps = StampRls(m.config->rls_config);
   }
   m.state.reload = [&m](std::string_view trigger) { return m.Reload(trigger); };
   m.state.source_executor = m.source_pool.get_executor();

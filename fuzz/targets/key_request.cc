@@ -1,4 +1,4 @@
-// Fuzz target: the body of POST /v1/keys/get|reset|set (server/key_admin.cc
+// Fuzz target: the body of POST /v1/keys/get|reset|set (tollgate/key_admin.h
 // ParseKeyRequest), the key it names in fuzz/policies/request.json
 // (KeyForRule) and the action on a LocalStore.
 //
@@ -17,16 +17,17 @@
 #include "fuzz_enforcer.h"
 #include "fuzz_http.h"
 #include "fuzz_input.h"
-#include "server/key_admin.h"
+#include "server/http_util.h"
+#include "tollgate/key_admin.h"
 
-using tollgate::server::KeyAction;
+using tollgate::KeyAction;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const auto action = static_cast<KeyAction>(data[0] % 3);
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  tollgate::server::KeyRequest req;
-  const auto errors = tollgate::server::ParseKeyRequest(body, action, &req);
+  tollgate::KeyRequest req;
+  const auto errors = tollgate::ParseKeyRequest(body, action, &req);
   if (!errors.empty()) {
     for (const auto& e : errors) FUZZ_CHECK(!e.message.empty(), "an error without a message");
     tollgate::fuzz::CheckSerialized(
@@ -35,9 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(!req.rule.empty(), "accepted without a rule");
   FUZZ_CHECK(req.by_source_given == req.values.empty(), "values and keys both (or neither)");
-  FUZZ_CHECK(req.values.size() <= tollgate::server::kMaxKeyValues, "too many values");
+  FUZZ_CHECK(req.values.size() <= tollgate::kMaxKeyValues, "too many values");
   for (const auto& v : req.values) {
-    FUZZ_CHECK(!v || v->size() <= tollgate::server::kMaxKeyValueBytes, "a value over the bound");
+    FUZZ_CHECK(!v || v->size() <= tollgate::kMaxKeyValueBytes, "a value over the bound");
   }
   FUZZ_CHECK(req.remaining.has_value() == (action == KeyAction::kSet), "remaining for set only");
   if (req.by_source_given) return 0;  // placed by source in the handler

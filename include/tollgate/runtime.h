@@ -74,6 +74,10 @@ struct PolicySourceOptions {
   // Whether a policy that arrives over the network (PutPolicy, an etcd key)
   // may read value files.
   bool remote_files = false;
+  // Files SourceChanged looks at beside a policy file: the companion's
+  // (tollgated: the Envoy rule files); a directory stands for each *.yaml /
+  // *.yml in it.
+  std::vector<std::string> watch_files = {};
 };
 
 // The rollback guards shared across instances on the same Redis.
@@ -184,6 +188,17 @@ class Runtime {
   // errors, put back): a file watch may take the file's new stamp.
   std::vector<ConfigError> PutPolicy(std::string_view text, std::string_view actor,
                                      bool* written = nullptr);
+  // PutPolicy's dry run: `text` parsed as a PUT parses it, except that Redis
+  // tenant tables are not read (no store round trip: PutPolicy checks them,
+  // and the companion), and what it would change in the running policy.
+  struct PolicyPreview {
+    std::vector<ConfigError> errors;  // not empty: the policy would be refused
+    std::string version_before;       // the running policy's
+    std::string version;              // `text`'s
+    std::vector<RuleChange> changes;
+    std::vector<ConfigError> warnings;  // PolicyWarnings: rules that can never apply
+  };
+  PolicyPreview PreviewPolicy(std::string_view text) const;
   // Reloaded (and checked by PutPolicy) with the policy. Set before Start and
   // before the first decision: compiles the companion's first configuration
   // and installs it beside the running policy (same generation); on errors
@@ -192,6 +207,17 @@ class Runtime {
   // Whether a Redis tenant table asks to be read again now; true marks the
   // refresh as under way (the caller then reloads with trigger "tenant_refresh").
   bool TenantRefreshDue();
+  // For a host that polls the source (tollgated: policy_poll_interval): whether
+  // the policy file (by mtime, size and inode; never for etcd or inline text)
+  // or a watch_files entry changed since the files were last seen (Create,
+  // MarkSourceSeen, a PutPolicy that wrote the file, the last SourceChanged);
+  // the caller then reloads with trigger "file_changed". A policy file that
+  // cannot be read is no change, so a broken file is reported once, not on
+  // every poll.
+  bool SourceChanged();
+  // Takes the files as they are now as seen (a host reloading for another
+  // reason, such as SIGHUP, need not reload again for the same bytes).
+  void MarkSourceSeen();
 
   // What one swap published, read together.
   struct View {
@@ -230,6 +256,11 @@ class Runtime {
   // without a fleet).
   void WriteStoreMetrics(PrometheusWriter& w) const;
   void WriteFleetMetrics(PrometheusWriter& w) const;
+  // The live policy's families: tollgate_policy_reloads_total{result} (every
+  // reload and PUT attempt since Create), tollgate_policy_generation,
+  // tollgate_policy_last_reload_success, ..._timestamp_seconds and
+  // tollgate_policy_info{version,source}.
+  void WritePolicyMetrics(PrometheusWriter& w) const;
 
   // An operator's trip (`trip`) or clear of `rule`'s rollback guard, already
   // made on this instance's Enforcer, sent to the fleet now (blocking: one

@@ -80,7 +80,8 @@ struct HashOf {
   size_t operator()(const Hash128& h) const { return h.hi ^ (h.lo * 0x9e3779b97f4a7c15ULL); }
 };
 
-bool IsBucket(Algorithm a) { return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket; }
+// Token and leaky buckets: every algorithm that does not count per window (limit.h).
+bool IsBucket(Algorithm a) { return !IsWindowAlgorithm(a); }
 
 // Step(), with the token bucket's arithmetic inlined.
 StepResult StepFor(const Limit& limit, uint64_t state, int64_t cost, int64_t now) {

@@ -292,9 +292,7 @@ struct RlsConfigBuilder {
     }
   }
 
-  static bool IsBucket(Algorithm a) {
-    return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
-  }
+  static bool IsBucket(Algorithm a) { return !IsWindowAlgorithm(a); }
 
   // The store runs the algorithm; burst only with a bucket algorithm.
   void CheckAlgorithm(const RlsDomainSpec& d, const RlsRateLimitSpec& rl, const std::string& p,

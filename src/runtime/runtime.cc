@@ -14,6 +14,7 @@
 #include "base/redact.h"
 #include "policy/policy_impl.h"
 #include "runtime/etcd_watch.h"
+#include "runtime/file_stamp.h"
 #include "runtime/policy_file.h"
 #include "runtime/state_lock.h"
 #include "runtime/store_bundle.h"
@@ -105,6 +106,14 @@ class Runtime::Impl {
   std::string policy_source;
   std::optional<CompanionConfig> companion;
   std::mutex reload_mu;  // one reload, PUT or watch delivery at a time
+  // Reload attempts by result, counted after on_reloaded (the host's view is
+  // then up to date).
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
+  // The policy file and watch_files as SourceChanged last saw them.
+  std::mutex stamp_mu;
+  runtime::FileStamp policy_stamp;   // guarded by stamp_mu
+  runtime::FileStamps watch_stamps;  // guarded by stamp_mu
   // The policy source when it is an etcd key (then the watch delivers new revisions).
   std::optional<etcd::EtcdOptions> etcd_source;
   std::unique_ptr<etcd::EtcdWatch> etcd_watch;
@@ -135,6 +144,9 @@ class Runtime::Impl {
   bool saver_stop = false;  // guarded by saver_mu
   std::thread saver;
   std::unique_ptr<runtime::StateFileLock> state_lock;  // held from before the load to the end
+
+  // The policy source is a file (not etcd, not inline text).
+  bool PolicyFile() const { return !options.policy.location.empty() && !etcd_source; }
 
   bool Persisting() const { return store.local != nullptr && !options.local_state.file.empty(); }
 
@@ -507,6 +519,7 @@ class Runtime::Impl {
     }
     if (errors.empty() && companion && companion->installed) companion->installed();
     if (env.on_reloaded) env.on_reloaded(errors);
+    (errors.empty() ? reloads_ok : reloads_failed).fetch_add(1, std::memory_order_relaxed);
     if (!errors.empty()) {
       tenant_refresh_ns.store(refresh_before);
       json fields = {{"trigger", std::string(trigger)},
@@ -613,7 +626,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options, Runtime
   }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(env));
   if (Status st = impl->Open(); !st.ok()) return st;
-  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+  auto runtime = std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+  runtime->MarkSourceSeen();
+  return runtime;
 }
 
 std::vector<ConfigError> Runtime::CheckPolicySource(const PolicySourceOptions& policy) {
@@ -742,7 +757,28 @@ std::vector<ConfigError> Runtime::PutPolicy(std::string_view text, std::string_v
   const std::string copy(text);
   errors = m.ReloadLocked("admin_put", actor, &copy);
   if (!errors.empty()) m.RestorePolicy(*stored, actor);
+  if (m.PolicyFile()) {  // the file watch need not reload what was just written
+    std::lock_guard<std::mutex> stamp_lock(m.stamp_mu);
+    m.policy_stamp = runtime::StampFile(m.options.policy.location);
+  }
   return errors;
+}
+
+Runtime::PolicyPreview Runtime::PreviewPolicy(std::string_view text) const {
+  PolicyParseOptions options = impl_->PutParseOptions();
+  options.read_tenant_hash = nullptr;
+  ParsedPolicy parsed = ParsePolicy(text, options);
+  PolicyPreview preview;
+  preview.version_before = impl_->policies->version();
+  if (!parsed.policy) {
+    preview.errors = std::move(parsed.errors);
+    if (preview.errors.empty()) preview.errors.push_back({"", "the policy was not parsed"});
+    return preview;
+  }
+  preview.version = parsed.version;
+  preview.changes = DiffPolicies(*impl_->policies->Current(), *parsed.policy);
+  preview.warnings = PolicyWarnings(*parsed.policy);
+  return preview;
 }
 
 std::vector<ConfigError> Runtime::AttachCompanion(CompanionConfig companion) {
@@ -751,6 +787,32 @@ std::vector<ConfigError> Runtime::AttachCompanion(CompanionConfig companion) {
   std::vector<ConfigError> errors = m.policies->SetAttachment(companion.compile);
   if (errors.empty()) m.companion = std::move(companion);
   return errors;
+}
+
+bool Runtime::SourceChanged() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.stamp_mu);
+  bool changed = false;
+  if (m.PolicyFile()) {
+    const runtime::FileStamp now = runtime::StampFile(m.options.policy.location);
+    changed = now.size >= 0 && !(now == m.policy_stamp);
+    if (changed) m.policy_stamp = now;
+  }
+  if (!m.options.policy.watch_files.empty()) {
+    runtime::FileStamps now = runtime::StampFiles(m.options.policy.watch_files);
+    if (now != m.watch_stamps) {
+      m.watch_stamps = std::move(now);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+void Runtime::MarkSourceSeen() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.stamp_mu);
+  if (m.PolicyFile()) m.policy_stamp = runtime::StampFile(m.options.policy.location);
+  m.watch_stamps = runtime::StampFiles(m.options.policy.watch_files);
 }
 
 bool Runtime::TenantRefreshDue() {
@@ -789,6 +851,29 @@ const RedisCommand& Runtime::redis_command() const { return impl_->store.redis_c
 void Runtime::WriteStoreMetrics(PrometheusWriter& w) const {
   if (impl_->store.export_metrics) impl_->store.export_metrics(w);
   impl_->WriteStateMetrics(w);
+}
+
+void Runtime::WritePolicyMetrics(PrometheusWriter& w) const {
+  const PolicyStore& policies = *impl_->policies;
+  w.Family("tollgate_policy_reloads_total", "counter", "Policy reloads by result.");
+  w.Sample("tollgate_policy_reloads_total", {"result", "success"},
+           impl_->reloads_ok.load(std::memory_order_relaxed));
+  w.Sample("tollgate_policy_reloads_total", {"result", "failure"},
+           impl_->reloads_failed.load(std::memory_order_relaxed));
+  w.Family("tollgate_policy_generation", "gauge",
+           "Generation of the live policy (1 = as started).");
+  w.Sample("tollgate_policy_generation", double(policies.generation()));
+  const PolicyStore::ReloadResult last = policies.last_reload();
+  w.Family("tollgate_policy_last_reload_success", "gauge",
+           "1 if the last reload attempt succeeded (or none was made).");
+  w.Sample("tollgate_policy_last_reload_success", last.ok ? 1.0 : 0.0);
+  w.Family("tollgate_policy_last_reload_timestamp_seconds", "gauge",
+           "Wall-clock time of the last reload attempt (or of loading at startup).");
+  w.Sample("tollgate_policy_last_reload_timestamp_seconds", double(last.wall_time_ns) / 1e9);
+  w.Family("tollgate_policy_info", "gauge",
+           "1, labelled with the running policy's version (sha256 prefix of its text) and source.");
+  w.Sample("tollgate_policy_info", {"version", policies.version(), "source", impl_->policy_source},
+           1.0);
 }
 
 void Runtime::WriteFleetMetrics(PrometheusWriter& w) const {
