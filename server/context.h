@@ -48,6 +48,16 @@ struct Connection {
   void ClearDeadline() { deadline_ns = 0; }
 };
 
+// Starts `op` on what a client connection reads and writes through: its TLS
+// stream when it has one, else its socket. `op` takes the stream (auto&) and
+// returns the same awaitable type for both; the caller includes
+// server/tls_listener.h. The one place a front end picks the client's stream.
+template <class Op>
+auto OnClientStream(Connection& conn, Op&& op) {
+  if (conn.tls != nullptr) return op(*conn.tls);
+  return op(conn.socket);
+}
+
 struct Worker {
   Worker(size_t i, const Clock& c) : index(i), clock(c), ioc(1), sweep_timer(ioc) {}
   size_t index;

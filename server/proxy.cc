@@ -199,14 +199,6 @@ void LogUpstreamFailure(ProxyCall& call, int status, ServerMetrics::UpstreamErro
   s.log->Warn("upstream_failed", std::move(f));
 }
 
-// Starts `op` on the client's stream: its TLS stream, or its socket. Both
-// return the same awaitable type.
-template <class Op>
-auto OnClient(Connection& client, Op&& op) {
-  if (client.tls) return op(*client.tls);
-  return op(client.socket);
-}
-
 // Answers `status` (a problem response) and ends the client connection.
 net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   r.close = true;
@@ -214,7 +206,7 @@ net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   SerializeResponse(r, false, call.w.Date(), call.head, &out);
   call.client.SetDeadline(call.s.config->write_timeout);
   beast::error_code ec;
-  co_await OnClient(call.client, [&](auto& stream) {
+  co_await OnClientStream(call.client, [&](auto& stream) {
     return net::async_write(stream, net::buffer(out), redirect_error(use_awaitable, ec));
   });
   co_return ProxyResult{r.status, false, {}};
@@ -389,7 +381,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
   // never written as head fields (tollgated relays no trailer).
   if (rp.chunked() && !rp.is_done()) {
     call.client.SetDeadline(cfg.write_timeout);
-    co_await OnClient(call.client, [&](auto& stream) {
+    co_await OnClientStream(call.client, [&](auto& stream) {
       return http::async_write_header(stream, rs, redirect_error(use_awaitable, ec));
     });
     if (ec && capture.empty()) co_return ProxyResult{status, false, {}};  // nothing to settle
@@ -430,7 +422,7 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
       EndRelayPieces(res.body());
     }
     call.client.SetDeadline(cfg.write_timeout);
-    co_await OnClient(call.client, [&](auto& stream) {
+    co_await OnClientStream(call.client, [&](auto& stream) {
       return http::async_write(stream, rs, redirect_error(use_awaitable, ec));
     });
     if (ec == http::error::need_buffer) ec = {};
@@ -529,7 +521,7 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
       OpenRelayPiece(req.body(), r.buf, kRelayBuffer);
       client.SetDeadline(cfg.read_timeout);
       client.deadline_ns = std::min(client.deadline_ns, r.body_deadline_ns);
-      co_await OnClient(client, [&](auto& stream) {
+      co_await OnClientStream(client, [&](auto& stream) {
         return http::async_read(stream, r.client_buffer, r.p, redirect_error(use_awaitable, ec));
       });
       if (ec == http::error::need_buffer) ec = {};
@@ -719,7 +711,7 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
   if (!ec && sent < net::buffer_size(out)) {
     beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(out);
     rest.consume(sent);
-    co_await OnClient(client, [&](auto& stream) {
+    co_await OnClientStream(client, [&](auto& stream) {
       return net::async_write(stream, rest, redirect_error(use_awaitable, ec));
     });
   }

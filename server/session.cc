@@ -26,11 +26,9 @@ net::awaitable<boost::system::error_code> WriteContinue(Connection& conn) {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   boost::system::error_code ec;
   const auto buffer = net::buffer(kContinue.data(), kContinue.size());
-  if (conn.tls) {
-    co_await net::async_write(*conn.tls, buffer, net::redirect_error(net::use_awaitable, ec));
-  } else {
-    co_await net::async_write(conn.socket, buffer, net::redirect_error(net::use_awaitable, ec));
-  }
+  co_await OnClientStream(conn, [&](auto& stream) {
+    return net::async_write(stream, buffer, net::redirect_error(net::use_awaitable, ec));
+  });
   co_return ec;
 }
 
