@@ -311,6 +311,12 @@ std::string AuthSubject(const RequestView& request, std::string* target, Request
   view->peer_address = request.peer_address;
   view->headers = request.headers;
   if (!uri) return {};
+  if (IsPlainOriginForm(*uri)) {  // the common case: the header's own bytes, no copy
+    const RequestTarget t = SplitTarget(*uri);
+    view->path = t.path;
+    view->query = t.query;
+    return {};
+  }
   if (HttpFramingError e = OriginalUriToOriginForm(view->method, *uri, target);
       e != HttpFramingError::kOk) {
     return "X-Original-URI: " + make_error_code(e).message();

@@ -103,7 +103,8 @@ CheckOutcome DecideAndRecordNow(const Runtime& rt, ServerMetrics::Shard& shard,
 // origin-form the gateway decides on (OriginalUriToOriginForm: the same
 // normalisation and refusals, server/http_framing.h), every header as sent,
 // the TCP peer. `*view` holds views into `request` and into `*target` (the
-// accepted X-Original-URI), which must outlive it. Returns why the request
+// accepted X-Original-URI when it had to be rewritten; unused when the header
+// is already plain, IsPlainOriginForm), which must outlive it. Returns why the request
 // cannot be decided (an answer of 400), or "" when `*view` is set: an
 // X-Original-URI the gateway would refuse, or X-Original-URI or
 // X-Original-Method sent more than once.

@@ -161,9 +161,32 @@ HttpFramingError CheckFraming(std::string_view head, MessageKind kind) {
   return E::kOk;
 }
 
+bool IsPlainOriginForm(std::string_view target) {
+  if (target.empty() || target.front() != '/') return false;
+  bool in_path = true;
+  char previous = 0;
+  for (const char c : target) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b <= 0x20 || b >= 0x7f || c == '#') return false;
+    if (in_path) {
+      if (c == '?') {
+        in_path = false;
+      } else if (c == '%' || c == '\\' || c == ';' || (previous == '/' && (c == '/' || c == '.'))) {
+        return false;
+      }
+    }
+    previous = c;
+  }
+  return true;
+}
+
 HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
                               std::string_view host, std::string* out) {
   using E = HttpFramingError;
+  if (IsPlainOriginForm(target)) {
+    out->assign(target);
+    return E::kOk;
+  }
   if (target == "*") {
     if (method != "OPTIONS") return E::kAsteriskForm;
     *out = "*";
@@ -220,6 +243,7 @@ boost::system::error_code AcceptRequestHead(std::string_view raw_head,
     host = std::string_view(it->value().data(), it->value().size());
   }
   const std::string_view target(req.target().data(), req.target().size());
+  if (IsPlainOriginForm(target)) return {};  // the common case: nothing to rewrite
   std::string origin;
   if (HttpFramingError e =
           ToOriginForm(std::string_view(req.method_string().data(), req.method_string().size()),

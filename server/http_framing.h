@@ -89,6 +89,14 @@ HttpFramingError CheckFraming(std::string_view head, MessageKind kind);
 HttpFramingError ToOriginForm(std::string_view method, std::string_view target,
                               std::string_view host, std::string* out);
 
+// Whether `target` is already what ToOriginForm would make of it, so that the
+// caller can use it as it is: origin-form, printable ASCII, no '#', and a path
+// with no escape, '\', ';', empty segment or segment starting with '.' (the
+// query may hold anything printable). Most targets are; one pass, no
+// allocation. ToOriginForm(m, t, h, &out) with IsPlainOriginForm(t) gives
+// out == t.
+bool IsPlainOriginForm(std::string_view target);
+
 // `uri` as received in X-Original-URI, `method` from X-Original-Method.
 HttpFramingError OriginalUriToOriginForm(std::string_view method, std::string_view uri,
                                          std::string* out);

@@ -18,7 +18,10 @@
 //     AppendClientResponseHead and followed by its body, is exactly one
 //     response to the client, with the same status and body, framed by the
 //     same Content-Length, carrying tollgate's rate-limit fields once after
-//     the upstream's own RateLimit/RateLimit-Policy lines.
+//     the upstream's own RateLimit/RateLimit-Policy lines;
+//   - the client's bytes read as a target: when IsPlainOriginForm says it needs
+//     no rewriting, NormalizePath (the independent reference) leaves its path
+//     as it is and ToOriginForm returns it unchanged.
 #include <utility>  // before Asio: Boost 1.74 needs std::exchange declared
 
 #include <boost/beast/http.hpp>
@@ -170,12 +173,25 @@ void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version)
 
 }  // namespace
 
+void CheckPlainTarget(std::string_view target) {
+  if (!tollgate::server::IsPlainOriginForm(target)) return;
+  const std::string_view path = target.substr(0, target.find('?'));
+  FUZZ_CHECK(tollgate::NormalizePath(path) == path,
+             "a plain target's path is not normal: " + Quote(target));
+  std::string out;
+  FUZZ_CHECK(tollgate::server::ToOriginForm("GET", target, "h", &out) ==
+                     tollgate::server::HttpFramingError::kOk &&
+                 out == target,
+             "a plain target is rewritten: " + Quote(target) + " -> " + Quote(out));
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tollgate::fuzz::Input in(data, size);
   const uint8_t mode = in.Byte();
   const std::string_view client = in.Until('\0');
   const std::string_view upstream = in.Rest();
   CheckRequest(client, mode & 1, mode & 8, mode & 16);
+  CheckPlainTarget(client);
   CheckResponse(upstream, mode & 2, mode & 4 ? 10 : 11);
   return 0;
 }

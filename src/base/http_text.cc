@@ -23,8 +23,12 @@ bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
 }
 
 bool ContainsIgnoreCase(std::string_view s, std::string_view needle) {
+  if (needle.empty()) return true;
+  const char first = AsciiLower(needle.front());
   for (size_t i = 0; i + needle.size() <= s.size(); ++i) {
-    if (EqualsIgnoreCase(s.substr(i, needle.size()), needle)) return true;
+    if (AsciiLower(s[i]) == first && EqualsIgnoreCase(s.substr(i, needle.size()), needle)) {
+      return true;
+    }
   }
   return false;
 }

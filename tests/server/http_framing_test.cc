@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "tollgate/request.h"
+
 namespace tollgate::server {
 namespace {
 
@@ -133,6 +135,29 @@ TEST(ToOriginForm, NonAsciiPathBytesAreEncodedControlBytesRefused) {
   for (const std::string& bad : {std::string("/a b"), std::string("/a\tb"), std::string("/a\x7f"),
                                  std::string("/a?x=\x01"), std::string("/a\0b", 4)}) {
     EXPECT_EQ(ToOriginForm("GET", bad, "x", &out), E::kBadTargetByte) << bad;
+  }
+}
+
+// The fast path: a target already in normal origin-form is used as it is. It
+// must say yes only where NormalizePath (the independent reference) and every
+// refusal leave the target alone, and no for anything ToOriginForm changes.
+TEST(IsPlainOriginForm, YesExactlyWhereToOriginFormChangesNothing) {
+  for (const std::string t : {"/", "/api/items", "/a-b_c~d/e.json", "/a?x=%2F;y", "/a?q=..//",
+                              "/a.b/c.", "/v1/auth?x=/./"}) {
+    EXPECT_TRUE(IsPlainOriginForm(t)) << t;
+    std::string out = "stale";
+    EXPECT_EQ(ToOriginForm("GET", t, "x", &out), E::kOk) << t;
+    EXPECT_EQ(out, t);
+    const std::string path = t.substr(0, t.find('?'));
+    EXPECT_EQ(NormalizePath(path), path) << t;
+  }
+  for (const std::string& not_plain :
+       {std::string(""), std::string("*"), std::string("api"), std::string("http://x/a"),
+        std::string("//a"), std::string("/a//b"), std::string("/a/./b"), std::string("/a/../b"),
+        std::string("/a/.hidden"), std::string("/%61"), std::string("/a;b"), std::string("/a\\b"),
+        std::string("/a#b"), std::string("/a?x#y"), std::string("/a b"), std::string("/a?x=\x01"),
+        std::string("/caf\xC3\xA9"), std::string("/a\x7f"), std::string("/a\0b", 4)}) {
+    EXPECT_FALSE(IsPlainOriginForm(not_plain)) << not_plain;
   }
 }
 
