@@ -1,6 +1,7 @@
 #include "server/http_framing.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "server/http_util.h"
 #include "tollgate/http_text.h"
@@ -111,11 +112,15 @@ HttpFramingError CheckFraming(std::string_view head, MessageKind kind) {
   using E = HttpFramingError;
   if (head.size() < 4 || head.substr(head.size() - 4) != "\r\n\r\n") return E::kIncompleteHeader;
   // Every CR starts a CRLF and every LF ends one; no line is a continuation.
-  for (size_t i = 0; i < head.size(); ++i) {
-    if (head[i] == '\r' && (i + 1 == head.size() || head[i + 1] != '\n')) return E::kBareCrOrLf;
-    if (head[i] != '\n') continue;
-    if (i == 0 || head[i - 1] != '\r') return E::kBareCrOrLf;
-    if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) return E::kObsFold;
+  // Line by line with memchr (the head ends with CRLF, so every byte is in a
+  // line): the line's only CR is the one before its LF.
+  const char* const end = head.data() + head.size();
+  for (const char* line = head.data(); line < end;) {
+    const char* lf = static_cast<const char*>(std::memchr(line, '\n', end - line));
+    const char* cr = static_cast<const char*>(std::memchr(line, '\r', (lf ? lf : end) - line));
+    if (lf == nullptr || cr != lf - 1) return E::kBareCrOrLf;
+    if (lf + 1 < end && (lf[1] == ' ' || lf[1] == '\t')) return E::kObsFold;
+    line = lf + 1;
   }
   head.remove_suffix(2);  // the empty line; every line below ends with CRLF
   const size_t start_end = head.find("\r\n");

@@ -74,6 +74,42 @@ TEST(CheckFraming, RefusesBareLineEndsObsFoldAndBadFieldLines) {
             E::kIncompleteHeader);
 }
 
+// The line-end scan is memchr-based (one pass per line, not per byte): every
+// head of up to 8 bytes over {CR, LF, SP, 'a'} before the final empty line
+// gets the bare-CR/LF and obs-fold verdict of the byte-by-byte reference
+// below, which is the scan as it was written first.
+TEST(CheckFraming, LineEndScanAgreesWithTheByteByByteReference) {
+  auto reference = [](std::string_view head) {
+    for (size_t i = 0; i < head.size(); ++i) {
+      if (head[i] == '\r' && (i + 1 == head.size() || head[i + 1] != '\n')) return E::kBareCrOrLf;
+      if (head[i] != '\n') continue;
+      if (i == 0 || head[i - 1] != '\r') return E::kBareCrOrLf;
+      if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) return E::kObsFold;
+    }
+    return E::kOk;
+  };
+  constexpr char kAlphabet[] = {'\r', '\n', ' ', 'a'};
+  int checked = 0;
+  for (int length = 0; length <= 8; ++length) {
+    int combinations = 1;
+    for (int i = 0; i < length; ++i) combinations *= 4;
+    for (int n = 0; n < combinations; ++n) {
+      std::string head;
+      for (int i = 0, rest = n; i < length; ++i, rest /= 4) head.push_back(kAlphabet[rest % 4]);
+      head += "\r\n\r\n";
+      const E want = reference(head);
+      const E got = CheckFraming(head, MessageKind::kRequest);
+      if (want != E::kOk) {
+        ASSERT_EQ(got, want) << testing::PrintToString(head);
+      } else {
+        ASSERT_NE(got, E::kBareCrOrLf) << testing::PrintToString(head);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 87381);  // 4^0 + ... + 4^8
+}
+
 TEST(CheckFraming, HostExactlyOnceInHttp11Requests) {
   EXPECT_EQ(Request("", "GET / HTTP/1.1"), E::kMissingHost);
   EXPECT_EQ(Request("Host: a\r\nHost: b\r\n"), E::kDuplicateHost);
