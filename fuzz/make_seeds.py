@@ -355,6 +355,9 @@ STORE_URL = {
     "collector-userinfo": b"\x04\x00abcdef" + b"u\x00collector:4318",
     "spec-unknown-scheme": b"\x05\x00abcdef" + b"reddis://u\x00h:6379",
     "spec-local": b"\x05\x02abcdef" + b"\x00local://?max_keys=1024&token=x",
+    "spec-sentinel": b"\x05\x00abcdef" + b"redis-sentinel://u\x00h:26379,[::1]:26380/m?master_password=p&db=2",
+    "spec-sentinel-tls": b"\x05\x00abcdef"
+                         + b"rediss-sentinel://u\x00h:26379/m?tls_ca_file=/ca.pem&tls_server_name=r",
 }
 for name, data in STORE_URL.items():
     write("store_url", name, data)

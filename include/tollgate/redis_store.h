@@ -81,7 +81,10 @@ struct RedisOptions {
   // follows +switch-master, READONLY replies and lost connections
   // (src/redis/sentinel.h). username/password then authenticate to the
   // master (and to a promoted replica); sentinel_username/sentinel_password
-  // to the sentinels. No TLS yet (tls must be false).
+  // to the sentinels. With tls (rediss-sentinel://) the sentinels and the
+  // master are reached over TLS with the same tls_* settings: the master's
+  // certificate is verified against the address a sentinel names (an IP
+  // address unless the sentinels announce names) or tls_server_name.
   std::vector<std::string> sentinels;  // "host:port" or "[v6]:port", asked in this order
   std::string sentinel_master;         // the master's name in the sentinels' configuration
   std::string sentinel_username;       // ACL user on the sentinels; empty = legacy AUTH
@@ -125,9 +128,9 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url);
 // are the options master_username and master_password (%-escaped); db=N
 // selects its database. Every other option is redis://'s (prefix,
 // timeout_ms, connect_timeout_ms, pool, client_clock). The master name is
-// 1..128 bytes of [A-Za-z0-9._-]. rediss-sentinel:// is refused (not yet
-// supported). Errors are kInvalidArgument "redis sentinel url: ..." with
-// the URL redacted.
+// 1..128 bytes of [A-Za-z0-9._-]. rediss-sentinel:// is the same over TLS,
+// to the sentinels and the master, with rediss://'s tls_* options.
+// Errors are kInvalidArgument "redis sentinel url: ..." with the URL redacted.
 Result<RedisOptions> ParseRedisSentinelUrl(std::string_view url);
 
 // A reply of RedisStore::Command, rendered from hiredis' reply tree.

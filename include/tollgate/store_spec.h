@@ -15,7 +15,9 @@
 //   redis-sentinel://[[user]:password@]host:port[,host:port...]/<master>[?master_password=P&
 //                    master_username=U&db=N&options as redis://]
 //                  RedisStore whose master the sentinels name (ParseRedisSentinelUrl); the
-//                  user info authenticates to the sentinels. rediss-sentinel:// is refused.
+//                  user info authenticates to the sentinels.
+//   rediss-sentinel://...  the same over TLS to the sentinels and the master (+ rediss://'s
+//                  tls_* options)
 //
 // Resilience and the fleet are not URL schemes: they are StoreSpec::resilience.
 // With it, a remote store is wrapped in a ResilientStore (failure mode +

@@ -44,7 +44,7 @@ class RedisStore::Impl {
       no_master_ = ConnectionError("redis sentinel: master '" + options.sentinel_master +
                                    "' not discovered yet");
       sentinel_ = std::make_unique<redis::SentinelWatcher>(
-          io_, options,
+          io_, options, tls_,
           [this](const std::optional<redis::MasterAddress>& master, const Status& why) {
             OnMaster(master, why);
           });
@@ -370,7 +370,6 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& optio
     if (options.sentinel_master.empty()) {
       return InvalidArgument("redis: sentinel mode needs sentinel_master");
     }
-    if (options.tls) return InvalidArgument("redis: sentinel mode does not support TLS yet");
     for (const auto& s : options.sentinels) {
       const size_t colon = s.rfind(':');
       int port = 0;

@@ -164,18 +164,16 @@ bool ValidMasterName(std::string_view name) {
 
 Result<RedisOptions> ParseRedisSentinelUrl(std::string_view url) {
   const std::string shown = base::RedactUrl(url, 100);
-  if (url.starts_with("rediss-sentinel://")) {
+  // rediss-sentinel://: TLS to the sentinels and to the master they name, with one set of
+  // tls_* options (the same CA, client certificate and server name for both).
+  const bool tls = url.starts_with("rediss-sentinel://");
+  if (!tls && !url.starts_with("redis-sentinel://")) {
     return InvalidArgument(
-        "redis sentinel url: rediss-sentinel:// (TLS to the sentinels and the master) is not yet "
-        "supported; use redis-sentinel:// on a trusted network (got '" +
+        "redis sentinel url: must start with redis-sentinel:// or rediss-sentinel:// (got '" +
         shown + "')");
   }
-  if (!url.starts_with("redis-sentinel://")) {
-    return InvalidArgument("redis sentinel url: must start with redis-sentinel:// (got '" + shown +
-                           "')");
-  }
   if (url.size() > 4096) return InvalidArgument("redis sentinel url: longer than 4096 bytes");
-  std::string_view rest = url.substr(17);
+  std::string_view rest = url.substr(tls ? 18 : 17);
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -240,7 +238,7 @@ Result<RedisOptions> ParseRedisSentinelUrl(std::string_view url) {
                              (hp.empty() ? shown : base::RedactUrlPiece(url, hp)) + "')");
     }
     // Reuse the redis:// parser for the host, the port, the credentials and the options.
-    auto parsed = ParseRedisUrl("redis://" + userinfo + std::string(hp) +
+    auto parsed = ParseRedisUrl((tls ? "rediss://" : "redis://") + userinfo + std::string(hp) +
                                 (first ? passed_query : std::string()));
     if (!parsed.ok()) {
       std::string why(parsed.status().message());

@@ -22,8 +22,9 @@ MasterAddress SplitSentinel(const std::string& hp) {
 }  // namespace
 
 SentinelWatcher::SentinelWatcher(boost::asio::io_context& io, const RedisOptions& options,
-                                 OnMaster on_master)
+                                 TlsContextPtr tls, OnMaster on_master)
     : io_(io),
+      tls_(std::move(tls)),
       options_(options),
       on_master_(std::move(on_master)),
       backoff_(options.reconnect_backoff_min),
@@ -61,7 +62,7 @@ SentinelWatcher::Link SentinelWatcher::Open(const std::string& host, int port, b
     o.username = options_.sentinel_username;
     o.password = options_.sentinel_password;
   }
-  link.conn = std::make_shared<Connection>(io_, o, std::string_view(), this, nullptr);
+  link.conn = std::make_shared<Connection>(io_, o, std::string_view(), this, tls_);
   return link;
 }
 

@@ -45,8 +45,11 @@ class SentinelWatcher : public Connection::Listener {
   using OnMaster = std::function<void(const std::optional<MasterAddress>&, const Status& why)>;
 
   // `options`: the store's (sentinels, sentinel_master, both credentials,
-  // timeouts, io_clock); copied.
-  SentinelWatcher(boost::asio::io_context& io, const RedisOptions& options, OnMaster on_master);
+  // timeouts, io_clock); copied. `tls`: the store's TLS context
+  // (rediss-sentinel://), used for the sentinels and the probed master alike;
+  // null for plain TCP.
+  SentinelWatcher(boost::asio::io_context& io, const RedisOptions& options, TlsContextPtr tls,
+                  OnMaster on_master);
   ~SentinelWatcher() override;
 
   void Start();
@@ -81,6 +84,7 @@ class SentinelWatcher : public Connection::Listener {
   void OnPush(ReplyPtr reply);
 
   boost::asio::io_context& io_;
+  TlsContextPtr tls_;
   const RedisOptions options_;
   const OnMaster on_master_;
   std::vector<MasterAddress> sentinels_;

@@ -3,7 +3,8 @@
 // separate sentinel and master passwords, the store contract, a failover
 // under load (SIGKILL of the master, the replica promoted, decisions going on
 // there) with its over-grant measured, all sentinels down under each failure
-// mode, and hostile sentinels.
+// mode, and hostile sentinels; then rediss-sentinel://, the failover again
+// with every link on TLS, and a wrong CA.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,29 +32,47 @@ std::string Port(int port) { return std::to_string(port); }
 // A master (and optionally a replica of it) and one sentinel watching it as
 // "m", all with passwords; down-after and failover-timeout short, so that a
 // failover takes a few seconds.
+//
+// With tls every server also listens on a TLS port (one test CA, the
+// master's), and everything the store reaches goes there: the sentinel
+// monitors the master's TLS port and connects to it over TLS
+// (tls-replication), the replica replicates over TLS and so announces its
+// TLS port, and Url() names the sentinel's TLS port. The plain ports stay for
+// the harness's own commands.
 struct SentinelGroup {
   RedisServer::StartResult master, replica, sentinel;
   std::string error;
   bool missing = false;
+  bool tls = false;
 
-  static RedisServer::Options Server() {
+  RedisServer::Options Server() const {
     RedisServer::Options o;
     o.password = kMasterPassword;
     o.extra_args = {"--requirepass", kMasterPassword, "--masterauth", kMasterPassword};
+    if (tls) {
+      o.tls = true;
+      if (master) o.tls_pki_dir = master->dir();
+      o.extra_args.insert(o.extra_args.end(), {"--tls-replication", "yes"});
+    }
     return o;
   }
 
-  static SentinelGroup Start(bool with_replica) {
+  // The port the store (and the sentinel) reach a server on.
+  int StorePort(const RedisServer& server) const { return tls ? server.tls_port() : server.port(); }
+
+  static SentinelGroup Start(bool with_replica, bool tls = false) {
     SentinelGroup g;
-    g.master = RedisServer::Start(Server());
+    g.tls = tls;
+    g.master = RedisServer::Start(g.Server());
     if (!g.master) {
       g.missing = g.master.missing;
       g.error = g.master.error;
       return g;
     }
     if (with_replica) {
-      RedisServer::Options r = Server();
-      r.extra_args.insert(r.extra_args.end(), {"--replicaof", "127.0.0.1", Port(g.master->port())});
+      RedisServer::Options r = g.Server();
+      r.extra_args.insert(r.extra_args.end(),
+                          {"--replicaof", "127.0.0.1", Port(g.StorePort(*g.master))});
       g.replica = RedisServer::Start(r);
       if (!g.replica) {
         g.error = g.replica.error;
@@ -72,9 +91,14 @@ struct SentinelGroup {
     }
     RedisServer::Options s;
     s.password = kSentinelPassword;
+    if (tls) {
+      s.tls = true;
+      s.tls_pki_dir = g.master->dir();
+      s.extra_args = {"--tls-replication", "yes"};  // a sentinel's links to the servers
+    }
     s.sentinel_config = {
         "requirepass " + std::string(kSentinelPassword),
-        "sentinel monitor m 127.0.0.1 " + Port(g.master->port()) + " 1",
+        "sentinel monitor m 127.0.0.1 " + Port(g.StorePort(*g.master)) + " 1",
         "sentinel auth-pass m " + std::string(kMasterPassword),
         "sentinel down-after-milliseconds m 500",
         "sentinel failover-timeout m 3000",
@@ -99,16 +123,20 @@ struct SentinelGroup {
 
   // The store URL: a sentinel that is down first (asked first, and skipped),
   // then the live one.
-  std::string Url(const std::string& query = "") const {
-    return "redis-sentinel://:" + std::string(kSentinelPassword) +
-           "@127.0.0.1:" + Port(FreeLoopbackPort()) + ",127.0.0.1:" + Port(sentinel->port()) +
-           "/m?master_password=" + kMasterPassword + query;
+  // With tls, rediss-sentinel:// and the test CA (tls_ca_file, or `ca_file`).
+  std::string Url(const std::string& query = "", const std::string& ca_file = "") const {
+    std::string url = std::string(tls ? "rediss" : "redis") + "-sentinel://:" + kSentinelPassword +
+                      "@127.0.0.1:" + Port(FreeLoopbackPort()) +
+                      ",127.0.0.1:" + Port(StorePort(*sentinel)) +
+                      "/m?master_password=" + kMasterPassword + query;
+    if (tls) url += "&tls_ca_file=" + (ca_file.empty() ? master->ca_file() : ca_file);
+    return url;
   }
 };
 
-#define TOLLGATE_START_SENTINELS(var, with_replica) \
-  auto var = SentinelGroup::Start(with_replica);    \
-  if (var.missing) GTEST_SKIP() << var.error;       \
+#define TOLLGATE_START_SENTINELS(var, ...)      \
+  auto var = SentinelGroup::Start(__VA_ARGS__); \
+  if (var.missing) GTEST_SKIP() << var.error;   \
   ASSERT_TRUE(var.error.empty()) << var.error
 
 std::unique_ptr<RedisStore> OpenSentinelStore(const std::string& url) {
@@ -267,15 +295,14 @@ TEST(RedisSentinel, HostileSentinelsGiveClearErrorsNeverAHang) {
 // and the store follows it. Every grant the master acknowledged but had not
 // yet replicated is lost with it, so the replica grants that many again:
 // the over-grant, measured here and bounded by what the master had granted.
-TEST(RedisSentinel, FailoverUnderLoadContinuesOnThePromotedReplica) {
-  TOLLGATE_START_SENTINELS(g, /*with_replica=*/true);
+void FailoverUnderLoad(const SentinelGroup& g, const char* label) {
   auto store = OpenSentinelStore(g.Url());
   ASSERT_NE(store, nullptr);
   constexpr int64_t kBurst = 3000;
   const Limit limit = Bucket(kBurst);
   ASSERT_TRUE(WaitFor([&] { return AcquireOne(*store, "warm", limit, 1).ok(); }, 10s, 10ms));
-  const std::string old_master = "127.0.0.1:" + Port(g.master->port());
-  const std::string new_master = "127.0.0.1:" + Port(g.replica->port());
+  const std::string old_master = "127.0.0.1:" + Port(g.StorePort(*g.master));
+  const std::string new_master = "127.0.0.1:" + Port(g.StorePort(*g.replica));
   ASSERT_EQ(store->MasterEndpoint(), old_master);
 
   std::atomic<int64_t> allowed{0}, denied{0}, failed{0}, timed_out{0}, allowed_on_new{0};
@@ -335,9 +362,9 @@ TEST(RedisSentinel, FailoverUnderLoadContinuesOnThePromotedReplica) {
   const double without_master_ms =
       first_new_success_ns.load() > 0 ? (first_new_success_ns.load() - kill_ns) / 1e6 : -1;
   std::printf(
-      "sentinel failover: burst %lld, allowed %lld (at kill %lld, on the new master %lld), "
+      "%s: burst %lld, allowed %lld (at kill %lld, on the new master %lld), "
       "denied %lld, failed %lld (timed out %lld), over-grant %lld, no master for %.0f ms\n",
-      static_cast<long long>(kBurst), static_cast<long long>(allowed.load()),
+      label, static_cast<long long>(kBurst), static_cast<long long>(allowed.load()),
       static_cast<long long>(allowed_at_kill), static_cast<long long>(allowed_on_new.load()),
       static_cast<long long>(denied.load()), static_cast<long long>(failed.load()),
       static_cast<long long>(timed_out.load()), static_cast<long long>(overgrant),
@@ -354,6 +381,53 @@ TEST(RedisSentinel, FailoverUnderLoadContinuesOnThePromotedReplica) {
   EXPECT_GE(overgrant, -failed.load());
   EXPECT_EQ(g.replica->Command({"ROLE"}).substr(0, 6), "master");
   EXPECT_GE(store->Stats().master_changes, 1u);
+}
+
+TEST(RedisSentinel, FailoverUnderLoadContinuesOnThePromotedReplica) {
+  TOLLGATE_START_SENTINELS(g, /*with_replica=*/true);
+  FailoverUnderLoad(g, "sentinel failover");
+}
+
+// rediss-sentinel://: the same failover with every link the store makes on
+// TLS (the sentinels' and the servers' plain ports are never named to it, and
+// a plaintext client cannot speak to a TLS port), verified against the test CA.
+TEST(RedisSentinel, OverTlsFailoverUnderLoadContinuesOnThePromotedReplica) {
+  TOLLGATE_START_SENTINELS(g, /*with_replica=*/true, /*tls=*/true);
+  FailoverUnderLoad(g, "sentinel failover over TLS");
+}
+
+// rediss-sentinel:// verifies the sentinels' certificates: a CA that signed
+// none of them finds no master, with a clear error, a bounded wait and no
+// password in it; and a plaintext redis-sentinel:// URL on the TLS port does
+// not get a master either.
+TEST(RedisSentinel, OverTlsAWrongCaOrPlaintextFindsNoMaster) {
+  TOLLGATE_START_SENTINELS(g, /*with_replica=*/false, /*tls=*/true);
+  const Limit limit = Bucket(3);
+  auto good = OpenSentinelStore(g.Url());
+  ASSERT_NE(good, nullptr);
+  auto ok = AcquireOne(*good, "k", limit, 1);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(good->MasterEndpoint(), "127.0.0.1:" + Port(g.master->tls_port()));
+
+  auto wrong_ca =
+      OpenSentinelStore(g.Url("&timeout_ms=300&connect_timeout_ms=300", g.master->other_ca_file()));
+  ASSERT_NE(wrong_ca, nullptr);
+  auto refused = AcquireOne(*wrong_ca, "k", limit, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kConnection) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("certificate verify failed"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find(kSentinelPassword), std::string::npos);
+  EXPECT_EQ(refused.status().message().find(kMasterPassword), std::string::npos);
+  EXPECT_EQ(wrong_ca->MasterEndpoint(), "");
+
+  auto plaintext = OpenSentinelStore(
+      "redis-sentinel://:" + std::string(kSentinelPassword) +
+      "@127.0.0.1:" + Port(g.sentinel->tls_port()) +
+      "/m?timeout_ms=300&connect_timeout_ms=300&master_password=" + kMasterPassword);
+  ASSERT_NE(plaintext, nullptr);
+  EXPECT_FALSE(AcquireOne(*plaintext, "k", limit, 1).ok());
+  EXPECT_EQ(plaintext->MasterEndpoint(), "");
 }
 
 // A coordinated failover (SENTINEL FAILOVER): the old master stays up and

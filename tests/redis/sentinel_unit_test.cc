@@ -49,6 +49,19 @@ TEST(SentinelUrl, ParsesSentinelsMasterAndBothCredentials) {
   EXPECT_TRUE(plain->password.empty());
   EXPECT_TRUE(plain->sentinel_password.empty());
   EXPECT_EQ(plain->db, 0);
+  EXPECT_FALSE(plain->tls);
+
+  // rediss-sentinel://: TLS to the sentinels and the master, with rediss://'s options.
+  auto tls = ParseRedisSentinelUrl(
+      "rediss-sentinel://:s@10.0.0.1:26379,10.0.0.2:26379/m?master_password=p"
+      "&tls_ca_file=%2Fetc%2Ftollgate%2Ftls%2Fca.pem&tls_server_name=redis.internal");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->sentinels, (std::vector<std::string>{"10.0.0.1:26379", "10.0.0.2:26379"}));
+  EXPECT_EQ(tls->tls_ca_file, "/etc/tollgate/tls/ca.pem");
+  EXPECT_EQ(tls->tls_server_name, "redis.internal");
+  EXPECT_EQ(tls->password, "p");
+  EXPECT_EQ(tls->sentinel_password, "s");
 }
 
 TEST(SentinelUrl, RefusesBadUrlsWithClearErrorsAndNoSecrets) {
@@ -66,7 +79,9 @@ TEST(SentinelUrl, RefusesBadUrlsWithClearErrorsAndNoSecrets) {
       {"redis-sentinel://:topsecret@127.0.0.1:26379/m?master_username=u", "needs master_password"},
       {"redis-sentinel://:topsecret@127.0.0.1:26379/m?db=x", "db must be a number"},
       {"redis-sentinel://:topsecret@127.0.0.1:26379/m?tls_ca_file=x", "unknown or bad option"},
-      {"rediss-sentinel://:topsecret@127.0.0.1:26379/m", "not yet supported"},
+      {"rediss-sentinel://:topsecret@127.0.0.1:26379/m?tls_ca_file=", "bad value for tls_ca_file"},
+      {"rediss-sentinel://:topsecret@127.0.0.1:26379/m?tls_insecure_skip_verify=yes",
+       "unknown or bad option"},
       {"redis-sentinel:///m", "host:port"},
   };
   for (const auto& c : cases) {

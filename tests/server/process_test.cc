@@ -539,7 +539,7 @@ TEST_F(ProcessTest, StoreUrlPasswordsNeverReachCheckOrStartErrors) {
        R"("store": "redis-sentinel://:s3cret@10.0.0.1:26379/bad{name}?master_password=s3cret")"},
       {"sentinel-port",
        R"("store": "redis-sentinel://:s3cret@10.0.0.1:26379,10.0.0.2/m?master_password=s3cret")"},
-      {"sentinel-tls", R"("store": "rediss-sentinel://:s3cret@10.0.0.1:26379/m")"},
+      {"sentinel-tls", R"("store": "rediss-sentinel://:s3cret@10.0.0.1:26379/m?tls_server_name=")"},
       {"etcd-userinfo", ""},  // the policy below
       {"collector", R"("tracing": {"endpoint": "https://u:s3cret@collector:4318/v1/traces"})"},
   };

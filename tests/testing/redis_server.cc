@@ -180,7 +180,7 @@ RedisServer::StartResult RedisServer::Start(Options options) {
     return result;
   }
   std::string last_error;
-  if (options.tls) {
+  if (options.tls && options.tls_pki_dir.empty()) {
     last_error = MakeTestCertificates(dir.path());
     if (!last_error.empty()) {
       result.error = "TLS certificates: " + last_error;
@@ -246,9 +246,9 @@ std::string RedisServer::Launch() {
   if (options_.tls) {
     const std::vector<std::string> tls = {
         "--tls-port",         std::to_string(tls_port_),
-        "--tls-cert-file",    dir_.File("server.pem"),
-        "--tls-key-file",     dir_.File("server.key"),
-        "--tls-ca-cert-file", dir_.File("ca.pem"),
+        "--tls-cert-file",    PkiFile("server.pem"),
+        "--tls-key-file",     PkiFile("server.key"),
+        "--tls-ca-cert-file", PkiFile("ca.pem"),
         "--tls-auth-clients", options_.tls_auth_clients ? "yes" : "no"};
     args.insert(args.end(), tls.begin(), tls.end());
   }

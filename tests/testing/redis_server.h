@@ -28,6 +28,8 @@
 // CA, a server certificate for IP 127.0.0.1 and DNS localhost signed by it, a
 // client certificate signed by it, and an unrelated CA) and listens on
 // tls_port() as well; the plain port() stays open for Command() and Ping.
+// Options::tls_pki_dir reuses another server's files instead (one CA for a
+// replica or a sentinel group).
 #ifndef TOLLGATE_TESTS_TESTING_REDIS_SERVER_H_
 #define TOLLGATE_TESTS_TESTING_REDIS_SERVER_H_
 
@@ -53,6 +55,9 @@ class RedisServer {
     // Also listen with TLS on tls_port() (certificates generated at start).
     bool tls = false;
     bool tls_auth_clients = false;  // --tls-auth-clients yes: require a client certificate
+    // With tls: the PEM files of this directory (another server's dir(), so that
+    // a replica or a sentinel shares its CA) instead of generating new ones.
+    std::string tls_pki_dir;
     // Run redis-sentinel instead, with these lines in its (writable) config
     // file, e.g. "sentinel monitor m 127.0.0.1 6379 1". Start() reports
     // `missing` when redis-sentinel is not installed.
@@ -87,10 +92,10 @@ class RedisServer {
   // With Options::tls: the TLS port, and the generated PEM files.
   int tls_port() const { return tls_port_; }
   std::string tls_url() const { return "rediss://127.0.0.1:" + std::to_string(tls_port_); }
-  std::string ca_file() const { return dir_.File("ca.pem"); }
-  std::string other_ca_file() const { return dir_.File("other-ca.pem"); }  // signed nothing here
-  std::string client_cert_file() const { return dir_.File("client.pem"); }
-  std::string client_key_file() const { return dir_.File("client.key"); }
+  std::string ca_file() const { return PkiFile("ca.pem"); }
+  std::string other_ca_file() const { return PkiFile("other-ca.pem"); }  // signed nothing here
+  std::string client_cert_file() const { return PkiFile("client.pem"); }
+  std::string client_key_file() const { return PkiFile("client.key"); }
   pid_t pid() const { return pid_; }
   const std::string& dir() const { return dir_.path(); }
   bool running() const { return pid_ > 0; }
@@ -112,6 +117,10 @@ class RedisServer {
   RedisServer(int port, int tls_port, Options options, ScopedTempDir dir);
   std::string Launch();  // fork+exec, then wait for PING
   bool Ping() const;
+  // A PEM file of the test PKI: in dir() or Options::tls_pki_dir.
+  std::string PkiFile(const std::string& name) const {
+    return options_.tls_pki_dir.empty() ? dir_.File(name) : options_.tls_pki_dir + "/" + name;
+  }
 
   int port_;
   int tls_port_;  // -1 without Options::tls
