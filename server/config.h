@@ -64,6 +64,8 @@ struct ServerConfig {
   // key) may read value files from that directory; false: such a policy
   // naming a file is refused.
   bool policy_remote_files = false;
+  // How an etcd policy connects (`etcd`: username, password_file, tls, timeout_ms).
+  EtcdClientOptions etcd;
 
   // Listeners.
   std::string listen = "127.0.0.1:8080";
