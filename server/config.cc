@@ -123,7 +123,7 @@ void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
 }
 
 // `tls`, `admin.tls`, `grpc.tls`: the files are read by CheckServerConfig.
-void ReadTls(JsonFields& t, TlsSettings* tls) {
+void ReadTls(JsonFields& t, TlsServerSettings* tls) {
   t.String("cert_file", &tls->cert_file);
   t.String("key_file", &tls->key_file);
   t.String("client_ca_file", &tls->client_ca_file);

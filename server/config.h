@@ -25,12 +25,12 @@
 
 #include "server/log_level.h"
 #include "server/secrets.h"
-#include "server/tls.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/store_spec.h"
+#include "tollgate/tls.h"
 
 namespace tollgate::server {
 
@@ -76,10 +76,10 @@ struct ServerConfig {
   // silently taking a share of the connections.
   bool reuse_port = false;
   // TLS on the main listener (`tls`), the admin listener (`admin.tls`) and the
-  // gRPC port (`grpc.tls`); off (plain) without a cert_file (server/tls.h).
-  TlsSettings tls;
-  TlsSettings admin_tls;
-  TlsSettings grpc_tls;
+  // gRPC port (`grpc.tls`); off (plain) without a cert_file (tollgate/tls.h).
+  TlsServerSettings tls;
+  TlsServerSettings admin_tls;
+  TlsServerSettings grpc_tls;
   // Bearer token for the admin listener (and /metrics); "" = none. Required when
   // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
   std::string admin_token;
