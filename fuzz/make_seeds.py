@@ -427,4 +427,23 @@ LOCAL_STATE = {
 for name, data in LOCAL_STATE.items():
     write("local_state", name, b"\x00" + data)
 write("local_state", "patched-bucket", b"\x01" + LOCAL_STATE["bucket"])
+# --- systemd socket activation (systemd_listen): flags, LISTEN_PID NUL LISTEN_FDS NUL names ---
+SYSTEMD_LISTEN = {
+    "two-named": b"\x07" + b"4242\x00" + b"2\x00" + b"listen:admin",
+    "two-by-order": b"\x03" + b"4242\x00" + b"2\x00",
+    "admin-only": b"\x07" + b"4242\x00" + b"1\x00" + b"admin",
+    "zero": b"\x03" + b"4242\x00" + b"0\x00",
+    "other-process": b"\x03" + b"1\x00" + b"1\x00",
+    "no-pid": b"\x02" + b"\x00" + b"1\x00",
+    "unset": b"\x05" + b"4242\x00" + b"\x00" + b"listen",
+    "bad-pid": b"\x03" + b"x1\x00" + b"1\x00",
+    "too-many": b"\x03" + b"4242\x00" + b"17\x00",
+    "three-unnamed": b"\x03" + b"4242\x00" + b"3\x00",
+    "name-count": b"\x07" + b"4242\x00" + b"1\x00" + b"listen:admin",
+    "unknown-name": b"\x07" + b"4242\x00" + b"1\x00" + b"tollgated.socket",
+    "twice": b"\x07" + b"4242\x00" + b"2\x00" + b"listen:listen",
+    "control-bytes": b"\x07" + b"4242\x00" + b"1\x00" + b"li\nst\x1ben",
+}
+for name, data in SYSTEMD_LISTEN.items():
+    write("systemd_listen", name, data)
 print("seeds written under", CORPUS)

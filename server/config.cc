@@ -123,7 +123,7 @@ void ReadMainListenerModes(JsonFields& r, ServerConfig* c) {
 }
 
 // `tls`, `admin.tls`, `grpc.tls`: the files are read by CheckServerConfig.
-void ReadTls(JsonFields& t, TlsSettings* tls) {
+void ReadTls(JsonFields& t, TlsServerSettings* tls) {
   t.String("cert_file", &tls->cert_file);
   t.String("key_file", &tls->key_file);
   t.String("client_ca_file", &tls->client_ca_file);
@@ -390,6 +390,20 @@ void ReadTop(JsonFields& t, ServerConfig* c) {
   t.Integer("capacity", &c->top_capacity, 1, 10000);
 }
 
+// `etcd`: how an etcd policy source connects (the files are checked by
+// Runtime::CheckPolicySource and read when the source opens).
+void ReadEtcd(JsonFields& e, ServerConfig* c) {
+  e.String("username", &c->etcd.username);
+  e.String("password_file", &c->etcd.password_file);
+  e.Duration("timeout_ms", &c->etcd.timeout, 1, 60000);
+  ReadSection(e, "tls", [c](JsonFields& t) {
+    t.String("ca_file", &c->etcd.tls.ca_file);
+    t.String("cert_file", &c->etcd.tls.cert_file);
+    t.String("key_file", &c->etcd.tls.key_file);
+    t.String("server_name", &c->etcd.tls.server_name);
+  });
+}
+
 // `admin` and `store` take a string (their address, their URL) or an object.
 template <typename Read>
 void ReadStringOrSection(JsonFields& r, std::string_view key, std::string* as_string,
@@ -413,6 +427,7 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
   r.String("policy_value_dir", &c->policy_value_dir);
   r.Bool("policy_remote_files", &c->policy_remote_files);
+  ReadSection(r, "etcd", [c](JsonFields& e) { ReadEtcd(e, c); });
   r.String("listen", &c->listen);
   r.Bool("reuse_port", &c->reuse_port);
   r.Integer("threads", &c->threads, 0, 256);
@@ -755,6 +770,7 @@ Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& c) {
   options.policy.location = c.policy_path;
   options.policy.value_dir = c.policy_value_dir;
   options.policy.remote_files = c.policy_remote_files;
+  options.policy.etcd = c.etcd;
   auto spec = StoreSpecOf(c);
   if (!spec.ok()) return spec.status();
   options.store = std::move(spec).value();

@@ -25,12 +25,12 @@
 
 #include "server/log_level.h"
 #include "server/secrets.h"
-#include "server/tls.h"
 #include "tollgate/failure_mode.h"
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/store_spec.h"
+#include "tollgate/tls.h"
 
 namespace tollgate::server {
 
@@ -64,6 +64,8 @@ struct ServerConfig {
   // key) may read value files from that directory; false: such a policy
   // naming a file is refused.
   bool policy_remote_files = false;
+  // How an etcd policy connects (`etcd`: username, password_file, tls, timeout_ms).
+  EtcdClientOptions etcd;
 
   // Listeners.
   std::string listen = "127.0.0.1:8080";
@@ -74,10 +76,10 @@ struct ServerConfig {
   // silently taking a share of the connections.
   bool reuse_port = false;
   // TLS on the main listener (`tls`), the admin listener (`admin.tls`) and the
-  // gRPC port (`grpc.tls`); off (plain) without a cert_file (server/tls.h).
-  TlsSettings tls;
-  TlsSettings admin_tls;
-  TlsSettings grpc_tls;
+  // gRPC port (`grpc.tls`); off (plain) without a cert_file (tollgate/tls.h).
+  TlsServerSettings tls;
+  TlsServerSettings admin_tls;
+  TlsServerSettings grpc_tls;
   // Bearer token for the admin listener (and /metrics); "" = none. Required when
   // admin_listen is not loopback unless admin_allow_unauthenticated (docs/operations.md).
   std::string admin_token;

@@ -65,7 +65,7 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.reuse_port = config.reuse_port;
   options.decider = decider->get();
   options.clock = clock;
-  if (const TlsSettings& tls = config.grpc_tls; tls.enabled()) {
+  if (const TlsServerSettings& tls = config.grpc_tls; tls.enabled()) {
     // Checked by CheckServerConfig; read again here, as gRPC takes PEM text.
     std::string why;
     if (!ReadPemFile(tls.cert_file, &options.tls_cert_pem, &why) ||

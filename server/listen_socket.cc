@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/address.hpp>
-#include <charconv>
-#include <cstdlib>
 
 #include "server/config.h"
 
@@ -68,24 +66,7 @@ std::vector<tcp::socket> AcceptQueued(tcp::acceptor& acceptor, net::io_context& 
   return out;
 }
 
-SystemdListenEnv SystemdListenEnv::FromProcess() {
-  auto get = [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  return {get("LISTEN_PID"), get("LISTEN_FDS"), get("LISTEN_FDNAMES")};
-}
-
 namespace {
-
-// A decimal number without sign, spaces or leading junk, at most `max`.
-std::optional<long long> SmallDecimal(const std::string& text, long long max) {
-  long long v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, err] = std::from_chars(text.data(), end, v);
-  if (text.empty() || err != std::errc() || ptr != end || v < 0 || v > max) return std::nullopt;
-  return v;
-}
 
 // "" when `fd` is a listening TCP socket, else what it is instead.
 std::string NotAListeningTcpSocket(int fd) {
@@ -118,65 +99,17 @@ void UnsetListenEnv() {
 }  // namespace
 
 Result<SystemdListeners> TakeSystemdListeners(const SystemdListenEnv& env, int pid) {
+  SystemdListenPlan plan = ParseSystemdListenEnv(env, pid, {"listen", "admin"});
+  if (plan.for_this_process) UnsetListenEnv();
+  if (!plan.error.empty()) return InvalidArgument(plan.error);
   SystemdListeners out;
-  if (!env.listen_fds) return out;
-  if (!env.listen_pid) {
-    out.ignored_ = "LISTEN_FDS is set without LISTEN_PID";
-    return out;
-  }
-  std::optional<long long> for_pid = SmallDecimal(*env.listen_pid, 0x7fffffff);
-  if (!for_pid) {
-    return InvalidArgument("LISTEN_PID: \"" + env.listen_pid->substr(0, 32) +
-                           "\" is not a process id");
-  }
-  if (*for_pid != pid) {
-    // sd_listen_fds: the sockets were passed to another process (this one inherited them).
-    out.ignored_ =
-        "LISTEN_PID " + *env.listen_pid + " is not this process (" + std::to_string(pid) + ")";
-    return out;
-  }
-  UnsetListenEnv();
-  std::optional<long long> count = SmallDecimal(*env.listen_fds, kMaxSystemdListenFds);
-  if (!count) {
-    return InvalidArgument("LISTEN_FDS: \"" + env.listen_fds->substr(0, 32) +
-                           "\" must be a number from 0 to " + std::to_string(kMaxSystemdListenFds));
-  }
-  std::vector<std::string> names;
-  if (env.listen_fdnames) {
-    std::string_view rest = *env.listen_fdnames;
-    for (size_t colon; (colon = rest.find(':')) != std::string_view::npos;) {
-      names.emplace_back(rest.substr(0, colon));
-      rest.remove_prefix(colon + 1);
+  out.ignored_ = std::move(plan.ignored);
+  for (SystemdListenFd& passed : plan.fds) {
+    if (std::string what = NotAListeningTcpSocket(passed.fd); !what.empty()) {
+      return InvalidArgument(passed.Describe() + " " + what);
     }
-    names.emplace_back(rest);
-    if (names.size() != size_t(*count)) {
-      return InvalidArgument("LISTEN_FDNAMES: " + std::to_string(names.size()) +
-                             " names for LISTEN_FDS=" + std::to_string(*count));
-    }
-  } else {
-    // No names: the order of the socket unit's ListenStream= lines.
-    const char* by_order[] = {"listen", "admin"};
-    for (long long i = 0; i < *count && i < 2; ++i) names.emplace_back(by_order[i]);
-    if (*count > 2)
-      return InvalidArgument("LISTEN_FDS: more than 2 sockets without LISTEN_FDNAMES");
-  }
-  for (long long i = 0; i < *count; ++i) {
-    const int fd = kSystemdListenFdsStart + int(i);
-    const std::string& name = names[size_t(i)];
-    const std::string where =
-        "systemd socket " + std::to_string(fd) + " (\"" + name.substr(0, 64) + "\")";
-    if (name != "listen" && name != "admin") {
-      return InvalidArgument(where +
-                             ": name it FileDescriptorName=listen or FileDescriptorName=admin");
-    }
-    for (const auto& p : out.sockets_) {
-      if (p.name == name) return InvalidArgument(where + ": the name is passed twice");
-    }
-    if (std::string what = NotAListeningTcpSocket(fd); !what.empty()) {
-      return InvalidArgument(where + " " + what);
-    }
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    out.sockets_.push_back({fd, name});
+    ::fcntl(passed.fd, F_SETFD, FD_CLOEXEC);
+    out.sockets_.push_back({passed.fd, std::move(passed.name)});
   }
   return out;
 }

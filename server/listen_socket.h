@@ -7,16 +7,13 @@
 //   auto main = passed->Take("listen");                 // the fd systemd passed, or
 //   auto bound = OpenListener(ioc, "0.0.0.0:8080", "listen", {.reuse_port = true});
 //
-// TakeSystemdListeners follows sd_listen_fds(3) (no libsystemd): LISTEN_PID
-// must be this process (otherwise the variables were meant for another one and
-// are ignored), LISTEN_FDS counts descriptors from 3, LISTEN_FDNAMES names them
-// (FileDescriptorName= in the socket unit). Every value is hostile: a count
-// that is not a small decimal number, a name list of the wrong length, a name
-// other than "listen" or "admin", or a descriptor that is not a listening TCP
-// socket is refused with kInvalidArgument and a message naming the variable
-// or the descriptor; nothing is adopted then. Adopted descriptors get
-// FD_CLOEXEC, and the variables are unset so that nothing started later
-// inherits them.
+// TakeSystemdListeners reads the variables with ParseSystemdListenEnv
+// (tollgate/systemd_listen.h: sd_listen_fds(3)'s rules, names "listen" and
+// "admin", every value hostile), then refuses a descriptor that is not a
+// listening TCP socket with kInvalidArgument naming it; nothing is adopted
+// then. Adopted descriptors get FD_CLOEXEC, and the variables are unset when
+// they were meant for this process, so that nothing started later inherits
+// them.
 //
 // Ownership: a SystemdListeners owns the descriptors not yet taken and closes
 // them when destroyed. Thread safety: none; used once at start.
@@ -31,6 +28,7 @@
 #include <vector>
 
 #include "tollgate/status.h"
+#include "tollgate/systemd_listen.h"
 
 namespace tollgate::server {
 
@@ -53,14 +51,6 @@ Result<boost::asio::ip::tcp::acceptor> OpenListener(boost::asio::io_context& ioc
 // SO_REUSEPORT group has its own queue, which dies with it.
 std::vector<boost::asio::ip::tcp::socket> AcceptQueued(boost::asio::ip::tcp::acceptor& acceptor,
                                                        boost::asio::io_context& ioc, size_t limit);
-
-// The three variables as the process received them (nullopt: unset).
-struct SystemdListenEnv {
-  std::optional<std::string> listen_pid;
-  std::optional<std::string> listen_fds;
-  std::optional<std::string> listen_fdnames;
-  static SystemdListenEnv FromProcess();
-};
 
 class SystemdListeners {
  public:
@@ -88,11 +78,6 @@ class SystemdListeners {
   std::vector<Passed> sockets_;
   std::string ignored_;
 };
-
-// The first descriptor systemd passes.
-inline constexpr int kSystemdListenFdsStart = 3;
-// More than this many passed descriptors is refused (tollgated uses two).
-inline constexpr int kMaxSystemdListenFds = 16;
 
 // Reads `env` as sd_listen_fds does for process `pid`; unsets the variables
 // in this process when they were meant for it.

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/tls.h"
 #include "tollgate/metrics.h"
+#include "tollgate/tls.h"
 
 namespace tollgate::server {
 
@@ -90,7 +90,7 @@ class ServerMetrics {
   // Key administration (server/key_admin.h), by action (get, reset, set) and
   // result (ok, error: refused or failed).
   std::array<std::array<std::atomic<uint64_t>, 2>, 3> key_actions{};
-  // TLS handshakes by listener (main, admin) and result (server/tls.h).
+  // TLS handshakes by listener (main, admin) and result (tollgate/tls.h).
   std::array<std::array<std::atomic<uint64_t>, size_t(TlsHandshakeResult::kCount)>, 2>
       tls_handshakes{};
   void CountHandshake(bool admin, TlsHandshakeResult r) {

@@ -27,15 +27,17 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/secret_file.h"
+
 namespace tollgate::server {
 
 // Shorter secrets are refused: a bearer token or a hash key must not be guessable.
 inline constexpr size_t kMinSecretBytes = 16;
-inline constexpr size_t kMaxSecretBytes = 1024;
+inline constexpr size_t kMaxSecretBytes = kMaxSecretFileBytes;
 
-// Reads the single line of `path` into *secret. False with *why ("the first
-// line is blank", "has more than one line", ...) when the file is not one line.
-bool ReadSecretFile(const std::string& path, std::string* secret, std::string* why);
+// Reads the single line of `path` into *secret (tollgate/secret_file.h, which
+// the etcd policy source's password file is read with too).
+using ::tollgate::ReadSecretFile;
 
 // "" when `secret` is acceptable: kMinSecretBytes..kMaxSecretBytes of visible
 // ASCII (no spaces, tabs or control bytes). Otherwise the reason.

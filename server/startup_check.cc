@@ -3,11 +3,11 @@
 #include <optional>
 
 #include "server/grpc_frontend.h"
-#include "server/tls.h"
 #include "tollgate/clock.h"
 #include "tollgate/ip_address.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
+#include "tollgate/tls.h"
 
 namespace tollgate::server {
 
@@ -19,7 +19,7 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c,
   for (auto [tls, path] : {std::pair{&c.tls, "tls"}, std::pair{&c.admin_tls, "admin.tls"},
                            std::pair{&c.grpc_tls, "grpc.tls"}}) {
     if (tls->enabled()) {
-      CheckTlsSettings(*tls, path, now_unix, &errors, warnings ? warnings : &ignored);
+      CheckServerTlsSettings(*tls, path, now_unix, &errors, warnings ? warnings : &ignored);
     } else if (!tls->key_file.empty() || !tls->client_ca_file.empty()) {
       errors.push_back({std::string(path) + ".cert_file", "is required with key_file"});
     }

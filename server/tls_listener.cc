@@ -6,8 +6,9 @@ namespace tollgate::server {
 
 namespace {
 
-std::shared_ptr<TlsListener::Context> Build(const TlsSettings& settings, std::string_view path,
-                                            int64_t now_unix, std::vector<ConfigError>* errors,
+std::shared_ptr<TlsListener::Context> Build(const TlsServerSettings& settings,
+                                            std::string_view path, int64_t now_unix,
+                                            std::vector<ConfigError>* errors,
                                             std::vector<ConfigError>* warnings) {
   SslCtxPtr ctx = MakeServerTlsContext(settings, path, now_unix, errors, warnings);
   if (!ctx) return nullptr;
@@ -17,7 +18,7 @@ std::shared_ptr<TlsListener::Context> Build(const TlsSettings& settings, std::st
 
 }  // namespace
 
-std::unique_ptr<TlsListener> TlsListener::Create(TlsSettings settings, std::string path,
+std::unique_ptr<TlsListener> TlsListener::Create(TlsServerSettings settings, std::string path,
                                                  int64_t now_unix, std::vector<ConfigError>* errors,
                                                  std::vector<ConfigError>* warnings) {
   std::unique_ptr<TlsListener> l(new TlsListener(std::move(settings), std::move(path)));

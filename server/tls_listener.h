@@ -1,4 +1,4 @@
-// Internal: a listener's TLS side (server/tls.h builds the contexts).
+// Internal: a listener's TLS side (tollgate/tls.h builds the contexts).
 //
 // TlsListener holds the listener's current Asio ssl::context and hands it to
 // each new connection, which keeps it (a shared_ptr) for its whole life:
@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/tls.h"
+#include "tollgate/tls.h"
 
 namespace tollgate::server {
 
@@ -46,7 +46,7 @@ class TlsListener {
   using Context = boost::asio::ssl::context;
 
   // Null with `errors` (under `path`) when the first context cannot be built.
-  static std::unique_ptr<TlsListener> Create(TlsSettings settings, std::string path,
+  static std::unique_ptr<TlsListener> Create(TlsServerSettings settings, std::string path,
                                              int64_t now_unix, std::vector<ConfigError>* errors,
                                              std::vector<ConfigError>* warnings);
 
@@ -74,14 +74,14 @@ class TlsListener {
   };
   std::optional<HandshakeSlot> TryHandshake();
 
-  const TlsSettings& settings() const { return settings_; }
+  const TlsServerSettings& settings() const { return settings_; }
   const std::string& path() const { return path_; }
 
  private:
-  TlsListener(TlsSettings settings, std::string path)
+  TlsListener(TlsServerSettings settings, std::string path)
       : settings_(std::move(settings)), path_(std::move(path)) {}
 
-  const TlsSettings settings_;
+  const TlsServerSettings settings_;
   const std::string path_;  // "tls", "admin.tls": error paths
   mutable std::mutex mu_;
   std::shared_ptr<Context> context_;  // guarded by mu_

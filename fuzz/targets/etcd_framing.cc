@@ -7,7 +7,9 @@
 // head (without its blank line); 1: a chunked body; 2: a watch stream,
 // chunked; 3: a watch stream, not chunked.
 // Properties:
-//   - a head is accepted only with status 200; a refusal quotes at most 100 bytes;
+//   - a head is accepted only with an HTTP/1.1 status line (100-599), never
+//     with both chunked and Content-Length framing nor a length past
+//     kMaxReplyBytes; a refusal quotes at most 100 bytes;
 //   - a chunked body fed in pieces of 1..32 bytes (as reads split it) gives the
 //     same body, end and failure as fed at once; the body is never larger
 //     than the input; a chunk-size line longer than kMaxChunkHeader fails;
@@ -79,8 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes = in.Rest();
   if (mode == 0) {
     auto head = etcd::ParseReplyHead(bytes);
-    FUZZ_CHECK(head.ok() == bytes.starts_with("HTTP/1.1 200 "), "a head accepted without 200");
-    if (!head.ok()) FUZZ_CHECK(head.status().message().size() <= 100, "a long refusal");
+    if (head.ok()) {
+      FUZZ_CHECK(bytes.starts_with("HTTP/1.1 ") && head->status >= 100 && head->status <= 599,
+                 "a head accepted without a status line");
+      FUZZ_CHECK(!(head->chunked && head->content_length), "both framings accepted");
+      FUZZ_CHECK(head->content_length.value_or(0) <= etcd::kMaxReplyBytes, "a large length");
+    } else {
+      FUZZ_CHECK(head.status().message().size() <= 130, "a long refusal");
+    }
   } else if (mode == 1) {
     const Dechunked whole = DechunkInPieces(bytes, 0);
     const Dechunked split = DechunkInPieces(bytes, piece);

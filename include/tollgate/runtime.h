@@ -62,10 +62,27 @@
 
 namespace tollgate {
 
+// How an etcd policy source connects (tollgated's `etcd` object;
+// docs/operations.md, "etcd in production"): authentication, TLS for
+// etcds://, the deadline of a call.
+struct EtcdClientOptions {
+  std::string username = {};       // "" = no authentication
+  std::string password_file = {};  // its one line is the password (required with username)
+  struct Tls {
+    std::string ca_file = {};      // PEM CAs that sign etcd's certificate; "" = the system's
+    std::string cert_file = {};    // PEM client certificate (etcd --client-cert-auth) ...
+    std::string key_file = {};     // ... and its key; both or neither
+    std::string server_name = {};  // the name verified and sent as SNI; "" = the endpoint's host
+  } tls = {};
+  // One call on one member (connect, TLS handshake, request, whole reply);
+  // then the next member is tried.
+  std::chrono::milliseconds timeout{2000};
+};
+
 // Where the policy comes from.
 struct PolicySourceOptions {
-  // A file path, or etcd://host:port[,host:port]/key (then watched). Empty
-  // with `text`: an inline policy that only PutPolicy changes.
+  // A file path, or etcd://host:port[,host:port]/key (etcds:// for TLS; then
+  // watched). Empty with `text`: an inline policy that only PutPolicy changes.
   std::string location = {};
   std::optional<std::string> text = {};
   // Value files and tenant tables are read from this directory, confined to
@@ -78,6 +95,7 @@ struct PolicySourceOptions {
   // (tollgated: the Envoy rule files); a directory stands for each *.yaml /
   // *.yml in it.
   std::vector<std::string> watch_files = {};
+  EtcdClientOptions etcd = {};  // an etcd location only
 };
 
 // The rollback guards shared across instances on the same Redis.

@@ -1,16 +1,46 @@
 #include "runtime/etcd_http.h"
 
+#include <algorithm>
+
 #include "runtime/etcd_reply.h"
 #include "tollgate/http_text.h"
 
 namespace tollgate::etcd {
 
-Result<bool> ParseReplyHead(std::string_view head) {
-  if (!head.starts_with("HTTP/1.1 200 ")) {
-    return UnavailableError(std::string(head.substr(0, head.find('\r')).substr(0, 100)));
+Result<ReplyHead> ParseReplyHead(std::string_view head) {
+  const auto refused = [head](std::string_view why) {
+    return UnavailableError(std::string(why) + ": " +
+                            std::string(head.substr(0, head.find('\r')).substr(0, 100)));
+  };
+  ReplyHead out;
+  if (head.size() < 13 || !head.starts_with("HTTP/1.1 ") || head[12] != ' ') {
+    return refused("not an HTTP/1.1 status line");
   }
+  for (size_t i = 9; i < 12; ++i) {
+    if (head[i] < '0' || head[i] > '9') return refused("not an HTTP/1.1 status line");
+    out.status = out.status * 10 + (head[i] - '0');
+  }
+  if (out.status < 100 || out.status > 599) return refused("not an HTTP/1.1 status line");
   const std::string lower = AsciiLowered(head);
-  return lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+  out.chunked = lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+  constexpr std::string_view kLength = "\r\ncontent-length:";
+  if (size_t at = lower.find(kLength); at != std::string::npos) {
+    if (out.chunked || lower.find(kLength, at + 1) != std::string::npos) {
+      return refused("ambiguous framing");
+    }
+    const size_t end = std::min(lower.find("\r\n", at + 2), lower.size());
+    const std::string_view value =
+        TrimOws(std::string_view(lower).substr(at + kLength.size(), end - at - kLength.size()));
+    size_t length = 0;
+    if (value.empty() || value.size() > 8) return refused("bad content-length");
+    for (char c : value) {
+      if (c < '0' || c > '9') return refused("bad content-length");
+      length = length * 10 + size_t(c - '0');
+    }
+    if (length > kMaxReplyBytes) return refused("content-length too large");
+    out.content_length = length;
+  }
+  return out;
 }
 
 bool Dechunk(std::string* raw, std::string* body, bool* done) {

@@ -1,5 +1,6 @@
 #include "runtime/etcd_reply.h"
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 
@@ -246,6 +247,66 @@ Result<WatchReply> ParseWatchLine(std::string_view line) {
   }
   if (r.failed()) return r.status();
   return out;
+}
+
+Result<std::string> ParseAuthReply(std::string_view body) {
+  auto parsed = ParseObject(body, "etcd authenticate reply");
+  if (!parsed.ok()) return parsed.status();
+  Reader r("etcd authenticate reply");
+  if (const json* header = r.Object(*parsed, "header", "")) r.Int(*header, "revision", "header.");
+  std::string token = r.String(*parsed, "token", "");
+  if (r.failed()) return r.status();
+  if (token.empty()) return InvalidArgument("etcd authenticate reply: token: missing or empty");
+  if (token.size() > kMaxTokenBytes) {
+    return InvalidArgument("etcd authenticate reply: token: longer than " +
+                           std::to_string(kMaxTokenBytes) + " bytes");
+  }
+  for (char c : token) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return InvalidArgument("etcd authenticate reply: token: not visible ASCII");
+    }
+  }
+  return token;
+}
+
+Result<ErrorReply> ParseErrorReply(std::string_view body) {
+  auto parsed = ParseObject(body, "etcd error reply");
+  if (!parsed.ok()) return parsed.status();
+  Reader r("etcd error reply");
+  ErrorReply out;
+  const auto code = parsed->find("code");
+  if (code != parsed->end()) {
+    if (!code->is_number_integer() || code->get<int64_t>() < 0 || code->get<int64_t>() > 1000) {
+      r.Fail("code", "must be an integer from 0 to 1000");
+    } else {
+      out.code = code->get<int64_t>();
+    }
+  }
+  std::string message = r.String(*parsed, "message", "");
+  if (message.empty()) message = r.String(*parsed, "error", "");
+  if (r.failed()) return r.status();
+  message.resize(std::min(message.size(), kMaxErrorMessage));
+  for (char& c : message) {
+    if (c < 0x20 || c >= 0x7f) c = '?';
+  }
+  out.message = std::move(message);
+  return out;
+}
+
+bool TokenRejected(const ErrorReply& error) {
+  return error.code == kGrpcUnauthenticated || TokenRejected(error.message);
+}
+
+bool TokenRejected(std::string_view cancel_reason) {
+  return cancel_reason.find("invalid auth token") != std::string_view::npos ||
+         cancel_reason.find("code = Unauthenticated") != std::string_view::npos;
+}
+
+std::string AuthenticateRequest(std::string_view name, std::string_view password) {
+  // Bytes JSON cannot carry (invalid UTF-8) are replaced: etcd then refuses
+  // the login, and the password still appears nowhere but in this body.
+  return json{{"name", std::string(name)}, {"password", std::string(password)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string RangeRequest(std::string_view key) { return json{{"key", Base64Encode(key)}}.dump(); }

@@ -1,6 +1,8 @@
 // Internal: etcd v3 over its HTTP/JSON gateway (grpc-gateway, served on the
-// client port: POST /v3/kv/range, /v3/kv/put, /v3/kv/txn, /v3/watch), the requests the
-// etcd policy source sends and a bounded, type-checked reading of the replies.
+// client port: POST /v3/kv/range, /v3/kv/put, /v3/kv/txn, /v3/watch,
+// /v3/auth/authenticate), the requests the etcd policy source sends and a
+// bounded, type-checked reading of the replies, refusals included (a non-200
+// reply's {"error", "code", "message"} body).
 //
 // The gateway encodes keys and values as standard base64 and 64-bit integers
 // as decimal strings ("revision": "42"); a number is accepted too. A watch
@@ -68,6 +70,29 @@ struct WatchReply {
 };
 Result<WatchReply> ParseWatchLine(std::string_view line);
 
+// POST /v3/auth/authenticate's reply: the token to send as the Authorization
+// header of every later call. It goes into a header line, so it must be 1 to
+// kMaxTokenBytes of visible ASCII (a simple token, a JWT).
+inline constexpr size_t kMaxTokenBytes = 4096;
+Result<std::string> ParseAuthReply(std::string_view body);
+
+// The body of a refused gateway call (HTTP 4xx/5xx): the gRPC status code and
+// etcd's message ("etcdserver: invalid auth token", code 16), the message cut
+// to kMaxErrorMessage bytes with anything but printable ASCII as '?'.
+inline constexpr size_t kMaxErrorMessage = 200;
+inline constexpr int64_t kGrpcInvalidArgument = 3;
+inline constexpr int64_t kGrpcPermissionDenied = 7;
+inline constexpr int64_t kGrpcUnauthenticated = 16;
+struct ErrorReply {
+  int64_t code = 0;  // absent: 0
+  std::string message;
+};
+Result<ErrorReply> ParseErrorReply(std::string_view body);
+// Whether etcd says the token is no longer valid (expired, or etcd restarted
+// and forgot its simple tokens): code 16, or a watch canceled for that reason.
+bool TokenRejected(const ErrorReply& error);
+bool TokenRejected(std::string_view cancel_reason);
+
 // Request bodies.
 std::string RangeRequest(std::string_view key);
 std::string PutRequest(std::string_view key, std::string_view value);
@@ -75,6 +100,8 @@ std::string PutRequest(std::string_view key, std::string_view value);
 // key's mod_revision is `mod_revision` (0: the key does not exist).
 std::string TxnIfRevisionRequest(std::string_view key, int64_t mod_revision,
                                  std::optional<std::string_view> value);
+// {"name", "password"}; the password is never in any error or log line.
+std::string AuthenticateRequest(std::string_view name, std::string_view password);
 // Watches `key` from `start_revision` (0: from now).
 std::string WatchRequest(std::string_view key, int64_t start_revision);
 

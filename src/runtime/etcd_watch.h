@@ -1,6 +1,7 @@
 // Internal: the etcd policy source's client: read one key, then watch it.
 //
-// `etcd://host:port[,host:port]/key` names the key. EtcdRange reads it once
+// `etcd[s]://host:port[,host:port]/key` names the key (etcd_client.h: the
+// URL, TLS, authentication, the unary calls). EtcdRange reads it once
 // (startup: the policy to open with and the revision it was read at).
 // EtcdWatch runs one thread that watches the key from a revision and calls
 // `on_value` with every new value (a PUT; a DELETE is reported as an error,
@@ -8,8 +9,11 @@
 // member gone) or etcd cancels the watch because the revision was compacted,
 // it backs off (bounded, doubling), reads the key again with a range (calling
 // `on_value` if it changed meanwhile) and watches from there, trying the
-// endpoints in turn. Talks to etcd's v3 API over its HTTP/JSON gateway
-// (runtime/etcd_reply.h): plain HTTP/1.1 on loopback or a trusted network.
+// endpoints in turn (a name resolved again at each). A watch etcd cancels
+// because its token is no longer valid (an expired simple token or JWT, an
+// etcd that restarted) drops the token: the re-read logs in again. Talks to
+// etcd's v3 API over its HTTP/JSON gateway (runtime/etcd_reply.h), plain or
+// TLS, with the session's token.
 //
 // Bounds: a read of the key (connect, request, whole reply) takes at most
 // `io_timeout` per member, then the next member is tried; a watch reply head
@@ -35,38 +39,11 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/etcd_client.h"
 #include "runtime/etcd_reply.h"
 #include "tollgate/status.h"
 
 namespace tollgate::etcd {
-
-struct EtcdUrl {
-  std::vector<std::pair<std::string, int>> endpoints;  // IPv4 literals or "localhost"
-  std::string key;
-};
-// "etcd://127.0.0.1:2379,127.0.0.1:22379/tollgate/policy"; kInvalidArgument saying why.
-// Refused: other schemes (no TLS), user:password@ (no etcd auth), host names
-// other than localhost (not resolved) and IPv6.
-Result<EtcdUrl> ParseEtcdUrl(std::string_view url);
-
-struct EtcdOptions {
-  EtcdUrl url;
-  std::chrono::milliseconds io_timeout{2000};
-  std::chrono::milliseconds probe_interval{5000};  // a silent watch checks its member
-  std::chrono::milliseconds retry_min{50};
-  std::chrono::milliseconds retry_max{2000};
-};
-
-// The key's value and the store's revision; kv empty when the key is absent.
-Result<RangeReply> EtcdRange(const EtcdOptions& options);
-// Writes `value` to the key; the revision it was written at.
-Result<int64_t> EtcdPut(const EtcdOptions& options, std::string_view value);
-// Writes `value` (EtcdDeleteIfRevision: deletes the key) only while the key's
-// mod_revision is `mod_revision` (0: absent), in one txn; kUnavailable when
-// someone wrote the key in between (nothing written).
-Result<int64_t> EtcdPutIfRevision(const EtcdOptions& options, std::string_view value,
-                                  int64_t mod_revision);
-Status EtcdDeleteIfRevision(const EtcdOptions& options, int64_t mod_revision);
 
 class EtcdWatch {
  public:

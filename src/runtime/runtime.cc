@@ -360,6 +360,15 @@ class Runtime::Impl {
     }
     etcd::EtcdOptions etcd_options;
     etcd_options.url = std::move(url).value();
+    std::vector<ConfigError> errors;
+    etcd_options.session =
+        etcd::EtcdSession::Create(options.policy.etcd, etcd_options.url.tls, &errors);
+    if (!errors.empty()) {
+      std::string message;
+      for (const ConfigError& e : errors) message += (message.empty() ? "" : "; ") + e.ToString();
+      return InvalidArgument(message);
+    }
+    etcd_options.io_timeout = options.policy.etcd.timeout;
     auto read = etcd::EtcdRange(etcd_options);
     if (!read.ok()) return read.status();
     if (!read->kv) return UnavailableError("etcd key " + etcd_options.url.key + " does not exist");
@@ -634,10 +643,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options, Runtime
 std::vector<ConfigError> Runtime::CheckPolicySource(const PolicySourceOptions& policy) {
   std::vector<ConfigError> errors;
   if (IsEtcdLocation(policy.location)) {
-    // Only etcd:// is a source (https://, etcds:// are refused saying TLS is
-    // not supported). The key is read at start-up, not here.
+    // etcd:// or etcds://, with the credentials and TLS files of `etcd`
+    // readable and usable. The key is read at start-up, not here.
     if (auto url = etcd::ParseEtcdUrl(policy.location); !url.ok()) {
       errors.push_back({"policy", url.status().message()});
+    } else {
+      etcd::EtcdSession::Create(policy.etcd, url->tls, &errors);
     }
   } else if (!policy.location.empty()) {
     ParsedPolicy parsed =

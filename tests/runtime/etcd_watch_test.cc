@@ -21,21 +21,34 @@ using namespace std::chrono_literals;
 TEST(EtcdUrl, ParsesEndpointsAndKey) {
   auto u = ParseEtcdUrl("etcd://127.0.0.1:2379,localhost:22379/tollgate/policy");
   // Why a refused one is refused: the message names what to do instead.
-  EXPECT_NE(ParseEtcdUrl("etcd://u:p@127.0.0.1:2379/k").status().message().find("authentication"),
+  EXPECT_NE(ParseEtcdUrl("etcd://u:p@127.0.0.1:2379/k").status().message().find("etcd.username"),
             std::string::npos);
-  EXPECT_NE(ParseEtcdUrl("https://127.0.0.1:2379/k").status().message().find("TLS"),
+  EXPECT_NE(ParseEtcdUrl("https://127.0.0.1:2379/k").status().message().find("etcds://"),
             std::string::npos);
   ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_FALSE(u->tls);
   ASSERT_EQ(u->endpoints.size(), 2u);
   EXPECT_EQ(u->endpoints[1].first, "localhost");
   EXPECT_EQ(u->endpoints[1].second, 22379);
   EXPECT_EQ(u->key, "/tollgate/policy");
+  // TLS, DNS names and IPv6 (brackets removed: the host as getaddrinfo takes it).
+  auto t = ParseEtcdUrl("etcds://etcd-1.prod.example:2379,[::1]:2380,10.0.0.3:2379/k");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->tls);
+  ASSERT_EQ(t->endpoints.size(), 3u);
+  EXPECT_EQ(t->endpoints[0].first, "etcd-1.prod.example");
+  EXPECT_EQ(t->endpoints[1].first, "::1");
+  EXPECT_EQ(t->endpoints[1].second, 2380);
   for (const char* bad :
-       {"http://h:1/k", "etcd://h:1", "etcd://h:1/", "etcd://h/k", "etcd://:1/k", "etcd://h:0/k",
-        "etcd://h:65536/k", "etcd://h:1x/k", "etcd:///k", "etcd://etcd.example:2379/k",
-        "etcd://[::1]:2379/k", "etcd://u:p@127.0.0.1:2379/k", "etcds://127.0.0.1:2379/k"}) {
+       {"http://h:1/k", "https://h:1/k", "etcd://h:1", "etcd://h:1/", "etcd://h/k", "etcd://:1/k",
+        "etcd://h:0/k", "etcd://h:65536/k", "etcd://h:1x/k", "etcd:///k", "etcd://-h:1/k",
+        "etcd://h_x:1/k", "etcd://a..b:1/k", "etcd://[::1:1/k", "etcd://[nothex]:1/k",
+        "etcd://::1:2379/k", "etcd://u:p@127.0.0.1:2379/k", "etcds://u@h:1/k"}) {
     EXPECT_FALSE(ParseEtcdUrl(bad).ok()) << bad;
   }
+  std::string many = "etcd://";
+  for (int i = 0; i < 17; ++i) many += (i ? ",h" : "h") + std::to_string(i) + ":1";
+  EXPECT_FALSE(ParseEtcdUrl(many + "/k").ok());
 }
 
 // What the watch delivered, read from the test thread.

@@ -168,19 +168,20 @@ TEST(EtcdPolicySource, APutWhoseReloadFailsLeavesTheKeyUnchanged) {
   EXPECT_EQ(read->kv->value, Keyed(4));
 }
 
-// What is not implemented is refused at start, saying so (no etcd needed).
-TEST(EtcdPolicySource, TlsAuthAndNamesAreRefusedSayingWhy) {
+// A URL that carries credentials or names no etcd scheme is refused at start,
+// saying what to use instead (no etcd needed).
+TEST(EtcdPolicySource, UrlsWithCredentialsOrOtherSchemesAreRefusedSayingWhy) {
   const std::pair<std::string, std::string> cases[] = {
-      {"https://127.0.0.1:2379/tollgate/policy", "TLS"},
-      {"etcds://127.0.0.1:2379/tollgate/policy", "TLS"},
-      {"etcd://user:pw@127.0.0.1:2379/tollgate/policy", "authentication"},
-      {"etcd://etcd.internal:2379/tollgate/policy", "not resolved"}};
+      {"https://127.0.0.1:2379/tollgate/policy", "etcds://"},
+      {"etcd://user:pw@127.0.0.1:2379/tollgate/policy", "etcd.password_file"},
+      {"etcd://etcd_internal:2379/tollgate/policy", "DNS name"}};
   for (const auto& [url, why] : cases) {
     server::ServerConfig c = TestServer::DefaultConfig();
     c.policy_path = url;
     std::string error;
     EXPECT_FALSE(TestServer::Start(c, "", &error)) << url;
     EXPECT_NE(error.find(why), std::string::npos) << url << ": " << error;
+    EXPECT_EQ(error.find(":pw@"), std::string::npos) << error;
   }
 }
 

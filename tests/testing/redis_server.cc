@@ -59,6 +59,8 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds deadline) {
   return PollUntil([pid] { return Reaped(pid); }, deadline);
 }
 
+}  // namespace
+
 // The test PKI for Options::tls, written into `dir` by the openssl CLI: EC
 // P-256 keys (fast to generate), valid for two days.
 std::string MakeTestCertificates(const std::string& dir) {
@@ -88,8 +90,6 @@ std::string MakeTestCertificates(const std::string& dir) {
   if (std::system(cmd.c_str()) != 0) return "openssl failed, see " + dir + "/make-certs.log";
   return "";
 }
-
-}  // namespace
 
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

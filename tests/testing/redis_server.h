@@ -131,6 +131,13 @@ class RedisServer {
 };
 
 // Returns a free loopback TCP port (bind to port 0, read it back, close).
+// The test PKI (redis-server's and etcd's TLS fixtures), written into `dir` by
+// the openssl CLI: ca.pem/.key, other-ca.pem/.key (an unrelated CA),
+// server.pem/.key (IP 127.0.0.1, DNS localhost; serverAuth) and
+// client.pem/.key (CN tollgate-test-client; clientAuth), EC P-256, valid
+// two days. "" or why not.
+std::string MakeTestCertificates(const std::string& dir);
+
 int FreeLoopbackPort();
 // A free port p <= 55535 with p + 10000 free as well (Redis Cluster bus).
 int FreeClusterPort();
