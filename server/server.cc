@@ -344,7 +344,8 @@ class Server::Impl {
     auto options = RuntimeOptionsOf(*config);
     if (!options.ok()) return options.status();
     options->enforcer.time_store_calls = !config->trace_endpoint.empty();  // the store span's times
-    options->envoy = GrpcFrontend::EnforcerOptionsFor(*config);
+    // The Envoy front end (GrpcFrontend::Start) decides on the same Enforcer.
+    options->envoy = !config->grpc_listen.empty();
     if (options->envoy) options->policy.watch_files = config->rls_config;
     RuntimeEnv env;
     env.clock = clock;
