@@ -49,11 +49,6 @@ rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
 
 }  // namespace
 
-std::optional<EnforcerOptions> GrpcFrontend::EnforcerOptionsFor(const ServerConfig& config) {
-  if (config.grpc_listen.empty()) return std::nullopt;
-  return rls::EnvoyEnforcerOptions(DecideOptionsFor(config));
-}
-
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config,
                                                           tollgate::Runtime& engine,
                                                           const Clock* clock) {
@@ -86,10 +81,6 @@ std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {
   return rls::CheckRlsConfigFiles(config.rls_config, CompileOptionsFor(config));
 }
 #else
-std::optional<EnforcerOptions> GrpcFrontend::EnforcerOptionsFor(const ServerConfig&) {
-  return std::nullopt;
-}
-
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, tollgate::Runtime&,
                                                           const Clock*) {
   return UnavailableError("grpc not available in this build (server/rls was not built)");

@@ -5,9 +5,10 @@
 // as the HTTP side, with envoyproxy/ratelimit YAML files (`rls_config`) as its
 // configuration (docs/envoy.md). The engine is the Runtime's: the YAML is its
 // companion (rls::RlsCompanion), published with the policy by one swap and
-// reloaded with it (SIGHUP, admin reload, PUT); decisions run on its
-// envoy_enforcer() (RuntimeOptions::envoy = EnforcerOptionsFor). This class
-// owns only the transport and the decider reading that snapshot. Counters
+// reloaded with it (SIGHUP, admin reload, PUT); decisions run on its one
+// Enforcer, HTTP's, through the decider's own front end (grpc_header_styles,
+// grpc_retry_after_jitter; Enforcer::FrontEnd). This class owns only the
+// transport and the decider reading that snapshot. Counters
 // appended to /metrics, and its decisions are rendered into
 // tollgate_decisions_total and tollgate_decision_duration_seconds with the label
 // frontend="grpc" (rule = the YAML's stats key). Builds without the gRPC library get a
@@ -18,7 +19,6 @@
 #define TOLLGATE_SERVER_GRPC_FRONTEND_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +33,8 @@ namespace tollgate::server {
 
 class GrpcFrontend {
  public:
-  // The Envoy front end's Enforcer options (RuntimeOptions::envoy) for
-  // `config`: nullopt without grpc_listen.
-  static std::optional<EnforcerOptions> EnforcerOptionsFor(const ServerConfig& config);
-  // Attaches the rule files to `engine` (created with EnforcerOptionsFor) and
-  // serves. `engine` and `clock` are borrowed and must outlive the frontend.
+  // Attaches the rule files to `engine` (created with RuntimeOptions::envoy)
+  // and serves. `engine` and `clock` are borrowed and must outlive the frontend.
   static Result<std::unique_ptr<GrpcFrontend>> Start(const ServerConfig& config,
                                                      tollgate::Runtime& engine, const Clock* clock);
   // What Start would refuse in `config`'s rls_config YAML, compiled for the

@@ -2,10 +2,14 @@
 //
 // A Runtime is built by Server::Create from the ServerConfig and the objects
 // the config asks for (the engine, tollgate::Runtime of tollgate/runtime.h:
-// policy, store, Enforcer, fleet; the Envoy RLS front end), and is rebuilt and
-// swapped whole on every successful reload (RuntimeHolder::Swap, from the
-// engine's on_reloaded, under its reload lock). A session refreshes its snapshot before each
-// request and keeps it for that request, so one request never sees half of a reload. Handlers
+// policy, store, Enforcer, fleet; the Envoy RLS front end). It holds no
+// policy of its own: the policy, the Enforcer's view of it and the Envoy
+// configuration are the engine's, published by the engine's ONE swap on a
+// reload (Runtime::view(), PolicyStore), so HTTP and Envoy never decide with
+// different generations. What a reload changes here is the server's own: the
+// admin tokens read again (RuntimeHolder::Swap, from the engine's
+// on_reloaded, under its reload lock). A session refreshes its snapshot before each
+// request and keeps it for that request. Handlers
 // (server/endpoints.h) take a request and a `const Runtime&` and return a response; they never see
 // sockets or the server's own bookkeeping.
 //
@@ -87,11 +91,8 @@ struct Runtime {
   IdentityRedactor identities;             // how keys and addresses are shown
   std::shared_ptr<const Gateway> gateway;  // null unless gateway mode
 
-  // The decision engine (the engine's own parts, borrowed). `policy` is the one
-  // this snapshot was built with (the Enforcer reads the PolicyStore's current
-  // one, which it equals between reloads).
-  std::shared_ptr<const Policy> policy;  // never null
-  uint64_t policy_generation = 0;
+  // The decision engine (the engine's own parts, borrowed). The live policy
+  // is the engine's (policies->Current(), the one the Enforcer decides with).
   std::string policy_source;  // "file:<path>" or "etcd://host:port[,...]/key"
   Enforcer* enforcer = nullptr;
   // The rollback guards shared across the fleet; null: per instance.

@@ -281,14 +281,13 @@ class Server::Impl {
   }
 
   // Every reload of the engine (any trigger), under its reload lock (the
-  // engine counts it): on success the next snapshot swapped in whole.
+  // engine counts it). The policy, the Enforcer's view and the Envoy
+  // configuration are already live (the engine's one swap); the server's own
+  // snapshot changes only by its admin tokens, read again.
   void OnReloaded(const std::vector<ConfigError>& errors) {
     if (!errors.empty() || !runtimes) return;  // no snapshot yet: Create builds it
     auto next = std::make_shared<Runtime>(*runtimes->Load());
     next->admin_tokens = RotateAdminTokens(next->admin_tokens);
-    tollgate::Runtime::View view = engine->view();
-    next->policy = std::move(view.policy);
-    next->policy_generation = view.generation;
     runtimes->Swap(std::move(next));
   }
 
@@ -313,9 +312,6 @@ class Server::Impl {
     rt->admin_hosts = AdminHostNames(*config);
     rt->identities = IdentityRedactor(config->identity_hash_key, config->raw_identities);
     rt->gateway = std::move(gateway);
-    tollgate::Runtime::View view = engine->view();
-    rt->policy = std::move(view.policy);
-    rt->policy_generation = view.generation;
     rt->policy_source = engine->policy_source();
     rt->enforcer = &engine->enforcer();
     rt->rollback_fleet = engine->rollback_fleet();
@@ -344,7 +340,8 @@ class Server::Impl {
     auto options = RuntimeOptionsOf(*config);
     if (!options.ok()) return options.status();
     options->enforcer.time_store_calls = !config->trace_endpoint.empty();  // the store span's times
-    options->envoy = GrpcFrontend::EnforcerOptionsFor(*config);
+    // The Envoy front end (GrpcFrontend::Start) decides on the same Enforcer.
+    options->envoy = !config->grpc_listen.empty();
     if (options->envoy) options->policy.watch_files = config->rls_config;
     RuntimeEnv env;
     env.clock = clock;

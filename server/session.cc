@@ -442,7 +442,9 @@ bool Session<Stream>::Screen(const HeadParser& hp, const RouteResult& route, Exc
   }
   if (route.op != Op::kGateway && route.op != Op::kAuth) return false;
   // A header a rule keys on, sent twice: refused, never a copy picked (issues 14, 29).
-  std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policy, headers_);
+  // The live policy, the one the Enforcer decides this request with (the
+  // engine's one swap), never a copy of an older generation.
+  std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policies->Current(), headers_);
   if (!repeated) return false;
   ex.resp = Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
   ex.resp.close = true;

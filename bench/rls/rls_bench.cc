@@ -191,15 +191,47 @@ double DirectRound(const Args& a, tollgate::rls::RlsDecider& decider, double sec
   return static_cast<double>(calls.load()) * a.descriptors / elapsed;
 }
 
+// The Enforcer a standalone decider decides on (it makes none): over an
+// empty policy, as every Envoy item names its own rule. Exits on failure.
+std::unique_ptr<tollgate::Enforcer> StandaloneEnforcer(tollgate::Store* store) {
+  auto policies = tollgate::PolicyStore::FromText(R"({"rules": []})");
+  auto made = policies.ok()
+                  ? tollgate::Enforcer::Create(std::move(policies).value(), store,
+                                               &tollgate::SystemClock::Instance())
+                  : tollgate::Result<std::unique_ptr<tollgate::Enforcer>>(policies.status());
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(made).value();
+}
+
+// A standalone decider on `enforcer`; exits on failure.
+std::unique_ptr<tollgate::rls::RlsDecider> Decider(
+    tollgate::Enforcer& enforcer, std::shared_ptr<const tollgate::rls::RlsConfig> config,
+    tollgate::rls::RlsDecideOptions options) {
+  auto made = tollgate::rls::RlsDecider::Standalone(&enforcer, std::move(config),
+                                                    &tollgate::SystemClock::Instance(), options);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(made).value();
+}
+
 // --direct: handles vs by-name lookups, alternating rounds in one run.
 int RunDirect(const Args& a, tollgate::Store* store,
               std::shared_ptr<const tollgate::rls::RlsConfig> config,
               const std::string& store_name) {
   tollgate::rls::RlsDecideOptions with_handles, by_name;
   by_name.resolve_rule_handles = false;
-  tollgate::rls::RlsDecider handles(store, config, &tollgate::SystemClock::Instance(),
-                                    with_handles);
-  tollgate::rls::RlsDecider names(store, config, &tollgate::SystemClock::Instance(), by_name);
+  // One Enforcer each: a standalone decider's configuration is its Enforcer's attachment.
+  const std::unique_ptr<tollgate::Enforcer> handles_enforcer = StandaloneEnforcer(store);
+  const std::unique_ptr<tollgate::Enforcer> names_enforcer = StandaloneEnforcer(store);
+  auto handles_decider = Decider(*handles_enforcer, config, with_handles);
+  auto names_decider = Decider(*names_enforcer, config, by_name);
+  tollgate::rls::RlsDecider& handles = *handles_decider;
+  tollgate::rls::RlsDecider& names = *names_decider;
   DirectRound(a, handles, 0.2);  // warm-up: key inserts
   constexpr int kRounds = 6;
   double sum_handles = 0, sum_names = 0;
@@ -227,6 +259,7 @@ int RunDirect(const Args& a, tollgate::Store* store,
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   std::unique_ptr<tollgate::Store> store;
+  std::unique_ptr<tollgate::Enforcer> enforcer;  // the server's; outlives it
   std::unique_ptr<tollgate::rls::RlsServer> server;
   std::string address = a.target;
   std::string store_name = "external";
@@ -275,7 +308,8 @@ int main(int argc, char** argv) {
     if (a.direct) return RunDirect(a, store.get(), parsed.config, store_name);
     tollgate::rls::RlsServerOptions o;
     o.address = "127.0.0.1:0";
-    o.store = store.get();
+    enforcer = StandaloneEnforcer(store.get());
+    o.enforcer = enforcer.get();
     o.config = parsed.config;
     auto s = tollgate::rls::StartRlsServer(o);
     if (!s.ok()) {

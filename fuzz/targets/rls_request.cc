@@ -45,7 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto store = tollgate::fuzz::SmallStore(&clock);
   tollgate::rls::RlsDecideOptions options;
   if (size % 2) options.header_styles = {tollgate::HeaderStyle::kDraft11};
-  tollgate::rls::RlsDecider decider(store.get(), ExampleConfig(), &clock, options);
+  // The decider makes no Enforcer: one over an empty policy (every Envoy item names its rule).
+  auto policies = tollgate::PolicyStore::FromText(R"({"rules": []})", &clock);
+  FUZZ_CHECK(policies.ok(), "empty policy: " + policies.status().ToString());
+  auto enforcer = tollgate::Enforcer::Create(*policies, store.get(), &clock);
+  FUZZ_CHECK(enforcer.ok(), "enforcer: " + enforcer.status().ToString());
+  auto made =
+      tollgate::rls::RlsDecider::Standalone(enforcer->get(), ExampleConfig(), &clock, options);
+  FUZZ_CHECK(made.ok(), "decider: " + made.status().ToString());
+  tollgate::rls::RlsDecider& decider = **made;
 
   for (int round = 0; round < 2; ++round) {
     rlspb::RateLimitResponse response;

@@ -3,22 +3,27 @@
 // The engine (src/rls) compiles envoyproxy/ratelimit YAML rule files and
 // decides envoy.service.ratelimit.v3 ShouldRateLimit requests on an Enforcer,
 // without networking; a transport (server/rls: gRPC) only moves requests and
-// responses to an EnvoyDecider. Two ways to get one:
+// responses to an EnvoyDecider. The decider never creates an Enforcer: it
+// decides on the one it is given, through an Enforcer::FrontEnd of its own
+// (its response options, EnvoyResponseOptions, and its rules' counters, apart
+// from the policy's). Two ways to get one:
 //  - on a Runtime (tollgated): AttachEnvoyDecider compiles the rule files as
 //    the Runtime's companion configuration, reloaded and checked with the
-//    policy in its one swap, and decides on Runtime::envoy_enforcer() (create
-//    the Runtime with RuntimeOptions::envoy = EnvoyEnforcerOptions(decide));
+//    policy in its one swap, and decides on Runtime::enforcer(), the
+//    Enforcer HTTP decides on (RuntimeOptions::envoy = true keeps the Envoy
+//    rules' entries of a local state file);
 //  - standalone (tests, benchmarks, a service outside tollgated):
-//    MakeEnvoyDecider over a store and a compiled RlsConfig
-//    (src/rls/rls_yaml.h), whose configuration SetConfig / LoadFiles swap.
+//    MakeEnvoyDecider over the caller's Enforcer (typically over an empty
+//    policy) and a compiled RlsConfig (src/rls/rls_yaml.h), attached to that
+//    Enforcer's PolicyStore; SetConfig / LoadFiles swap it.
 // docs/envoy.md has the request semantics (matching, `replaces`, shadow and
 // quota mode, hits_addend, status mapping).
 //
 // Errors: Decide's `done` receives Ok (response filled), kInvalidArgument (a bad
 // request) or kUnavailable (the store could not decide); rule-file errors are
 // returned whole (every error, with its file and path), never just the first.
-// Ownership: the Runtime, store and clock are borrowed and must outlive the
-// decider. Thread safety: every EnvoyDecider method may be called from any
+// Ownership: the Runtime, Enforcer and clock are borrowed and must outlive
+// the decider. Thread safety: every EnvoyDecider method may be called from any
 // thread; a reload swaps the configuration atomically and a request keeps the
 // one it started with.
 #ifndef TOLLGATE_ENVOY_RLS_H_
@@ -73,9 +78,8 @@ struct RlsDecideOptions {
   // Rate-limit headers to put in response_headers_to_add, rendered by the
   // policy layer (tollgate/policy_headers.h), each style once
   // (ParseHeaderStyles): kDraft11 gives RateLimit-Policy and RateLimit. Empty
-  // by default: Envoy can render its own x-ratelimit-* headers from the statuses.
-  // With a given Enforcer, its EnforcerOptions render them (set the same styles
-  // there: RuntimeOptions::envoy); here they say whether to copy them.
+  // by default: Envoy can render its own x-ratelimit-* headers from the
+  // statuses. The decider's front end renders them (EnvoyResponseOptions).
   std::vector<HeaderStyle> header_styles;
   // Retry-After in response_headers_to_add on OVER_LIMIT (Envoy adds it to
   // its 429), whatever header_styles says.
@@ -84,7 +88,6 @@ struct RlsDecideOptions {
   // descriptor value (EnforcerOptions::retry_after_jitter); the reset of the
   // header styles on OVER_LIMIT equals it. duration_until_reset in the
   // statuses stays the bucket's own time, without jitter. [0, 10].
-  // Standalone only (a given Enforcer has its own).
   double retry_after_jitter = 0.5;
   uint64_t jitter_seed = 0;
   // Request bounds (INVALID_ARGUMENT beyond them).
@@ -132,9 +135,10 @@ class EnvoyDecider {
                                              const RlsCompileOptions& options) = 0;
 };
 
-// The Enforcer options a standalone decider (or the Runtime's Envoy Enforcer,
-// RuntimeOptions::envoy) decides with for `options`.
-EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options);
+// The response options of a decider's Enforcer::FrontEnd for `options`: its
+// header styles and Retry-After jitter; no reason or unenforced header (Envoy
+// forwards only the rate-limit headers and Retry-After).
+ResponseOptions EnvoyResponseOptions(const RlsDecideOptions& options);
 
 // What rule files may ask of a store of `scheme`: the Redis stores run every
 // algorithm but sliding_log, so it is a load error there instead of
@@ -147,19 +151,22 @@ std::vector<ConfigError> CheckRlsConfigFiles(const std::vector<std::string>& pat
                                              const RlsCompileOptions& options);
 
 // tollgated's: `paths` compiled with `compile` as `runtime`'s companion, decided
-// on its envoy_enforcer(). kInvalidArgument when the runtime has no Envoy
-// Enforcer or a file does not compile (every error in the message).
+// on its enforcer() through a front end of its own. kInvalidArgument when a
+// file does not compile (every error in the message) or `decide`'s response
+// options are refused.
 Result<std::unique_ptr<EnvoyDecider>> AttachEnvoyDecider(Runtime& runtime,
                                                          std::vector<std::string> paths,
                                                          const RlsCompileOptions& compile,
                                                          const Clock* clock,
                                                          RlsDecideOptions decide);
 
-// Standalone: a private engine over `store` with `config`. `store`, `config`
-// and `clock` must not be null.
-std::unique_ptr<EnvoyDecider> MakeEnvoyDecider(Store* store,
-                                               std::shared_ptr<const RlsConfig> config,
-                                               const Clock* clock, RlsDecideOptions options = {});
+// Standalone: decides on `enforcer` (borrowed; its PolicyStore carries no
+// other attachment) with `config`. kInvalidArgument when one is null or
+// `options`' response options are refused.
+Result<std::unique_ptr<EnvoyDecider>> MakeEnvoyDecider(Enforcer* enforcer,
+                                                       std::shared_ptr<const RlsConfig> config,
+                                                       const Clock* clock,
+                                                       RlsDecideOptions options = {});
 
 }  // namespace tollgate::rls
 

@@ -278,7 +278,12 @@ Status ValidateJwtOptions(const JwtOptions& options);
 
 struct RollbackTransition;  // below: a change of a rule's rollback guard
 
-struct EnforcerOptions {
+// How an answer is rendered: the rate-limit header styles, Retry-After's
+// jitter and the reason and unenforced headers. EnforcerOptions carries the
+// Enforcer's own (HTTP's); a front end that answers differently on the same
+// Enforcer (the Envoy adapter) decides through an Enforcer::FrontEnd with
+// its own (Enforcer::AddFrontEnd), per call, never a second Enforcer.
+struct ResponseOptions {
   // The header styles every answer carries, each once (ParseHeaderStyles'
   // rules; Create refuses a list they refuse). Empty: no rate-limit headers
   // (Retry-After is still sent on 429 and 503).
@@ -291,15 +296,25 @@ struct EnforcerOptions {
   // at least 1 s.
   double retry_after_jitter = 0.5;
   uint64_t jitter_seed = 0;  // same seed on every instance = same offset for a client everywhere
-  // Peers allowed to tell us the client address ("10.0.0.0/8", "::1/128", "127.0.0.1").
-  std::vector<std::string> trusted_proxies;
-  ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
-  JwtOptions jwt;
   std::string reason_header = "X-RateLimit-Reason";  // empty: not sent
   // Sent (value "store-unavailable") on a request allowed by a failure mode
   // that enforced nothing (fail-open), instead of RateLimit headers, so clients
   // and logs can tell an unenforced pass from a decision. Empty: not sent.
   std::string unenforced_header = "Tollgate-Unenforced";
+};
+
+// kInvalidArgument saying why when Enforcer::Create (or AddFrontEnd) would
+// refuse `options`: a jitter outside [0, 10], a style list ParseHeaderStyles
+// refuses, a header name other than letters, digits, '-' and '_'.
+Status ValidateResponseOptions(const ResponseOptions& options);
+
+// The response options (ResponseOptions, the base) are the Enforcer's own:
+// Check, CheckAsync and CheckItems without a FrontEnd answer with them.
+struct EnforcerOptions : ResponseOptions {
+  // Peers allowed to tell us the client address ("10.0.0.0/8", "::1/128", "127.0.0.1").
+  std::vector<std::string> trusted_proxies;
+  ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
+  JwtOptions jwt;
   // RFC 9457 problem types: base + "quota-exceeded" / "temporary-reduced-capacity".
   std::string problem_type_base = "https://iana.org/assignments/http-problem-types#";
   // Whether the front end releases the leases of concurrency rules
@@ -383,9 +398,9 @@ struct ExplicitItem {
   Storeless storeless = Storeless::kNo;
   // The name in RateLimit headers and the problem body; empty: the rule name.
   std::string_view report_name = {};
-  // With an empty rule: HandleFor(override_name) of the Enforcer deciding the
-  // item, found once (a front end's compiled rule table); empty: looked up by
-  // override_name under the Enforcer's lock.
+  // With an empty rule: HandleFor(override_name, front end) of the Enforcer
+  // and front end deciding the item, found once (a front end's compiled rule table); empty: looked
+  // up by override_name under the Enforcer's lock.
   RuleHandle handle = {};
 };
 
@@ -568,19 +583,36 @@ class Enforcer {
   // peeks). Charges nothing and counts nothing; fills CheckOutcome::trace.
   CheckOutcome Explain(const RequestView& request);
 
+  // A front end that decides explicit items from a rule table of its own on
+  // this Enforcer (the Envoy adapter): how its answers are rendered, and the
+  // states and counters of its ad-hoc rules (ExplicitItem::override_name),
+  // kept apart from the policy's and from other front ends' (a policy rule
+  // and an Envoy rule of the same name never share counters or a guard).
+  // Opaque; owned by the Enforcer and valid for its life.
+  class FrontEnd;
+  // Adds one (kInvalidArgument: `response` refused, ValidateResponseOptions).
+  // Typically once per front end at startup; never removed.
+  Result<FrontEnd*> AddFrontEnd(ResponseOptions response);
+
   // Decides explicit items together (all-or-nothing). Unknown rule names and an
   // empty rule without limit_override (when the policy has more than one rule)
   // are kInvalidArgument. Mode, rollout and rollback of named rules apply.
-  Result<CheckOutcome> CheckItems(std::span<const ExplicitItem> items);
+  // With `front_end`, its response options render the answer and its table
+  // holds the ad-hoc rules; without, the Enforcer's own.
+  Result<CheckOutcome> CheckItems(std::span<const ExplicitItem> items,
+                                  FrontEnd* front_end = nullptr);
   // Same through Store::AcquireAsync; `done` runs exactly once, inline (always
   // for an invalid item) or on a store thread. `items` (and what they point
   // to) are only read before CheckItemsAsync returns.
   void CheckItemsAsync(std::span<const ExplicitItem> items,
-                       std::function<void(Result<CheckOutcome>)> done);
+                       std::function<void(Result<CheckOutcome>)> done,
+                       FrontEnd* front_end = nullptr);
 
-  // The handle of the ad-hoc rule `name` (ExplicitItem::handle): its counters
-  // and rollback state, created on first use and kept for the Enforcer's life.
-  RuleHandle HandleFor(std::string_view name);
+  // The handle of the ad-hoc rule `name` (ExplicitItem::handle) in
+  // `front_end`'s table (null: the Enforcer's own): its counters and rollback
+  // state, created on first use and kept for the Enforcer's life. An item
+  // carrying it must be decided with the same `front_end`.
+  RuleHandle HandleFor(std::string_view name, FrontEnd* front_end = nullptr);
 
   // Gives back the leases of an allowed outcome (CheckOutcome::leases) when
   // its request ends. Blocking (a store call per lease): never call it from a
@@ -607,7 +639,9 @@ class Enforcer {
   // The client address after trusted-proxy processing ("203.0.113.7").
   std::string ClientIp(const RequestView& request) const;
 
-  std::vector<RuleCounters> Counters() const;
+  // The rules' counters: the policy's and the Enforcer's own ad-hoc rules,
+  // or (with `front_end`) that front end's ad-hoc rules only.
+  std::vector<RuleCounters> Counters(const FrontEnd* front_end = nullptr) const;
   // Clears a tripped rollback guard (admin). Returns false for an unknown rule.
   bool ResetRollback(std::string_view rule);
   // Trips the guard of `rule` by hand (admin): the rule decides in shadow until

@@ -36,7 +36,7 @@
 //
 // Thread safety: every method may be called from any thread, except Start and
 // Stop (the owner's). Reload, PutPolicy and the etcd watch are serialised.
-// Ownership: the Runtime owns its store, Enforcers, fleet and watch; the clocks
+// Ownership: the Runtime owns its store, its one Enforcer, fleet and watch; the clocks
 // in RuntimeEnv are borrowed and must outlive it.
 #ifndef TOLLGATE_RUNTIME_H_
 #define TOLLGATE_RUNTIME_H_
@@ -131,11 +131,12 @@ struct RuntimeOptions {
   // `log` and `on_rollback` are the Runtime's (events, the fleet).
   EnforcerOptions enforcer;
   FleetOptions fleet;
-  // The Envoy front end's Enforcer (envoy_enforcer()): its header styles and
-  // Retry-After jitter (the reason and unenforced headers are never set).
-  // Unset: none. Its items name their own rules (the Envoy configuration,
-  // published as the companion), so its rule counters stay apart from HTTP's.
-  std::optional<EnforcerOptions> envoy;
+  // An Envoy front end will attach (tollgate/envoy_rls.h AttachEnvoyDecider):
+  // the state file's entries of other groups than the policy's rules are
+  // then kept (local_state). It decides on enforcer(), the one Enforcer,
+  // through an Enforcer::FrontEnd of its own (its response options, its
+  // rules' counters apart from HTTP's); no second Enforcer is made.
+  bool envoy = false;
 };
 
 // What the Runtime tells its host. `fields` is one JSON object's text.
@@ -246,9 +247,9 @@ class Runtime {
   };
   View view() const;
 
+  // The one Enforcer: HTTP decides on it, and so does every other front end
+  // (the Envoy adapter through its Enforcer::FrontEnd).
   Enforcer& enforcer() const;
-  // The Envoy front end's (RuntimeOptions::envoy); null without one.
-  Enforcer* envoy_enforcer() const;
   PolicyStore& policies() const;
   Store& store() const;
   // How every parse of a PUT policy reads files and tenant tables.

@@ -86,11 +86,13 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
   if (options.decider != nullptr) {
     s->decider_ = options.decider;
   } else {
-    if (options.store == nullptr) return InvalidArgument("rls: a store is required");
+    if (options.enforcer == nullptr) return InvalidArgument("rls: an Enforcer is required");
     if (!options.config) return InvalidArgument("rls: a configuration is required");
     if (options.clock == nullptr) return InvalidArgument("rls: a clock is required");
-    s->own_decider_ =
-        MakeEnvoyDecider(options.store, options.config, options.clock, options.decide);
+    auto decider =
+        MakeEnvoyDecider(options.enforcer, options.config, options.clock, options.decide);
+    if (!decider.ok()) return decider.status();
+    s->own_decider_ = std::move(decider).value();
     s->decider_ = s->own_decider_.get();
   }
   s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_, options.tls_allowed_names);

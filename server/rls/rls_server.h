@@ -10,10 +10,11 @@
 //
 //   auto server = StartRlsServer({.address = "0.0.0.0:8081", .decider = &decider});
 //
-// Standalone (tests, benchmarks), over a store and a configuration compiled by
-// src/rls/rls_yaml.h (MakeEnvoyDecider):
+// Standalone (tests, benchmarks), on the caller's Enforcer (typically over an
+// empty policy) and a configuration compiled by src/rls/rls_yaml.h
+// (MakeEnvoyDecider; it creates no Enforcer):
 //
-//   auto server = StartRlsServer({.address = "127.0.0.1:8081", .store = &store,
+//   auto server = StartRlsServer({.address = "127.0.0.1:8081", .enforcer = &enforcer,
 //                                 .config = parsed.config});
 //   ... server->SetConfig(new_config);        // atomic swap, e.g. on SIGHUP
 //   ... server->counters().AppendPrometheus(&text);
@@ -24,7 +25,7 @@
 // Envoy's failure_mode_deny decides.
 //
 // Thread safety: every method may be called from any thread. Ownership: the
-// decider (or store) and clock are borrowed and must outlive the server. Connections have
+// decider (or Enforcer) and clock are borrowed and must outlive the server. Connections have
 // keepalive and idle timeouts; messages are bounded by max_receive_message_bytes.
 #ifndef TOLLGATE_SERVER_RLS_RLS_SERVER_H_
 #define TOLLGATE_SERVER_RLS_RLS_SERVER_H_
@@ -35,17 +36,17 @@
 
 #include "tollgate/clock.h"
 #include "tollgate/envoy_rls.h"
+#include "tollgate/policy.h"
 #include "tollgate/status.h"
-#include "tollgate/store.h"
 
 namespace tollgate::rls {
 
 struct RlsServerOptions {
   std::string address = "127.0.0.1:8081";  // HOST:PORT; port 0 picks a free one
   // The decider to serve (borrowed; tollgated's, over its Runtime). Null: a
-  // standalone one over `store` with `config`, `clock` and `decide`.
+  // standalone one on `enforcer` with `config`, `clock` and `decide`.
   EnvoyDecider* decider = nullptr;
-  Store* store = nullptr;                   // standalone: required, borrowed
+  Enforcer* enforcer = nullptr;             // standalone: required, borrowed
   std::shared_ptr<const RlsConfig> config;  // standalone: required
   const Clock* clock = &SystemClock::Instance();
   RlsDecideOptions decide;
@@ -106,8 +107,8 @@ class RlsServer {
 };
 
 // Binds, starts serving and returns the running server, or kInvalidArgument
-// (no decider and a missing store/config) / kUnavailable (the address could
-// not be bound).
+// (no decider and a missing Enforcer/config, or refused decide options) / kUnavailable (the address
+// could not be bound).
 Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& options);
 
 }  // namespace tollgate::rls

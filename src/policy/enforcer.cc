@@ -389,8 +389,8 @@ CheckOutcome Enforcer::Impl::Finish(Plan& plan) {
       FinishUnavailable(plan, out);
     } else if (plan.unenforced) {
       out.enforced = false;
-      if (!options_.unenforced_header.empty()) {
-        out.headers.push_back({options_.unenforced_header, "store-unavailable"});
+      if (const std::string& h = ResponseOf(plan).unenforced_header; !h.empty()) {
+        out.headers.push_back({h, "store-unavailable"});
       }
     } else if (plan.allowed) {
       FinishAllowed(plan, by_order, out);
@@ -482,9 +482,10 @@ void Enforcer::Impl::FinishUnavailable(const Plan& plan, CheckOutcome& out) cons
   // Retry when the store may decide again (the breaker's next probe), at
   // least 1 s, spread per client by the same jitter as a 429's.
   const Nanos wait = std::max<Nanos>(store_->UnavailableFor(), std::chrono::seconds(1));
+  const ResponseOptions& response = ResponseOf(plan);
   out.retry_after_seconds =
       RetryAfterSeconds(wait, plan.items.empty() ? std::string_view() : plan.items[0].key,
-                        options_.retry_after_jitter, options_.jitter_seed);
+                        response.retry_after_jitter, response.jitter_seed);
   out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
   out.body =
       ProblemJson(ProblemKind::kTemporaryReducedCapacity, options_.problem_type_base, {},
@@ -524,16 +525,18 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, std::span<const size_t> by_
       inline_ok ? std::span<const QuotaReport>(inline_reports.data(), n) : heap_reports;
   const std::span<const uint8_t> styles =
       inline_ok ? std::span<const uint8_t>(inline_styles.data(), n) : heap_styles;
-  out.headers = RenderHeaders(reports, own_styles ? styles : std::span<const uint8_t>());
+  out.headers =
+      RenderHeaders(ResponseOf(plan), reports, own_styles ? styles : std::span<const uint8_t>());
 }
 
-std::vector<HeaderField> Enforcer::Impl::RenderHeaders(std::span<const QuotaReport> reports,
+std::vector<HeaderField> Enforcer::Impl::RenderHeaders(const ResponseOptions& response,
+                                                       std::span<const QuotaReport> reports,
                                                        std::span<const uint8_t> styles) const {
   // No rule has styles of its own: the server-wide list, the common case.
   if (styles.empty()) {
-    return RenderRateLimitHeaders(options_.header_styles, reports, clock_->WallNow());
+    return RenderRateLimitHeaders(response.header_styles, reports, clock_->WallNow());
   }
-  return RenderRuleHeaders(options_.header_styles, reports, styles, clock_->WallNow());
+  return RenderRuleHeaders(response.header_styles, reports, styles, clock_->WallNow());
 }
 
 void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
@@ -541,12 +544,13 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const Decision& d = plan.decisions[static_cast<size_t>(plan.denied_item)];
   out.verdict = CheckOutcome::Verdict::kReject;
   out.http_status = 429;
+  const ResponseOptions& response = ResponseOf(plan);
   const std::string& denied_name = denied.ReportName();
   if (denied.forbid) {
     // A deny rule: refused by the policy, no quota involved, nothing to retry.
     out.http_status = 403;
-    if (!options_.reason_header.empty()) {
-      out.headers.push_back({options_.reason_header, "denied; policy=" + SfString(denied_name)});
+    if (!response.reason_header.empty()) {
+      out.headers.push_back({response.reason_header, "denied; policy=" + SfString(denied_name)});
     }
     out.headers.push_back({"Cache-Control", "no-store"});
     out.headers.push_back({"Content-Type", "application/problem+json"});
@@ -561,7 +565,7 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   QuotaReport report;  // the denying rule's, unless deny_all
   if (!deny_all && d.retry_after != Decision::kNever) {
     out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
-                                                options_.retry_after_jitter, options_.jitter_seed);
+                                                response.retry_after_jitter, response.jitter_seed);
   }
   if (!deny_all) {
     report = MakeQuotaReport(denied_name, denied.limit, d);
@@ -571,9 +575,10 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const std::span<const QuotaReport> reports(&report, deny_all ? 0 : 1);
   // The denying rule's own styles, else the server's.
   const uint8_t own = denied.header_styles;
-  out.headers = RenderHeaders(reports, own == kInheritStyles || reports.empty()
-                                           ? std::span<const uint8_t>()
-                                           : std::span<const uint8_t>(&own, 1));
+  out.headers =
+      RenderHeaders(response, reports,
+                    own == kInheritStyles || reports.empty() ? std::span<const uint8_t>()
+                                                             : std::span<const uint8_t>(&own, 1));
   out.headers.reserve(out.headers.size() + 4);  // Retry-After, reason, Cache-Control, Content-Type
   if (deny_all) {
     detail = "policy '" + denied_name + "' allows no requests";
@@ -586,7 +591,7 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     // lease expires (retry_after, an upper bound): ask to retry within 1 s.
     out.retry_after_seconds =
         RetryAfterSeconds(std::min<Nanos>(d.retry_after, kLeaseRetryCap), denied.key,
-                          options_.retry_after_jitter, options_.jitter_seed);
+                          response.retry_after_jitter, response.jitter_seed);
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
     detail = "concurrency limit of policy '" + denied_name + "' reached (" +
              std::to_string(denied.lease->max_in_flight()) + " in flight); retry after " +
@@ -600,7 +605,7 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     detail.reserve(kHead.size() + denied_name.size() + kMiddle.size() + seconds.size() + 2);
     detail.append(kHead).append(denied_name).append(kMiddle).append(seconds).append(" s");
   }
-  if (!options_.reason_header.empty()) {
+  if (!response.reason_header.empty()) {
     const std::string_view what =
         denied.lease ? std::string_view("concurrency") : AlgorithmName(denied.limit.algorithm());
     const std::string policy = SfString(denied_name);
@@ -608,7 +613,7 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     std::string reason;
     reason.reserve(what.size() + kExceeded.size() + policy.size());
     reason.append(what).append(kExceeded).append(policy);
-    out.headers.push_back({options_.reason_header, std::move(reason)});
+    out.headers.push_back({response.reason_header, std::move(reason)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});
   out.headers.push_back({"Content-Type", "application/problem+json"});
@@ -617,10 +622,10 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
                          out.retry_after_seconds);
 }
 
-std::vector<RuleCounters> Enforcer::Impl::Counters() const {
+std::vector<RuleCounters> Enforcer::Impl::Counters(const FrontEnd* front_end) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RuleCounters> out;
-  for (const auto& [name, s] : states_) {
+  for (const auto& [name, s] : front_end != nullptr ? front_end->states : states_) {
     RuleCounters c;
     c.rule = name;
 #define TOLLGATE_COPY_RULE_COUNTER(field, label) c.field = s->field.load(std::memory_order_relaxed);
@@ -753,12 +758,7 @@ void Enforcer::Impl::RecordUpstream(const CheckOutcome& outcome, int status, Nan
   }
 }
 
-Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> policies,
-                                                   Store* store, const Clock* clock,
-                                                   EnforcerOptions options) {
-  if (!policies) return InvalidArgument("enforcer: no policy store");
-  if (!store) return InvalidArgument("enforcer: no store");
-  if (!clock) return InvalidArgument("enforcer: no clock");
+Status ValidateResponseOptions(const ResponseOptions& options) {
   if (!(options.retry_after_jitter >= 0 && options.retry_after_jitter <= 10)) {
     return InvalidArgument("enforcer: retry_after_jitter must be between 0 and 10");
   }
@@ -784,6 +784,16 @@ Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> 
   if (!header_name_ok(options.unenforced_header)) {
     return InvalidArgument("enforcer: unenforced_header is not a valid header name");
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Enforcer>> Enforcer::Create(std::shared_ptr<PolicyStore> policies,
+                                                   Store* store, const Clock* clock,
+                                                   EnforcerOptions options) {
+  if (!policies) return InvalidArgument("enforcer: no policy store");
+  if (!store) return InvalidArgument("enforcer: no store");
+  if (!clock) return InvalidArgument("enforcer: no clock");
+  if (Status st = ValidateResponseOptions(options); !st.ok()) return st;
   for (char c : options.problem_type_base) {
     if (c < 0x21 || c > 0x7e) {
       return InvalidArgument("enforcer: problem_type_base must be a URI without spaces");
@@ -815,15 +825,22 @@ CheckOutcome Enforcer::Explain(const RequestView& request) {
   return impl_->Run(*plan);
 }
 
-Result<CheckOutcome> Enforcer::CheckItems(std::span<const ExplicitItem> items) {
-  auto plan = impl_->PlanItems(items);
+Result<Enforcer::FrontEnd*> Enforcer::AddFrontEnd(ResponseOptions response) {
+  if (Status st = ValidateResponseOptions(response); !st.ok()) return st;
+  return impl_->AddFrontEnd(std::move(response));
+}
+
+Result<CheckOutcome> Enforcer::CheckItems(std::span<const ExplicitItem> items,
+                                          FrontEnd* front_end) {
+  auto plan = impl_->PlanItems(items, front_end);
   if (!plan.ok()) return plan.status();
   return impl_->Run(**plan);
 }
 
 void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
-                               std::function<void(Result<CheckOutcome>)> done) {
-  auto plan = impl_->PlanItems(items);
+                               std::function<void(Result<CheckOutcome>)> done,
+                               FrontEnd* front_end) {
+  auto plan = impl_->PlanItems(items, front_end);
   if (!plan.ok()) {
     done(plan.status());
     return;
@@ -832,8 +849,8 @@ void Enforcer::CheckItemsAsync(std::span<const ExplicitItem> items,
                   [done = std::move(done)](CheckOutcome outcome) { done(std::move(outcome)); });
 }
 
-RuleHandle Enforcer::HandleFor(std::string_view name) {
-  return RuleHandle(impl_->HandleFor(std::string(name)));
+RuleHandle Enforcer::HandleFor(std::string_view name, FrontEnd* front_end) {
+  return RuleHandle(impl_->HandleFor(std::string(name), front_end));
 }
 
 Status Enforcer::Release(std::span<const HeldLease> leases) { return impl_->Release(leases); }
@@ -922,7 +939,9 @@ std::string Enforcer::ClientIp(const RequestView& request) const {
   return impl_->ClientIp(request);
 }
 
-std::vector<RuleCounters> Enforcer::Counters() const { return impl_->Counters(); }
+std::vector<RuleCounters> Enforcer::Counters(const FrontEnd* front_end) const {
+  return impl_->Counters(front_end);
+}
 
 bool Enforcer::ResetRollback(std::string_view rule) { return impl_->ResetRollback(rule); }
 

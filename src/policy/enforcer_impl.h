@@ -82,8 +82,19 @@ inline std::string LeaseKey(std::string_view rule, std::string_view identity) {
   return key;
 }
 
+// Enforcer::FrontEnd: a front end's response options and its ad-hoc rules'
+// states (the map guarded by Impl::mu_; entries are never erased).
+class Enforcer::FrontEnd {
+ public:
+  explicit FrontEnd(ResponseOptions r) : response(std::move(r)) {}
+  const ResponseOptions response;
+  std::map<std::string, std::unique_ptr<RuleState>, std::less<>> states;
+};
+
 struct Plan {
   std::shared_ptr<const Binding> binding;
+  // The front end whose response options render the answer; null: the Enforcer's own.
+  const Enforcer::FrontEnd* front_end = nullptr;
   uint64_t generation = 0;
   bool explain = false;
   int64_t started_ns = 0;          // clock_->Now() when the store was asked (decision latency)
@@ -166,7 +177,7 @@ class Enforcer::Impl {
         jwt_(std::move(jwt)) {}
 
   std::shared_ptr<Plan> PlanRequest(const RequestView& request, bool explain);
-  Result<std::shared_ptr<Plan>> PlanItems(std::span<const ExplicitItem> items);
+  Result<std::shared_ptr<Plan>> PlanItems(std::span<const ExplicitItem> items, FrontEnd* front_end);
   CheckOutcome Run(Plan& plan);
   // Decisions of the storeless items, after the store's answer.
   void DecideStoreless(Plan& plan);
@@ -184,17 +195,23 @@ class Enforcer::Impl {
   Status Release(std::span<const HeldLease> leases);
   void ReleaseAsync(std::vector<HeldLease> leases, std::function<void(int64_t)> done = nullptr);
   RuleState* LeaseState(std::string_view rule);
-  std::vector<RuleCounters> Counters() const;
+  std::vector<RuleCounters> Counters(const FrontEnd* front_end) const;
+  FrontEnd* AddFrontEnd(ResponseOptions response) {
+    std::lock_guard<std::mutex> lock(mu_);
+    front_ends_.push_back(std::make_unique<FrontEnd>(std::move(response)));
+    return front_ends_.back().get();
+  }
   bool ResetRollback(std::string_view rule);
   bool TripRollback(std::string_view rule, std::string_view reason);
   bool AdoptRollback(const RollbackTransition& change);
   uint64_t RollbackFingerprint(std::string_view rule) const;
   void RecordUpstream(const CheckOutcome& outcome, int status, Nanos latency);
   std::string ClientIp(const RequestView& request) const { return ip_.Resolve(request); }
-  // The state of an ad-hoc rule, under mu_ (Enforcer::HandleFor).
-  RuleState* HandleFor(const std::string& name) {
+  // The state of an ad-hoc rule in `front_end`'s table (null: the
+  // Enforcer's own), under mu_ (Enforcer::HandleFor).
+  RuleState* HandleFor(const std::string& name, FrontEnd* front_end) {
     std::lock_guard<std::mutex> lock(mu_);
-    return StateFor(name);
+    return StateFor(name, front_end);
   }
 
   const std::shared_ptr<PolicyStore> policies_;
@@ -204,7 +221,7 @@ class Enforcer::Impl {
 
  private:
   std::shared_ptr<const Binding> Bind(std::shared_ptr<const Policy> policy);
-  RuleState* StateFor(const std::string& name);
+  RuleState* StateFor(const std::string& name, FrontEnd* front_end = nullptr);
   // The item of a rule whose conditions `ctx` met; returns true when
   // evaluation stops there (allow, an enforced deny).
   bool PlanMatched(PlanBuilder& b, const Rule& rule, RuleState* state, const RequestView& request,
@@ -214,7 +231,8 @@ class Enforcer::Impl {
   bool PlanAction(PlanBuilder& b, const Rule& rule, RuleState* state, std::string identity);
   // The item of one ExplicitItem at `order`, or kInvalidArgument prefixed by `where`.
   Result<PlannedItem> PlanExplicit(const Policy& policy, const Binding& binding,
-                                   const ExplicitItem& it, const std::string& where, size_t order);
+                                   const ExplicitItem& it, const std::string& where, size_t order,
+                                   FrontEnd* front_end);
   // Why a rule's item is decided in shadow mode (mode, rollback guard, rollout), or kNone.
   RuleOutcome::ShadowReason ShadowOf(const Rule& rule, const RuleState& state,
                                      const std::string& identity) const;
@@ -227,9 +245,14 @@ class Enforcer::Impl {
   void FinishUnavailable(const Plan& plan, CheckOutcome& out) const;
   void FinishAllowed(const Plan& plan, std::span<const size_t> by_order, CheckOutcome& out) const;
   void FinishRejected(const Plan& plan, CheckOutcome& out) const;
+  // How `plan`'s answer is rendered: its front end's options, else the Enforcer's.
+  const ResponseOptions& ResponseOf(const Plan& plan) const {
+    return plan.front_end != nullptr ? plan.front_end->response : options_;
+  }
   // The rate-limit headers of `reports`; `styles` (one per report) when some
   // rule has styles of its own, empty for the server-wide ones.
-  std::vector<HeaderField> RenderHeaders(std::span<const QuotaReport> reports,
+  std::vector<HeaderField> RenderHeaders(const ResponseOptions& response,
+                                         std::span<const QuotaReport> reports,
                                          std::span<const uint8_t> styles) const;
   void StoreCallStarted(Plan& plan) const {
     if (options_.time_store_calls) plan.store_start_ns = clock_->Now();
@@ -256,6 +279,7 @@ class Enforcer::Impl {
   mutable std::mutex
       mu_;  // guards states_ (the map; entries are never erased) and binding rebuilds
   std::map<std::string, std::unique_ptr<RuleState>, std::less<>> states_;
+  std::vector<std::unique_ptr<FrontEnd>> front_ends_;  // guarded by mu_ (never erased)
   mutable std::mutex binding_mu_;  // guards binding_ (a TSan-visible pointer swap)
   std::shared_ptr<const Binding> binding_;
 };

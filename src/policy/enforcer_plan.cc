@@ -36,9 +36,10 @@ void Enforcer::Impl::Log(const std::string& message) const {
   }
 }
 
-RuleState* Enforcer::Impl::StateFor(const std::string& name) {
-  auto it = states_.find(name);
-  if (it == states_.end()) it = states_.emplace(name, std::make_unique<RuleState>(name)).first;
+RuleState* Enforcer::Impl::StateFor(const std::string& name, FrontEnd* front_end) {
+  auto& states = front_end != nullptr ? front_end->states : states_;
+  auto it = states.find(name);
+  if (it == states.end()) it = states.emplace(name, std::make_unique<RuleState>(name)).first;
   return it->second.get();
 }
 
@@ -376,7 +377,7 @@ Result<Limit> ItemLimit(const ExplicitItem& it, const Rule* rule, ExplicitItem::
 
 Result<PlannedItem> Enforcer::Impl::PlanExplicit(const Policy& policy, const Binding& binding,
                                                  const ExplicitItem& it, const std::string& where,
-                                                 size_t order) {
+                                                 size_t order, FrontEnd* front_end) {
   if (it.cost < 0) return InvalidArgument(where + "cost must be >= 0");
   Result<int> index = RuleIndexOf(policy, it, where);
   if (!index.ok()) return index.status();
@@ -398,7 +399,7 @@ Result<PlannedItem> Enforcer::Impl::PlanExplicit(const Policy& policy, const Bin
                                                 : std::string(it.override_name);
   RuleState* state = rule                ? binding.states[static_cast<size_t>(*index)]
                      : it.handle.valid() ? it.handle.state()
-                                         : HandleFor(name);
+                                         : HandleFor(name, front_end);
   std::string id = identity->empty() ? std::string(kMissingValue) : std::move(*identity);
   std::string key =
       it.bucket_key.empty() ? BucketKey(name, limit->algorithm(), id) : std::string(it.bucket_key);
@@ -427,14 +428,17 @@ Result<PlannedItem> Enforcer::Impl::PlanExplicit(const Policy& policy, const Bin
   return item;
 }
 
-Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items) {
+Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const ExplicitItem> items,
+                                                        FrontEnd* front_end) {
   auto plan = std::make_shared<Plan>();
+  plan->front_end = front_end;
   auto policy = policies_->Current(&plan->generation);
   plan->binding = Bind(policy);
   PlanBuilder b(*plan);
   for (size_t n = 0; n < items.size(); ++n) {
     const std::string where = "items[" + std::to_string(n) + "]: ";
-    Result<PlannedItem> item = PlanExplicit(*policy, *plan->binding, items[n], where, b.order++);
+    Result<PlannedItem> item =
+        PlanExplicit(*policy, *plan->binding, items[n], where, b.order++, front_end);
     if (!item.ok()) return item.status();
     b.Add(std::move(*item));
   }

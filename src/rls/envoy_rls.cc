@@ -51,25 +51,31 @@ Result<std::unique_ptr<EnvoyDecider>> AttachEnvoyDecider(Runtime& runtime,
                                                          const RlsCompileOptions& compile,
                                                          const Clock* clock,
                                                          RlsDecideOptions decide) {
-  Enforcer* enforcer = runtime.envoy_enforcer();
-  if (enforcer == nullptr) return InvalidArgument("grpc: the runtime has no Envoy enforcer");
+  // The one Enforcer, HTTP's: this front end brings only its response options
+  // and its rules' counters.
+  Enforcer& enforcer = runtime.enforcer();
+  Result<Enforcer::FrontEnd*> front_end = enforcer.AddFrontEnd(EnvoyResponseOptions(decide));
+  if (!front_end.ok()) return InvalidArgument("grpc: " + front_end.status().message());
   // The rule files become the Runtime's companion: compiled now, then
   // reloaded (and checked by a PUT) with the policy, in its one swap.
   std::vector<ConfigError> errors = runtime.AttachCompanion(
-      RlsCompanion(runtime.policies(), *enforcer, std::move(paths), compile));
+      RlsCompanion(runtime.policies(), enforcer, *front_end, std::move(paths), compile));
   if (!errors.empty()) {
     std::string text = "invalid rls_config:";
     for (const auto& e : errors) text += "\n  " + e.ToString();
     return InvalidArgument(text);
   }
   return std::unique_ptr<EnvoyDecider>(
-      new RlsDecider(&runtime.policies(), enforcer, clock, std::move(decide)));
+      new RlsDecider(&runtime.policies(), &enforcer, *front_end, clock, std::move(decide)));
 }
 
-std::unique_ptr<EnvoyDecider> MakeEnvoyDecider(Store* store,
-                                               std::shared_ptr<const RlsConfig> config,
-                                               const Clock* clock, RlsDecideOptions options) {
-  return std::make_unique<RlsDecider>(store, std::move(config), clock, std::move(options));
+Result<std::unique_ptr<EnvoyDecider>> MakeEnvoyDecider(Enforcer* enforcer,
+                                                       std::shared_ptr<const RlsConfig> config,
+                                                       const Clock* clock,
+                                                       RlsDecideOptions options) {
+  auto made = RlsDecider::Standalone(enforcer, std::move(config), clock, std::move(options));
+  if (!made.ok()) return made.status();
+  return std::unique_ptr<EnvoyDecider>(std::move(made).value());
 }
 
 }  // namespace tollgate::rls

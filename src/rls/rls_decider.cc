@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -354,30 +352,20 @@ void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOu
 
 }  // namespace
 
-std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> deciding,
+std::shared_ptr<const RlsAttached> AttachRlsConfig(Enforcer& enforcer,
+                                                   Enforcer::FrontEnd* front_end,
                                                    std::shared_ptr<const RlsConfig> config,
                                                    bool resolve_handles) {
-  Enforcer& enforcer = *deciding;
-  RlsCounters::DecisionSource source;
-  if (deciding.use_count() > 0) {
-    // Owned (the standalone decider's): held weakly. The registry is reached from the policy
-    // snapshot's attachment and the Enforcer holds that PolicyStore, so a strong reference here
-    // was a cycle that kept both alive (LeakSanitizer, rls tests). Once the Enforcer is gone, the
-    // registry reads no decisions.
-    source = [weak = std::weak_ptr<Enforcer>(deciding)] {
-      const std::shared_ptr<Enforcer> e = weak.lock();
-      return e ? e->Counters() : std::vector<RuleCounters>{};
-    };
-  } else {
-    // Borrowed (the Runtime's Envoy Enforcer, RlsCompanion): it outlives the registry's readers.
-    source = [e = deciding.get()] { return e->Counters(); };
-  }
-  config->counters().SetDecisionSource(std::move(source));
+  // Borrowed: the Enforcer outlives the registry's readers (no reference
+  // cycle through the PolicyStore's attachment). Only the front end's rules:
+  // the policy's are HTTP's.
+  config->counters().SetDecisionSource(
+      [e = &enforcer, front_end] { return e->Counters(front_end); });
   auto attached = std::make_shared<RlsAttached>();
   attached->handles.resize(resolve_handles ? config->rule_count() : 0);
   config->ForEachRule([&](const RlsRule& r) {
     if (r.index < attached->handles.size()) {
-      attached->handles[r.index] = enforcer.HandleFor(r.full_key);
+      attached->handles[r.index] = enforcer.HandleFor(r.full_key, front_end);
     }
   });
   attached->config = std::move(config);
@@ -404,12 +392,12 @@ const RlsAttached* AttachedOf(const PolicyStore::Attachment& a) {
 }  // namespace
 
 CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
-                             std::vector<std::string> paths, RlsCompileOptions options,
-                             bool resolve_handles) {
+                             Enforcer::FrontEnd* front_end, std::vector<std::string> paths,
+                             RlsCompileOptions options, bool resolve_handles) {
   CompanionConfig c;
   c.name = "rls_config";
   c.check = [paths, options] { return CheckRlsConfigFiles(paths, options); };
-  c.compile = [&policies, &enforcer, paths, options,
+  c.compile = [&policies, &enforcer, front_end, paths, options,
                resolve_handles](PolicyStore::Attachment* out) {
     // The counters registry lives across reloads: the running one's, if any.
     std::shared_ptr<RlsCounters> counters;
@@ -417,9 +405,7 @@ CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
       counters = now->config->shared_counters();
     }
     ParsedRlsConfig parsed = LoadRlsConfigFiles(paths, options, std::move(counters));
-    // The Runtime owns `enforcer` (and outlives the registry's readers): not owned here.
-    std::shared_ptr<Enforcer> borrowed(std::shared_ptr<Enforcer>(), &enforcer);
-    if (parsed.config) *out = AttachRlsConfig(borrowed, parsed.config, resolve_handles);
+    if (parsed.config) *out = AttachRlsConfig(enforcer, front_end, parsed.config, resolve_handles);
     return parsed.errors;
   };
   c.installed = [&policies] {
@@ -430,50 +416,38 @@ CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
   return c;
 }
 
-EnforcerOptions EnvoyEnforcerOptions(const RlsDecideOptions& options) {
-  EnforcerOptions eo;
-  eo.header_styles = options.header_styles;
-  eo.retry_after_jitter = options.retry_after_jitter;
-  eo.jitter_seed = options.jitter_seed;
-  eo.reason_header.clear();
-  eo.unenforced_header.clear();
-  return eo;
+ResponseOptions EnvoyResponseOptions(const RlsDecideOptions& options) {
+  ResponseOptions r;
+  r.header_styles = options.header_styles;
+  r.retry_after_jitter = options.retry_after_jitter;
+  r.jitter_seed = options.jitter_seed;
+  r.reason_header.clear();  // Envoy forwards only rate-limit headers and Retry-After
+  r.unenforced_header.clear();
+  return r;
 }
 
-// The standalone decider's engine: an Enforcer without policy rules (every
-// item names its own, ExplicitItem) and the configuration attached to its
-// empty policy.
-struct RlsDecider::Standalone {
-  std::shared_ptr<PolicyStore> policies;
-  // Shared so that the counters' decision source can hold it weakly (AttachRlsConfig).
-  std::shared_ptr<Enforcer> enforcer;
-};
+RlsDecider::RlsDecider(const PolicyStore* policies, Enforcer* enforcer,
+                       Enforcer::FrontEnd* front_end, const Clock* clock, RlsDecideOptions options)
+    : policies_(policies),
+      enforcer_(enforcer),
+      front_end_(front_end),
+      clock_(clock),
+      options_(std::move(options)) {}
 
-RlsDecider::RlsDecider(const PolicyStore* policies, Enforcer* enforcer, const Clock* clock,
-                       RlsDecideOptions options)
-    : policies_(policies), enforcer_(enforcer), clock_(clock), options_(std::move(options)) {}
-
-RlsDecider::RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
-                       RlsDecideOptions options)
-    : own_(std::make_unique<Standalone>()), clock_(clock), options_(std::move(options)) {
-  auto policies = PolicyStore::FromText(R"({"rules": []})");
-  auto enforcer = policies.ok()
-                      ? Enforcer::Create(*policies, store, clock, EnvoyEnforcerOptions(options_))
-                      : Result<std::unique_ptr<Enforcer>>(policies.status());
-  if (!enforcer.ok()) {
-    // Only a null store or clock gets here: a programming error.
-    std::fprintf(stderr, "tollgate: rls decider: %s\n", enforcer.status().ToString().c_str());
-    std::abort();
+Result<std::unique_ptr<RlsDecider>> RlsDecider::Standalone(Enforcer* enforcer,
+                                                           std::shared_ptr<const RlsConfig> config,
+                                                           const Clock* clock,
+                                                           RlsDecideOptions options) {
+  if (enforcer == nullptr || !config || clock == nullptr) {
+    return InvalidArgument("rls: an Enforcer, a configuration and a clock are required");
   }
-  own_->policies = std::move(*policies);
-  own_->enforcer = std::move(*enforcer);
-  policies_ = own_->policies.get();
-  enforcer_ = own_->enforcer.get();
-  auto attached = AttachRlsConfig(own_->enforcer, std::move(config), options_.resolve_rule_handles);
-  own_->policies->SetAttachment([&](PolicyStore::Attachment* out) {
-    *out = std::move(attached);
-    return std::vector<ConfigError>{};
-  });
+  Result<Enforcer::FrontEnd*> front_end = enforcer->AddFrontEnd(EnvoyResponseOptions(options));
+  if (!front_end.ok()) return InvalidArgument("rls: " + front_end.status().message());
+  std::unique_ptr<RlsDecider> decider(
+      new RlsDecider(&enforcer->policies(), enforcer, *front_end, clock, std::move(options)));
+  decider->standalone_ = true;
+  decider->SetConfig(std::move(config));
+  return decider;
 }
 
 std::shared_ptr<const RlsConfig> RlsDecider::config() const {
@@ -485,14 +459,16 @@ std::shared_ptr<const RlsConfig> RlsDecider::config() const {
 RlsDecider::~RlsDecider() = default;
 
 void RlsDecider::SetConfig(std::shared_ptr<const RlsConfig> config) {
-  if (!own_) return;  // the engine's configuration reloads with its Runtime
-  auto attached = AttachRlsConfig(own_->enforcer, std::move(config), options_.resolve_rule_handles);
+  if (!standalone_) return;  // the engine's configuration reloads with its Runtime
+  const bool first = !this->config();
+  auto attached =
+      AttachRlsConfig(*enforcer_, front_end_, std::move(config), options_.resolve_rule_handles);
   RlsCounters& counters = attached->config->counters();
-  own_->policies->SetAttachment([&](PolicyStore::Attachment* out) {
+  enforcer_->policies().SetAttachment([&](PolicyStore::Attachment* out) {
     *out = std::move(attached);
     return std::vector<ConfigError>{};
   });
-  Count(counters.service().config_reloads, 1);
+  if (!first) Count(counters.service().config_reloads, 1);  // the first is no reload
 }
 
 void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimitResponse* response,
@@ -539,9 +515,12 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
 
   const Clock* clock = clock_;
   const HeadersToAdd headers{!options_.header_styles.empty(), options_.retry_after};
-  enforcer_->CheckItemsAsync(call->items, [call, clock, headers](Result<CheckOutcome> r) {
-    Answer(*call, *clock, headers, std::move(r));
-  });
+  enforcer_->CheckItemsAsync(
+      call->items,
+      [call, clock, headers](Result<CheckOutcome> r) {
+        Answer(*call, *clock, headers, std::move(r));
+      },
+      front_end_);
 }
 
 Status RlsDecider::DecideSync(const rlspb::RateLimitRequest& request,

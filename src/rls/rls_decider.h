@@ -6,17 +6,18 @@
 // decision path HTTP uses (all-or-nothing batch, shadow mode, failure modes,
 // per-rule decision counters, rate-limit headers). It never calls the store.
 //
-// Who owns what: the decider owns no configuration and swaps nothing. Each
-// request reads the configuration from ONE PolicyStore snapshot (its
-// attachment, an RlsAttached) with that snapshot's generation:
-//  - in tollgated the PolicyStore is the Runtime's (tollgate/runtime.h), the
+// Who owns what: the decider creates no Enforcer and owns no configuration.
+// It decides on a given Enforcer through an Enforcer::FrontEnd (its response
+// options, from RlsDecideOptions, and its rules' counters, apart from the
+// policy's). Each request reads the configuration from ONE PolicyStore
+// snapshot (its attachment, an RlsAttached) with that snapshot's generation:
+//  - in tollgated the Enforcer and PolicyStore are the Runtime's
+//    (tollgate/runtime.h): the one Enforcer HTTP decides on, and the
 //    configuration is the Runtime's companion (RlsCompanion) installed by the
-//    same swap as the HTTP policy, and the Enforcer is the Runtime's
-//    envoy_enforcer(); the decider creates no Enforcer;
+//    same swap as the HTTP policy;
 //  - standalone (tests, benchmarks, an RlsServer outside tollgated) the
-//    decider keeps a private engine of the same shape (an empty policy with
-//    the configuration attached, and an Enforcer over the given store), and
-//    SetConfig swaps its attachment.
+//    caller's Enforcer (typically over an empty policy), whose PolicyStore
+//    holds the configuration as its attachment; SetConfig swaps it.
 //
 // Per request (docs/envoy.md has the full semantics and where they follow
 // envoyproxy/ratelimit):
@@ -38,8 +39,8 @@
 // Thread safety: Decide() may run on any number of threads at once; a reload
 // (the Runtime's, or SetConfig) swaps the configuration atomically and
 // in-flight requests keep the one they started with.
-// Ownership: the store, clock, PolicyStore and Enforcer given are borrowed and
-// must outlive the decider (and the counters registry's decision source).
+// Ownership: the clock, PolicyStore and Enforcer given are borrowed and must
+// outlive the decider and the readers of its counters registry.
 #ifndef TOLLGATE_SRC_RLS_RLS_DECIDER_H_
 #define TOLLGATE_SRC_RLS_RLS_DECIDER_H_
 
@@ -66,30 +67,31 @@ namespace rlspb = ::envoy::service::ratelimit::v3;
 
 // The compiled Envoy configuration as one swap publishes it (a PolicyStore
 // attachment; Runtime::View::companion): the rule table and each rule's
-// handle (RuleHandle) in the deciding Enforcer, found once here so that no
-// descriptor takes the Enforcer's lock to find its rule.
+// handle (RuleHandle) in the deciding front end's table, found once here so
+// that no descriptor takes the Enforcer's lock to find its rule.
 struct RlsAttached {
   std::shared_ptr<const RlsConfig> config;
   std::vector<RuleHandle> handles;  // by RlsRule::index; empty: look up by name
 };
 
-// `config` compiled for `enforcer` (its counters registry then reads its
-// decisions from `enforcer`: held weakly when `enforcer` owns it, so the
-// registry never keeps it alive; a borrowed one, with no owner, must outlive
-// that use).
-std::shared_ptr<const RlsAttached> AttachRlsConfig(std::shared_ptr<Enforcer> enforcer,
+// `config` compiled for `front_end` of `enforcer` (its counters registry then
+// reads its decisions from there: Enforcer::Counters(front_end); `enforcer`
+// is borrowed and must outlive that use).
+std::shared_ptr<const RlsAttached> AttachRlsConfig(Enforcer& enforcer,
+                                                   Enforcer::FrontEnd* front_end,
                                                    std::shared_ptr<const RlsConfig> config,
                                                    bool resolve_handles = true);
 
 // tollgated's Envoy rule files as the Runtime's companion: `compile` loads
-// `paths` for `enforcer` (the Runtime's envoy_enforcer()), keeping the counters
-// registry of the configuration `policies` holds; `installed` counts a reload
-// (tollgate_rls_config_reloads_total). `policies` and `enforcer` are borrowed.
+// `paths` for `front_end` of `enforcer` (the Runtime's one Enforcer), keeping
+// the counters registry of the configuration `policies` holds; `installed`
+// counts a reload (tollgate_rls_config_reloads_total). `policies`, `enforcer`
+// and `front_end` are borrowed.
 CompanionConfig RlsCompanion(const PolicyStore& policies, Enforcer& enforcer,
-                             std::vector<std::string> paths, RlsCompileOptions options,
-                             bool resolve_handles = true);
+                             Enforcer::FrontEnd* front_end, std::vector<std::string> paths,
+                             RlsCompileOptions options, bool resolve_handles = true);
 
-// RlsDecideOptions, EnvoyEnforcerOptions and CheckRlsConfigFiles are public
+// RlsDecideOptions, EnvoyResponseOptions and CheckRlsConfigFiles are public
 // (tollgate/envoy_rls.h).
 
 class RlsDecider final : public EnvoyDecider {
@@ -99,13 +101,19 @@ class RlsDecider final : public EnvoyDecider {
   // on a store thread.
   using Done = EnvoyDecider::Done;
 
-  // The engine's (tollgated): decides on `enforcer` with the RlsAttached
+  // The engine's (tollgated): decides on `enforcer` through `front_end`
+  // (made for these options: EnvoyResponseOptions) with the RlsAttached
   // `policies` publishes. None may be null.
-  RlsDecider(const PolicyStore* policies, Enforcer* enforcer, const Clock* clock,
-             RlsDecideOptions options = {});
-  // Standalone: a private engine over `store`. `store` and `clock` must not be null.
-  RlsDecider(Store* store, std::shared_ptr<const RlsConfig> config, const Clock* clock,
-             RlsDecideOptions options = {});
+  RlsDecider(const PolicyStore* policies, Enforcer* enforcer, Enforcer::FrontEnd* front_end,
+             const Clock* clock, RlsDecideOptions options = {});
+  // Standalone: decides on `enforcer` (borrowed; its PolicyStore carries no
+  // other attachment) through a front end of its own, with `config` attached
+  // to the Enforcer's PolicyStore. kInvalidArgument when the response options
+  // are refused (ValidateResponseOptions). None may be null.
+  static Result<std::unique_ptr<RlsDecider>> Standalone(Enforcer* enforcer,
+                                                        std::shared_ptr<const RlsConfig> config,
+                                                        const Clock* clock,
+                                                        RlsDecideOptions options = {});
   ~RlsDecider() override;
 
   // `request` and `response` must stay valid until `done` has run.
@@ -133,12 +141,12 @@ class RlsDecider final : public EnvoyDecider {
   const RlsDecideOptions& options() const { return options_; }
 
  private:
-  struct Standalone;  // the private engine (null when given one)
-  std::unique_ptr<Standalone> own_;
   const PolicyStore* policies_;
   Enforcer* enforcer_;
+  Enforcer::FrontEnd* front_end_;
   const Clock* clock_;
   RlsDecideOptions options_;
+  bool standalone_ = false;  // SetConfig swaps the attachment (a Runtime's reloads with it)
 };
 
 }  // namespace tollgate::rls

@@ -96,10 +96,9 @@ class Runtime::Impl {
   const RuntimeEnv env;
   StoreBundle store;
   std::shared_ptr<PolicyStore> policies;
+  // The one Enforcer, for HTTP and every other front end (the Envoy adapter
+  // decides on it through an Enforcer::FrontEnd of its own).
   std::unique_ptr<Enforcer> enforcer;
-  // The Envoy front end's (RuntimeOptions::envoy), over its own empty policy:
-  // its rule states, counters and header options are that front end's.
-  std::unique_ptr<Enforcer> envoy_enforcer;
   // Declared after the Enforcer, which its thread adopts into, so it goes
   // first; Stop ends its thread. Shared: the Enforcer's on_rollback holds it weakly.
   std::shared_ptr<RollbackFleet> rollback_fleet;
@@ -173,7 +172,7 @@ class Runtime::Impl {
       return Status::Ok();
     }
     std::shared_ptr<const Policy> policy = policies->Current();
-    const bool keep_others = options.envoy.has_value();
+    const bool keep_others = options.envoy;
     LocalStateLoadOptions load;
     load.keep_group = [policy, keep_others](std::string_view group) {
       return keep_others || policy->Find(group) >= 0;
@@ -409,23 +408,6 @@ class Runtime::Impl {
         Enforcer::Create(policies, store.store.get(), env.clock, std::move(enforcer_options));
     if (!made.ok()) return made.status();
     enforcer = std::move(made).value();
-    return OpenEnvoyEnforcer();
-  }
-
-  // Every Envoy item names its own rule (ExplicitItem), so this Enforcer's
-  // policy has none; it never reloads (the Envoy configuration is the
-  // companion, published with the HTTP policy).
-  Status OpenEnvoyEnforcer() {
-    if (!options.envoy) return Status::Ok();
-    auto empty = PolicyStore::FromText(R"({"rules": []})", env.clock);
-    if (!empty.ok()) return empty.status();
-    EnforcerOptions envoy_options = *options.envoy;
-    envoy_options.reason_header.clear();
-    envoy_options.unenforced_header.clear();
-    auto made = Enforcer::Create(std::move(empty).value(), store.store.get(), env.clock,
-                                 std::move(envoy_options));
-    if (!made.ok()) return made.status();
-    envoy_enforcer = std::move(made).value();
     return Status::Ok();
   }
 
@@ -840,7 +822,6 @@ Runtime::View Runtime::view() const {
 }
 
 Enforcer& Runtime::enforcer() const { return *impl_->enforcer; }
-Enforcer* Runtime::envoy_enforcer() const { return impl_->envoy_enforcer.get(); }
 PolicyStore& Runtime::policies() const { return *impl_->policies; }
 Store& Runtime::store() const { return *impl_->store.store; }
 PolicyParseOptions Runtime::PutParseOptions() const { return impl_->PutParseOptions(); }

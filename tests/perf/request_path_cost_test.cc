@@ -402,7 +402,14 @@ TEST(RequestPathCost, RlsDecision) {
       "  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000}\n");
   ASSERT_TRUE(parsed.config);
   CountingClock clock;
-  rls::RlsDecider decider(store->get(), parsed.config, &clock);
+  // The decider makes no Enforcer: one over an empty policy (every Envoy item names its rule).
+  auto policies = PolicyStore::FromText(R"({"rules": []})");
+  ASSERT_TRUE(policies.ok());
+  auto enforcer = Enforcer::Create(*policies, store->get(), &clock);
+  ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
+  auto made = rls::RlsDecider::Standalone(enforcer->get(), parsed.config, &clock);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  rls::RlsDecider& decider = **made;
   rls::rlspb::RateLimitRequest request;
   request.set_domain("bench");
   // TOLLGATE_PERF_RLS_DESCRIPTORS: more descriptors per request (shows the guard failing).

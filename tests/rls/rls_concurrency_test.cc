@@ -9,6 +9,7 @@
 
 #include "rls/rls_decider.h"
 #include "rls/rls_yaml.h"
+#include "standalone_enforcer.h"
 #include "tollgate/local_store.h"
 
 namespace tollgate::rls {
@@ -48,7 +49,11 @@ TEST(RlsConcurrencyTest, AllOrNothingUnderContention) {
   auto counters = std::make_shared<RlsCounters>();
   ParsedRlsConfig parsed = LoadRlsConfigYaml(kYaml, {}, counters);
   ASSERT_NE(parsed.config, nullptr);
-  RlsDecider decider(store->get(), parsed.config, &clock);
+  auto enforcer = StandaloneEnforcer(store->get(), &clock);
+  ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
+  auto made = RlsDecider::Standalone(enforcer->get(), parsed.config, &clock);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  RlsDecider& decider = **made;
 
   constexpr int kThreads = 4, kPerThread = 300;
   std::atomic<int> per_user[kThreads] = {};

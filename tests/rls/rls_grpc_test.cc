@@ -508,9 +508,11 @@ class FailingStore final : public Store {
 
 TEST(RlsGrpcTest, StoreFailureIsUnavailable) {
   FailingStore store;
+  auto enforcer = StandaloneEnforcer(&store, &SystemClock::Instance());
+  ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
   RlsServerOptions o;
   o.address = "127.0.0.1:0";
-  o.store = &store;
+  o.enforcer = enforcer->get();
   o.config = testing::CompileOrDie(kSimple);
   auto server = StartRlsServer(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -541,11 +543,13 @@ TEST(RlsGrpcTest, AddressInUseIsAnError) {
   RlsFixture f(kSimple);
   RlsServerOptions o;
   o.address = f.server().address();
-  o.store = &f.store();
+  auto enforcer = StandaloneEnforcer(&f.store(), &SystemClock::Instance());
+  ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
+  o.enforcer = enforcer->get();
   o.config = f.server().config();
   auto second = StartRlsServer(o);
   EXPECT_FALSE(second.ok());
-  o.store = nullptr;
+  o.enforcer = nullptr;
   EXPECT_EQ(StartRlsServer(o).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -10,6 +10,7 @@
 #include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
+#include "standalone_enforcer.h"
 #include "testing/redis_server.h"
 #include "testing/timing.h"
 #include "tollgate/redis_store.h"
@@ -72,9 +73,12 @@ class RlsRedisTest : public ::testing::Test {
     ParsedRlsConfig parsed = LoadRlsConfigYaml(kYaml, co);
     for (const auto& e : parsed.errors) ADD_FAILURE() << e.ToString();
     ASSERT_NE(parsed.config, nullptr);
+    auto enforcer = StandaloneEnforcer(store_.get(), &clock_);
+    ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
+    enforcer_ = std::move(enforcer).value();
     RlsServerOptions o;
     o.address = "127.0.0.1:0";
-    o.store = store_.get();
+    o.enforcer = enforcer_.get();
     o.config = parsed.config;
     o.clock = &clock_;
     auto server = StartRlsServer(o);
@@ -94,6 +98,7 @@ class RlsRedisTest : public ::testing::Test {
 
   ManualClock clock_{1'000'000'000'000LL, 1'700'000'000'000'000'000LL};
   std::unique_ptr<RedisStore> store_;
+  std::unique_ptr<Enforcer> enforcer_;  // outlives the server
   std::unique_ptr<RlsServer> server_;
   std::unique_ptr<rlspb::RateLimitService::Stub> stub_;
 };

@@ -73,22 +73,24 @@ struct Fixture {
     RuntimeOptions options;
     options.policy.location = policy_path;
     options.store.url = "local";
-    options.envoy = EnvoyEnforcerOptions({});
+    options.envoy = true;
     RuntimeEnv env;
     env.clock = &clock;
     env.io_clock = &clock;
     auto made = Runtime::Create(std::move(options), std::move(env));
     ASSERT_TRUE(made.ok()) << made.status().ToString();
     runtime = std::move(made).value();
-    ASSERT_NE(runtime->envoy_enforcer(), nullptr);
+    auto front_end = runtime->enforcer().AddFrontEnd(EnvoyResponseOptions({}));
+    ASSERT_TRUE(front_end.ok()) << front_end.status().ToString();
     CompanionConfig companion =
-        RlsCompanion(runtime->policies(), *runtime->envoy_enforcer(), {yaml_path}, {});
+        RlsCompanion(runtime->policies(), runtime->enforcer(), *front_end, {yaml_path}, {});
     companion.compile = [this, compile = companion.compile](std::shared_ptr<const void>* out) {
       if (while_compiling) while_compiling();
       return compile(out);
     };
     ASSERT_TRUE(runtime->AttachCompanion(std::move(companion)).empty());
-    decider = std::make_unique<RlsDecider>(&runtime->policies(), runtime->envoy_enforcer(), &clock);
+    decider = std::make_unique<RlsDecider>(&runtime->policies(), &runtime->enforcer(), *front_end,
+                                           &clock);
   }
 
   Seen DecideBoth() {

@@ -50,9 +50,13 @@ RlsFixture::RlsFixture(const std::string& yaml, const Clock* clock, RlsDecideOpt
   auto store = LocalStore::Create(so);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   store_ = std::move(*store);
+  auto enforcer =
+      StandaloneEnforcer(store_.get(), clock != nullptr ? clock : &SystemClock::Instance());
+  EXPECT_TRUE(enforcer.ok()) << enforcer.status().ToString();
+  enforcer_ = std::move(*enforcer);
   RlsServerOptions o;
   o.address = "127.0.0.1:0";
-  o.store = store_.get();
+  o.enforcer = enforcer_.get();
   o.config = CompileOrDie(yaml, compile);
   if (clock != nullptr) o.clock = clock;
   o.decide = decide;

@@ -15,6 +15,7 @@
 #include "rls/rls_decider.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
+#include "standalone_enforcer.h"
 #include "tollgate/clock.h"
 #include "tollgate/local_store.h"
 
@@ -29,7 +30,8 @@ rlspb::RateLimitRequest Request(const std::string& domain, Entries entries, int6
 class RlsFixture {
  public:
   // Compiles `yaml` (one or more documents separated by "\n---\n") and starts a
-  // server on 127.0.0.1:0 over a LocalStore driven by `clock` (a real clock when null).
+  // server on 127.0.0.1:0 deciding on an Enforcer of the fixture's over a
+  // LocalStore, both driven by `clock` (a real clock when null).
   explicit RlsFixture(const std::string& yaml, const Clock* clock = nullptr,
                       RlsDecideOptions decide = {}, RlsCompileOptions compile = {});
   ~RlsFixture();
@@ -38,10 +40,12 @@ class RlsFixture {
   rlspb::RateLimitService::Stub& stub() { return *stub_; }
   RlsServer& server() { return *server_; }
   LocalStore& store() { return *store_; }
+  Enforcer& enforcer() { return *enforcer_; }
   std::shared_ptr<grpc::Channel> NewChannel() const;
 
  private:
   std::unique_ptr<LocalStore> store_;
+  std::unique_ptr<Enforcer> enforcer_;  // outlives the server
   std::unique_ptr<RlsServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rlspb::RateLimitService::Stub> stub_;

@@ -39,14 +39,8 @@ class Handlers : public ::testing::Test {
     RuntimeEnv env;
     env.clock = &clock_;
     env.io_clock = &clock_;
-    env.on_reloaded = [this](const std::vector<ConfigError>& errors) {
-      if (!errors.empty() || !holder_) return;
-      auto next = std::make_shared<Runtime>(*holder_->Load());
-      tollgate::Runtime::View view = engine_->view();
-      next->policy = std::move(view.policy);
-      next->policy_generation = view.generation;
-      holder_->Swap(std::move(next));
-    };
+    // No on_reloaded: the snapshot holds no policy (the engine's one swap
+    // publishes it), and this test rotates no admin tokens.
     RuntimeOptions options;
     options.policy.text = PolicyText(2);
     options.store.url = "local";
@@ -60,9 +54,6 @@ class Handlers : public ::testing::Test {
     auto rt = std::make_shared<Runtime>();
     rt->config = std::make_shared<const ServerConfig>();
     rt->exposure = ExposureOf(*rt->config);
-    tollgate::Runtime::View view = engine_->view();
-    rt->policy = view.policy;
-    rt->policy_generation = view.generation;
     rt->policy_source = engine_->policy_source();
     rt->enforcer = &engine_->enforcer();
     rt->policies = &engine_->policies();
@@ -116,12 +107,13 @@ TEST_F(Handlers, AuthDecidesThroughTheRuntime) {
 
 TEST_F(Handlers, ReadyzAndAReloadSeenByTheNextRequest) {
   EXPECT_EQ(Call(Op::kReadyz, "/readyz", "127.0.0.1").status, 200);
-  EXPECT_EQ(holder_->Load()->policy_generation, 1u);
+  EXPECT_EQ(holder_->Load()->policies->generation(), 1u);
   ASSERT_TRUE(engine_->PutPolicy(PolicyText(50), "test").empty());
-  // The snapshot the next request reads has the engine's policy and generation.
+  // The snapshot the next request reads has the engine's policy and generation
+  // (it holds no copy of its own: the engine's one swap published them).
   std::shared_ptr<const Runtime> rt = holder_->Load();
-  EXPECT_EQ(rt->policy_generation, 2u);
-  EXPECT_EQ(rt->policy, engine_->view().policy);
+  EXPECT_EQ(rt->policies->generation(), 2u);
+  EXPECT_EQ(rt->policies->Current(), engine_->view().policy);
   const std::vector<HeaderPair> uri = {{"X-Original-URI", "/api/items"}};
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Call(Op::kAuth, "/v1/auth", "192.0.2.1", uri).status, 204);
 }
