@@ -147,9 +147,7 @@ std::optional<LimitSpec> ParseItemLimit(const json& l, const std::string& path,
   f.RejectUnknown({"algorithm", "count", "period", "rps", "burst"});
   LimitSpec spec;
   if (auto a = f.String("algorithm"); a && !ParseAlgorithm(*a, &spec.algorithm)) {
-    f.Error("algorithm",
-            "unknown algorithm (expected token_bucket, leaky_bucket, fixed_window, "
-            "sliding_window or sliding_log)");
+    f.Error("algorithm", "unknown algorithm (expected " + std::string(AlgorithmNameList()) + ")");
   }
   const bool window = IsWindowAlgorithm(spec.algorithm);
   if (f.Has("count") || f.Has("period")) {

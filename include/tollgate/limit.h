@@ -32,15 +32,24 @@
 
 namespace tollgate {
 
+// The algorithms, declared once: enumerator, value, configuration name.
+#define TOLLGATE_ALGORITHMS(X)                                                                 \
+  X(kTokenBucket, 0, "token_bucket")     /* continuous lazy refill (GCRA form): the default */ \
+  X(kLeakyBucket, 1, "leaky_bucket")     /* meter (max_delay 0) or shaper (max_delay > 0) */   \
+  X(kFixedWindow, 2, "fixed_window")     /* `burst` per `window`, reset at boundaries */       \
+  X(kSlidingWindow, 3, "sliding_window") /* weighted two-window counter (approximate) */       \
+  X(kSlidingLog, 4, "sliding_log")       /* exact sliding window: a log of grants */
+
 enum class Algorithm : uint8_t {
-  kTokenBucket = 0,    // continuous lazy refill (GCRA form): the default
-  kLeakyBucket = 1,    // meter (max_delay == 0, same as token bucket) or shaper (max_delay > 0)
-  kFixedWindow = 2,    // `burst` per `window`, counter reset at window boundaries
-  kSlidingWindow = 3,  // weighted two-window counter (approximate sliding window)
-  kSlidingLog = 4,     // exact sliding window: a log of grants (memory grows with burst)
+#define TOLLGATE_ALGORITHM_ENUM(e, v, name) e = v,
+  TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_ENUM)
+#undef TOLLGATE_ALGORITHM_ENUM
 };
 
 std::string_view AlgorithmName(Algorithm a);  // "token_bucket", "leaky_bucket", ...
+// Every name, in declaration order, for error messages: "token_bucket, leaky_bucket, ...,
+// sliding_log".
+std::string_view AlgorithmNameList();
 
 // True for the algorithms that count per window (fixed, sliding, sliding log): their limit is
 // a count per period, the buckets' a rate and a burst.

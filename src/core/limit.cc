@@ -56,28 +56,34 @@ uint64_t Reciprocal(int64_t d) {
 
 std::string_view AlgorithmName(Algorithm a) {
   switch (a) {
-    case Algorithm::kTokenBucket:
-      return "token_bucket";
-    case Algorithm::kLeakyBucket:
-      return "leaky_bucket";
-    case Algorithm::kFixedWindow:
-      return "fixed_window";
-    case Algorithm::kSlidingWindow:
-      return "sliding_window";
-    case Algorithm::kSlidingLog:
-      return "sliding_log";
+#define TOLLGATE_ALGORITHM_NAME(e, v, name) \
+  case Algorithm::e:                        \
+    return name;
+    TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_NAME)
+#undef TOLLGATE_ALGORITHM_NAME
   }
   return "unknown";
 }
 
+std::string_view AlgorithmNameList() {
+  static const std::string list = [] {
+    std::string out;
+#define TOLLGATE_ALGORITHM_LIST(e, v, name) out += (out.empty() ? "" : ", ") + std::string(name);
+    TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_LIST)
+#undef TOLLGATE_ALGORITHM_LIST
+    return out;
+  }();
+  return list;
+}
+
 bool ParseAlgorithm(std::string_view name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
-                      Algorithm::kSlidingWindow, Algorithm::kSlidingLog}) {
-    if (AlgorithmName(a) == name) {
-      *out = a;
-      return true;
-    }
+#define TOLLGATE_ALGORITHM_PARSE(e, v, text) \
+  if (name == text) {                        \
+    *out = Algorithm::e;                     \
+    return true;                             \
   }
+  TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_PARSE)
+#undef TOLLGATE_ALGORITHM_PARSE
   return false;
 }
 

@@ -988,10 +988,9 @@ RuleLimitFields ParseRuleLimit(JsonFields& f, const json& j, const std::string& 
     if (*a == "concurrency") {
       out.concurrency = true;
     } else if (!ParseAlgorithm(*a, &out.algorithm)) {
-      e.Add(FieldPath(path, "algorithm"),
-            "unknown algorithm \"" + a->substr(0, 64) +
-                "\" (expected token_bucket, leaky_bucket, fixed_window, sliding_window, "
-                "sliding_log or concurrency)");
+      e.Add(FieldPath(path, "algorithm"), "unknown algorithm \"" + a->substr(0, 64) +
+                                              "\" (expected " + std::string(AlgorithmNameList()) +
+                                              " or concurrency)");
     }
   }
   if (!limited) {

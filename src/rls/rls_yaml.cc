@@ -185,8 +185,7 @@ class Walker {
         rl->algorithm = a;
       } else {
         Error(n["algorithm"], Join(path, "algorithm"),
-              "unknown algorithm '" + algorithm +
-                  "' (token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log)");
+              "unknown algorithm '" + algorithm + "' (" + std::string(AlgorithmNameList()) + ")");
       }
     }
     uint64_t burst = 0;
