@@ -16,18 +16,28 @@ function(tollgate_add_library name)
   set_property(GLOBAL APPEND PROPERTY TOLLGATE_LIBRARIES ${target})
 endfunction()
 
-# tollgate_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...])
+# tollgate_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s] [BINARY BIN [UNITY G]])
 # A GoogleTest binary registered with CTest. Label "concurrency" puts it in the
 # TSan run of `make sanitize`; "integration" marks tests that start servers;
 # "timing" marks tests whose outcome depends on time (real clocks, deadlines,
 # threads), which `make test-stress` runs beside busy CPUs (tools/stress.sh).
+#
+# BINARY BIN: the sources go into the test binary BIN that several ctest entries share (one per
+# folder: the shared headers are compiled and linked once, not once per entry); ctest entry NAME
+# runs BIN with --tollgate_sources=<its SOURCES> and so only the tests those files define
+# (tests/testing/group_main.cc), with its own labels, timeout and COST. A target NAME still exists
+# (a utility target building BIN): `ninja NAME`, add_dependencies(NAME ...) and
+# tollgate_test_program work on it; compile settings go on BIN. With TOLLGATE_TEST_UNITY (default)
+# BIN's sources are compiled as one unity TU per group G (default: BIN); files whose file-local
+# names clash go in different groups. A new test needs none of this: without BINARY it is its
+# own binary, as before (UNITY ON: its own sources as one unity TU).
 #
 # A shared test helper (tests/server/test_http.cc, tests/testing/redis_server.cc, ...; the list
 # below) named in SOURCES is not compiled into the test: the test links the helper's support
 # library (tests/testing/CMakeLists.txt), so each helper is compiled once per build tree, not
 # once per test binary and per test's compile definitions (which ccache cannot share).
 function(tollgate_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;BINARY;UNITY" "SOURCES;LIBS;LABELS" ${ARGN})
   get_property(support_map GLOBAL PROPERTY TOLLGATE_TEST_SUPPORT)
   set(sources "")
   set(support_libs "")
@@ -43,21 +53,58 @@ function(tollgate_add_test name)
         continue()
       endif()
     endif()
-    list(APPEND sources ${src})
+    list(APPEND sources ${abs})
   endforeach()
-  add_executable(${name} ${sources})
-  tollgate_test_compile_options(${name})
-  tollgate_reuse_test_pch(${name})
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${support_libs} GTest::gtest GTest::gmock
-    GTest::gtest_main Threads::Threads)
+  if(ARG_BINARY)
+    set(target ${ARG_BINARY})
+    if(NOT TARGET ${target})
+      add_executable(${target})
+      tollgate_test_target(${target})
+      target_link_libraries(${target} PRIVATE tollgate_test_group_main)
+      if(TOLLGATE_TEST_UNITY)
+        set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)
+      endif()
+    endif()
+    target_sources(${target} PRIVATE ${sources})
+    if(NOT ARG_UNITY)
+      set(ARG_UNITY ${target})
+    endif()
+    set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES
+      UNITY_GROUP ${target}_${ARG_UNITY})
+    set(selection "")
+    foreach(src ${sources})
+      file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${src})
+      list(APPEND selection ${rel})
+    endforeach()
+    list(JOIN selection "," selection)
+    add_custom_target(${name})
+    add_dependencies(${name} ${target})
+    add_test(NAME ${name} COMMAND ${target} --tollgate_sources=${selection})
+  else()
+    set(target ${name})
+    add_executable(${target} ${sources})
+    tollgate_test_target(${target})
+    target_link_libraries(${target} PRIVATE GTest::gtest_main)
+    if(ARG_UNITY AND TOLLGATE_TEST_UNITY)
+      set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
+    endif()
+    add_test(NAME ${name} COMMAND ${target})
+  endif()
+  target_link_libraries(${target} PRIVATE ${ARG_LIBS} ${support_libs})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
-  add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TOLLGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR};TOLLGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
   tollgate_test_cost(${name})
+endfunction()
+
+# tollgate_test_target(TARGET): what every test executable is compiled and linked with.
+function(tollgate_test_target target)
+  tollgate_test_compile_options(${target})
+  tollgate_reuse_test_pch(${target})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${target} PRIVATE GTest::gtest GTest::gmock Threads::Threads)
 endfunction()
 
 # tollgate_test_program(TEST VARIABLE TARGET): test TEST runs the program TARGET, found at run

@@ -24,7 +24,7 @@ using testing::ScopedTempDir;
 
 constexpr char kSecret[] = "s3cret-sauce-8d1f";
 
-void WriteFile(const std::string& path, std::string_view text) {
+void WriteValueFile(const std::string& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
@@ -53,10 +53,10 @@ class ValueFiles : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(::mkdir(policy_dir_.c_str(), 0700), 0);
     // Outside the policy's directory: a secret a policy must not read.
-    WriteFile(outside_.File("secret.txt"), std::string(kSecret) + "\n");
-    WriteFile(outside_.File("secret.csv"),
-              std::string("identity,count,period\n") + kSecret + ",x,1h\n" + kSecret + ",1,1h\n");
-    WriteFile(policy_dir_ + "/nets.txt", "10.0.0.0/8\n");
+    WriteValueFile(outside_.File("secret.txt"), std::string(kSecret) + "\n");
+    WriteValueFile(outside_.File("secret.csv"), std::string("identity,count,period\n") + kSecret +
+                                                    ",x,1h\n" + kSecret + ",1,1h\n");
+    WriteValueFile(policy_dir_ + "/nets.txt", "10.0.0.0/8\n");
   }
 
   ParsedPolicy Parse(const std::string& json) {
@@ -82,7 +82,7 @@ class ValueFiles : public ::testing::Test {
 
 TEST_F(ValueFiles, FilesBesideThePolicyAreRead) {
   ASSERT_EQ(::mkdir((policy_dir_ + "/lists").c_str(), 0700), 0);
-  WriteFile(policy_dir_ + "/lists/more.txt", "192.0.2.0/24\n");
+  WriteValueFile(policy_dir_ + "/lists/more.txt", "192.0.2.0/24\n");
   for (const std::string& file :
        {std::string("nets.txt"), std::string("lists/more.txt"), policy_dir_ + "/nets.txt"}) {
     const ParsedPolicy p = Parse(CidrRule(file));
@@ -141,11 +141,11 @@ TEST_F(ValueFiles, AnOversizedFileIsRefused) {
 }
 
 TEST_F(ValueFiles, BadLinesAreNamedByNumberNotQuoted) {
-  WriteFile(policy_dir_ + "/bad.txt", std::string("10.0.0.0/8\n") + kSecret + "\n");
-  WriteFile(policy_dir_ + "/bad.csv", std::string("identity,") + kSecret + "\n");
-  WriteFile(policy_dir_ + "/rows.csv", std::string("identity,count,period\n") + kSecret + "," +
-                                           kSecret + ",1h\n" + "a," + "1," + kSecret +
-                                           "\nb,1,1h\nb,2,1h\n");
+  WriteValueFile(policy_dir_ + "/bad.txt", std::string("10.0.0.0/8\n") + kSecret + "\n");
+  WriteValueFile(policy_dir_ + "/bad.csv", std::string("identity,") + kSecret + "\n");
+  WriteValueFile(policy_dir_ + "/rows.csv", std::string("identity,count,period\n") + kSecret + "," +
+                                                kSecret + ",1h\n" + "a," + "1," + kSecret +
+                                                "\nb,1,1h\nb,2,1h\n");
   struct Case {
     std::string json, error;
   } cases[] = {

@@ -13,63 +13,66 @@ namespace {
 
 using E = HttpFramingError;
 
-E Request(const std::string& fields, const std::string& start = "POST / HTTP/1.1") {
+E FramedRequest(const std::string& fields, const std::string& start = "POST / HTTP/1.1") {
   return CheckFraming(start + "\r\n" + fields + "\r\n", MessageKind::kRequest);
 }
 
-E Response(const std::string& fields, const std::string& start = "HTTP/1.1 200 OK") {
+E FramedResponse(const std::string& fields, const std::string& start = "HTTP/1.1 200 OK") {
   return CheckFraming(start + "\r\n" + fields + "\r\n", MessageKind::kResponse);
 }
 
 TEST(CheckFraming, AcceptsTheUnambiguousForms) {
-  EXPECT_EQ(Request("Host: a\r\n"), E::kOk);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5\r\n"), E::kOk);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length:  0 \r\n"), E::kOk);
-  EXPECT_EQ(Request("Host: a\r\ntransfer-encoding: Chunked\r\n"), E::kOk);
-  EXPECT_EQ(Request("", "GET / HTTP/1.0"), E::kOk);  // HTTP/1.0 needs no Host
-  EXPECT_EQ(Response("Content-Length: 2\r\n"), E::kOk);
-  EXPECT_EQ(Response("Transfer-Encoding: chunked\r\n"), E::kOk);
-  EXPECT_EQ(Response(""), E::kOk);  // close-delimited
+  EXPECT_EQ(FramedRequest("Host: a\r\n"), E::kOk);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 5\r\n"), E::kOk);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length:  0 \r\n"), E::kOk);
+  EXPECT_EQ(FramedRequest("Host: a\r\ntransfer-encoding: Chunked\r\n"), E::kOk);
+  EXPECT_EQ(FramedRequest("", "GET / HTTP/1.0"), E::kOk);  // HTTP/1.0 needs no Host
+  EXPECT_EQ(FramedResponse("Content-Length: 2\r\n"), E::kOk);
+  EXPECT_EQ(FramedResponse("Transfer-Encoding: chunked\r\n"), E::kOk);
+  EXPECT_EQ(FramedResponse(""), E::kOk);  // close-delimited
 }
 
 TEST(CheckFraming, RefusesAmbiguousContentLength) {
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5, 5\r\n"), E::kBadContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: +5\r\n"), E::kBadContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 0x5\r\n"), E::kBadContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length:\r\n"), E::kBadContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 99999999999999999999\r\n"), E::kBadContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n"),
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 5, 5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: +5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 0x5\r\n"), E::kBadContentLength);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length:\r\n"), E::kBadContentLength);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 99999999999999999999\r\n"),
+            E::kBadContentLength);
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n"),
             E::kDuplicateContentLength);
-  EXPECT_EQ(Response("Content-Length: 5\r\nContent-Length: 6\r\n"), E::kDuplicateContentLength);
+  EXPECT_EQ(FramedResponse("Content-Length: 5\r\nContent-Length: 6\r\n"),
+            E::kDuplicateContentLength);
 }
 
 TEST(CheckFraming, RefusesEveryTransferEncodingButExactlyChunked) {
   for (const char* te : {"gzip", "gzip, chunked", "chunked, gzip", "chunked, chunked",
                          "\"chunked\"", "chunked;q=1", "xchunked", "chunked\x0b", "identity", ""}) {
-    EXPECT_EQ(Request(std::string("Host: a\r\nTransfer-Encoding: ") + te + "\r\n"),
+    EXPECT_EQ(FramedRequest(std::string("Host: a\r\nTransfer-Encoding: ") + te + "\r\n"),
               E::kUnsupportedTransferEncoding)
         << te;
   }
-  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
-            E::kDuplicateTransferEncoding);
-  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+  EXPECT_EQ(
+      FramedRequest("Host: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+      E::kDuplicateTransferEncoding);
+  EXPECT_EQ(FramedRequest("Host: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
             E::kTransferEncodingWithContentLength);
-  EXPECT_EQ(Request("Host: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n"),
+  EXPECT_EQ(FramedRequest("Host: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n"),
             E::kTransferEncodingWithContentLength);
-  EXPECT_EQ(Request("Transfer-Encoding: chunked\r\n", "POST / HTTP/1.0"),
+  EXPECT_EQ(FramedRequest("Transfer-Encoding: chunked\r\n", "POST / HTTP/1.0"),
             E::kTransferEncodingInHttp10);
-  EXPECT_EQ(Response("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+  EXPECT_EQ(FramedResponse("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
             E::kTransferEncodingWithContentLength);
-  EXPECT_EQ(Response("Transfer-Encoding: gzip\r\n"), E::kUnsupportedTransferEncoding);
+  EXPECT_EQ(FramedResponse("Transfer-Encoding: gzip\r\n"), E::kUnsupportedTransferEncoding);
 }
 
 TEST(CheckFraming, RefusesBareLineEndsObsFoldAndBadFieldLines) {
-  EXPECT_EQ(Request("Host: a\nX: b\r\n"), E::kBareCrOrLf);
-  EXPECT_EQ(Request("Host: a\r\nX: b\rc\r\n"), E::kBareCrOrLf);
-  EXPECT_EQ(Request("Host: a\r\nX: b\r\n c\r\n"), E::kObsFold);
-  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding: gzip,\r\n\tchunked\r\n"), E::kObsFold);
-  EXPECT_EQ(Request("Host: a\r\nTransfer-Encoding : chunked\r\n"), E::kBadFieldLine);
-  EXPECT_EQ(Request("Host: a\r\nno colon\r\n"), E::kBadFieldLine);
+  EXPECT_EQ(FramedRequest("Host: a\nX: b\r\n"), E::kBareCrOrLf);
+  EXPECT_EQ(FramedRequest("Host: a\r\nX: b\rc\r\n"), E::kBareCrOrLf);
+  EXPECT_EQ(FramedRequest("Host: a\r\nX: b\r\n c\r\n"), E::kObsFold);
+  EXPECT_EQ(FramedRequest("Host: a\r\nTransfer-Encoding: gzip,\r\n\tchunked\r\n"), E::kObsFold);
+  EXPECT_EQ(FramedRequest("Host: a\r\nTransfer-Encoding : chunked\r\n"), E::kBadFieldLine);
+  EXPECT_EQ(FramedRequest("Host: a\r\nno colon\r\n"), E::kBadFieldLine);
   EXPECT_EQ(CheckFraming("GET / HTTP/1.1\r\nHost: a\r\n", MessageKind::kRequest),
             E::kIncompleteHeader);
 }
@@ -111,9 +114,9 @@ TEST(CheckFraming, LineEndScanAgreesWithTheByteByByteReference) {
 }
 
 TEST(CheckFraming, HostExactlyOnceInHttp11Requests) {
-  EXPECT_EQ(Request("", "GET / HTTP/1.1"), E::kMissingHost);
-  EXPECT_EQ(Request("Host: a\r\nHost: b\r\n"), E::kDuplicateHost);
-  EXPECT_EQ(Request("Host: a\r\nHost: b\r\n", "GET / HTTP/1.0"), E::kDuplicateHost);
+  EXPECT_EQ(FramedRequest("", "GET / HTTP/1.1"), E::kMissingHost);
+  EXPECT_EQ(FramedRequest("Host: a\r\nHost: b\r\n"), E::kDuplicateHost);
+  EXPECT_EQ(FramedRequest("Host: a\r\nHost: b\r\n", "GET / HTTP/1.0"), E::kDuplicateHost);
 }
 
 TEST(ToOriginForm, AbsoluteFormGivesItsPathWhenTheAuthorityIsTheHost) {
