@@ -12,6 +12,7 @@
 
 #include "server/secrets.h"
 #include "tollgate/config_error.h"
+#include "tollgate/config_sections.h"
 #include "tollgate/http_text.h"
 #include "tollgate/json_fields.h"
 #include "tollgate/trace.h"
@@ -24,86 +25,7 @@ using json = nlohmann::json;
 // The config file's fields are read with the one typed reader every config
 // parser shares (tollgate/json_fields.h), in its short messages ("must be a string").
 
-// The enumerated settings are parsed here, once, with each enum's own parser
-// (its names are declared beside the enum). ForwardedHeader's names, which
-// only the config file spells, are declared here.
-constexpr std::pair<std::string_view, ForwardedHeader> kForwardedHeaderNames[] = {
-    {"x-forwarded-for", ForwardedHeader::kXForwardedFor},
-    {"forwarded", ForwardedHeader::kForwarded}};
-
-bool ParseForwardedHeader(std::string_view name, ForwardedHeader* out) {
-  for (const auto& [text, value] : kForwardedHeaderNames) {
-    if (text == name) {
-      *out = value;
-      return true;
-    }
-  }
-  return false;
-}
-
-// A failure mode as the config spells it: exactly open, closed or degrade
-// (ParseFailureMode's older aliases are the policy's, not the config's).
-bool ParseConfigFailureMode(std::string_view name, FailureMode* out) {
-  FailureMode mode;
-  if (!ParseFailureMode(name, &mode) || FailureModeName(mode) != name) return false;
-  *out = mode;
-  return true;
-}
-
-// The string at `key` parsed by `parse` into *out; "`key`: `expected`" when it
-// names no value (*out then keeps its value).
-template <typename Enum>
-void ReadEnum(JsonFields& f, std::string_view key, Enum* out,
-              bool (*parse)(std::string_view, Enum*), std::string_view expected) {
-  const std::optional<std::string> text = f.String(key);
-  if (text && !parse(*text, out)) f.Error(key, expected);
-}
-
-// Header styles: "draft11,x-ratelimit" or ["draft11", "x-ratelimit"], parsed
-// by ParseHeaderStyles as one comma-separated list.
-void ReadStyleList(JsonFields& f, std::string_view key, std::vector<HeaderStyle>* out) {
-  const json* v = f.Find(key);
-  if (v == nullptr) return;
-  std::string joined;
-  if (v->is_string()) {
-    joined = v->get<std::string>();
-  } else if (!v->is_array() || v->empty()) {
-    return f.Error(key, "must be a style or a non-empty array of styles");
-  } else {
-    for (size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_string()) return f.Error(IndexPath(key, i), "must be a string");
-      joined += (i ? "," : "") + (*v)[i].get<std::string>();
-    }
-  }
-  std::string why;
-  if (!ParseHeaderStyles(joined, out, &why)) f.Error(key, why);
-}
-
-// grpc.default_algorithm: the message names the value and the algorithms.
-void ReadDefaultAlgorithm(JsonFields& g, ServerConfig* c) {
-  const std::optional<std::string> name = g.String("default_algorithm");
-  if (name && !ParseAlgorithm(*name, &c->rls_default_algorithm)) {
-    g.Error("default_algorithm", "unknown algorithm \"" + *name +
-                                     "\" (token_bucket, leaky_bucket, fixed_window, "
-                                     "sliding_window, sliding_log)");
-  }
-}
-
-constexpr std::string_view kFailureModes = "must be open, closed or degrade";
-
 constexpr int64_t kHour = 3600 * 1000;
-
-// Reads the object at `key` with `read(section reader)`, then flags its unknown
-// fields; any other JSON type is "<key>: must be an object".
-template <typename Read>
-void ReadSection(JsonFields& r, std::string_view key, Read read) {
-  if (const json* v = r.Find(key)) {
-    if (!v->is_object()) return r.Error(key, "must be an object");
-    JsonFields section = r.Nested(*v, key);
-    read(section);
-    section.RejectUnknown();
-  }
-}
 
 // metrics_on_main, decision_on_main: true, false, or null (the default of the
 // mode: on without a gateway, off with one).
@@ -134,11 +56,7 @@ void ReadTls(JsonFields& t, TlsServerSettings* tls) {
 
 void ReadGrpc(JsonFields& g, ServerConfig* c) {
   g.String("listen", &c->grpc_listen);
-  g.StringList("rls_config", &c->rls_config);
-  ReadStyleList(g, "headers", &c->grpc_header_styles);
-  g.Bool("retry_after", &c->grpc_retry_after);
-  g.Double("retry_after_jitter", &c->grpc_retry_after_jitter, 0.0, 10.0);
-  ReadDefaultAlgorithm(g, c);
+  runtime_config::ReadEnvoy(g, c);
   ReadSection(g, "tls", [c](JsonFields& t) { ReadTls(t, &c->grpc_tls); });
 }
 
@@ -247,83 +165,6 @@ void ReadAdmin(JsonFields& a, ServerConfig* c) {
   }
 }
 
-void ReadBreaker(JsonFields& b, ServerConfig* c) {
-  b.Integer("consecutive_failures", &c->breaker_consecutive_failures, 1, 1000000);
-  b.Double("failure_ratio", &c->breaker_failure_ratio, 0.0, 2.0);
-  if (c->breaker_failure_ratio <= 0) b.Error("failure_ratio", "must be > 0");
-  b.Integer("min_calls", &c->breaker_min_calls, 1, 1000000);
-  b.Duration("window_ms", &c->breaker_window, 1, 3600000);
-  b.Duration("open_ms", &c->breaker_open, 1, 600000);
-  b.Integer("half_open_probes", &c->breaker_half_open_probes, 1, 65535);
-}
-
-void ReadStore(JsonFields& s, ServerConfig* c) {
-  s.String("url", &c->store);
-  ReadEnum(s, "failure_mode", &c->failure_mode, ParseConfigFailureMode, kFailureModes);
-  s.Double("degrade_fraction", &c->degrade_fraction, 0.0, 1.0);
-  s.Integer("local_max_keys", &c->local_max_keys, 1, int64_t{1} << 32);
-  ReadEnum(s, "local_overflow", &c->local_overflow, ParseOverflowPolicy,
-           "must be evict, allow or reject");
-  s.Integer("local_max_keys_per_rule", &c->local_max_keys_per_rule, 0, int64_t{1} << 32);
-  s.String("local_state_file", &c->local_state_file);
-  s.Duration("state_save_interval_ms", &c->state_save_interval, 0, 86400000);
-  s.Duration("state_lock_wait_ms", &c->state_lock_wait, 0, 3600000);
-  s.Duration("timeout_ms", &c->store_timeout, 1, 60000);
-  s.Bool("charge_back", &c->charge_back);
-  s.Duration("call_deadline_ms", &c->call_deadline, 0, 60000);
-  s.Bool("share_rollback", &c->share_rollback);
-  s.Duration("rollback_sync_ms", &c->rollback_sync, 10, 3600000);
-  ReadSection(s, "breaker", [c](JsonFields& b) { ReadBreaker(b, c); });
-}
-
-// The RS256 public key file: at most 64 KiB, read now (the name is kept for
-// error paths). Empty string with `why` set when it cannot be read.
-std::string ReadPublicKeyFile(const std::string& key_file, std::string* why) {
-  errno = 0;
-  std::ifstream in(key_file, std::ios::binary);
-  const int open_errno = errno;
-  std::ostringstream pem;
-  if (in) pem << in.rdbuf();
-  if (!in || pem.str().empty() || pem.str().size() > (64u << 10)) {
-    *why = !in                 ? std::strerror(open_errno)
-           : pem.str().empty() ? "empty or not a file"
-                               : "larger than 64 KiB";
-    return "";
-  }
-  return pem.str();
-}
-
-void ReadJwt(JsonFields& j, ServerConfig* c) {
-  j.String("hs256_secret", &c->jwt_hs256_secret);
-  std::string inline_pem;
-  std::string key_file;
-  j.String("rs256_public_key_pem", &inline_pem);
-  j.String("rs256_public_key_file", &key_file);
-  if (!inline_pem.empty()) {
-    c->jwt_rs256_public_key_pem = inline_pem;
-    c->jwt_rs256_public_key_file.clear();
-  }
-  if (!key_file.empty()) {
-    if (!inline_pem.empty()) {
-      j.Error("rs256_public_key_file",
-              "set rs256_public_key_file or rs256_public_key_pem, not both");
-    } else {
-      std::string why;
-      std::string pem = ReadPublicKeyFile(key_file, &why);
-      if (pem.empty()) {
-        j.Error("rs256_public_key_file", "cannot read " + key_file + ": " + why);
-      } else {
-        c->jwt_rs256_public_key_pem = std::move(pem);
-        c->jwt_rs256_public_key_file = key_file;
-      }
-    }
-  }
-  j.String("issuer", &c->jwt_issuer);
-  j.String("audience", &c->jwt_audience);
-  j.Integer("leeway_s", &c->jwt_leeway_s, 0, 3600);
-  j.Bool("verified_upstream", &c->jwt_verified_upstream);
-}
-
 void ReadHttp(JsonFields& h, ServerConfig* c) {
   h.Integer("max_header_bytes", &c->max_header_bytes, 1024, 1 << 20);
   h.Integer("max_body_bytes", &c->max_body_bytes, 0, 64 << 20);
@@ -390,44 +231,9 @@ void ReadTop(JsonFields& t, ServerConfig* c) {
   t.Integer("capacity", &c->top_capacity, 1, 10000);
 }
 
-// `etcd`: how an etcd policy source connects (the files are checked by
-// Runtime::CheckPolicySource and read when the source opens).
-void ReadEtcd(JsonFields& e, ServerConfig* c) {
-  e.String("username", &c->etcd.username);
-  e.String("password_file", &c->etcd.password_file);
-  e.Duration("timeout_ms", &c->etcd.timeout, 1, 60000);
-  ReadSection(e, "tls", [c](JsonFields& t) {
-    t.String("ca_file", &c->etcd.tls.ca_file);
-    t.String("cert_file", &c->etcd.tls.cert_file);
-    t.String("key_file", &c->etcd.tls.key_file);
-    t.String("server_name", &c->etcd.tls.server_name);
-  });
-}
-
-// `admin` and `store` take a string (their address, their URL) or an object.
-template <typename Read>
-void ReadStringOrSection(JsonFields& r, std::string_view key, std::string* as_string,
-                         std::string_view type_error, Read read) {
-  if (const json* v = r.Find(key)) {
-    if (v->is_string()) {
-      *as_string = v->get<std::string>();
-    } else if (v->is_object()) {
-      JsonFields section = r.Nested(*v, key);
-      read(section);
-      section.RejectUnknown();
-    } else {
-      r.Error(key, type_error);
-    }
-  }
-}
-
 // The top-level fields and sections, in the order their errors are reported.
 void ReadServerConfig(JsonFields& r, ServerConfig* c) {
-  r.String("policy", &c->policy_path);
-  r.Duration("policy_poll_interval_ms", &c->policy_poll_interval, 0, kHour);
-  r.String("policy_value_dir", &c->policy_value_dir);
-  r.Bool("policy_remote_files", &c->policy_remote_files);
-  ReadSection(r, "etcd", [c](JsonFields& e) { ReadEtcd(e, c); });
+  runtime_config::ReadPolicySource(r, c);
   r.String("listen", &c->listen);
   r.Bool("reuse_port", &c->reuse_port);
   r.Integer("threads", &c->threads, 0, 256);
@@ -439,15 +245,8 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   ReadStringOrSection(r, "admin", &c->admin_listen,
                       "must be \"HOST:PORT\", \"\" (off) or an object",
                       [c](JsonFields& a) { ReadAdmin(a, c); });
-  ReadStringOrSection(r, "store", &c->store, "must be a URL string or an object",
-                      [c](JsonFields& s) { ReadStore(s, c); });
-  ReadEnum(r, "failure_mode", &c->failure_mode, ParseConfigFailureMode, kFailureModes);
-  ReadStyleList(r, "headers", &c->header_styles);
-  r.Double("retry_after_jitter", &c->retry_after_jitter, 0.0, 10.0);
-  r.StringList("trusted_proxies", &c->trusted_proxies);
-  ReadEnum(r, "forwarded_header", &c->forwarded_header, ParseForwardedHeader,
-           "must be x-forwarded-for or forwarded");
-  ReadSection(r, "jwt", [c](JsonFields& j) { ReadJwt(j, c); });
+  runtime_config::ReadStore(r, c);
+  runtime_config::ReadDecisions(r, c);
   ReadSection(r, "http", [c](JsonFields& h) { ReadHttp(h, c); });
   ReadSection(r, "gateway", [c](JsonFields& g) { ReadGateway(g, c); });
   ReadSection(r, "log", [c](JsonFields& l) { ReadLog(l, c); });
@@ -463,13 +262,6 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
 void CheckListeners(const ServerConfig& c, std::vector<ConfigError>* errors) {
   std::string why;
   HostPort hp;
-  if (c.policy_path.empty()) errors->push_back({"policy", "is required (--policy FILE)"});
-  if (c.policy_remote_files && c.policy_value_dir.empty() &&
-      c.policy_path.find("://") != std::string::npos) {
-    errors->push_back({"policy_value_dir",
-                       "is required when an etcd policy may read value files "
-                       "(policy_remote_files)"});
-  }
   if (!ParseHostPort(c.listen, &hp, &why)) errors->push_back({"listen", why});
   if (c.admin_listen.empty()) return;
   if (!ParseHostPort(c.admin_listen, &hp, &why)) {
@@ -514,20 +306,6 @@ void CheckGrpc(const ServerConfig& c, std::vector<ConfigError>* errors) {
       errors->push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
     }
   }
-  if (!(c.grpc_retry_after_jitter >= 0 && c.grpc_retry_after_jitter <= 10)) {
-    errors->push_back({"grpc.retry_after_jitter", "must be between 0 and 10"});
-  }
-}
-
-void CheckStore(const ServerConfig& c, std::vector<ConfigError>* errors) {
-  if (auto spec = StoreSpecOf(c); !spec.ok()) {
-    errors->push_back({"store", spec.status().message()});
-  } else if (Status store = CheckStoreSpec(*spec); !store.ok()) {
-    // The runtime's one store grammar; its "store: " is this error's path already.
-    std::string_view why = store.message();
-    if (why.starts_with("store: ")) why.remove_prefix(7);
-    errors->push_back({"store", std::string(why)});
-  }
 }
 
 // tracing.endpoint: the exporter's URL grammar (tollgate/trace.h).
@@ -544,20 +322,6 @@ void CheckProcess(const ServerConfig& c, std::vector<ConfigError>* errors) {
     if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors->push_back({"gateway.upstream", why});
   }
   if (c.threads < 0 || c.threads > 256) errors->push_back({"threads", "must be in [0, 256]"});
-}
-
-void CheckJwt(const ServerConfig& c, std::vector<ConfigError>* errors) {
-  if (c.jwt_rs256_public_key_pem.empty()) return;
-  JwtOptions jwt;
-  jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
-  if (Status v = ValidateJwtOptions(jwt); !v.ok()) {
-    std::string message(v.message());
-    if (message.starts_with("jwt: ")) message.erase(0, 5);
-    if (!c.jwt_rs256_public_key_file.empty()) message += " (" + c.jwt_rs256_public_key_file + ")";
-    errors->push_back({c.jwt_rs256_public_key_file.empty() ? "jwt.rs256_public_key_pem"
-                                                           : "jwt.rs256_public_key_file",
-                       message});
-  }
 }
 
 }  // namespace
@@ -692,50 +456,17 @@ std::vector<ConfigError> LoadServerConfigFile(const std::string& path, ServerCon
   return ParseServerConfig(text.str(), config);
 }
 
-// Reconnect attempts back off to at most this, so decisions return to Redis
-// within ~1 s of its recovery (breaker cool-down + one reconnect + a probe).
-constexpr std::chrono::milliseconds kReconnectBackoffMax{200};
-
-Result<StoreSpec> StoreSpecOf(const ServerConfig& config) {
-  StoreSpec spec;
-  spec.url = config.store;
-  spec.local.max_keys = config.local_max_keys;
-  spec.local.max_keys_per_group = config.local_max_keys_per_rule;
-  spec.local.overflow = config.local_overflow;
-  spec.call_timeout = config.store_timeout;
-  spec.reconnect_backoff_max = kReconnectBackoffMax;
-  ResilienceSpec r;
-  r.mode = config.failure_mode;
-  r.degrade_fraction = config.degrade_fraction;
-  r.charge_back = config.charge_back;
-  r.call_deadline = config.call_deadline;
-  r.breaker.consecutive_failures = config.breaker_consecutive_failures;
-  r.breaker.failure_ratio = config.breaker_failure_ratio;
-  r.breaker.min_calls = config.breaker_min_calls;
-  r.breaker.window = config.breaker_window;
-  r.breaker.open_duration = config.breaker_open;
-  r.breaker.half_open_probes = config.breaker_half_open_probes;
-  spec.resilience = r;
-  return spec;
-}
-
-Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c) {
-  auto spec = StoreSpecOf(c);
-  if (!spec.ok()) return spec.status();
-  if (auto scheme = StoreSchemeOf(c.store); !scheme.ok() || *scheme != StoreScheme::kLocal) {
-    return spec->local;
-  }
-  return LocalOptionsOf(*spec);
-}
-
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
+  // The engine's checks (tollgate/runtime_config.h) among tollgated's, in the file's order.
   std::vector<ConfigError> errors;
+  runtime_config::CheckPolicySource(c, &errors);
   CheckListeners(c, &errors);
   CheckSecrets(c, &errors);
   CheckGrpc(c, &errors);
-  CheckStore(c, &errors);
+  runtime_config::CheckEnvoy(c, &errors);
+  runtime_config::CheckStore(c, &errors);
   CheckProcess(c, &errors);
-  CheckJwt(c, &errors);
+  runtime_config::CheckJwt(c, &errors);
   CheckTracing(c, &errors);
   return errors;
 }
@@ -744,43 +475,6 @@ size_t ReadBufferLimit(const ServerConfig& c) {
   // Room for the largest head or trailer section plus one read's worth, so
   // the parser's own limits (431, 400) fire before the buffer is full.
   return std::max({c.max_header_bytes, c.max_trailer_bytes, c.max_chunk_extension_bytes}) + 4096;
-}
-
-EnforcerOptions MakeEnforcerOptions(const ServerConfig& c) {
-  EnforcerOptions o;
-  o.header_styles = c.header_styles;
-  o.retry_after_jitter = c.retry_after_jitter;
-  o.trusted_proxies = c.trusted_proxies;
-  o.forwarded_header = c.forwarded_header;
-  o.jwt.hs256_secret = c.jwt_hs256_secret;
-  o.jwt.rs256_public_key_pem = c.jwt_rs256_public_key_pem;
-  o.jwt.verified_upstream = c.jwt_verified_upstream;
-  o.jwt.issuer = c.jwt_issuer;
-  o.jwt.audience = c.jwt_audience;
-  o.jwt.leeway = std::chrono::seconds(c.jwt_leeway_s);
-  // The gateway releases when the upstream response ends, /v1/decide answers
-  // carry lease tokens for /v1/release; /v1/auth and RLS callers rely on
-  // lease expiry (docs/configuration.md, "Concurrency rules").
-  o.releases_leases = true;
-  return o;
-}
-
-Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& c) {
-  RuntimeOptions options;
-  options.policy.location = c.policy_path;
-  options.policy.value_dir = c.policy_value_dir;
-  options.policy.remote_files = c.policy_remote_files;
-  options.policy.etcd = c.etcd;
-  auto spec = StoreSpecOf(c);
-  if (!spec.ok()) return spec.status();
-  options.store = std::move(spec).value();
-  options.enforcer = MakeEnforcerOptions(c);
-  options.fleet.share_rollback = c.share_rollback;
-  options.fleet.rollback_sync = c.rollback_sync;
-  options.local_state.file = c.local_state_file;
-  options.local_state.save_interval = c.state_save_interval;
-  options.local_state.lock_wait = c.state_lock_wait;
-  return options;
 }
 
 }  // namespace tollgate::server

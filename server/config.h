@@ -1,4 +1,8 @@
-// ServerConfig: everything tollgated needs to start, from a JSON file and flags.
+// ServerConfig: everything tollgated needs to start, from a JSON file and flags:
+// the engine's part (RuntimeConfig, tollgate/runtime_config.h: the policy
+// source, the store, decisions, JWT, the Envoy rules) and tollgated's own
+// (listeners, TLS, admin, HTTP limits, the gateway, logs, identities, top,
+// tracing).
 //
 // LoadServerConfigFile() / ParseServerConfig() read the JSON document described
 // in docs/operations.md ("Config file reference"); every problem is returned
@@ -29,6 +33,7 @@
 #include "tollgate/limit.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
+#include "tollgate/runtime_config.h"
 #include "tollgate/store_spec.h"
 #include "tollgate/tls.h"
 
@@ -52,21 +57,7 @@ struct UpstreamUrl {
 };
 bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* error);
 
-struct ServerConfig {
-  // What to enforce.
-  std::string policy_path;
-  Millis policy_poll_interval{1000};  // mtime check for automatic reload; 0 = off
-  // The directory a policy's value files and tenant tables are read from,
-  // confined to it (docs/configuration.md, "Value files"); "" = the policy
-  // file's directory (an etcd policy: none, no files).
-  std::string policy_value_dir;
-  // Whether a policy that arrives over the network (PUT /v1/policy, an etcd
-  // key) may read value files from that directory; false: such a policy
-  // naming a file is refused.
-  bool policy_remote_files = false;
-  // How an etcd policy connects (`etcd`: username, password_file, tls, timeout_ms).
-  EtcdClientOptions etcd;
-
+struct ServerConfig : RuntimeConfig {
   // Listeners.
   std::string listen = "127.0.0.1:8080";
   std::string admin_listen = "127.0.0.1:9090";  // "" = no admin listener
@@ -98,64 +89,8 @@ struct ServerConfig {
   std::optional<bool> metrics_on_main;   // GET /metrics
   size_t admin_max_connections = 64;     // admin listener's own cap (separate from main's)
   int threads = 0;                       // 0 = one per core
-  // Envoy rate limit service (gRPC): "" = off; rls_config = envoyproxy/ratelimit YAML files.
+  // Envoy rate limit service (gRPC): "" = off; its rules (rls_config) are the engine's.
   std::string grpc_listen;
-  std::vector<std::string> rls_config;
-  // RateLimit headers in ShouldRateLimit's response_headers_to_add (a list as
-  // `header_styles`); none (the default, empty) leaves headers to Envoy.
-  std::vector<HeaderStyle> grpc_header_styles;
-  bool grpc_retry_after = true;          // Retry-After on OVER_LIMIT (response_headers_to_add)
-  double grpc_retry_after_jitter = 0.5;  // as retry_after_jitter, for that Retry-After
-  // Algorithm for YAML rate_limit blocks without `algorithm`.
-  Algorithm rls_default_algorithm = Algorithm::kTokenBucket;
-
-  // Where state lives.
-  std::string store = "local";  // local | redis://HOST:PORT | redis-cluster://HOST:PORT[,...]
-  FailureMode failure_mode = FailureMode::kOpen;
-  double degrade_fraction = 0.5;  // degrade: local buckets at this share of the limit
-  size_t local_max_keys = size_t{1} << 20;
-  // Local store at its key cap (docs/architecture.md).
-  OverflowPolicy local_overflow = OverflowPolicy::kEvict;
-  size_t local_max_keys_per_rule = 0;  // 0: no per-rule cap
-  // The local store's state across restarts (docs/operations.md, "Restarts
-  // and state"): "" = off; ignored with a remote store.
-  std::string local_state_file;
-  Millis state_save_interval{30000};  // 0: saved on drain only
-  // How long a start waits for the process that holds the state file's lock
-  // (the one being replaced) to save and exit.
-  Millis state_lock_wait{60000};
-  Millis store_timeout{100};  // per store call (Redis), enqueue to reply
-  bool charge_back = true;    // degrade: charge local grants back to Redis on recovery
-  Millis call_deadline{0};    // resilient store guard on synchronous calls; 0 = off
-  // Remote stores: share the rollback guards' trips and clears with every
-  // instance on the same Redis (tollgate/rollback_fleet.h), reading the
-  // fleet's hash every rollback_sync.
-  bool share_rollback = true;
-  Millis rollback_sync{1000};
-  // Circuit breaker in front of the remote store (CircuitBreakerOptions).
-  int breaker_consecutive_failures = 5;
-  double breaker_failure_ratio = 0.5;  // > 1 disables the ratio rule
-  int breaker_min_calls = 20;
-  Millis breaker_window{10000};
-  Millis breaker_open{250};
-  int breaker_half_open_probes = 1;
-
-  // How decisions are rendered and who may tell us the client address.
-  // Styles, each sent once; the config takes "draft11,draft03,x-ratelimit"
-  // (ParseHeaderStyles) or an array. Empty: none.
-  std::vector<HeaderStyle> header_styles = {HeaderStyle::kDraft11};
-  double retry_after_jitter = 0.5;
-  std::vector<std::string> trusted_proxies;
-  ForwardedHeader forwarded_header = ForwardedHeader::kXForwardedFor;
-  std::string jwt_hs256_secret;
-  // RS256: the PEM public key, inline or read from jwt.rs256_public_key_file at
-  // parse time (the file name is kept for error paths).
-  std::string jwt_rs256_public_key_pem;
-  std::string jwt_rs256_public_key_file;
-  bool jwt_verified_upstream = false;
-  std::string jwt_issuer;     // "" = iss not checked
-  std::string jwt_audience;   // "" = aud not checked
-  int64_t jwt_leeway_s = 30;  // clock skew allowed for exp / nbf
 
   // HTTP limits and timeouts (per connection).
   size_t max_header_bytes = 16 * 1024;      // request line + headers; over -> 431
@@ -227,25 +162,9 @@ std::vector<AdminToken> AdminTokensOf(const ServerConfig& config);
 // Checks the merged config (after flags): ranges, listeners, store URL.
 std::vector<ConfigError> ValidateServerConfig(const ServerConfig& config);
 
-// The local store's options: the config's local_* fields, then the query of a
-// "local://?..." store URL (which wins), as the runtime's factory applies them.
-Result<LocalStoreOptions> LocalStoreOptionsOf(const ServerConfig& c);
-
 // Bytes the session's read buffer may hold: a request head, a chunk-size line
 // with its extensions or a trailer section that does not fit is refused.
 size_t ReadBufferLimit(const ServerConfig& config);
-
-// Turns the config's decision options into EnforcerOptions (validated already).
-EnforcerOptions MakeEnforcerOptions(const ServerConfig& config);
-
-// The runtime store spec of the config's `store` section (URL, local_*,
-// timeouts, failure mode, breaker). Remote stores are always resilient and
-// register in the fleet. kInvalidArgument names the field that is wrong.
-Result<StoreSpec> StoreSpecOf(const ServerConfig& config);
-
-// The engine's options (tollgate/runtime.h): the policy source, the store
-// spec, the Enforcer's options and the fleet's. Fails as StoreSpecOf does.
-Result<RuntimeOptions> RuntimeOptionsOf(const ServerConfig& config);
 
 }  // namespace tollgate::server
 

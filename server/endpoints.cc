@@ -10,10 +10,10 @@
 
 #include "server/admin_guard.h"
 #include "server/handlers.h"
-#include "server/http_framing.h"
 #include "server/key_admin.h"
 #include "server/rollback_admin.h"
 #include "server/secrets.h"
+#include "tollgate/http_framing.h"
 
 namespace tollgate::server {
 namespace {

@@ -101,7 +101,7 @@ CheckOutcome DecideAndRecordNow(const Runtime& rt, ServerMetrics::Shard& shard,
 // The request /v1/auth decides: the method from X-Original-Method (else the
 // request's), path and query from X-Original-URI (else "/") brought to the
 // origin-form the gateway decides on (OriginalUriToOriginForm: the same
-// normalisation and refusals, server/http_framing.h), every header as sent,
+// normalisation and refusals, tollgate/http_framing.h), every header as sent,
 // the TCP peer. `*view` holds views into `request` and into `*target` (the
 // accepted X-Original-URI when it had to be rewritten; unused when the header
 // is already plain, IsPlainOriginForm), which must outlive it. Returns why the request

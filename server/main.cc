@@ -38,9 +38,9 @@ struct CommandLine {
   std::deque<std::string> texts;  // TextFlag's values (a deque: references stay valid)
   CLI::Option* admin_token_file = nullptr;
 
-  // Declares a flag that sets `field`.
-  template <typename T>
-  CLI::Option* Flag(CLI::App& app, const std::string& names, T ServerConfig::*field,
+  // Declares a flag that sets `field` (of ServerConfig or of its engine part, RuntimeConfig).
+  template <typename T, typename Owner>
+  CLI::Option* Flag(CLI::App& app, const std::string& names, T Owner::*field,
                     const std::string& help) {
     CLI::Option* opt = app.add_option(names, flags.*field, help);
     overrides.push_back([this, opt, field](ServerConfig& c, std::vector<ConfigError>*) {

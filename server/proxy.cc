@@ -11,13 +11,13 @@
 
 #include "server/chunk_limits.h"
 #include "server/frame_pool.h"
-#include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy_wire.h"
 #include "server/relay_body.h"
 #include "server/response_capture.h"
 #include "server/tls_listener.h"
 #include "server/write_now.h"
+#include "tollgate/http_framing.h"
 #include "tollgate/ip_address.h"
 
 namespace tollgate::server {
@@ -256,7 +256,7 @@ void HoldClientFor(ProxyCall& call) {
 
 // Reads the upstream's final response header into `rp` (1xx interim responses
 // are skipped), starting with what `ubuf` holds. A header with ambiguous
-// framing (server/http_framing.h) is an HttpFramingError.
+// framing (tollgate/http_framing.h) is an HttpFramingError.
 net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& up,
                                                   beast::flat_buffer& ubuf,
                                                   std::optional<ResponseParser>& rp) {

@@ -161,7 +161,7 @@ class UpstreamResponseHead final : public boost::beast::http::basic_parser<false
                                              bool client_tls = false);
 
 // The request-target to send upstream: the base path, then `target` (already
-// origin-form, server/http_framing.h); "*" stays "*".
+// origin-form, tollgate/http_framing.h); "*" stays "*".
 void AppendUpstreamTarget(std::string_view target, const UpstreamUrl& upstream, std::string* out);
 
 // Appends the response header to send to the client: the upstream's status and

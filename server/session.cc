@@ -14,11 +14,11 @@
 #include "server/endpoints.h"
 #include "server/frame_pool.h"
 #include "server/handlers.h"
-#include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/proxy.h"
 #include "server/tls_listener.h"
 #include "server/write_now.h"
+#include "tollgate/http_framing.h"
 
 namespace tollgate::server {
 

@@ -5,7 +5,7 @@
 // (head and body).
 // Properties (round trip through Beast's strict parser):
 //   - a bodyless client request that the session accepts (AcceptRequestHead,
-//     server/http_framing.h: unambiguous framing, target brought to a
+//     tollgate/http_framing.h: unambiguous framing, target brought to a
 //     normalised origin-form) and that AppendUpstreamRequestHead rewrites is
 //     exactly one bodyless request upstream, consuming every byte, with the
 //     same method, the base path + the accepted target (a normalised path
@@ -33,8 +33,8 @@
 #include "fuzz_http.h"
 #include "fuzz_input.h"
 #include "server/config.h"
-#include "server/http_framing.h"
 #include "server/proxy_wire.h"
+#include "tollgate/http_framing.h"
 #include "tollgate/request.h"
 
 namespace {
@@ -68,7 +68,7 @@ void CheckRequest(std::string_view client, bool with_base, bool trusted, bool tr
   const size_t head_size = parser.put(boost::asio::buffer(client.data(), client.size()), ec);
   if (ec || !parser.is_done()) return;  // malformed, incomplete, or with a body (streamed)
   auto& req = parser.get();
-  if (tollgate::server::AcceptRequestHead(client.substr(0, head_size), req)) return;  // 400
+  if (tollgate::AcceptRequestHead(client.substr(0, head_size), req)) return;  // 400
   const std::string_view accepted = View(req.target());
   FUZZ_CHECK(accepted == "*" || tollgate::NormalizePath(accepted.substr(0, accepted.find('?'))) ==
                                     accepted.substr(0, accepted.find('?')),
@@ -134,9 +134,8 @@ void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version)
   tollgate::server::UpstreamResponseHead head(&fields);
   if (head.Parse(upstream) != tollgate::server::UpstreamResponseHead::State::kComplete) return;
   FUZZ_CHECK(head.header_size() <= upstream.size(), "header larger than the input");
-  if (tollgate::server::CheckFraming(upstream.substr(0, head.header_size()),
-                                     tollgate::server::MessageKind::kResponse) !=
-      tollgate::server::HttpFramingError::kOk) {
+  if (tollgate::CheckFraming(upstream.substr(0, head.header_size()),
+                             tollgate::MessageKind::kResponse) != tollgate::HttpFramingError::kOk) {
     return;  // 502
   }
   if (!head.Relayable()) return;

@@ -36,10 +36,10 @@
 #include "fuzz_enforcer.h"
 #include "fuzz_input.h"
 #include "server/config.h"
-#include "server/http_framing.h"
 #include "server/proxy.h"
 #include "server/relay_body.h"
 #include "server/response_capture.h"
+#include "tollgate/http_framing.h"
 #include "tollgate/policy.h"
 
 namespace {
@@ -111,9 +111,9 @@ bool ReadHead(PieceStream& up, beast::flat_buffer& ubuf,
     for (;;) {
       const size_t used = rp->put(ubuf.data(), ec);
       if (!ec && rp->is_header_done() &&
-          tollgate::server::CheckFraming({static_cast<const char*>(ubuf.data().data()), used},
-                                         tollgate::server::MessageKind::kResponse) !=
-              tollgate::server::HttpFramingError::kOk) {
+          tollgate::CheckFraming({static_cast<const char*>(ubuf.data().data()), used},
+                                 tollgate::MessageKind::kResponse) !=
+              tollgate::HttpFramingError::kOk) {
         return false;
       }
       ubuf.consume(used);

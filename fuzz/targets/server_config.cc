@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (config.policy_path.empty()) config.policy_path = "policy.json";
   const auto invalid = tollgate::server::ValidateServerConfig(config);
   if (invalid.empty()) {
-    const tollgate::EnforcerOptions options = tollgate::server::MakeEnforcerOptions(config);
+    const tollgate::EnforcerOptions options = tollgate::MakeEnforcerOptions(config);
     FUZZ_CHECK(options.retry_after_jitter == config.retry_after_jitter, "jitter lost");
   }
   (void)tollgate::StoreSchemeOf(config.store);

@@ -59,6 +59,7 @@
 #include "tollgate/status.h"
 #include "tollgate/store.h"
 #include "tollgate/store_spec.h"
+#include "tollgate/tls.h"
 
 namespace tollgate {
 
@@ -68,12 +69,10 @@ namespace tollgate {
 struct EtcdClientOptions {
   std::string username = {};       // "" = no authentication
   std::string password_file = {};  // its one line is the password (required with username)
-  struct Tls {
-    std::string ca_file = {};      // PEM CAs that sign etcd's certificate; "" = the system's
-    std::string cert_file = {};    // PEM client certificate (etcd --client-cert-auth) ...
-    std::string key_file = {};     // ... and its key; both or neither
-    std::string server_name = {};  // the name verified and sent as SNI; "" = the endpoint's host
-  } tls = {};
+  // etcds:// only: the CA file (else the system's trust store), the client
+  // certificate for etcd's --client-cert-auth (without a subject CommonName:
+  // etcd's JSON gateway refuses one), the name verified and sent as SNI.
+  TlsClientSettings tls = {};
   // One call on one member (connect, TLS handshake, request, whole reply);
   // then the next member is tried.
   std::chrono::milliseconds timeout{2000};

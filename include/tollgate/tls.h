@@ -13,11 +13,13 @@
 // context owns everything its verification needs: it may outlive the settings
 // it was built from.
 //
-// A client context (to verify a server: a CA file, an optional client
-// certificate and key, the name to check and send as SNI, verification on by
-// default) belongs beside the server one: TlsClientSettings and
-// MakeClientTlsContext in this header, built in src/tls/ from the same PEM
-// loaders (src/tls/pem.h).
+// A client context (MakeClientTlsContext: the etcd policy source's) verifies
+// the server it connects to, always: against the CAs of ca_file, or the
+// system's trust store without one; it speaks TLS 1.2 and 1.3 only, and
+// presents a client certificate when cert_file and key_file are set. The name
+// to verify and send as SNI is per connection (server_name, else the host
+// dialled): the caller sets it on each SSL (SSL_set1_host,
+// SSL_set_tlsext_host_name). Built from the same PEM loaders (src/tls/pem.h).
 //
 // Errors are ConfigErrors whose path is the field at fault under the caller's
 // config path ("tls.key_file: /etc/tollgate/key.pem: does not match the
@@ -64,6 +66,17 @@ struct TlsServerSettings {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// A TLS client endpoint (tollgated's `etcd.tls`).
+struct TlsClientSettings {
+  std::string ca_file = {};      // PEM CAs that sign the server's certificate; "" = the system's
+  std::string cert_file = {};    // PEM client certificate (and chain) ...
+  std::string key_file = {};     // ... and its key: both or neither
+  std::string server_name = {};  // the name verified and sent as SNI; "" = the host dialled
+  bool any() const {
+    return !ca_file.empty() || !cert_file.empty() || !key_file.empty() || !server_name.empty();
+  }
+};
+
 struct SslCtxFree {
   void operator()(ssl_ctx_st* ctx) const;
 };
@@ -75,6 +88,14 @@ inline constexpr int kMaxVerifyDepth = 8;
 // `path` ("tls", "admin.tls"). `warnings` gets what does not stop a start (an
 // expired certificate), judged at `now_unix` (seconds since the epoch).
 SslCtxPtr MakeServerTlsContext(const TlsServerSettings& settings, std::string_view path,
+                               int64_t now_unix, std::vector<ConfigError>* errors,
+                               std::vector<ConfigError>* warnings);
+
+// The client context for `settings`, or null with the errors under `path`
+// ("etcd.tls"): a CA file without a certificate, a certificate without its
+// key or not matching it. `warnings`: a client certificate not valid at
+// `now_unix`.
+SslCtxPtr MakeClientTlsContext(const TlsClientSettings& settings, std::string_view path,
                                int64_t now_unix, std::vector<ConfigError>* errors,
                                std::vector<ConfigError>* warnings);
 

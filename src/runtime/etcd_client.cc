@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "base/redact.h"
 #include "runtime/etcd_http.h"
+#include "tls/pem.h"
 #include "tollgate/secret_file.h"
 
 namespace tollgate::etcd {
@@ -50,59 +52,6 @@ bool IsHostName(std::string_view host) {
     if (++label > 63) return false;
   }
   return host.back() != '-' && host.back() != '.';
-}
-
-// OpenSSL's queued errors as one line (and the queue emptied).
-std::string OpenSslErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown TLS error" : out;
-}
-
-// The client context for etcds://: TLS 1.2+, the peer verified against
-// ca_file (else the system's trust store), an optional client certificate.
-ssl_ctx_st* MakeEtcdTlsContext(const EtcdClientOptions::Tls& t, std::vector<ConfigError>* errors) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == nullptr) {
-    errors->push_back({"etcd.tls", OpenSslErrors()});
-    return nullptr;
-  }
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  const size_t before = errors->size();
-  if (t.ca_file.empty()) {
-    if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-      errors->push_back({"etcd.tls.ca_file",
-                         "unset, and the system trust store cannot be read: " + OpenSslErrors()});
-    }
-  } else if (SSL_CTX_load_verify_locations(ctx, t.ca_file.c_str(), nullptr) != 1) {
-    errors->push_back({"etcd.tls.ca_file", t.ca_file + ": " + OpenSslErrors()});
-  }
-  if (t.cert_file.empty() != t.key_file.empty()) {
-    errors->push_back({t.cert_file.empty() ? "etcd.tls.cert_file" : "etcd.tls.key_file",
-                       "etcd.tls.cert_file and etcd.tls.key_file go together"});
-  } else if (!t.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(ctx, t.cert_file.c_str()) != 1) {
-      errors->push_back({"etcd.tls.cert_file", t.cert_file + ": " + OpenSslErrors()});
-    } else if (SSL_CTX_use_PrivateKey_file(ctx, t.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      errors->push_back({"etcd.tls.key_file", t.key_file + ": " + OpenSslErrors()});
-    } else if (SSL_CTX_check_private_key(ctx) != 1) {
-      errors->push_back(
-          {"etcd.tls.key_file", t.key_file + ": does not match the certificate in " + t.cert_file});
-      ERR_clear_error();
-    }
-  }
-  if (errors->size() != before) {
-    SSL_CTX_free(ctx);
-    return nullptr;
-  }
-  return ctx;
 }
 
 // What to check when etcd's TLS refused us: OpenSSL's text names the alert.
@@ -208,25 +157,20 @@ std::shared_ptr<EtcdSession> EtcdSession::Create(const EtcdClientOptions& option
       }
     }
   }
-  const EtcdClientOptions::Tls& t = options.tls;
-  const bool tls_set =
-      !t.ca_file.empty() || !t.cert_file.empty() || !t.key_file.empty() || !t.server_name.empty();
-  if (tls_set && !tls) {
+  if (options.tls.any() && !tls) {
     errors->push_back({"etcd.tls",
                        "is set, but the policy URL is etcd:// (plain HTTP): use "
                        "etcds:// to talk TLS to etcd"});
   }
   if (tls) {
-    std::vector<ConfigError> tls_errors;
-    session->tls_ = MakeEtcdTlsContext(t, &tls_errors);
-    errors->insert(errors->end(), tls_errors.begin(), tls_errors.end());
+    // A client certificate past its dates is etcd's to refuse (a handshake
+    // error saying so), not a reason to refuse the configuration.
+    std::vector<ConfigError> warnings;
+    session->tls_ =
+        MakeClientTlsContext(options.tls, "etcd.tls", std::time(nullptr), errors, &warnings);
   }
   if (errors->size() != before) return nullptr;
   return session;
-}
-
-EtcdSession::~EtcdSession() {
-  if (tls_ != nullptr) SSL_CTX_free(tls_);
 }
 
 Result<std::string> EtcdSession::ReadPassword() const {
@@ -335,7 +279,7 @@ Status Connection::Handshake(const std::string& host, const EtcdSession& session
                              Clock::time_point deadline) {
   ssl_ = SSL_new(session.tls());
   if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
-    return ConnectionError("etcd " + where_ + ": TLS: " + OpenSslErrors());
+    return ConnectionError("etcd " + where_ + ": TLS: " + tls::OpenSslErrors());
   }
   const std::string& name = session.server_name().empty() ? host : session.server_name();
   // SNI carries DNS names only (RFC 6066); an address is checked against the
@@ -359,7 +303,7 @@ Status Connection::Handshake(const std::string& host, const EtcdSession& session
     }
     if (ready == 0) return TimeoutError("etcd " + where_ + ": TLS handshake: no answer in time");
     if (ready > 0) continue;
-    std::string why = OpenSslErrors();
+    std::string why = tls::OpenSslErrors();
     const long verify = SSL_get_verify_result(ssl_);
     if (verify != X509_V_OK) {
       why += std::string(" (") + X509_verify_cert_error_string(verify) + ": is etcd.tls.ca_file " +
@@ -395,7 +339,7 @@ Status Connection::Post(std::string_view path, std::string_view body, std::strin
       if (error == SSL_ERROR_WANT_READ) {
         wait_for = POLLIN;
       } else if (error != SSL_ERROR_WANT_WRITE) {
-        tls_error_ = OpenSslErrors();
+        tls_error_ = tls::OpenSslErrors();
         return Error("TLS send");
       }
     } else {
@@ -430,7 +374,7 @@ ssize_t Connection::Read(std::string* buf, Clock::time_point deadline) {
       if (error == SSL_ERROR_WANT_WRITE) {
         wait_for = POLLOUT;
       } else if (error != SSL_ERROR_WANT_READ) {
-        tls_error_ = OpenSslErrors();
+        tls_error_ = tls::OpenSslErrors();
         return -2;
       }
     } else {

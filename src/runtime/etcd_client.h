@@ -49,9 +49,7 @@
 #include "tollgate/config_error.h"
 #include "tollgate/runtime.h"
 #include "tollgate/status.h"
-
-struct ssl_ctx_st;  // OpenSSL's SSL_CTX
-struct ssl_st;      // OpenSSL's SSL
+#include "tollgate/tls.h"
 
 namespace tollgate::etcd {
 
@@ -77,11 +75,10 @@ class EtcdSession {
   // read here to check it, and again at every login.
   static std::shared_ptr<EtcdSession> Create(const EtcdClientOptions& options, bool tls,
                                              std::vector<ConfigError>* errors);
-  ~EtcdSession();
   EtcdSession(const EtcdSession&) = delete;
   EtcdSession& operator=(const EtcdSession&) = delete;
 
-  ssl_ctx_st* tls() const { return tls_; }  // null: plain HTTP
+  ssl_ctx_st* tls() const { return tls_.get(); }  // null: plain HTTP
   const std::string& server_name() const { return options_.tls.server_name; }
   bool authenticates() const { return !options_.username.empty(); }
   const std::string& username() const { return options_.username; }
@@ -98,7 +95,7 @@ class EtcdSession {
  private:
   explicit EtcdSession(EtcdClientOptions options) : options_(std::move(options)) {}
   EtcdClientOptions options_;
-  ssl_ctx_st* tls_ = nullptr;  // owned
+  SslCtxPtr tls_;
   mutable std::mutex mu_;
   std::string token_;  // guarded by mu_
   std::atomic<uint64_t> logins_{0};

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "testing/etcd_server.h"
+#include "testing/scoped_temp_dir.h"
 #include "testing/timing.h"
 
 namespace tollgate::etcd {
@@ -161,6 +163,59 @@ TEST(EtcdWatch, MovesOffAFrozenMember) {
     errors += e + "\n";
   }
   EXPECT_TRUE(reported) << "the frozen member was not reported; errors:\n" << errors;
+}
+
+// Authentication with simple tokens that expire after one idle second
+// (--auth-token-ttl=1): the watch probes its member every 1.5 s, finds its
+// token refused each time, logs in again (once per refusal) and keeps
+// delivering. Fails without the renewal: the probe's range is refused and
+// the watch moves on to a re-read that is refused too, so v2 never arrives.
+TEST(EtcdWatch, RenewsAnExpiredTokenAndKeepsWatching) {
+  auto etcd =
+      testing::EtcdServer::Start({.extra_args = {"--auth-token=simple", "--auth-token-ttl=1"}});
+  if (etcd.missing) GTEST_SKIP() << etcd.error;
+  ASSERT_TRUE(etcd) << etcd.error;
+  ASSERT_EQ(etcd->EnableAuth("root-pw-for-tests", "tollgate", "pw-of-tollgate", "/p"), "");
+  ASSERT_GT(etcd->Put("/p", "v1"), 0);
+  testing::ScopedTempDir dir("EtcdWatchAuth");
+  {
+    std::FILE* f = std::fopen(dir.File("password").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("pw-of-tollgate\n", f);
+    std::fclose(f);
+  }
+  EtcdClientOptions client;
+  client.username = "tollgate";
+  client.password_file = dir.File("password");
+  std::vector<ConfigError> errors;
+  EtcdOptions options;
+  options.url = *ParseEtcdUrl("etcd://" + etcd->endpoint() + "/p");
+  options.session = EtcdSession::Create(client, false, &errors);
+  ASSERT_TRUE(errors.empty()) << errors.front().ToString();
+  options.probe_interval = 1500ms;
+  auto first = EtcdRange(options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(options.session->logins(), 1u);
+
+  Seen seen;
+  auto watch = seen.Watch(options, first->revision);
+  // Each probe after an idle TTL finds the token expired and logs in again.
+  EXPECT_TRUE(testing::WaitFor([&] { return options.session->logins() >= 3; }, 30s))
+      << options.session->logins();
+  ASSERT_GT(etcd->Put("/p", "v2"), 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return seen.Last() == "v2"; }, 20s)) << seen.Last();
+  // A wrong password is final and named, and never shown.
+  std::FILE* f = std::fopen(dir.File("password").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("not-the-password\n", f);
+  std::fclose(f);
+  options.session->DropToken(options.session->token());
+  auto refused = EtcdRange(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("etcd.password_file"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find("not-the-password"), std::string::npos);
 }
 
 }  // namespace

@@ -243,7 +243,7 @@ TEST(FleetOverTls, TwoStoresCountEachOther) {
   c.failure_mode = FailureMode::kDegrade;
   c.store_timeout =
       Scaled(server::Millis(1000));  // the first heartbeat also waits for the handshake
-  auto spec = server::StoreSpecOf(c);
+  auto spec = StoreSpecOf(c);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto a = runtime::CreateStore(*spec, StoreEnv{});
   auto b = runtime::CreateStore(*spec, StoreEnv{});

@@ -126,7 +126,7 @@ TEST(LocalStoreConfig, UrlAndFieldsAreValidated) {
   c.local_overflow = OverflowPolicy::kReject;
   c.local_max_keys = 500;
   c.store = "local://?overflow=allow";
-  auto o = server::LocalStoreOptionsOf(c);
+  auto o = LocalStoreOptionsOf(c);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->overflow, OverflowPolicy::kAllow);
   EXPECT_EQ(o->max_keys, 500u);

@@ -1,13 +1,12 @@
-#include "server/http_framing.h"
+#include "tollgate/http_framing.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "server/http_util.h"
 #include "tollgate/http_text.h"
 #include "tollgate/request.h"
 
-namespace tollgate::server {
+namespace tollgate {
 namespace {
 
 class Category final : public boost::system::error_category {
@@ -260,4 +259,4 @@ boost::system::error_code AcceptRequestHead(std::string_view raw_head,
   return {};
 }
 
-}  // namespace tollgate::server
+}  // namespace tollgate

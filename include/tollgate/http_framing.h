@@ -1,4 +1,4 @@
-// Internal: what tollgated accepts as an HTTP/1.1 message header, beyond what
+// What tollgate's HTTP front ends accept as an HTTP/1.1 message header, beyond what
 // Beast's parser checks, so that no message means one thing to tollgated and
 // another to the peer behind or in front of it (request smuggling, issue 14).
 //
@@ -37,10 +37,11 @@
 // absolute-form is refused (nginx sends origin-form).
 //
 // All functions are pure and thread-safe; none allocates except ToOriginForm's
-// output. Errors are values of HttpFramingError (an error_code enum whose
-// messages say what was refused).
-#ifndef TOLLGATE_SERVER_HTTP_FRAMING_H_
-#define TOLLGATE_SERVER_HTTP_FRAMING_H_
+// output. Implemented in tollgate_http (src/http/), over Boost.Beast's header-only
+// message types (built with BOOST_BEAST_USE_STD_STRING_VIEW, as its users must be). Errors are
+// values of HttpFramingError (an error_code enum whose messages say what was refused).
+#ifndef TOLLGATE_HTTP_FRAMING_H_
+#define TOLLGATE_HTTP_FRAMING_H_
 
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/message.hpp>
@@ -48,7 +49,7 @@
 #include <string_view>
 #include <system_error>
 
-namespace tollgate::server {
+namespace tollgate {
 
 enum class HttpFramingError {
   kOk = 0,
@@ -106,11 +107,11 @@ HttpFramingError OriginalUriToOriginForm(std::string_view method, std::string_vi
 [[nodiscard]] boost::system::error_code AcceptRequestHead(
     std::string_view raw_head, boost::beast::http::request_header<>& req);
 
-}  // namespace tollgate::server
+}  // namespace tollgate
 
 namespace boost::system {
 template <>
-struct is_error_code_enum<tollgate::server::HttpFramingError> : std::true_type {};
+struct is_error_code_enum<tollgate::HttpFramingError> : std::true_type {};
 }  // namespace boost::system
 
-#endif  // TOLLGATE_SERVER_HTTP_FRAMING_H_
+#endif  // TOLLGATE_HTTP_FRAMING_H_

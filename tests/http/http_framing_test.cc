@@ -1,6 +1,6 @@
-// CheckFraming and ToOriginForm (server/http_framing.h): what tollgated
+// CheckFraming and ToOriginForm (tollgate/http_framing.h): what tollgated
 // refuses before a request is decided or a response relayed (issue 14).
-#include "server/http_framing.h"
+#include "tollgate/http_framing.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "tollgate/request.h"
 
-namespace tollgate::server {
+namespace tollgate {
 namespace {
 
 using E = HttpFramingError;
@@ -227,4 +227,4 @@ TEST(AcceptRequestHead, RewritesTheTargetAndSaysWhyItRefuses) {
 }
 
 }  // namespace
-}  // namespace tollgate::server
+}  // namespace tollgate
