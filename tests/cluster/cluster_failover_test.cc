@@ -146,12 +146,18 @@ TEST(RedisClusterFailover, CoordinatedFailoverAndKilledMasterRecover) {
     heir_promoted = WaitFor([&] { return cluster.MasterOfSlot(slot) == heir; }, 10s);
   }
   ASSERT_TRUE(heir_promoted) << "replica was not promoted";
+  // The store's recovery is timed from the promotion, as in part 1: how long
+  // Redis takes to elect the heir (or the test to take over) is Redis's and the
+  // machine's, and used to eat the whole bound on a loaded machine (CI,
+  // 2026-12-03: 80,025 ms against 80,000 with the election missed).
+  const auto t3 = SteadyClock::now();
+  const double failover_ms = std::chrono::duration<double, std::milli>(t3 - t2).count();
   load.ok_after_mark.store(0);
   load.mark.store(true);
   ASSERT_TRUE(WaitFor([&] { return load.ok_after_mark.load() > 100; }, 10s))
       << "decisions did not recover after the master was killed";
   const double recover2_ms =
-      std::chrono::duration<double, std::milli>(SteadyClock::now() - t2).count();
+      std::chrono::duration<double, std::milli>(SteadyClock::now() - t3).count();
   load.Stop();
 
   // Lost writes: tokens Redis remembers as used vs decisions we saw allowed.
@@ -160,11 +166,11 @@ TEST(RedisClusterFailover, CoordinatedFailoverAndKilledMasterRecover) {
   const int64_t used_in_redis = l.burst() - peek->remaining;
   const int64_t lost = load.allowed.load() - used_in_redis;
   std::printf(
-      "failover: coordinated recovery %.0f ms, killed-master recovery %.0f ms "
-      "(node-timeout 1000 ms); allowed %d, recorded in redis %lld, lost writes %lld; "
-      "errors during failover %d\n",
-      recover1_ms, recover2_ms, load.allowed.load(), static_cast<long long>(used_in_redis),
-      static_cast<long long>(lost), load.errors.load());
+      "failover: coordinated recovery %.0f ms, killed master: heir promoted after %.0f ms "
+      "(node-timeout 1000 ms), recovery %.0f ms after that; allowed %d, recorded in redis %lld, "
+      "lost writes %lld; errors during failover %d\n",
+      recover1_ms, failover_ms, recover2_ms, load.allowed.load(),
+      static_cast<long long>(used_in_redis), static_cast<long long>(lost), load.errors.load());
   // A call that timed out at the client may still have run on Redis: it is
   // recorded but was never reported as allowed (an under-grant, the safe
   // side). So Redis may hold up to `errors` more than we saw allowed, never
@@ -172,7 +178,7 @@ TEST(RedisClusterFailover, CoordinatedFailoverAndKilledMasterRecover) {
   EXPECT_GE(lost, -static_cast<int64_t>(load.errors.load()))
       << "Redis recorded more than allowed + failed calls: a decision was charged twice";
   EXPECT_LT(recover1_ms, Scaled(5s).count()) << "time scale " << TimeScale();
-  EXPECT_LT(recover2_ms, Scaled(20s).count()) << "time scale " << TimeScale();
+  EXPECT_LT(recover2_ms, Scaled(5s).count()) << "time scale " << TimeScale();
   const auto stats = store->Stats();
   EXPECT_GE(stats.refreshes, 2u);
 }
