@@ -256,7 +256,9 @@ void HoldClientFor(ProxyCall& call) {
 
 // Reads the upstream's final response header into `rp` (1xx interim responses
 // are skipped), starting with what `ubuf` holds. A header with ambiguous
-// framing (tollgate/http_framing.h) is an HttpFramingError.
+// framing (tollgate/http_framing.h) is an HttpFramingError. A head that
+// arrives in parts stays whole in `ubuf` until it is done (the parser takes
+// the status line first; the check needs the head from its first byte).
 net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& up,
                                                   beast::flat_buffer& ubuf,
                                                   std::optional<ResponseParser>& rp) {
@@ -267,14 +269,16 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
     rp.emplace();
     rp->body_limit(std::numeric_limits<std::uint64_t>::max());
     if (call.head) rp->skip(true);
+    size_t parsed = 0;  // bytes of this head the parser has taken so far
     for (;;) {
-      const size_t used = rp->put(ubuf.data(), ec);
-      if (!ec && rp->is_header_done()) {
-        ec = CheckFraming({static_cast<const char*>(ubuf.data().data()), used},
-                          MessageKind::kResponse);
+      const auto* head = static_cast<const char*>(ubuf.data().data());
+      const size_t used = parsed + rp->put(net::buffer(head + parsed, ubuf.size() - parsed), ec);
+      if (!ec && rp->is_header_done()) ec = CheckFraming({head, used}, MessageKind::kResponse);
+      if (ec != http::error::need_more) {
+        ubuf.consume(used);
+        break;
       }
-      ubuf.consume(used);
-      if (ec != http::error::need_more) break;
+      parsed = used;
       if (ubuf.size() >= ubuf.max_size()) {
         ec = http::error::buffer_overflow;  // a head that never ends
         break;

@@ -734,6 +734,37 @@ TEST_P(ServerE2E, GatewayStreamsBodiesBothWays) {
   EXPECT_TRUE(r.Has("ratelimit"));
 }
 
+// Heads longer than a first read (512 bytes) arrive in parts, both ways: the
+// client's request head (a long bearer token) and the upstream's response head
+// (cookies, security headers), on the fast path (no body) and the streamed one
+// (a body). Before, the part after the start line was checked alone: 400 "no
+// Host field" for the request; a streamed response's framing check skipped its
+// first field (a Content-Length repeated there was relayed).
+TEST_P(ServerE2E, GatewayRelaysHeadsLongerThanAFirstReadBothWays) {
+  TestUpstream upstream;
+  server::ServerConfig cfg = Config();
+  cfg.upstream = "http://127.0.0.1:" + std::to_string(upstream.port());
+  auto s = Start(cfg, GenerousPolicy(1'000'000));
+  ASSERT_TRUE(s);
+  const std::string key = Key();
+  for (size_t pad : {100, 480, 600, 1500, 6000}) {
+    for (const std::string method : {"GET", "POST"}) {
+      SCOPED_TRACE(method + " " + std::to_string(pad));
+      const std::string body = method == "POST" ? std::string(3000, 'b') : "";
+      HttpResponse r =
+          Fetch(s->port, method, "/bighead?n=" + std::to_string(pad),
+                {{"X-Api-Key", key}, {"Authorization", "Bearer " + std::string(pad, 'j')}}, body);
+      EXPECT_EQ(r.status, 200) << r.error << r.body;
+      EXPECT_EQ(r.body, "ok");
+      EXPECT_EQ(r.Header("x-pad").size(), pad);
+      // The framing check sees the whole response head, its first field too.
+      r = Fetch(s->port, method, "/bighead?dup=1&n=" + std::to_string(pad), {{"X-Api-Key", key}},
+                body);
+      EXPECT_EQ(r.status, 502) << r.error << r.body;
+    }
+  }
+}
+
 // Issue 14, findings 2, 8 and 10: every spelling of a path meets the rule of
 // the path the upstream serves (absolute-form, dot segments, encoded
 // unreserved characters, the base path); a repeated key header is refused.

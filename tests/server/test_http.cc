@@ -459,6 +459,14 @@ void TestUpstream::Serve(int fd, int id) {
                "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-LLM-Tokens: " +
                tokens + "\r\n\r\n";
       }
+    } else if (path == "/bighead") {
+      // A response head of about n bytes (Set-Cookie and security headers make
+      // heads past the proxy's first 512-byte read common); &dup=1: its
+      // Content-Length comes twice, first and last (ambiguous framing).
+      const size_t pad = std::stoul(query.substr(query.find("n=") + 2));
+      const bool dup = query.find("dup=1") != std::string::npos;
+      resp = std::string("HTTP/1.1 200 OK\r\n") + (dup ? "Content-Length: 2\r\n" : "") +
+             "X-Pad: " + std::string(pad, 'p') + "\r\nContent-Length: 2\r\n\r\nok";
     } else if (path == "/chunked") {
       resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
       for (int i = 0; i < 5; ++i) resp += "5\r\npart" + std::to_string(i) + "\r\n";

@@ -89,6 +89,8 @@ HttpResponse Fetch(int port, const std::string& method, const std::string& targe
 //   /hold?n=N       Content-Length N, N/2 bytes, then waits for ReleaseHeld()
 //                   (or 10 s), then the rest
 //   /drop           answer (keep-alive), then close the connection at once
+//   /bighead?n=N    200 "ok" with an N-byte X-Pad field in its head (&dup=1: and
+//                   a second Content-Length before it)
 class TestUpstream {
  public:
   TestUpstream();  // listens on 127.0.0.1, a free port
