@@ -173,13 +173,13 @@ void CheckResponse(std::string_view upstream, bool keep_alive, unsigned version)
 }  // namespace
 
 void CheckPlainTarget(std::string_view target) {
-  if (!tollgate::server::IsPlainOriginForm(target)) return;
+  if (!tollgate::IsPlainOriginForm(target)) return;
   const std::string_view path = target.substr(0, target.find('?'));
   FUZZ_CHECK(tollgate::NormalizePath(path) == path,
              "a plain target's path is not normal: " + Quote(target));
   std::string out;
-  FUZZ_CHECK(tollgate::server::ToOriginForm("GET", target, "h", &out) ==
-                     tollgate::server::HttpFramingError::kOk &&
+  FUZZ_CHECK(tollgate::ToOriginForm("GET", target, "h", &out) ==
+                     tollgate::HttpFramingError::kOk &&
                  out == target,
              "a plain target is rewritten: " + Quote(target) + " -> " + Quote(out));
 }
