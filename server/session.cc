@@ -371,16 +371,25 @@ net::awaitable<bool> Session<Stream>::AwaitRequest() {
 // The whole header is nearly always buffered already: parse it here, not
 // through async_read_header (a composed operation and a scheduler trip). Its
 // raw bytes are checked for ambiguous framing before they are consumed.
+// A head that arrives in parts (any head past the first read's 512 bytes:
+// a browser's) is kept whole in the buffer until it is done: the parser
+// takes the request line before the fields are complete, and the check needs
+// the whole head from its first byte.
 template <class Stream>
 net::awaitable<beast::error_code> Session<Stream>::ReadHead(HeadParser& hp) {
   beast::error_code ec;
+  size_t parsed = 0;  // bytes of this head the parser has taken so far
   for (;;) {
-    const size_t used = hp.put(buffer_.data(), ec);
+    const auto* head = static_cast<const char*>(buffer_.data().data());
+    const size_t used = parsed + hp.put(net::buffer(head + parsed, buffer_.size() - parsed), ec);
     if (!ec && hp.is_header_done()) {
-      ec = AcceptRequestHead({static_cast<const char*>(buffer_.data().data()), used}, hp.get());
+      ec = AcceptRequestHead({head, used}, hp.get());
     }
-    buffer_.consume(used);
-    if (ec != http::error::need_more) co_return ec;
+    if (ec != http::error::need_more) {
+      buffer_.consume(used);
+      co_return ec;
+    }
+    parsed = used;
     const size_t n = co_await stream_.async_read_some(
         buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
     buffer_.commit(n);
