@@ -13,6 +13,7 @@
 #include "server/key_admin.h"
 #include "server/rollback_admin.h"
 #include "server/secrets.h"
+#include "server/status_page.h"
 #include "tollgate/http_framing.h"
 
 namespace tollgate::server {
@@ -184,11 +185,20 @@ net::awaitable<Response> Release(const Request& request, const Runtime& rt) {
   co_return RenderRelease(released, asked - released);
 }
 
+net::awaitable<Response> Ui(const Request& request, const Runtime&) {
+  co_return HandleUiAsset(request.view.path);
+}
+
+net::awaitable<Response> Status(const Request& request, const Runtime& rt) {
+  co_return HandleStatus(rt, request.view.query, CallerToken(request.view, rt),
+                         MayShowRaw(request.view, rt));
+}
+
 net::awaitable<Response> AdminNotFound(const Request&, const Runtime&) {
   co_return Problem(404, "",
                     "admin endpoints: /v1/reload /v1/policy /v1/top /v1/explain "
                     "/v1/rollback /v1/rollback/clear /v1/rollback/trip /v1/keys/{get,reset,set} "
-                    "/metrics /healthz /readyz");
+                    "/v1/status /ui /metrics /healthz /readyz");
 }
 
 net::awaitable<Response> NotFound(const Request&, const Runtime&) {
@@ -214,6 +224,8 @@ constexpr std::array<Handler, size_t(Op::kCount)> kHandlers = [] {
   h[size_t(Op::kAuth)] = &Auth;
   h[size_t(Op::kDecide)] = &DecideBody;
   h[size_t(Op::kRelease)] = &Release;
+  h[size_t(Op::kUi)] = &Ui;
+  h[size_t(Op::kStatus)] = &Status;
   h[size_t(Op::kAdminNotFound)] = &AdminNotFound;
   h[size_t(Op::kNotFound)] = &NotFound;
   h[size_t(Op::kGateway)] = nullptr;

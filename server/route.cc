@@ -43,6 +43,13 @@ constexpr RouteEntry kRoutes[] = {
      true},
     {"/v1/rollback/trip", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kRollbackTrip,
      true},
+    // The status page (server/status_page.h): its files hold no data and need no token (a
+    // browser's navigation cannot send one); the document it reads does.
+    {"/ui", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kUi, false},
+    {"/ui/app.js", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kUi, false},
+    {"/ui/app.css", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kUi, false},
+    {"/ui/icon.svg", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kUi, false},
+    {"/v1/status", kAdminListener, Methods::kGet, Endpoint::kAdmin, Op::kStatus, true},
     {"/v1/keys/get", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyGet, true, true},
     {"/v1/keys/reset", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeyReset, true, true},
     {"/v1/keys/set", kAdminListener, Methods::kPost, Endpoint::kAdmin, Op::kKeySet, true, true},

@@ -13,7 +13,10 @@
 //   /v1/keys/get,
 //   /v1/keys/reset, /v1/keys/set,
 //   /v1/rollback/clear,
-//   /v1/rollback/trip (POST)
+//   /v1/rollback/trip (POST),
+//   /v1/status
+//   /ui, /ui/app.js, /ui/app.css never                              always (no token: the
+//   /ui/icon.svg                                                    page's files, no data)
 //   anything else                the gateway (gateway mode), else   404 (admin token)
 //                                404
 //
@@ -70,6 +73,8 @@ enum class Op : uint8_t {
   kAuth,
   kDecide,
   kRelease,
+  kUi,             // GET /ui and its files /ui/*: the status page (server/status_page.h)
+  kStatus,         // GET /v1/status: the document the status page reads
   kAdminNotFound,  // any other path on the admin listener (after the token check)
   kNotFound,       // any other path on a main listener without a gateway
   kGateway,        // any other path on a gateway's main listener

@@ -23,6 +23,8 @@ PACKAGES=(
   # peers and tools the tests start or call
   redis-server redis-tools redis-sentinel nginx-light wrk etcd-server etcd-client prometheus lintian
   python3 python3-h11 curl openssl procps tzdata
+  # the status page's browser tests (tests/server/status_page_test.cc)
+  chromium
   # the Debian package: cpack's dependency list, systemd-analyze in make test; debootstrap
   # and ip for make package-install-test
   dpkg-dev systemd debootstrap iproute2

@@ -93,5 +93,30 @@ TEST(Route, AdminListenerNeverDecides) {
   }
 }
 
+// The status page (issue 38): its files need no token (they hold no data), its
+// data does; only GET; admin listener only; no other path under /ui is served.
+TEST(Route, StatusPageFilesAreOpenItsDataNeedsTheToken) {
+  for (const Exposure& e : {Gateway(), ExposureOf(ServerConfig{})}) {
+    for (const char* path : {"/ui", "/ui/app.js", "/ui/app.css", "/ui/icon.svg"}) {
+      RouteResult r = Route(ListenerKind::kAdmin, "GET", path, e);
+      EXPECT_EQ(r.op, Op::kUi) << path;
+      EXPECT_FALSE(r.needs_token) << path;
+      EXPECT_FALSE(r.changes_state) << path;
+      EXPECT_EQ(Route(ListenerKind::kAdmin, "POST", path, e).allow, "GET") << path;
+      EXPECT_NE(Route(ListenerKind::kMain, "GET", path, e).op, Op::kUi) << path;
+    }
+    RouteResult status = Route(ListenerKind::kAdmin, "GET", "/v1/status", e);
+    EXPECT_EQ(status.op, Op::kStatus);
+    EXPECT_TRUE(status.needs_token);
+    EXPECT_FALSE(status.changes_state);
+    EXPECT_NE(Route(ListenerKind::kMain, "GET", "/v1/status", e).op, Op::kStatus);
+    for (const char* path : {"/ui/", "/ui/../v1/policy", "/UI", "/ui/app.js/"}) {
+      RouteResult r = Route(ListenerKind::kAdmin, "GET", path, e);
+      EXPECT_EQ(r.op, Op::kAdminNotFound) << path;
+      EXPECT_TRUE(r.needs_token) << path;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::server
