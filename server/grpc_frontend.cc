@@ -44,6 +44,7 @@ rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
   o.header_styles = config.grpc_header_styles;
   o.retry_after = config.grpc_retry_after;
   o.retry_after_jitter = config.grpc_retry_after_jitter;
+  o.response_metadata = config.grpc_response_metadata;
   return o;
 }
 
