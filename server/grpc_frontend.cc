@@ -24,6 +24,7 @@ class RlsFrontend final : public GrpcFrontend {
   ServerMetrics::LatencyCounts DecisionLatency() const override {
     return decider_->DecisionLatency();
   }
+  void Drain() override { server_->Drain(); }
   void Shutdown() override { server_->Shutdown(); }
 
  private:
@@ -44,6 +45,7 @@ rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
   o.header_styles = config.grpc_header_styles;
   o.retry_after = config.grpc_retry_after;
   o.retry_after_jitter = config.grpc_retry_after_jitter;
+  o.response_metadata = config.grpc_response_metadata;
   return o;
 }
 
@@ -60,6 +62,9 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   options.reuse_port = config.reuse_port;
   options.decider = decider->get();
   options.clock = clock;
+  // Health: the policy and the Envoy rules are installed, and the store can
+  // decide (or its failure mode answers for it), as /readyz.
+  options.serving = [&engine, d = decider->get()] { return engine.Ready() && d->config(); };
   if (const TlsServerSettings& tls = config.grpc_tls; tls.enabled()) {
     // Checked by CheckServerConfig; read again here, as gRPC takes PEM text.
     std::string why;

@@ -14,7 +14,11 @@
 // frontend="grpc" (rule = the YAML's stats key). Builds without the gRPC library get a
 // stub whose Start fails with "grpc not available in this build".
 //
-// Thread safety: Reload/AppendMetrics may be called from any thread.
+// The listener also serves grpc.health.v1.Health (server/rls/rls_health.h):
+// SERVING while the Runtime is Ready() with its Envoy configuration installed,
+// NOT_SERVING once the process drains (Drain).
+//
+// Thread safety: Reload/AppendMetrics/Drain may be called from any thread.
 #ifndef TOLLGATE_SERVER_GRPC_FRONTEND_H_
 #define TOLLGATE_SERVER_GRPC_FRONTEND_H_
 
@@ -48,6 +52,9 @@ class GrpcFrontend {
   // "domain.key_value"; missing_key and rollback unused) and their latency.
   virtual std::vector<RuleCounters> DecisionCounters() const = 0;
   virtual ServerMetrics::LatencyCounts DecisionLatency() const = 0;
+  // grpc.health.v1.Health answers NOT_SERVING from now on (the process is
+  // draining); calls are still served until Shutdown.
+  virtual void Drain() = 0;
   virtual void Shutdown() = 0;
 };
 

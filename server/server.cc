@@ -463,6 +463,9 @@ class Server::Impl {
     bool expected = false;
     if (!shutdown_started.compare_exchange_strong(expected, true)) return;
     log->Info("draining", {{"drain_timeout_ms", config->drain_timeout.count()}});
+    // gRPC health checkers (Envoy, Kubernetes) see NOT_SERVING while the
+    // listener still answers, as /readyz says 503.
+    if (grpc) grpc->Drain();
     // The listeners close before any answer says Connection: close, so that
     // a client reconnecting after one reaches the next process's queue.
     net::post(workers[0]->ioc, [this] {

@@ -6,7 +6,12 @@
 //
 //   rls_bench [--seconds 5] [--threads 2] [--inflight 32] [--keys 10000]
 //             [--descriptors 1] [--server-threads-hint] [--redis HOST:PORT]
-//             [--target HOST:PORT] [--direct 1]
+//             [--target HOST:PORT] [--direct 1] [--stream-end TOKENS]
+//
+// --stream-end N: the stream-end path (docs/envoy.md, "Costs known at stream
+// end"): the rules are `charge_only` and every descriptor carries
+// hits_addend N, so each call is a charge through the Enforcer's settlement
+// (a peek, then Store::Settle) that is never refused.
 //
 // Prints calls/s, descriptor decisions/s, OK/OVER_LIMIT/error counts and
 // latency percentiles. Not a test: no assertions on speed.
@@ -54,6 +59,7 @@ struct Args {
   std::string target;
   std::string algorithm = "token_bucket";
   bool direct = false;
+  uint64_t stream_end = 0;  // > 0: charge_only rules, every descriptor costs this
 };
 
 Args Parse(int argc, char** argv) {
@@ -78,6 +84,8 @@ Args Parse(int argc, char** argv) {
       a.algorithm = v;
     else if (k == "--direct")
       a.direct = v != "0";
+    else if (k == "--stream-end")
+      a.stream_end = std::strtoull(v.c_str(), nullptr, 10);
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
@@ -99,6 +107,16 @@ struct Totals {
   std::atomic<uint64_t> calls{0}, ok{0}, over{0}, errors{0};
 };
 
+// Descriptor `d` of call `seq`: user / tenant, a value spread over a.keys.
+void AddDescriptor(const Args& a, pb::RateLimitRequest* req, int d, uint64_t seq) {
+  auto* desc = req->add_descriptors();
+  auto* e = desc->add_entries();
+  e->set_key(d == 0 ? "user" : "tenant");
+  e->set_value("u" + std::to_string((seq * 2654435761u + static_cast<uint64_t>(d)) %
+                                    static_cast<uint64_t>(a.keys)));
+  if (a.stream_end > 0) desc->mutable_hits_addend()->set_value(a.stream_end);
+}
+
 void Client(const Args& a, const std::string& address, int id, Clock::time_point stop,
             Totals* totals, std::vector<int64_t>* latencies_ns) {
   grpc::ChannelArguments args;
@@ -110,12 +128,7 @@ void Client(const Args& a, const std::string& address, int id, Clock::time_point
   auto start_call = [&] {
     auto* c = new Call;
     c->req.set_domain("bench");
-    for (int d = 0; d < a.descriptors; ++d) {
-      auto* e = c->req.add_descriptors()->add_entries();
-      e->set_key(d == 0 ? "user" : "tenant");
-      e->set_value("u" + std::to_string((seq * 2654435761u + static_cast<uint64_t>(d)) %
-                                        static_cast<uint64_t>(a.keys)));
-    }
+    for (int d = 0; d < a.descriptors; ++d) AddDescriptor(a, &c->req, d, seq);
     ++seq;
     c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     c->start = Clock::now();
@@ -156,12 +169,7 @@ void Client(const Args& a, const std::string& address, int id, Clock::time_point
 pb::RateLimitRequest MakeRequest(const Args& a, uint64_t seq) {
   pb::RateLimitRequest req;
   req.set_domain("bench");
-  for (int d = 0; d < a.descriptors; ++d) {
-    auto* e = req.add_descriptors()->add_entries();
-    e->set_key(d == 0 ? "user" : "tenant");
-    e->set_value("u" + std::to_string((seq * 2654435761u + static_cast<uint64_t>(d)) %
-                                      static_cast<uint64_t>(a.keys)));
-  }
+  for (int d = 0; d < a.descriptors; ++d) AddDescriptor(a, &req, d, seq);
   return req;
 }
 
@@ -291,15 +299,17 @@ int main(int argc, char** argv) {
       store_name = "local";
     }
     // Limits high enough that every call is decided in full (no early-outs).
+    const std::string charge = a.stream_end > 0 ? "    charge_only: true\n" : "";
     const std::string yaml =
         "domain: bench\ndescriptors:\n"
-        "  - key: user\n    rate_limit: {unit: second, requests_per_unit: "
-        "1000000, algorithm: " +
-        a.algorithm +
+        "  - key: user\n" +
+        charge +
+        "    rate_limit: {unit: second, requests_per_unit: 1000000, algorithm: " + a.algorithm +
         "}\n"
-        "  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: "
-        "1000000, algorithm: " +
-        a.algorithm + "}\n";
+        "  - key: tenant\n" +
+        charge +
+        "    rate_limit: {unit: second, requests_per_unit: 1000000, algorithm: " + a.algorithm +
+        "}\n";
     auto parsed = tollgate::rls::LoadRlsConfigYaml(yaml);
     if (!parsed.config) {
       for (const auto& e : parsed.errors) std::fprintf(stderr, "%s\n", e.ToString().c_str());
@@ -355,12 +365,13 @@ int main(int argc, char** argv) {
   };
   const double calls = static_cast<double>(totals.calls.load());
   std::printf(
-      "store=%s algorithm=%s threads=%d inflight=%d keys=%d descriptors=%d seconds=%.2f\n"
+      "store=%s algorithm=%s threads=%d inflight=%d keys=%d descriptors=%d stream_end=%llu "
+      "seconds=%.2f\n"
       "calls/s=%.0f decisions/s=%.0f ok=%llu over=%llu errors=%llu "
       "latency_us p50=%.0f p99=%.0f p999=%.0f cpu_us_per_call=%.1f (client+server, this process)\n",
       store_name.c_str(), a.algorithm.c_str(), a.threads, a.inflight, a.keys, a.descriptors,
-      elapsed, calls / elapsed, calls * a.descriptors / elapsed,
-      static_cast<unsigned long long>(totals.ok.load()),
+      static_cast<unsigned long long>(a.stream_end), elapsed, calls / elapsed,
+      calls * a.descriptors / elapsed, static_cast<unsigned long long>(totals.ok.load()),
       static_cast<unsigned long long>(totals.over.load()),
       static_cast<unsigned long long>(totals.errors.load()), pct(0.5), pct(0.99), pct(0.999),
       calls > 0 ? cpu * 1e6 / calls : 0.0);

@@ -93,6 +93,11 @@ struct RlsDecideOptions {
   // Request bounds (INVALID_ARGUMENT beyond them).
   size_t max_descriptors = 64;
   size_t max_entries = 32;  // per descriptor
+  // envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA (off by default, as
+  // upstream): the response's dynamic_metadata carries the request (`domain`,
+  // `descriptors`, `hitsAddend`) and the merged `metadata` of the descriptors
+  // within their limit (docs/envoy.md). Off: no dynamic_metadata at all.
+  bool response_metadata = false;
   // Algorithm for descriptors that carry their own `limit` override.
   Algorithm override_algorithm = Algorithm::kTokenBucket;
   // Find each configured rule's Enforcer state once, when the configuration is

@@ -387,6 +387,21 @@ struct ExplicitItem {
   const Limit* limit = nullptr;
   // Decided in shadow mode (ShadowReason::kConfigured): counted, never rejects.
   bool shadow = false;
+  // Quota mode (envoyproxy/ratelimit's quota_mode): decided as a shadow item,
+  // except that the call is rejected when EVERY quota store item of the call
+  // with a cost is over its limit (denied_rule: the first of them). When only
+  // some are over, the call is decided without them: the enforced items and
+  // the quota items that fit are charged, the others are not. Ignored on
+  // storeless items (the front end accounts for those). A quota item of cost
+  // 0 counts as within its limit.
+  bool quota = false;
+  // A cost known already that must not be refused (a stream-end charge, the
+  // Envoy adapter's `charge_only` descriptors): when the call is allowed,
+  // CheckOutcome::settlement charges it to the item's key without a fit check
+  // (Store::Settle: into debt, up to the store's bound) once the front end
+  // settles (Enforcer::Settle). `cost` is still decided as usual (the Envoy
+  // adapter sends 0 with `shadow`, so the charge is never refused). >= 0.
+  int64_t settle_charge = 0;
   // The store key to use verbatim (a front end's own key layout); empty:
   // BucketKey(name, algorithm, normalised key).
   std::string_view bucket_key = {};

@@ -70,6 +70,7 @@ struct RuntimeConfig {
   std::vector<HeaderStyle> grpc_header_styles;
   bool grpc_retry_after = true;          // Retry-After on OVER_LIMIT (response_headers_to_add)
   double grpc_retry_after_jitter = 0.5;  // as retry_after_jitter, for that Retry-After
+  bool grpc_response_metadata = false;   // dynamic_metadata in responses (RlsDecideOptions)
   // Algorithm for YAML rate_limit blocks without `algorithm`.
   Algorithm rls_default_algorithm = Algorithm::kTokenBucket;
 

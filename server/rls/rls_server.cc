@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rls_health.h"
 
 namespace tollgate::rls {
 namespace {
@@ -73,9 +74,10 @@ std::shared_ptr<grpc::ServerCredentials> CredentialsOf(const RlsServerOptions& o
 
 class RlsServer::Impl {
  public:
-  Impl(EnvoyDecider* decider, std::vector<std::string> allowed_names)
-      : service(decider, std::move(allowed_names)) {}
+  Impl(EnvoyDecider* decider, std::vector<std::string> allowed_names, std::function<bool()> serving)
+      : service(decider, std::move(allowed_names)), health(std::move(serving)) {}
   Service service;
+  HealthService health;
   std::unique_ptr<grpc::Server> server;
   std::mutex shutdown_mu;
   bool shut_down = false;
@@ -95,11 +97,16 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
     s->own_decider_ = std::move(decider).value();
     s->decider_ = s->own_decider_.get();
   }
-  s->impl_ = std::make_unique<RlsServer::Impl>(s->decider_, options.tls_allowed_names);
+  // Serving: the caller's readiness, and neither Drain nor Shutdown called.
+  s->impl_ = std::make_unique<RlsServer::Impl>(
+      s->decider_, options.tls_allowed_names, [ready = options.serving, stopping = &s->stopping_] {
+        return !stopping->load(std::memory_order_acquire) && (!ready || ready());
+      });
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, CredentialsOf(options), &port);
   builder.RegisterService(&s->impl_->service);
+  builder.RegisterService(&s->impl_->health);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
@@ -124,6 +131,7 @@ std::vector<ConfigError> RlsServer::ReloadFiles(const std::vector<std::string>& 
 }
 
 void RlsServer::Shutdown(Nanos grace) {
+  stopping_.store(true, std::memory_order_release);
   std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
   if (impl_->shut_down) return;
   impl_->shut_down = true;

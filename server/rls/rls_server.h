@@ -20,6 +20,9 @@
 //   ... server->counters().AppendPrometheus(&text);
 //   server->Shutdown();                        // also done by the destructor
 //
+// The same listener serves grpc.health.v1.Health (rls_health.h): SERVING
+// while RlsServerOptions::serving says so, NOT_SERVING once Drain is called.
+//
 // Status mapping (docs/envoy.md): OK / OVER_LIMIT are normal responses; a bad
 // request is INVALID_ARGUMENT; a store that cannot decide is UNAVAILABLE, so
 // Envoy's failure_mode_deny decides.
@@ -30,6 +33,8 @@
 #ifndef TOLLGATE_SERVER_RLS_RLS_SERVER_H_
 #define TOLLGATE_SERVER_RLS_RLS_SERVER_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +72,10 @@ struct RlsServerOptions {
   std::string tls_key_pem;
   std::string tls_client_ca_pem;
   std::vector<std::string> tls_allowed_names;
+  // grpc.health.v1.Health on the same listener (rls_health.h): SERVING while
+  // this returns true (null: always) and neither Drain nor Shutdown was
+  // called. Called on gRPC's threads; must not block.
+  std::function<bool()> serving;
 };
 
 class RlsServer {
@@ -90,6 +99,10 @@ class RlsServer {
   RlsCounters& counters() const { return decider_->counters(); }
   EnvoyDecider& decider() { return *decider_; }
 
+  // From now on the health service answers NOT_SERVING, while calls are
+  // still served (a draining process: health checkers move traffic away
+  // before the listener closes). Idempotent.
+  void Drain() { stopping_.store(true, std::memory_order_release); }
   // Stops accepting calls, waits up to `grace` for calls in flight, then
   // cancels them. Idempotent.
   void Shutdown(Nanos grace = std::chrono::seconds(1));
@@ -104,6 +117,7 @@ class RlsServer {
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
   std::string address_;
+  std::atomic<bool> stopping_{false};  // Drain or Shutdown called: NOT_SERVING
 };
 
 // Binds, starts serving and returns the running server, or kInvalidArgument

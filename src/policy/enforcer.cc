@@ -3,7 +3,9 @@
 //
 // Batch layout: enforced items first, then shadow items. If only a shadow item
 // did not fit, the enforced items are decided again on their own (a shadow
-// rule must never reject), which is the only case needing a second round trip.
+// rule must never reject), with the quota items that fitted (ExplicitItem::
+// quota), which is the only case needing a second round trip; when every
+// quota item with a cost was over, the call is rejected instead.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -22,12 +24,14 @@ bool Enforcer::Impl::Absorb(Plan& plan, Result<BatchDecision> r, bool second) {
     plan.error = r.status();
     return false;
   }
-  const size_t expected = second ? plan.enforced_count : plan.StoreCount();
+  const size_t expected = second ? plan.again.size() : plan.StoreCount();
+  // The batch's k-th item is the plan's item ItemOf(k).
+  auto item_of = [&](size_t k) { return second ? plan.again[k] : k; };
   if (!r->enforced) {
     plan.unenforced = true;
     plan.allowed = r->allowed;
     if (r->decisions.size() == expected) {
-      for (size_t i = 0; i < expected; ++i) plan.decisions[i] = r->decisions[i];
+      for (size_t k = 0; k < expected; ++k) plan.decisions[item_of(k)] = r->decisions[k];
     }
     return false;
   }
@@ -36,19 +40,46 @@ bool Enforcer::Impl::Absorb(Plan& plan, Result<BatchDecision> r, bool second) {
                                " decisions for " + std::to_string(expected) + " items");
     return false;
   }
-  for (size_t i = 0; i < expected; ++i) plan.decisions[i] = r->decisions[i];
+  for (size_t k = 0; k < expected; ++k) plan.decisions[item_of(k)] = r->decisions[k];
   if (r->allowed) {
     plan.allowed = true;
     return false;
   }
-  const size_t denied = static_cast<size_t>(std::max(0, r->denied_index));
+  const size_t denied = item_of(static_cast<size_t>(std::max(0, r->denied_index)));
   if (second || denied < plan.enforced_count) {
     plan.allowed = false;
     plan.denied_item = static_cast<int>(denied);
     return false;
   }
-  // Only shadow items did not fit: never reject for them.
-  if (plan.enforced_count == 0) {
+  // Only shadow or quota items did not fit: never reject for a shadow item,
+  // nor for some quota items; when every quota item with a cost is over
+  // (envoyproxy/ratelimit's quota mode), reject, charging nothing.
+  size_t quota_items = 0;
+  size_t quota_over = 0;
+  int first_over = -1;
+  plan.again.clear();
+  for (size_t i = 0; i < plan.StoreCount(); ++i) {
+    const PlannedItem& item = plan.items[i];
+    if (i < plan.enforced_count) {
+      plan.again.push_back(i);
+      continue;
+    }
+    if (!item.quota) continue;
+    ++quota_items;
+    if (item.cost == 0) continue;  // a peek fits, and has nothing to charge
+    if (plan.decisions[i].allowed) {
+      plan.again.push_back(i);
+    } else {
+      ++quota_over;
+      if (first_over < 0) first_over = static_cast<int>(i);
+    }
+  }
+  if (quota_items > 0 && quota_over == quota_items) {
+    plan.allowed = false;
+    plan.denied_item = first_over;
+    return false;
+  }
+  if (plan.again.empty()) {
     plan.allowed = true;
     return false;
   }
@@ -229,7 +260,7 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   auto batch = plan.Batch(plan.StoreCount());
   StoreCallStarted(plan);
   if (Absorb(plan, store_->Acquire(batch), false)) {
-    auto again = plan.Batch(plan.enforced_count);
+    auto again = plan.BatchAgain();
     Absorb(plan, store_->Acquire(again), true);
   }
   StoreCallEnded(plan);
@@ -270,7 +301,7 @@ void Enforcer::Impl::RunBatchAsync(std::shared_ptr<Plan> plan,
       done(Finish(*plan));
       return;
     }
-    auto again = plan->Batch(plan->enforced_count);
+    auto again = plan->BatchAgain();
     store_->AcquireAsync(again, [this, plan, done](Result<BatchDecision> r2) {
       Absorb(*plan, std::move(r2), true);
       StoreCallEnded(*plan);
@@ -300,7 +331,11 @@ void Enforcer::Impl::Count(Plan& plan) {
     const bool fits = plan.peek && !enforced ? item.cost <= plan.decisions[i].remaining
                                              : plan.decisions[i].allowed;
     if (!enforced) {
-      if (!fits) s.shadow_rejected.fetch_add(1, std::memory_order_relaxed);
+      // A quota item over its limit in a rejected call was part of the refusal.
+      if (!fits) {
+        (item.quota && !plan.allowed ? s.rejected : s.shadow_rejected)
+            .fetch_add(1, std::memory_order_relaxed);
+      }
       continue;
     }
     if (plan.allowed) s.allowed.fetch_add(1, std::memory_order_relaxed);

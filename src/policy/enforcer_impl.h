@@ -53,6 +53,8 @@ struct PlannedItem {
   const std::string& ReportName() const { return report_name.empty() ? name : report_name; }
 
   RuleOutcome::ShadowReason shadow = RuleOutcome::ShadowReason::kNone;
+  bool quota = false;         // ExplicitItem::quota (then shadow is kConfigured)
+  int64_t settle_charge = 0;  // ExplicitItem::settle_charge
   RuleState* state = nullptr;
   // The policy rule (kept alive by the plan's binding); null for explicit items.
   const Rule* rule = nullptr;
@@ -114,17 +116,25 @@ struct Plan {
   bool lease_denied = false;    // an enforced concurrency rule had no free slot
   std::vector<HeldLease> held;  // leases kept for an allowed outcome
 
+  // The second round's items (Absorb): the enforced ones and the quota items
+  // that fitted the first round, by index into `items`.
+  std::vector<size_t> again;
+
   std::vector<AcquireItem> Batch(size_t count) const {
     std::vector<AcquireItem> batch;
     batch.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      batch.push_back(
-          {items[i].key, &items[i].limit, explain ? 0 : items[i].cost, items[i].failure_mode});
-    }
-    if (peek) {
-      for (AcquireItem& item : batch) item.cost = 0;
-    }
+    for (size_t i = 0; i < count; ++i) batch.push_back(Call(i));
     return batch;
+  }
+  std::vector<AcquireItem> BatchAgain() const {
+    std::vector<AcquireItem> batch;
+    batch.reserve(again.size());
+    for (size_t i : again) batch.push_back(Call(i));
+    return batch;
+  }
+  AcquireItem Call(size_t i) const {
+    return {items[i].key, &items[i].limit, explain || peek ? 0 : items[i].cost,
+            items[i].failure_mode};
   }
   size_t StoreCount() const { return items.size() - storeless_count; }
   bool HasLeases() const {

@@ -414,7 +414,10 @@ Result<PlannedItem> Enforcer::Impl::PlanExplicit(const Policy& policy, const Bin
     item.action = kind == ExplicitItem::Storeless::kDenyAll ? "deny" : "unlimited";
   }
   item.report_name = std::string(it.report_name);
-  if (it.shadow) {
+  item.quota = it.quota && kind == ExplicitItem::Storeless::kNo;
+  item.settle_charge =
+      kind == ExplicitItem::Storeless::kNo ? std::clamp<int64_t>(it.settle_charge, 0, kMaxCost) : 0;
+  if (it.shadow || it.quota) {
     item.shadow = RuleOutcome::ShadowReason::kConfigured;
   } else if (rule) {
     item.shadow = ShadowOf(*rule, *item.state, item.identity);

@@ -20,11 +20,12 @@ struct Settlement::Item {
   Limit limit;
   std::string key;  // the store key
   Rule::CostKind cost_kind = Rule::CostKind::kFixed;
-  std::string field;         // kResponse: the response field
-  int64_t charged = 0;       // charged up front (the estimate, or the cost)
-  int64_t default_cost = 1;  // a missing or bad reported cost
-  int64_t max_cost = 0;      // a reported cost's bound
-  int64_t abort_cost = 0;    // the client left and the upstream did not finish
+  std::string field;          // kResponse: the response field
+  int64_t charged = 0;        // charged up front (the estimate, or the cost)
+  int64_t default_cost = 1;   // a missing or bad reported cost
+  int64_t max_cost = 0;       // a reported cost's bound
+  int64_t abort_cost = 0;     // the client left and the upstream did not finish
+  int64_t settle_charge = 0;  // a known cost charged at settlement (ExplicitItem)
   std::optional<RefundOn> refund_on;
   std::optional<FailureMode> failure_mode;
   RuleState* state = nullptr;
@@ -155,16 +156,30 @@ void RuleState::CountRefund(std::string_view label) {
 
 std::shared_ptr<Settlement> Enforcer::Impl::MakeSettlement(const Plan& plan) const {
   std::shared_ptr<Settlement> out;
-  for (size_t i = 0; i < plan.enforced_count; ++i) {
+  if (plan.explain) return out;
+  for (size_t i = 0; i < plan.StoreCount(); ++i) {
     const PlannedItem& item = plan.items[i];
-    if (item.rule == nullptr || !item.rule->SettlesAfterResponse() || plan.explain) continue;
-    const Rule& rule = *item.rule;
+    // Explicit items with a known charge, enforced or not; else policy rules
+    // whose cost comes after the response, enforced ones only.
+    const bool known_charge = item.settle_charge > 0;
+    if (!known_charge &&
+        (i >= plan.enforced_count || item.rule == nullptr || !item.rule->SettlesAfterResponse())) {
+      continue;
+    }
     if (!out) {
       out = std::make_shared<Settlement>();
       out->admitted_at_ns_ = clock_->Now();
     }
     Settlement::Item s(item.limit);
     s.key = item.key;
+    if (known_charge) {
+      s.settle_charge = item.settle_charge;
+      s.failure_mode = item.failure_mode;
+      s.state = item.state;
+      out->items_.push_back(std::move(s));
+      continue;
+    }
+    const Rule& rule = *item.rule;
     s.cost_kind = rule.cost_kind;
     s.field = rule.cost_kind == Rule::CostKind::kResponse ? rule.cost_arg : std::string();
     s.charged = plan.peek ? 0 : item.cost;
@@ -218,7 +233,9 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
     p.item.age = Nanos(age);
     p.item.failure_mode = it.failure_mode;
     p.refund = it.refund_on ? it.refund_on->Match(response) : nullptr;
-    if (p.refund != nullptr) {
+    if (it.settle_charge > 0) {
+      p.item.charge = it.settle_charge;
+    } else if (p.refund != nullptr) {
       p.item.refund = it.charged;
     } else if (it.cost_kind == Rule::CostKind::kResponse ||
                it.cost_kind == Rule::CostKind::kHandler) {

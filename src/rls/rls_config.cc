@@ -213,6 +213,7 @@ void DumpNode(const RlsConfig::Node& node, std::vector<std::string>* lines) {
     if (!r.name.empty()) line += " name=" + r.name;
     if (r.shadow_mode) line += " shadow_mode";
     if (r.quota_mode) line += " quota_mode";
+    if (r.charge_only) line += " charge_only";
     lines->push_back(std::move(line));
   }
   for (const auto& [_, level] : node.keys) {
@@ -261,9 +262,17 @@ struct RlsConfigBuilder {
     rule->unlimited = rl.unlimited;
     rule->shadow_mode = spec.shadow_mode;
     rule->quota_mode = spec.quota_mode;
+    rule->charge_only = spec.charge_only;
     rule->replaces = rl.replaces;
     rule->metadata = CompileMetadata(d, spec, path);
     CheckUnitAndReplaces(d, rl, p);
+    if (spec.charge_only && (rl.unlimited || rl.requests_per_unit == 0)) {
+      Error(d.source, path + ".charge_only",
+            "needs a limit to charge (requests_per_unit > 0, not unlimited)");
+    }
+    if (spec.charge_only && spec.quota_mode) {
+      Error(d.source, path + ".charge_only", "cannot be combined with quota_mode");
+    }
     const Algorithm algorithm = rl.algorithm.value_or(options.default_algorithm);
     CheckAlgorithm(d, rl, p, algorithm);
     if (errors->size() == before && !rl.unlimited && rl.requests_per_unit > 0) {
@@ -363,7 +372,11 @@ struct RlsConfigBuilder {
         continue;
       }
       auto node = std::make_unique<RlsConfig::Node>();
-      if (spec.rate_limit) node->rule = CompileRule(d, spec, path, full_key);
+      if (spec.rate_limit) {
+        node->rule = CompileRule(d, spec, path, full_key);
+      } else if (spec.charge_only) {
+        Error(d.source, path + ".charge_only", "needs a rate_limit on the same descriptor");
+      }
       Load(d, spec.descriptors, node.get(), path, full_key + ".", depth + 1);
       if (IsWildcard(spec.value)) {
         level.wildcards.emplace_back(spec.value, node.get());

@@ -74,10 +74,15 @@ struct RlsDescriptorSpec {
   std::string value;
   std::optional<RlsRateLimitSpec> rate_limit;
   bool shadow_mode = false;
-  // Over the limit is reported, never enforced: the answer stays OK and the
-  // response's dynamic_metadata lists the descriptor (envoyproxy/ratelimit's
-  // quota mode; docs/envoy.md).
+  // envoyproxy/ratelimit's quota mode (docs/envoy.md): over its limit the
+  // descriptor's status is OVER_LIMIT, and the call is over only when every
+  // quota-mode descriptor of it is.
   bool quota_mode = false;
+  // tollgate extension (docs/envoy.md, "Costs known at stream end"): a
+  // descriptor cost > 0 is charged without a fit check and never rejects
+  // (Envoy's apply_on_stream_done call); cost 0 checks the bucket, over when
+  // it has no whole token left.
+  bool charge_only = false;
   // On a wildcard value: every matching value counts against one shared
   // counter (the pattern's) instead of one counter each.
   bool share_threshold = false;
@@ -106,6 +111,7 @@ struct RlsRule {
   bool unlimited = false;
   bool shadow_mode = false;
   bool quota_mode = false;
+  bool charge_only = false;  // RlsDescriptorSpec::charge_only
   std::vector<std::string> replaces;
   // The descriptor's `metadata`, or null.
   std::shared_ptr<const google::protobuf::Struct> metadata;

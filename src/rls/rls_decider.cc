@@ -33,7 +33,8 @@ enum class Kind { kNone, kUnlimited, kDenyAll, kStore };
 struct Slot {
   Kind kind = Kind::kNone;
   bool shadow = false;
-  bool quota = false;  // quota_mode: over is reported in dynamic_metadata, never enforced
+  bool quota = false;        // quota_mode: over when every quota descriptor of the call is
+  bool charge_only = false;  // a cost > 0 is charged at settlement, never refused
   int64_t cost = 1;
   uint32_t requests_per_unit = 0;
   RlsUnit unit = RlsUnit::kUnknown;
@@ -52,13 +53,22 @@ struct Slot {
 struct Call {
   std::shared_ptr<const RlsAttached> attached;  // keeps `config` alive
   const RlsConfig* config = nullptr;
+  const rlspb::RateLimitRequest* request = nullptr;
   rlspb::RateLimitResponse* response = nullptr;
+  bool response_metadata = false;  // RlsDecideOptions::response_metadata
   RlsDecider::Done done;
   std::vector<Slot> slots;
   std::vector<ExplicitItem> items;
   size_t store_items = 0;
   bool deny_all_enforced = false;  // an enforced deny-all rule with a cost rejects the call
-  int64_t start_ns = 0;            // steady clock, for the decision latency histogram
+  bool settles = false;            // a charge_only descriptor charges at settlement
+  // The request-time checks (charge_only descriptors of cost 0), peeked
+  // before the decision; checks_over: one found its bucket without a whole
+  // token, so the call is OVER_LIMIT and decided as a peek (charges nothing).
+  std::vector<ExplicitItem> checks;
+  bool checks_over = false;
+  Enforcer* enforcer = nullptr;  // settles the outcome's charges
+  int64_t start_ns = 0;          // steady clock, for the decision latency histogram
 };
 
 rlspb::RateLimitResponse::RateLimit::Unit ToProtoUnit(RlsUnit u) {
@@ -132,6 +142,7 @@ void PlanRule(const RlsMatch& match, const std::string& domain, Slot& s) {
   s.requests_per_unit = r.requests_per_unit;
   s.shadow = r.shadow_mode;
   s.quota = r.quota_mode;
+  s.charge_only = r.charge_only;
   s.metadata = r.metadata.get();
   if (r.unlimited) {
     s.kind = Kind::kUnlimited;
@@ -155,10 +166,34 @@ void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
         replaced.count(s.name) != 0) {
       s.kind = Kind::kNone;
     }
+  }
+  // Quota mode (upstream's rule): the call is over when every quota
+  // descriptor with a limit is. The Enforcer groups the quota store items
+  // (ExplicitItem::quota); deny-all ones are always over, so when they are
+  // the whole group they simply reject, as enforced deny-all items.
+  bool quota_all_deny = false;
+  for (const Slot& s : call.slots) {
+    if (!s.quota || s.shadow || (s.kind != Kind::kStore && s.kind != Kind::kDenyAll)) continue;
+    if (s.kind == Kind::kStore || s.cost == 0) {
+      quota_all_deny = false;
+      break;
+    }
+    quota_all_deny = true;
+  }
+  for (Slot& s : call.slots) {
     if (s.kind == Kind::kNone) continue;
     ExplicitItem item{.key = s.key, .cost = s.cost, .override_name = s.rule};
-    // Quota mode rides as shadow does: decided and charged with the batch, never rejecting.
-    item.shadow = s.shadow || s.quota;
+    // Quota mode rides as shadow does, rejecting only when all quota items are over.
+    item.shadow = s.shadow || (s.quota && !(quota_all_deny && s.kind == Kind::kDenyAll));
+    item.quota = s.quota && !s.shadow && s.kind == Kind::kStore;
+    if (s.charge_only && s.cost > 0 && s.kind == Kind::kStore) {
+      // A stream-end charge: decided as a peek that cannot refuse, charged by
+      // the Enforcer's settlement (into debt, as HTTP's cost after the response).
+      item.cost = 0;
+      item.shadow = true;
+      item.settle_charge = s.cost;
+      call.settles = true;
+    }
     item.report_name = s.report_name;
     item.handle = s.handle;
     if (s.kind == Kind::kStore) {
@@ -171,6 +206,7 @@ void MakeItems(const std::set<std::string_view>& replaced, Call& call) {
       if (s.kind == Kind::kDenyAll && !item.shadow && s.cost > 0) call.deny_all_enforced = true;
     }
     s.item = call.items.size();
+    if (s.charge_only && s.cost == 0 && s.kind == Kind::kStore) call.checks.push_back(item);
     call.items.push_back(item);
   }
 }
@@ -231,14 +267,24 @@ void CountHits(const Slot& s, bool over, const Decision* d, const Limit* limit) 
   }
 }
 
-// The status of one descriptor with a rule; returns whether its cost did not
-// fit (for shadow and quota mode too, whose code stays OK).
-bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome, bool peeked,
-                const Clock& clock, rlspb::RateLimitResponse::DescriptorStatus* st) {
+// When a bucket without a whole token (d, a peek) has one again: a token
+// bucket once max(TAT, now) + one interval is within the tolerance; other
+// algorithms when their window or meter resets.
+Nanos UntilOneToken(const Decision& d, const Limit& limit) {
+  if (limit.algorithm() != Algorithm::kTokenBucket) return d.reset_after;
+  const int64_t wait = d.reset_after.count() - limit.tolerance_ns() + limit.IncrementFor(1);
+  return Nanos(std::max<int64_t>(0, wait));
+}
+
+// The status of one descriptor with a rule: OVER_LIMIT when its cost did not
+// fit, except in shadow mode (quota mode reports it, as upstream).
+void AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome, bool peeked,
+                bool checks_over, const Clock& clock,
+                rlspb::RateLimitResponse::DescriptorStatus* st) {
   if (s.kind == Kind::kUnlimited) {
     st->set_limit_remaining(std::numeric_limits<uint32_t>::max());
     CountHits(s, false, nullptr, nullptr);
-    return false;
+    return;
   }
   auto* cl = st->mutable_current_limit();
   cl->set_requests_per_unit(s.requests_per_unit);
@@ -256,47 +302,75 @@ bool AnswerSlot(const Slot& s, const RuleOutcome& r, const CheckOutcome& outcome
     // over when its cost would not fit now, and reports when it would (the
     // Enforcer's RuleOutcome::peek).
     const bool soft_peek = (s.shadow || s.quota) && peeked && r.peek;
-    if (s.cost > 0 && outcome.enforced) {
+    if (s.charge_only) {
+      // A charge never refuses; a check (cost 0) is over when the peek before
+      // the decision found no whole token left (Decide).
+      over = s.cost == 0 && checks_over && d.remaining <= 0;
+    } else if (s.cost > 0 && outcome.enforced) {
       over = soft_peek ? !r.peek->fits : (!d.allowed || denied);
     }
     st->set_limit_remaining(ClampU32(d.remaining));
     Nanos wait = d.retry_after;
     if (over && soft_peek) wait = r.peek->wait;
+    if (over && s.charge_only) wait = UntilOneToken(d, *s.own_limit);
     reset = CeilSeconds((over && wait != Decision::kNever) ? wait : d.reset_after);
   }
   st->mutable_duration_until_reset()->set_seconds(reset);
   st->mutable_duration_until_reset()->set_nanos(0);
   CountHits(s, over, s.kind == Kind::kStore ? &r.decision : nullptr,
             s.own_limit ? &*s.own_limit : nullptr);
-  if (over && !s.shadow && !s.quota) st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
-  return over;
+  // A quota-mode descriptor reports OVER_LIMIT in its own status (upstream);
+  // whether the call is over is the Enforcer's verdict (Answer).
+  if (over && !s.shadow) st->set_code(rlspb::RateLimitResponse::OVER_LIMIT);
 }
 
-// envoyproxy/ratelimit's dynamic_metadata: `quotaModeEnabled` when a quota
-// mode rule applied, `quotaModeViolations` the indices of the descriptors
-// over theirs; the `metadata` of every rule within its limit, merged in
-// descriptor order (a later descriptor's field wins).
-void AddDynamicMetadata(const std::vector<Slot>& slots, const std::vector<bool>& over,
-                        rlspb::RateLimitResponse& resp) {
-  google::protobuf::ListValue violations;
-  bool quota_mode = false;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot& s = slots[i];
-    if (s.kind == Kind::kNone) continue;
-    if (s.quota) {
-      quota_mode = true;
-      if (over[i]) violations.add_values()->set_number_value(static_cast<double>(i));
-    }
-    if (s.metadata != nullptr && !over[i]) {
-      for (const auto& [name, value] : s.metadata->fields()) {
-        (*resp.mutable_dynamic_metadata()->mutable_fields())[name] = value;
-      }
+// Merges `src` into `dest` as upstream's mergeMetadata: a field already there
+// stays (the first descriptor's wins), except that two mappings merge.
+void MergeMetadata(const google::protobuf::Struct& src, google::protobuf::Struct* dest,
+                   int depth = 0) {
+  for (const auto& [name, value] : src.fields()) {
+    auto& fields = *dest->mutable_fields();
+    auto it = fields.find(name);
+    if (it == fields.end()) {
+      fields[name] = value;
+    } else if (it->second.has_struct_value() && value.has_struct_value() && depth < 64) {
+      MergeMetadata(value.struct_value(), it->second.mutable_struct_value(), depth + 1);
     }
   }
-  if (!quota_mode) return;
+}
+
+// envoyproxy/ratelimit's dynamic_metadata (ratelimitToMetadata, current
+// main): the request's `domain`, its `descriptors` (`entries` as "key=value",
+// `limit` when overridden, `hitsAddend` when set), the request's `hitsAddend`
+// when not 0, and `metadata`: the merged `metadata` of the descriptors whose
+// status is not OVER_LIMIT (unlimited ones excepted, as upstream).
+void AddDynamicMetadata(const rlspb::RateLimitRequest& request, const std::vector<Slot>& slots,
+                        rlspb::RateLimitResponse& resp) {
   auto& fields = *resp.mutable_dynamic_metadata()->mutable_fields();
-  fields["quotaModeEnabled"].set_bool_value(true);
-  *fields["quotaModeViolations"].mutable_list_value() = std::move(violations);
+  fields["domain"].set_string_value(request.domain());
+  auto* descriptors = fields["descriptors"].mutable_list_value();
+  for (const auto& desc : request.descriptors()) {
+    auto& d = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
+    auto* entries = d["entries"].mutable_list_value();
+    for (const auto& e : desc.entries()) {
+      entries->add_values()->set_string_value(e.key() + "=" + e.value());
+    }
+    if (desc.has_limit()) d["limit"].set_string_value(desc.limit().ShortDebugString());
+    if (desc.has_hits_addend()) {
+      d["hitsAddend"].set_number_value(static_cast<double>(desc.hits_addend().value()));
+    }
+  }
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  }
+  google::protobuf::Struct passed;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
+    if (s.metadata == nullptr || s.kind == Kind::kUnlimited || s.kind == Kind::kNone) continue;
+    if (resp.statuses(static_cast<int>(i)).code() == rlspb::RateLimitResponse::OVER_LIMIT) continue;
+    MergeMetadata(*s.metadata, &passed);
+  }
+  if (passed.fields_size() > 0) *fields["metadata"].mutable_struct_value() = std::move(passed);
 }
 
 // The Enforcer's outcome -> the response (or UNAVAILABLE), and the counters.
@@ -305,7 +379,9 @@ struct HeadersToAdd {
   bool retry_after = false;  // Retry-After on OVER_LIMIT
 };
 
-void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOutcome> r) {
+void Answer(const std::shared_ptr<Call>& shared, const Clock& clock, HeadersToAdd headers,
+            Result<CheckOutcome> r) {
+  Call& call = *shared;
   RlsCounters& counters = call.config->counters();
   ServiceCounters& service = counters.service();
   const bool failed = !r.ok() || r->verdict == CheckOutcome::Verdict::kUnavailable;
@@ -322,16 +398,20 @@ void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOu
   if (!outcome.enforced) Count(service.unenforced, 1);
   rlspb::RateLimitResponse& resp = *call.response;
   bool over_limit = false;
-  std::vector<bool> over(call.slots.size(), false);
   for (size_t i = 0; i < call.slots.size(); ++i) {
     const Slot& s = call.slots[i];
     auto* st = resp.add_statuses();
     st->set_code(rlspb::RateLimitResponse::OK);
     if (s.kind == Kind::kNone) continue;
-    over[i] = AnswerSlot(s, outcome.rules[s.item], outcome, call.deny_all_enforced, clock, st);
-    over_limit |= st->code() == rlspb::RateLimitResponse::OVER_LIMIT;
+    AnswerSlot(s, outcome.rules[s.item], outcome, call.deny_all_enforced, call.checks_over, clock,
+               st);
   }
-  AddDynamicMetadata(call.slots, over, resp);
+  // Over when an enforced descriptor is, or every quota descriptor is
+  // (upstream's overall code), which is when the Enforcer rejected: nothing
+  // was charged then.
+  over_limit =
+      outcome.enforced && (outcome.verdict == CheckOutcome::Verdict::kReject || call.checks_over);
+  if (call.response_metadata) AddDynamicMetadata(*call.request, call.slots, resp);
   resp.set_overall_code(over_limit ? rlspb::RateLimitResponse::OVER_LIMIT
                                    : rlspb::RateLimitResponse::OK);
   Count(over_limit ? service.over_limit : service.ok, 1);
@@ -346,6 +426,20 @@ void Answer(Call& call, const Clock& clock, HeadersToAdd headers, Result<CheckOu
       h->set_key(f.name);
       h->set_value(f.value);
     }
+  }
+  if (call.settles && outcome.settlement) {
+    // The charges go to the store before the answer, so a client that reads
+    // the answer finds them counted. A charge the store could not take is
+    // UNAVAILABLE, as a decision it could not make.
+    call.enforcer->SettleAsync(outcome.settlement, ResponseOutcome{}, [c = shared](Status st) {
+      if (!st.ok()) {
+        Count(c->config->counters().service().store_errors, 1);
+        c->response->Clear();
+        return c->done(UnavailableError("rate limit store: " + st.ToString()));
+      }
+      c->done(Status::Ok());
+    });
+    return;
   }
   call.done(Status::Ok());
 }
@@ -484,7 +578,10 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
   response->Clear();
   if (!call->attached) return done(UnavailableError("rls: no configuration installed"));
   call->config = call->attached->config.get();
+  call->request = &request;
   call->response = response;
+  call->response_metadata = options_.response_metadata;
+  call->enforcer = enforcer_;
   call->done = std::move(done);
   RlsCounters& counters = call->config->counters();
   ServiceCounters& service = counters.service();
@@ -508,6 +605,7 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
       response->add_statuses()->set_code(rlspb::RateLimitResponse::OK);
     }
     response->set_overall_code(rlspb::RateLimitResponse::OK);
+    if (call->response_metadata) AddDynamicMetadata(request, call->slots, *response);
     Count(service.ok, 1);
     return call->done(Status::Ok());
   }
@@ -515,10 +613,38 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
 
   const Clock* clock = clock_;
   const HeadersToAdd headers{!options_.header_styles.empty(), options_.retry_after};
+  Enforcer* enforcer = enforcer_;
+  Enforcer::FrontEnd* front_end = front_end_;
+  auto decide = [call, clock, headers, enforcer, front_end] {
+    enforcer->CheckItemsAsync(
+        call->items,
+        [call, clock, headers](Result<CheckOutcome> r) {
+          Answer(call, *clock, headers, std::move(r));
+        },
+        front_end);
+  };
+  if (call->checks.empty()) return decide();
+  // Request-time checks of stream-end budgets: peeked first (cost 0), so that
+  // a bucket without a whole token makes the call OVER_LIMIT before anything
+  // is charged; then the call is decided (as a peek when one was empty). Not
+  // atomic with the decision: the stream-end charges that empty a bucket are
+  // never refused anyway (docs/envoy.md, "Costs known at stream end").
   enforcer_->CheckItemsAsync(
-      call->items,
-      [call, clock, headers](Result<CheckOutcome> r) {
-        Answer(*call, *clock, headers, std::move(r));
+      call->checks,
+      [call, decide](Result<CheckOutcome> r) {
+        if (r.ok() && r->verdict != CheckOutcome::Verdict::kUnavailable && r->enforced) {
+          for (const RuleOutcome& rule : r->rules) {
+            if (rule.decision.remaining <= 0) call->checks_over = true;
+          }
+        }
+        if (call->checks_over) {
+          for (ExplicitItem& item : call->items) {
+            item.cost = 0;
+            item.settle_charge = 0;
+          }
+          call->settles = false;
+        }
+        decide();
       },
       front_end_);
 }

@@ -29,10 +29,16 @@
 //  - cost = the descriptor's hits_addend when set (0 = check only), else
 //    max(1, the request's hits_addend);
 //  - all descriptors are decided together as one Enforcer call (all-or-nothing:
-//    a rejected request charges no bucket); shadow- and quota-mode descriptors
-//    never make the answer OVER_LIMIT (quota mode lists them in
-//    dynamic_metadata, with the `metadata` of descriptors within their limit); `unlimited` and
-//    requests_per_unit 0 are decided without the store (ExplicitItem::Storeless);
+//    a rejected request charges no bucket); shadow-mode descriptors never make
+//    the answer OVER_LIMIT; quota-mode ones report OVER_LIMIT in their own
+//    status and make the answer OVER_LIMIT only when every quota descriptor
+//    of the call is over (envoyproxy/ratelimit's rule; ExplicitItem::quota);
+//    `charge_only` descriptors with a cost are charged by the Enforcer's
+//    settlement (into debt, never refused), settled before `done` runs;
+//    `unlimited` and requests_per_unit 0 are decided without the store
+//    (ExplicitItem::Storeless);
+//  - dynamic_metadata only with RlsDecideOptions::response_metadata, in
+//    upstream's shape (domain, descriptors, hitsAddend, merged metadata);
 //  - a store error, or a fail-closed failure mode, answers UNAVAILABLE, so
 //    Envoy's failure_mode_deny decides; a fail-open answer is OK.
 //

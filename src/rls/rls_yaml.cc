@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -77,25 +78,95 @@ void AppendJsonString(std::string_view s, std::string* out) {
   *out += '"';
 }
 
+// Whether yaml.v2 resolves plain scalar `v` to a number: an integer as
+// strconv.ParseInt(v, 0, 64) reads it (`_` allowed; 0x, 0o / 0, 0b), or a
+// float as its yamlStyleFloat ([-+]?(.d+|d+(.d*)?)([eE][-+]?d+)?), or
+// .inf / .nan. Linear, without a regex (a key may be long).
+bool YamlNumber(std::string_view v) {
+  auto digits = [](std::string_view s, std::string_view allowed) {
+    return !s.empty() && s.find_first_not_of(allowed) == std::string_view::npos &&
+           s.find_first_not_of('_') != std::string_view::npos;
+  };
+  std::string_view body = v;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) body.remove_prefix(1);
+  for (std::string_view inf : {".inf", ".Inf", ".INF"}) {
+    if (body == inf) return true;
+  }
+  if (v == ".nan" || v == ".NaN" || v == ".NAN") return true;
+  if (body.size() > 2 && body[0] == '0') {
+    const std::string_view rest = body.substr(2);
+    if (body[1] == 'x' || body[1] == 'X') return digits(rest, "0123456789abcdefABCDEF_");
+    if (body[1] == 'b' || body[1] == 'B') return digits(rest, "01_");
+    if (body[1] == 'o' || body[1] == 'O') return digits(rest, "01234567_");
+  }
+  if (digits(body, "0123456789_") && body[0] != '_') return true;
+  // The float form: mantissa, then an optional exponent.
+  const size_t e = body.find_first_of("eE");
+  const std::string_view mantissa = body.substr(0, e);
+  if (e != std::string_view::npos) {
+    std::string_view exp = body.substr(e + 1);
+    if (!exp.empty() && (exp[0] == '-' || exp[0] == '+')) exp.remove_prefix(1);
+    if (exp.empty() || exp.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  }
+  const size_t dot = mantissa.find('.');
+  const std::string_view whole = mantissa.substr(0, dot);
+  const std::string_view frac =
+      dot == std::string_view::npos ? std::string_view() : mantissa.substr(dot + 1);
+  auto all_digits = [](std::string_view s) {
+    return s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (!all_digits(whole) || !all_digits(frac)) return false;
+  if (dot == std::string_view::npos) return !whole.empty();  // d+ with an exponent
+  return !whole.empty() || !frac.empty();                    // d+. / d+.d+ / .d+
+}
+
+// What gopkg.in/yaml.v2 (envoyproxy/ratelimit's parser) makes of a mapping
+// key that is not a string, printed as upstream's error prints it (Go's %v):
+// a plain (unquoted) scalar that YAML 1.1 resolves to null, a boolean, an
+// integer or a float, or a collection. nullopt: a string key.
+std::optional<std::string> NonStringKey(const YAML::Node& key) {
+  if (key.IsSequence()) return "a sequence (" + std::to_string(key.size()) + " items)";
+  if (key.IsMap()) return "a mapping (" + std::to_string(key.size()) + " keys)";
+  if (key.IsNull()) return "<nil>";
+  if (!key.IsScalar() || key.Tag() != "?") return std::nullopt;  // quoted or tagged: a string
+  static const std::set<std::string, std::less<>> kNull = {"~", "null", "Null", "NULL"};
+  static const std::set<std::string, std::less<>> kTrue = {"y",  "Y",  "yes",  "Yes",  "YES", "on",
+                                                           "On", "ON", "true", "True", "TRUE"};
+  static const std::set<std::string, std::less<>> kFalse = {
+      "n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"};
+  const std::string& v = key.Scalar();
+  if (v.empty() || kNull.count(v) != 0) return "<nil>";
+  if (kTrue.count(v) != 0) return "true";
+  if (kFalse.count(v) != 0) return "false";
+  if (YamlNumber(v)) return v;
+  return std::nullopt;
+}
+
 class Walker {
  public:
   Walker(std::string source, std::vector<ConfigError>* errors)
-      : source_(source), errors_(errors, std::move(source)) {}
+      : source_(source), errors_(errors, std::move(source)), whole_file_(errors) {}
 
   void Error(const YAML::Node& node, const std::string& path, const std::string& message) {
     std::string m = message;
     if (node.IsDefined() && node.Mark().line >= 0) {
       m += " (line " + std::to_string(node.Mark().line + 1) + ")";
     }
-    errors_.Add(path, m);
+    // An error of the whole document (a root key) names the file alone.
+    if (path.empty() && !source_.empty()) {
+      whole_file_.Add(source_, m);
+    } else {
+      errors_.Add(path, m);
+    }
   }
 
   // Rejects keys that are neither `allowed` here nor accepted by upstream anywhere.
   void CheckKeys(const YAML::Node& map, const std::string& path,
                  std::initializer_list<std::string_view> allowed) {
     for (const auto& kv : map) {
-      if (!kv.first.IsScalar()) {
-        Error(kv.first, path, "config error, key is not of type string");
+      // Upstream's message: "config error, key is not of type string: 0.25".
+      if (const auto what = NonStringKey(kv.first)) {
+        Error(kv.first, path, "config error, key is not of type string: " + *what);
         continue;
       }
       const std::string k = kv.first.Scalar();
@@ -267,12 +338,13 @@ class Walker {
         Error(d, p, "config error, yaml file contains list of type other than map");
         continue;
       }
-      CheckKeys(d, p, {"metadata"});
+      CheckKeys(d, p, {"metadata", "charge_only"});
       RlsDescriptorSpec spec;
       String(d["key"], Join(p, "key"), &spec.key);
       String(d["value"], Join(p, "value"), &spec.value);
       Bool(d["shadow_mode"], Join(p, "shadow_mode"), &spec.shadow_mode);
       Bool(d["quota_mode"], Join(p, "quota_mode"), &spec.quota_mode);
+      Bool(d["charge_only"], Join(p, "charge_only"), &spec.charge_only);
       Bool(d["share_threshold"], Join(p, "share_threshold"), &spec.share_threshold);
       Bool(d["detailed_metric"], Join(p, "detailed_metric"), &spec.detailed_metric);
       Bool(d["value_to_metric"], Join(p, "value_to_metric"), &spec.value_to_metric);
@@ -290,6 +362,7 @@ class Walker {
  private:
   std::string source_;
   base::ConfigErrors errors_;
+  base::ConfigErrors whole_file_;  // no source prefix: the path is the file
 };
 
 // YAML aliases make a document a graph: a 2 KB file of anchors, each used ten

@@ -15,9 +15,14 @@
 //                             fixed_window (default), sliding_window, sliding_log
 //         burst: <int>        tollgate extension: bucket capacity
 //       shadow_mode: <bool>
-//       quota_mode: <bool>       over is reported in dynamic_metadata, not enforced
+//       quota_mode: <bool>       over is reported in the status; the call is over
+//                                when every quota descriptor of it is (upstream)
+//       charge_only: <bool>      tollgate extension: a cost > 0 is charged at once
+//                                without a fit check (a stream-end charge, into
+//                                debt); cost 0 checks, over with no token left
 //       share_threshold: <bool>  a wildcard's values share the pattern's counter
 //       metadata: {...}          sent in dynamic_metadata while within the limit
+//                                (with RlsDecideOptions::response_metadata)
 //       detailed_metric: <bool>  accepted, no effect on tollgate's counters
 //       value_to_metric: <bool>  accepted, no effect on tollgate's counters
 //       descriptors: [...]    nested, same shape

@@ -183,6 +183,7 @@ void ReadEnvoy(JsonFields& g, RuntimeConfig* c) {
   ReadStyleList(g, "headers", &c->grpc_header_styles);
   g.Bool("retry_after", &c->grpc_retry_after);
   g.Double("retry_after_jitter", &c->grpc_retry_after_jitter, 0.0, 10.0);
+  g.Bool("response_metadata", &c->grpc_response_metadata);
   ReadDefaultAlgorithm(g, c);
 }
 

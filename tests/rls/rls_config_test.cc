@@ -188,6 +188,46 @@ descriptors:
   EXPECT_TRUE(AnyContains(e, "(line 6)")) << ::testing::PrintToString(e);
 }
 
+// Upstream's TestNonStringKey (test/config/non_string_key.yaml): "config
+// error, key is not of type string: 0.25", with the file's name; here also
+// the path and line. A key that yaml.v2 reads as a number, boolean or null is
+// not a string; quoted, the same text is.
+TEST(RlsYamlTest, NonStringKeysNamedAsUpstream) {
+  const RlsYamlResult r = ParseRlsYaml(R"(0.25: test-domain
+descriptors:
+  - key: key1
+    value: value1
+    rate_limit:
+      unit: day
+      requests_per_unit: 5
+)",
+                                       "non_string_key.yaml");
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_EQ(r.errors[0].ToString(),
+            "non_string_key.yaml: config error, key is not of type string: 0.25 (line 1)");
+  const auto e = Errors(R"(domain: d
+descriptors:
+  - key: k
+    7: a
+    yes: b
+    ~: c
+    0x1F: d
+    [a, b]: e
+    "8": f
+    rate_limit: {unit: second, requests_per_unit: 1}
+)");
+  for (const char* want :
+       {"descriptors[0]: config error, key is not of type string: 7 (line 4)",
+        "descriptors[0]: config error, key is not of type string: true (line 5)",
+        "descriptors[0]: config error, key is not of type string: <nil> (line 6)",
+        "descriptors[0]: config error, key is not of type string: 0x1F (line 7)",
+        "descriptors[0]: config error, key is not of type string: a sequence (2 items) (line 8)",
+        "descriptors[0].8: config error, unknown key '8' (line 9)"}) {
+    EXPECT_TRUE(AnyContains(e, want)) << want << "\n" << ::testing::PrintToString(e);
+  }
+  EXPECT_EQ(e.size(), 6u) << ::testing::PrintToString(e);
+}
+
 // Issue 15: a small file of anchors, each used ten times by the next, is a
 // billion descriptors to the walker (--check was busy for minutes). It is
 // refused before the walk; aliases used a few times still work.

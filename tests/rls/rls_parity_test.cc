@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "rls/rls_scenarios.h"
 #include "rls/rls_test_util.h"
 
 namespace tollgate::rls {
@@ -218,43 +219,61 @@ TEST(RlsParityTest, ShadowOverItsLimitReportsItsWaitWhenDenyAllRejects) {
   EXPECT_EQ(Reset(resp, 1), 10);  // one token of 6/minute
 }
 
-TEST(RlsParityTest, QuotaModeReportsInsteadOfRejecting) {
+// Upstream's quota-mode tests (rls_scenarios.h), on the local store.
+class RlsQuotaModeTest : public ::testing::Test {
+ protected:
+  quota_scenarios::Call Caller() {
+    return [this](const rlspb::RateLimitRequest& r) { return CallOk(f_, r); };
+  }
+  ManualClock clock_;
+  RlsFixture f_{quota_scenarios::kQuotaYaml, &clock_};
+};
+
+TEST_F(RlsQuotaModeTest, TestServicePerDescriptorQuotaMode) {
+  quota_scenarios::PerDescriptorQuotaMode(Caller());
+}
+TEST_F(RlsQuotaModeTest, TestServiceMixedPerDescriptorModes) {
+  quota_scenarios::MixedPerDescriptorModes(Caller());
+}
+TEST_F(RlsQuotaModeTest, TestServiceQuotaModeOnlyAllOverTheLimit) {
+  quota_scenarios::QuotaModeOnlyAllOverTheLimit(Caller());
+}
+TEST_F(RlsQuotaModeTest, TestServiceQuotaModeOnlySomeOverTheLimit) {
+  quota_scenarios::QuotaModeOnlySomeOverTheLimit(Caller());
+}
+
+// Stream-end charges (charge_only), on the local store.
+TEST(RlsStreamEndTest, ChargeOnlyDescriptorsChargeIntoDebtAndNeverRefuse) {
   ManualClock clock;
-  RlsFixture f(R"(
-domain: quota
-descriptors:
-  - key: service
-    value: service_1
+  RlsFixture f(quota_scenarios::kStreamEndYaml, &clock);
+  quota_scenarios::StreamEndCharges([&](const rlspb::RateLimitRequest& r) { return CallOk(f, r); },
+                                    [&](int64_t s) { clock.Advance(std::chrono::seconds(s)); });
+}
+
+// A quota-mode rule that allows nothing (requests_per_unit: 0) is always
+// over: alone it rejects; beside a quota rule within its limit it does not.
+TEST(RlsParityTest, DenyAllQuotaDescriptorsCountAsOver) {
+  ManualClock clock;
+  RlsFixture f(std::string(quota_scenarios::kQuotaYaml) + R"(
+  - key: closed
+    value: limit
     quota_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: service
-    value: service_2
-    quota_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 2}
+    rate_limit: {unit: minute, requests_per_unit: 0}
 )",
                &clock);
-  rlspb::RateLimitRequest r;
-  r.set_domain("quota");
-  AddDescriptor(&r, {{"service", "service_1"}});
-  AddDescriptor(&r, {{"service", "service_2"}});
-  const Code first = CallOk(f, r);
-  EXPECT_EQ(first.overall_code(), Code::OK);
-  const auto& fields = first.dynamic_metadata().fields();
-  ASSERT_EQ(fields.count("quotaModeEnabled"), 1u);
-  EXPECT_TRUE(fields.at("quotaModeEnabled").bool_value());
-  EXPECT_EQ(fields.at("quotaModeViolations").list_value().values_size(), 0);
-  const Code second = CallOk(f, r);
-  EXPECT_EQ(second.overall_code(), Code::OK);  // over service_1's quota, still allowed
-  EXPECT_EQ(second.statuses(0).code(), Code::OK);
-  EXPECT_EQ(second.statuses(0).limit_remaining(), 0u);
-  EXPECT_EQ(Reset(second, 0), 60);
-  const auto& violations =
-      second.dynamic_metadata().fields().at("quotaModeViolations").list_value();
-  ASSERT_EQ(violations.values_size(), 1);
-  EXPECT_EQ(violations.values(0).number_value(), 0);  // descriptor 0: service_1
-  // Quota rules ride in the batch as shadow ones do: charged only when every
-  // item fitted, so service_2 was not charged by a call that was over service_1.
-  EXPECT_EQ(second.statuses(1).limit_remaining(), 1u);
+  const Code alone = CallOk(f, quota_scenarios::Keys({"closed"}));
+  EXPECT_EQ(alone.overall_code(), Code::OVER_LIMIT);
+  EXPECT_EQ(alone.statuses(0).code(), Code::OVER_LIMIT);
+  const Code with_open = CallOk(f, quota_scenarios::Keys({"closed", "quota"}));
+  EXPECT_EQ(with_open.overall_code(), Code::OK);
+  EXPECT_EQ(with_open.statuses(0).code(), Code::OVER_LIMIT);
+  EXPECT_EQ(with_open.statuses(1).code(), Code::OK);
+}
+
+RlsDecideOptions WithMetadata() {
+  RlsDecideOptions o;
+  o.response_metadata = true;
+  return o;
 }
 
 TEST(RlsParityTest, MetadataIsSentWhileWithinTheLimit) {
@@ -269,9 +288,9 @@ descriptors:
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 1}
 )",
-               &clock);
+               &clock, WithMetadata());
   const Code ok = CallOk(f, Request("md", {{"backend", "primary"}}));
-  const auto& fields = ok.dynamic_metadata().fields();
+  const auto& fields = ok.dynamic_metadata().fields().at("metadata").struct_value().fields();
   EXPECT_EQ(fields.at("service").string_value(), "primary-svc");
   EXPECT_EQ(fields.at("weight").number_value(), 3);
   EXPECT_FALSE(fields.at("canary").bool_value());
@@ -279,7 +298,99 @@ descriptors:
   EXPECT_EQ(fields.at("tags").list_value().values(1).string_value(), "7");  // quoted: a string
   const Code over = CallOk(f, Request("md", {{"backend", "primary"}}));
   EXPECT_EQ(over.overall_code(), Code::OVER_LIMIT);
-  EXPECT_EQ(over.dynamic_metadata().fields_size(), 0);
+  EXPECT_EQ(over.dynamic_metadata().fields().count("metadata"), 0u);
+  EXPECT_EQ(over.dynamic_metadata().fields().at("domain").string_value(), "md");
+}
+
+// Upstream's RESPONSE_DYNAMIC_METADATA is off by default: no dynamic_metadata
+// at all, with quota mode and `metadata` configured.
+TEST(RlsParityTest, NoDynamicMetadataUnlessResponseMetadataIsOn) {
+  ManualClock clock;
+  const std::string yaml = std::string(quota_scenarios::kQuotaYaml) + R"(
+  - key: tagged
+    value: limit
+    metadata: {name: service_1}
+    rate_limit: {unit: minute, requests_per_unit: 5}
+)";
+  RlsFixture off(yaml, &clock);
+  const Code r = CallOk(off, quota_scenarios::Keys({"tagged", "quota"}));
+  EXPECT_EQ(r.overall_code(), Code::OK);
+  EXPECT_FALSE(r.has_dynamic_metadata());
+  RlsFixture on(yaml, &clock, WithMetadata());
+  EXPECT_TRUE(CallOk(on, quota_scenarios::Keys({"tagged", "quota"})).has_dynamic_metadata());
+}
+
+// Upstream's ratelimitToMetadata shape, field by field.
+TEST(RlsParityTest, DynamicMetadataHasUpstreamsShape) {
+  ManualClock clock;
+  RlsFixture f(quota_scenarios::kQuotaYaml, &clock, WithMetadata());
+  rlspb::RateLimitRequest r = quota_scenarios::Keys({"regular"});
+  r.set_hits_addend(2);
+  AddDescriptor(&r, {{"quota", "limit"}, {"x", "y"}}, 3);
+  auto* limited = r.add_descriptors();
+  auto* e = limited->add_entries();
+  e->set_key("regular");
+  e->set_value("limit");
+  limited->mutable_limit()->set_requests_per_unit(42);
+  limited->mutable_limit()->set_unit(envoy::type::v3::HOUR);
+  const Code resp = CallOk(f, r);
+  const auto& m = resp.dynamic_metadata().fields();
+  EXPECT_EQ(m.at("domain").string_value(), "quota-domain");
+  EXPECT_EQ(m.at("hitsAddend").number_value(), 2);
+  EXPECT_EQ(m.count("metadata"), 0u);  // no rule carries `metadata`
+  const auto& d = m.at("descriptors").list_value();
+  ASSERT_EQ(d.values_size(), 3);
+  const auto& d1 = d.values(1).struct_value().fields();
+  ASSERT_EQ(d1.at("entries").list_value().values_size(), 2);
+  EXPECT_EQ(d1.at("entries").list_value().values(0).string_value(), "quota=limit");
+  EXPECT_EQ(d1.at("entries").list_value().values(1).string_value(), "x=y");
+  EXPECT_EQ(d1.at("hitsAddend").number_value(), 3);
+  EXPECT_EQ(d1.count("limit"), 0u);
+  EXPECT_EQ(d.values(0).struct_value().fields().count("hitsAddend"), 0u);
+  const std::string limit = d.values(2).struct_value().fields().at("limit").string_value();
+  EXPECT_NE(limit.find("requests_per_unit: 42"), std::string::npos) << limit;
+  EXPECT_NE(limit.find("HOUR"), std::string::npos) << limit;
+}
+
+// Upstream's TestMetadataReturnedForPassedDescriptors,
+// TestMetadataReturnedForAllPassedDescriptors and
+// TestOverlappingMetadataReturnsTheFirstValue: `metadata` of the descriptors
+// not OVER_LIMIT, merged, the first descriptor's field winning; nested
+// mappings merge.
+TEST(RlsParityTest, MetadataOfPassedDescriptorsMergedFirstWins) {
+  ManualClock clock;
+  RlsFixture f(R"(
+domain: md
+descriptors:
+  - key: one
+    metadata: {name: service_1, nested: {a: 1}}
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: two
+    quota_mode: true
+    metadata: {name: service_2, some_other_name: service_2, nested: {a: 2, b: 2}}
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)",
+               &clock, WithMetadata());
+  auto req = [] {
+    rlspb::RateLimitRequest r = Request("md", {{"one", "x"}});
+    AddDescriptor(&r, {{"two", "x"}});
+    return r;
+  };
+  const Code both = CallOk(f, req());
+  ASSERT_EQ(both.overall_code(), Code::OK);
+  const auto& m = both.dynamic_metadata().fields().at("metadata").struct_value().fields();
+  EXPECT_EQ(m.at("name").string_value(), "service_1");  // the first wins
+  EXPECT_EQ(m.at("some_other_name").string_value(), "service_2");
+  const auto& nested = m.at("nested").struct_value().fields();
+  EXPECT_EQ(nested.at("a").number_value(), 1);
+  EXPECT_EQ(nested.at("b").number_value(), 2);
+  // `two` (quota mode, 1/minute) is over now: only `one`'s metadata is sent.
+  const Code second = CallOk(f, req());
+  ASSERT_EQ(second.overall_code(), Code::OVER_LIMIT);  // every quota descriptor is over
+  EXPECT_EQ(second.statuses(1).code(), Code::OVER_LIMIT);
+  const auto& m2 = second.dynamic_metadata().fields().at("metadata").struct_value().fields();
+  EXPECT_EQ(m2.at("name").string_value(), "service_1");
+  EXPECT_EQ(m2.count("some_other_name"), 0u);
 }
 
 struct UnitCase {
@@ -362,15 +473,22 @@ TEST(RlsParityTest, EdgeProxyExampleSharesExportsAndCountsBotsInQuotaMode) {
   std::stringstream yaml;
   yaml << in.rdbuf();
   ManualClock clock;
-  RlsFixture f(yaml.str(), &clock);
+  RlsFixture f(yaml.str(), &clock, WithMetadata());
   EXPECT_EQ(CallOk(f, Request("edge", {{"path", "/api/v1/export"}})).statuses(0).limit_remaining(),
             99u);
   EXPECT_EQ(CallOk(f, Request("edge", {{"path", "/api/v2/export"}})).statuses(0).limit_remaining(),
             98u);  // one budget for every version
   const Code bot = CallOk(f, Request("edge", {{"user_agent", "Googlebot/2.1"}}));
   EXPECT_EQ(bot.overall_code(), Code::OK);
-  EXPECT_TRUE(bot.dynamic_metadata().fields().at("quotaModeEnabled").bool_value());
-  EXPECT_EQ(bot.dynamic_metadata().fields().at("backend").string_value(), "crawler-pool");
+  EXPECT_EQ(bot.statuses(0).code(), Code::OK);
+  EXPECT_EQ(bot.dynamic_metadata()
+                .fields()
+                .at("metadata")
+                .struct_value()
+                .fields()
+                .at("backend")
+                .string_value(),
+            "crawler-pool");
 }
 
 }  // namespace

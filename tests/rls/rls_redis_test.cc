@@ -8,6 +8,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "rls/rls_decider.h"
+#include "rls/rls_scenarios.h"
 #include "rls/rls_server.h"
 #include "rls/rls_yaml.h"
 #include "standalone_enforcer.h"
@@ -57,7 +58,7 @@ rlspb::RateLimitRequest Req(
 
 class RlsRedisTest : public ::testing::Test {
  protected:
-  void Start(int port) {
+  void Start(int port, const char* yaml = kYaml) {
     RedisOptions ro;
     ro.port = port;
     ro.use_client_clock = true;
@@ -70,7 +71,7 @@ class RlsRedisTest : public ::testing::Test {
     RlsCompileOptions co;
     co.supported_algorithms = {Algorithm::kTokenBucket, Algorithm::kLeakyBucket};
     co.store_name = "the redis store";
-    ParsedRlsConfig parsed = LoadRlsConfigYaml(kYaml, co);
+    ParsedRlsConfig parsed = LoadRlsConfigYaml(yaml, co);
     for (const auto& e : parsed.errors) ADD_FAILURE() << e.ToString();
     ASSERT_NE(parsed.config, nullptr);
     auto enforcer = StandaloneEnforcer(store_.get(), &clock_);
@@ -150,6 +151,48 @@ TEST_F(RlsRedisTest, ExactCountsAllOrNothingAndShadow) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+// Upstream's quota-mode tests (rls_scenarios.h) on a real redis-server.
+class RlsRedisQuotaModeTest : public RlsRedisTest {
+ protected:
+  quota_scenarios::Call Caller() {
+    return [this](const rlspb::RateLimitRequest& r) {
+      Code resp;
+      const grpc::Status st = Call(r, &resp);
+      EXPECT_TRUE(st.ok()) << st.error_message();
+      return resp;
+    };
+  }
+};
+
+TEST_F(RlsRedisQuotaModeTest, TestServicePerDescriptorQuotaMode) {
+  TOLLGATE_START_REDIS(redis);
+  Start(redis.port(), quota_scenarios::kQuotaYaml);
+  quota_scenarios::PerDescriptorQuotaMode(Caller());
+}
+TEST_F(RlsRedisQuotaModeTest, TestServiceMixedPerDescriptorModes) {
+  TOLLGATE_START_REDIS(redis);
+  Start(redis.port(), quota_scenarios::kQuotaYaml);
+  quota_scenarios::MixedPerDescriptorModes(Caller());
+}
+TEST_F(RlsRedisQuotaModeTest, TestServiceQuotaModeOnlyAllOverTheLimit) {
+  TOLLGATE_START_REDIS(redis);
+  Start(redis.port(), quota_scenarios::kQuotaYaml);
+  quota_scenarios::QuotaModeOnlyAllOverTheLimit(Caller());
+}
+TEST_F(RlsRedisQuotaModeTest, TestServiceQuotaModeOnlySomeOverTheLimit) {
+  TOLLGATE_START_REDIS(redis);
+  Start(redis.port(), quota_scenarios::kQuotaYaml);
+  quota_scenarios::QuotaModeOnlySomeOverTheLimit(Caller());
+}
+
+// Stream-end charges (charge_only) into debt, on a real redis-server.
+TEST_F(RlsRedisQuotaModeTest, ChargeOnlyDescriptorsChargeIntoDebtAndNeverRefuse) {
+  TOLLGATE_START_REDIS(redis);
+  Start(redis.port(), quota_scenarios::kStreamEndYaml);
+  quota_scenarios::StreamEndCharges(Caller(),
+                                    [&](int64_t s) { clock_.Advance(std::chrono::seconds(s)); });
 }
 
 // Issue 17 on Redis: 1/week is back in exactly 604800 s, and a shadow
