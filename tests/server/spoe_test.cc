@@ -335,7 +335,7 @@ TEST_F(SpoeAgent, HostileFramesAreAnsweredWithTheirStatusAndClosed) {
 TEST_F(SpoeAgent, APeerThatNeverReadsIsBoundedAndClosedWithoutStallingOthers) {
   server::ServerConfig cfg = SpoeConfig();
   cfg.threads = 1;  // the stuck connection and the next share the one worker
-  cfg.spoe_write_timeout = std::chrono::duration_cast<server::Millis>(Scaled(server::Millis(3000)));
+  cfg.spoe_write_timeout = std::chrono::duration_cast<server::Millis>(Scaled(server::Millis(5000)));
   cfg.spoe_max_in_flight = 8;
   std::string error;
   server_ = TestServer::Start(cfg, GenerousPolicy(1000000), &error);
@@ -378,7 +378,7 @@ TEST_F(SpoeAgent, APeerThatNeverReadsIsBoundedAndClosedWithoutStallingOthers) {
   ASSERT_TRUE(ack);
   EXPECT_EQ(AckVars(Parsed(*ack))["deny"], "false");
   // The stuck one is closed by the write deadline.
-  EXPECT_TRUE(stuck.WaitClosed(std::chrono::seconds(10)));
+  EXPECT_TRUE(stuck.WaitClosed(std::chrono::seconds(15)));
 }
 
 TEST_F(SpoeAgent, RefusesPeersOutsideAllowedPeers) {
