@@ -14,6 +14,7 @@
 #include "tollgate/config_error.h"
 #include "tollgate/config_sections.h"
 #include "tollgate/http_text.h"
+#include "tollgate/ip_address.h"
 #include "tollgate/json_fields.h"
 #include "tollgate/trace.h"
 
@@ -231,6 +232,19 @@ void ReadTop(JsonFields& t, ServerConfig* c) {
   t.Integer("capacity", &c->top_capacity, 1, 10000);
 }
 
+// `spoe`: HAProxy's SPOE agent (server/spoe_session.h).
+void ReadSpoe(JsonFields& s, ServerConfig* c) {
+  s.String("listen", &c->spoe_listen);
+  s.StringList("allowed_peers", &c->spoe_allowed_peers);
+  s.Integer("max_connections", &c->spoe_max_connections, 1, 1 << 20);
+  s.Integer("max_frame_size", &c->spoe_max_frame_size, 256, 1 << 20);
+  s.Integer("max_in_flight", &c->spoe_max_in_flight, 1, 4096);
+  s.Duration("hello_timeout_ms", &c->spoe_hello_timeout, 10, kHour);
+  s.Duration("idle_timeout_ms", &c->spoe_idle_timeout, 10, 24 * kHour);
+  s.Duration("write_timeout_ms", &c->spoe_write_timeout, 10, kHour);
+  s.String("message", &c->spoe_message);
+}
+
 // The top-level fields and sections, in the order their errors are reported.
 void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   runtime_config::ReadPolicySource(r, c);
@@ -253,6 +267,7 @@ void ReadServerConfig(JsonFields& r, ServerConfig* c) {
   ReadSection(r, "identities", [c](JsonFields& i) { ReadIdentities(i, c); });
   ReadSection(r, "top", [c](JsonFields& t) { ReadTop(t, c); });
   ReadSection(r, "tracing", [c](JsonFields& t) { ReadTracing(t, c); });
+  ReadSection(r, "spoe", [c](JsonFields& s) { ReadSpoe(s, c); });
   r.Find("$schema");  // allowed, ignored
   r.Find("comment");  // allowed, ignored
 }
@@ -305,6 +320,28 @@ void CheckGrpc(const ServerConfig& c, std::vector<ConfigError>* errors) {
     if (c.rls_config.empty()) {
       errors->push_back({"rls_config", "is required with grpc_listen (envoyproxy/ratelimit YAML)"});
     }
+  }
+}
+
+// spoe.*: the listener, its peers' CIDRs and the message name.
+void CheckSpoe(const ServerConfig& c, std::vector<ConfigError>* errors) {
+  if (c.spoe_listen.empty()) return;
+  std::string why;
+  HostPort hp;
+  if (!ParseHostPort(c.spoe_listen, &hp, &why)) errors->push_back({"spoe.listen", why});
+  if (c.spoe_allowed_peers.empty()) {
+    errors->push_back({"spoe.allowed_peers",
+                       "must name at least one CIDR (SPOP has no "
+                       "authentication: only these peers may connect)"});
+  }
+  for (size_t i = 0; i < c.spoe_allowed_peers.size(); ++i) {
+    if (!Cidr::Parse(c.spoe_allowed_peers[i])) {
+      errors->push_back({"spoe.allowed_peers[" + std::to_string(i) + "]",
+                         "\"" + c.spoe_allowed_peers[i] + "\" is not an address or CIDR"});
+    }
+  }
+  if (c.spoe_message.empty() || c.spoe_message.size() > 255) {
+    errors->push_back({"spoe.message", "must be 1 to 255 bytes (a spoe-message name)"});
   }
 }
 
@@ -468,6 +505,7 @@ std::vector<ConfigError> ValidateServerConfig(const ServerConfig& c) {
   CheckProcess(c, &errors);
   runtime_config::CheckJwt(c, &errors);
   CheckTracing(c, &errors);
+  CheckSpoe(c, &errors);
   return errors;
 }
 

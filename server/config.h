@@ -146,6 +146,19 @@ struct ServerConfig : RuntimeConfig {
   // GET /v1/top.
   Millis top_window{60000};
   size_t top_capacity = 64;  // identities tracked per rule (space-saving sketch)
+
+  // HAProxy's SPOE agent (`spoe`, server/spoe_session.h, docs/haproxy.md): SPOP
+  // on its own listener, decided on the one Enforcer like /v1/auth. "" = off.
+  std::string spoe_listen;
+  // Who may connect (SPOP has no authentication): CIDRs; loopback by default.
+  std::vector<std::string> spoe_allowed_peers = {"127.0.0.0/8", "::1/128"};
+  size_t spoe_max_connections = 256;     // more are closed at accept
+  uint32_t spoe_max_frame_size = 16380;  // the most we accept (HAProxy's default bufsize - 4)
+  size_t spoe_max_in_flight = 64;        // NOTIFY frames decided at once per connection
+  Millis spoe_hello_timeout{5000};   // connect to HAPROXY-HELLO, and first to last byte of a frame
+  Millis spoe_idle_timeout{120000};  // no frame and nothing in flight: closed
+  Millis spoe_write_timeout{5000};   // one write of ACK frames
+  std::string spoe_message = "tollgate";  // the spoe-message decided; others are acknowledged empty
 };
 
 // Parses a config document over the defaults above. Returns every error.

@@ -20,8 +20,10 @@
 #include "server/listen_socket.h"
 #include "server/runtime.h"
 #include "server/session.h"
+#include "server/spoe_session.h"
 #include "server/startup_check.h"
 #include "server/tls_listener.h"
+#include "tollgate/ip_address.h"
 #include "tollgate/runtime.h"
 
 namespace tollgate::server {
@@ -86,6 +88,12 @@ class Server::Impl {
   std::optional<tcp::acceptor> admin_acceptor;
   std::unique_ptr<TlsListener> main_tls;   // null: plain HTTP
   std::unique_ptr<TlsListener> admin_tls;  // null: plain HTTP
+  // HAProxy's SPOE agent (spoe.listen): its listener, its peers, its cap.
+  std::optional<tcp::acceptor> spoe_acceptor;
+  bool spoe_passed = false;  // spoe_acceptor came from systemd
+  uint16_t spoe_port = 0;
+  std::vector<Cidr> spoe_peers;
+  std::unique_ptr<SpoeConnections> spoe_connections;
   std::optional<net::signal_set> signals;
   std::optional<net::steady_timer> reload_timer;
   std::vector<std::thread> threads;
@@ -120,6 +128,49 @@ class Server::Impl {
   }
 
   Worker& NextWorker() { return *workers[next_worker++ % workers.size()]; }
+
+  // The SPOE listener's loop: as AcceptLoop, each connection a SpoeSession.
+  net::awaitable<void> SpoeAcceptLoop(tcp::acceptor& acceptor) {
+    boost::system::error_code ec;
+    net::steady_timer backoff(acceptor.get_executor());
+    for (;;) {
+      Worker& w = NextWorker();
+      tcp::socket socket = co_await acceptor.async_accept(w.ioc, redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+        log->Warn("accept_failed", {{"listener", "spoe"}, {"error", ec.message()}});
+        backoff.expires_after(std::chrono::milliseconds(50));
+        co_await backoff.async_wait(redirect_error(use_awaitable, ec));
+        continue;
+      }
+      AdmitSpoe(w, std::move(socket));
+    }
+  }
+
+  // SPOP has no authentication: only spoe.allowed_peers may connect, and at
+  // most spoe.max_connections at once.
+  void AdmitSpoe(Worker& w, tcp::socket socket) {
+    boost::system::error_code ec;
+    const tcp::endpoint remote = socket.remote_endpoint(ec);
+    std::optional<IpAddress> peer =
+        ec ? std::nullopt : IpAddress::Parse(remote.address().to_string());
+    const bool allowed = peer && std::any_of(spoe_peers.begin(), spoe_peers.end(),
+                                             [&](const Cidr& c) { return c.Contains(*peer); });
+    std::optional<SpoeConnections::Slot> slot =
+        allowed ? spoe_connections->TryAcquire() : std::nullopt;
+    if (!slot) {
+      metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
+      if (!allowed) {
+        log->Warn("spoe_peer_refused", {{"peer", ec ? "?" : remote.address().to_string()}});
+      }
+      socket.close(ec);
+      return;
+    }
+    metrics->connections_total.fetch_add(1, std::memory_order_relaxed);
+    socket.set_option(tcp::no_delay(true), ec);
+    net::co_spawn(w.ioc, RunSpoeSession(*runtimes, w, std::move(socket), std::move(*slot)),
+                  net::detached);
+  }
 
   // An accepted connection: counted, limited, then a session on worker `w`
   // (`socket` is bound to w.ioc).
@@ -438,6 +489,17 @@ class Server::Impl {
         return st;
       }
     }
+    if (!config->spoe_listen.empty()) {
+      if (Status st = open("spoe", config->spoe_listen, spoe_acceptor, spoe_passed); !st.ok()) {
+        return st;
+      }
+      spoe_port = spoe_acceptor->local_endpoint().port();
+      for (const std::string& c : config->spoe_allowed_peers) {
+        if (auto cidr = Cidr::Parse(c))
+          spoe_peers.push_back(*cidr);  // checked by ValidateServerConfig
+      }
+      spoe_connections = std::make_unique<SpoeConnections>(config->spoe_max_connections);
+    }
     if (std::vector<std::string> unused = passed->Untaken(); !unused.empty()) {
       return InvalidArgument("systemd passed a socket named \"" + unused[0] +
                              "\" but the config has no such listener (admin is off)");
@@ -449,6 +511,7 @@ class Server::Impl {
                            {"reuse_port", config->reuse_port},
                            {"systemd", main_passed}};
     if (admin_acceptor) info["admin"] = Address(*admin_acceptor);
+    if (spoe_acceptor) info["spoe"] = Address(*spoe_acceptor);
     log->Info("listening", std::move(info));
     return Status::Ok();
   }
@@ -471,6 +534,11 @@ class Server::Impl {
     net::post(workers[0]->ioc, [this] {
       CloseListener(main_acceptor, main_passed, ListenerKind::kMain);
       CloseListener(admin_acceptor, admin_passed, ListenerKind::kAdmin);
+      // HAProxy retries a refused SPOE connection on its own: nothing queued is taken.
+      if (spoe_acceptor) {
+        boost::system::error_code ec;
+        spoe_acceptor->close(ec);
+      }
       if (reload_timer) reload_timer->cancel();
       const int64_t now = clock->Now();
       drain_started_ns.store(now, std::memory_order_relaxed);
@@ -569,6 +637,9 @@ void Server::Start() {
     net::co_spawn(m.workers[0]->ioc, m.AcceptLoop(*m.admin_acceptor, ListenerKind::kAdmin),
                   net::detached);
   }
+  if (m.spoe_acceptor) {
+    net::co_spawn(m.workers[0]->ioc, m.SpoeAcceptLoop(*m.spoe_acceptor), net::detached);
+  }
   for (auto& w : m.workers) m.ScheduleSweep(*w);
   m.ScheduleReloadPoll();
   m.engine->Start();
@@ -588,6 +659,7 @@ void Server::Start() {
   }
   if (!m.config->upstream.empty()) info["upstream"] = m.config->upstream;
   if (m.grpc) info["grpc"] = m.grpc->address();
+  if (m.spoe_acceptor) info["spoe"] = m.spoe_acceptor->local_endpoint().port();
   m.log->Info("started", std::move(info));
   for (auto& w : m.workers) {
     Worker* wp = w.get();
@@ -622,6 +694,7 @@ std::vector<ConfigError> Server::Reload() { return impl_->Reload("api"); }
 
 uint16_t Server::port() const { return impl_->port; }
 uint16_t Server::admin_port() const { return impl_->admin_port; }
+uint16_t Server::spoe_port() const { return impl_->spoe_port; }
 Enforcer& Server::enforcer() { return impl_->engine->enforcer(); }
 const ServerConfig& Server::config() const { return *impl_->config; }
 

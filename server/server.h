@@ -65,6 +65,7 @@ class Server {
 
   uint16_t port() const;
   uint16_t admin_port() const;  // 0 when there is no admin listener
+  uint16_t spoe_port() const;   // 0 when there is no SPOE listener (spoe.listen)
   Enforcer& enforcer();
   const ServerConfig& config() const;
 

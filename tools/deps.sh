@@ -21,7 +21,7 @@ PACKAGES=(
   # the fuzz targets (libFuzzer)
   clang-14 libclang-rt-14-dev
   # peers and tools the tests start or call
-  redis-server redis-tools redis-sentinel nginx-light wrk etcd-server etcd-client prometheus lintian
+  redis-server redis-tools redis-sentinel nginx-light haproxy caddy wrk etcd-server etcd-client prometheus lintian
   python3 python3-h11 curl openssl procps tzdata
   # the status page's browser tests (tests/server/status_page_test.cc)
   chromium
