@@ -26,6 +26,7 @@ struct Settlement::Item {
   int64_t max_cost = 0;      // a reported cost's bound
   int64_t abort_cost = 0;    // the client left and the upstream did not finish
   std::optional<RefundOn> refund_on;
+  std::optional<RefundOn> count_on;  // the outcomes whose charge stays (the rest are refunded)
   std::optional<FailureMode> failure_mode;
   RuleState* state = nullptr;
 };
@@ -52,6 +53,13 @@ bool ReportedCost(const Settlement::Item& item, const ResponseOutcome& response,
     if (f.name == item.field) found = &f;
   }
   return found != nullptr && ParseResponseCost(found->value, out);
+}
+
+// The refund of an outcome a rule's count_on does not count
+// (tollgate_refunds_total{outcome="not_counted"}).
+const RefundOn::Entry& NotCounted() {
+  static const RefundOn::Entry entry{RefundOn::Entry::Kind::kStatus, 0, "not_counted"};
+  return entry;
 }
 
 }  // namespace
@@ -172,6 +180,7 @@ std::shared_ptr<Settlement> Enforcer::Impl::MakeSettlement(const Plan& plan) con
     s.max_cost = rule.max_response_cost;
     s.abort_cost = rule.abort_cost;
     s.refund_on = rule.refund_on;
+    s.count_on = rule.count_on;
     s.failure_mode = item.failure_mode;
     s.state = item.state;
     if (!s.field.empty() &&
@@ -218,6 +227,7 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
     p.item.age = Nanos(age);
     p.item.failure_mode = it.failure_mode;
     p.refund = it.refund_on ? it.refund_on->Match(response) : nullptr;
+    if (it.count_on && it.count_on->Match(response) == nullptr) p.refund = &NotCounted();
     if (p.refund != nullptr) {
       p.item.refund = it.charged;
     } else if (it.cost_kind == Rule::CostKind::kResponse ||
