@@ -11,16 +11,24 @@
 // no allocation. Inserting a new key takes its shard's mutex.
 //
 // Bounded memory: a new key that finds no free slot in its probe window (or a
-// shard that holds its share of max_keys) reclaims a slot inside the window:
-// first the one idle the longest (bucket full again / window over: such a
-// slot carries no information, whatever its group). When nothing is at rest
-// the decision follows `overflow`:
+// shard that holds its share of max_keys when max_keys keys are held) reclaims
+// a slot: first the one of its probe window idle the longest (bucket full
+// again / window over: such a slot carries no information, whatever its
+// group). A shard holding less than its share (max_keys / shards) admits a key
+// past max_keys, so that uneven hashing never makes a sparse shard evict the
+// few clients it holds while the others keep many closer to rest: the store
+// holds at most max_keys + shards x (max_keys / shards / 10 + 16) keys (that
+// headroom is allocated at creation; with uniform hashing the excess is about
+// the square root of a shard's share). When nothing is at rest the decision
+// follows `overflow`:
 //  - kEvict (default): the bucket of the new key's own group closest to rest
 //    (the least debt left: for equal limits, the least recently charged; of
 //    fixed and sliding windows ending together, the least used, and one at
 //    its limit only when no less-used one is left) is dropped and the new
-//    key takes its slot; the evicted client gets a fresh
-//    bucket if it comes back. When its group has nothing in the window to
+//    key takes its slot (searched in the probe window and, when the window
+//    has a free place, in three more windows taken in turn: a shard of up to
+//    four windows, 256 slots, is searched whole); the evicted client gets a
+//    fresh bucket if it comes back. When its group has nothing in the window to
 //    evict, the decision is allowed and counted as overflow_allowed. Storage
 //    pressure never blocks traffic, and the clients deepest in debt (the
 //    throttled ones) are the last to be evicted.

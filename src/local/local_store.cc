@@ -171,6 +171,8 @@ struct Shard {
   Slot* slots = nullptr;  // `capacity` slots inside LocalStore::Impl::arena_
   size_t capacity = 0;
   size_t key_cap = 0;
+  size_t fair_share = 0;  // max_keys / shards: admitted past the global cap (see FindOrInsert)
+  size_t sweep = 0;       // guarded by mu: where Reclaim's wider search goes next
   std::atomic<size_t> count{0};
   uint64_t fresh_seq = 2;                            // guarded by mu
   std::unordered_map<Hash128, LogKey, HashOf> logs;  // guarded by mu
@@ -194,6 +196,7 @@ class LocalStore::Impl {
     shards_ = std::vector<Shard>(shards);
     for (size_t i = 0; i < shards; ++i) {
       shards_[i].key_cap = key_cap;
+      shards_[i].fair_share = per_shard;
       shards_[i].capacity = shard_capacity_;
       shards_[i].slots = arena_.get() + i * shard_capacity_;
     }
@@ -287,24 +290,44 @@ class LocalStore::Impl {
            group_counts_[group].load(std::memory_order_relaxed) >= options_.max_keys_per_group;
   }
 
-  // Under s.mu: frees a slot of the key's probe window, or returns null. At
-  // rest only (`in_debt` false): the one idle the longest, of any group unless
-  // `own_group`. In debt too: the one of `group` closest to rest.
+  // Under s.mu: frees a slot of the key's shard, or returns null. At rest
+  // only (`in_debt` false): the one idle the longest, of any group unless
+  // `own_group`, in the key's probe window. In debt too: the one of `group`
+  // closest to rest, in the probe window and, when the window has a free
+  // place for the key (the cap, not the window, is full), in kSweepWindows
+  // further windows taken in turn around the shard: a client deep in debt is
+  // dropped only when none of the keys looked at is closer to rest, never
+  // because its neighbourhood happens to hold nothing else (whole shards of up
+  // to (1 + kSweepWindows) windows are searched whole).
+  static constexpr size_t kSweepWindows = 3;
   Slot* Reclaim(Shard& s, const Hash128& h, int64_t now, uint16_t group, bool own_group,
                 bool in_debt) {
+    const bool sweep = in_debt && FirstFree(s, h) != nullptr;
     for (int attempt = 0; attempt < 4; ++attempt) {
       Slot* best = nullptr;
       int64_t best_idle = 0;
-      size_t i = Home(s, h.hi);
-      for (size_t n = 0; n < kProbeWindow; ++n, ++i) {
-        if (i >= s.capacity) i -= s.capacity;
-        Slot& slot = s.slots[i];
-        if (slot.h1.load(std::memory_order_relaxed) <= kTombstone) continue;
-        if ((own_group || in_debt) && GroupOfSlot(slot) != group) continue;
-        const int64_t idle = IdleAt(slot);
-        if ((in_debt || idle <= now) && (best == nullptr || idle < best_idle)) {
-          best = &slot;
-          best_idle = idle;
+      auto consider = [&](size_t i, size_t count) {
+        for (size_t n = 0; n < count; ++n, ++i) {
+          if (i >= s.capacity) i -= s.capacity;
+          Slot& slot = s.slots[i];
+          if (slot.h1.load(std::memory_order_relaxed) <= kTombstone) continue;
+          if ((own_group || in_debt) && GroupOfSlot(slot) != group) continue;
+          const int64_t idle = IdleAt(slot);
+          if ((in_debt || idle <= now) && (best == nullptr || idle < best_idle)) {
+            best = &slot;
+            best_idle = idle;
+          }
+        }
+      };
+      const size_t home = Home(s, h.hi);
+      consider(home, std::min(kProbeWindow, s.capacity));
+      if (sweep) {
+        // The rest of the shard when it is small, else the next windows in turn.
+        if (s.capacity <= (1 + kSweepWindows) * kProbeWindow) {
+          consider(home + kProbeWindow, s.capacity > kProbeWindow ? s.capacity - kProbeWindow : 0);
+        } else {
+          consider(s.sweep % s.capacity, kSweepWindows * kProbeWindow);
+          s.sweep += kSweepWindows * kProbeWindow;
         }
       }
       if (best == nullptr) return nullptr;
@@ -342,9 +365,17 @@ class LocalStore::Impl {
     const bool group_full = GroupFull(group);
     Slot* target = nullptr;
     // Reserve a place in the global count first: shards insert concurrently.
+    // A shard holding less than its share of max_keys admits the key past the
+    // global cap (within its key_cap headroom, allocated already): keys never
+    // spread evenly, and a sparse shard that had to evict would drop the few
+    // clients it holds, throttled ones included, while the full shards keep
+    // thousands closer to rest. The total stays within max_keys plus the
+    // shards' headroom (local_store.h).
     bool reserved = false;
-    if (!group_full && s.count.load(std::memory_order_relaxed) < s.key_cap) {
-      reserved = total_keys_.fetch_add(1, std::memory_order_relaxed) < options_.max_keys;
+    const size_t held = s.count.load(std::memory_order_relaxed);
+    if (!group_full && held < s.key_cap) {
+      reserved = total_keys_.fetch_add(1, std::memory_order_relaxed) < options_.max_keys ||
+                 held < s.fair_share;
       if (!reserved) total_keys_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (reserved) {
@@ -359,7 +390,8 @@ class LocalStore::Impl {
       if (freed == nullptr) return nullptr;
       // The freed slot is a tombstone now; an empty slot may come before it
       // in the window, and Find() stops at the first empty one: the key goes
-      // to the first free slot (the freed one at the latest).
+      // to the first free slot (the freed one at the latest, or the free place
+      // the window had when the victim came from elsewhere in the shard).
       target = FirstFree(s, h);
     }
     GroupOfSlot(*target) = group;

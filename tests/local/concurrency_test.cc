@@ -104,7 +104,8 @@ TEST(LocalConcurrencyTest, ManyKeysUnderEvictionPressure) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(decisions.load(), kThreads * 2000);
-  EXPECT_LE(store->Stats().keys, 256u);
+  // max_keys plus the shards' headroom (local_store.h: a sparse shard admits past the cap).
+  EXPECT_LE(store->Stats().keys, 256u + 4 * (256 / 4 / 10 + 16));
 }
 
 // AcquireEach decides prefetched groups through the same CAS: with the clock
