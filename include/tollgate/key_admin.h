@@ -84,6 +84,9 @@ struct KeyAdminResult {
   std::optional<RuleKey> key;
   std::optional<Decision> before;
   std::optional<Decision> after;  // reset and set only
+  // A rule with block_for: how much longer the key's penalty box was closed
+  // before the action (0: open). A reset opens it too.
+  std::optional<Nanos> blocked_for;
 };
 
 // Resolves `request` against the running policy (Runtime::view) and applies
@@ -97,7 +100,8 @@ KeyAdminResult AdministerKey(const Runtime& runtime, KeyAction action, KeyReques
 nlohmann::json KeyStateJson(const Decision& decision);
 // The answer of a successful action: rule, key (`shown_key`: the identity as
 // the caller may see it), limit_keys, algorithm, limit, before, and after
-// unless `action` is kGet.
+// unless `action` is kGet; blocked_ms (the penalty box's time left before the
+// action, 0 when open) for a block_for rule.
 nlohmann::json KeyAdminAnswer(const KeyAdminResult& result, KeyAction action,
                               std::string_view shown_key);
 

@@ -773,6 +773,10 @@ struct RuleKey {
   std::string bucket_key;  // the store key
   Limit limit;             // what the store decides the key with: its tenant row, else the rule's
   std::vector<std::string> limit_keys;  // the rule's sources, as written
+  // A rule with block_for: the key's penalty box (its store key and limit;
+  // docs/configuration.md, "Penalty box"); empty / unset otherwise.
+  std::string block_key;
+  std::optional<Limit> block_limit;
 };
 struct RuleKeyResult {
   bool rule_found = false;     // false: `policy` has no rule named `rule`

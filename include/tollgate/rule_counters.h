@@ -19,13 +19,15 @@
 //  - rejected: enforced decisions that denied (this rule denied);
 //  - shadow_rejected: shadow decisions that would have denied;
 //  - unenforced: answered by a failure mode without a store decision;
-//  - unavailable: the store failed (503).
+//  - unavailable: the store failed (503);
+//  - blocked: refused because the key's penalty box (block_for) was closed.
 #define TOLLGATE_RULE_DECISION_COUNTERS(COUNTER) \
   COUNTER(allowed, allowed)                      \
   COUNTER(rejected, rejected)                    \
   COUNTER(shadow_rejected, shadow_rejected)      \
   COUNTER(unenforced, unenforced)                \
-  COUNTER(unavailable, unavailable)
+  COUNTER(unavailable, unavailable)              \
+  COUNTER(blocked, blocked)
 
 // Concurrency rules (this process; tollgate_leases_total): leases taken, given
 // back while live, and given back after they had expired (or twice, or unknown

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "policy/enforcer_impl.h"
+#include "tollgate/period.h"
 #include "tollgate/policy_headers.h"
 
 namespace tollgate {
@@ -127,7 +128,7 @@ bool Enforcer::Impl::NeedsLease(Plan& plan, size_t i) {
                                   "leases");
     return false;
   }
-  return !plan.lease_denied;  // rejected already: take no more slots
+  return !plan.lease_denied && plan.blocked_item < 0;  // rejected already: take no more slots
 }
 
 void Enforcer::Impl::AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r) {
@@ -249,6 +250,8 @@ void Enforcer::Impl::ReleaseAsync(std::vector<HeldLease> leases,
 CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   plan.decisions.assign(plan.items.size(), Decision{});
   plan.started_ns = clock_->Now();
+  CheckBlocks(plan);
+  if (!plan.error.ok()) return Finish(plan);
   AcquireLeases(plan);
   if (!plan.error.ok()) return Finish(plan);
   if (plan.StoreCount() == 0) {
@@ -264,22 +267,39 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
     Absorb(plan, store_->Acquire(again), true);
   }
   StoreCallEnded(plan);
+  ApplyBlock(plan);
   DecideStoreless(plan);
   SettleLeases(plan);
+  StartBlocks(plan);
   return Finish(plan);
 }
 
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
   plan->started_ns = clock_->Now();
-  const size_t first = plan->StoreCount();
-  AcquireLeasesAsync(plan, first, [this, plan, done = std::move(done)]() mutable {
+  CheckBlocksAsync(plan, [this, plan, done = std::move(done)]() mutable {
     if (!plan->error.ok()) {
       done(Finish(*plan));
       return;
     }
-    RunBatchAsync(std::move(plan), std::move(done));
+    const size_t first = plan->StoreCount();
+    AcquireLeasesAsync(plan, first, [this, plan, done = std::move(done)]() mutable {
+      if (!plan->error.ok()) {
+        done(Finish(*plan));
+        return;
+      }
+      RunBatchAsync(std::move(plan), std::move(done));
+    });
   });
+}
+
+void Enforcer::Impl::FinishAsync(std::shared_ptr<Plan> plan,
+                                 std::function<void(CheckOutcome)> done) {
+  StoreCallEnded(*plan);
+  ApplyBlock(*plan);
+  DecideStoreless(*plan);
+  SettleLeases(*plan);
+  StartBlocksAsync(plan, [this, plan, done = std::move(done)]() { done(Finish(*plan)); });
 }
 
 void Enforcer::Impl::RunBatchAsync(std::shared_ptr<Plan> plan,
@@ -295,19 +315,13 @@ void Enforcer::Impl::RunBatchAsync(std::shared_ptr<Plan> plan,
   StoreCallStarted(*plan);
   store_->AcquireAsync(batch, [this, plan, done = std::move(done)](Result<BatchDecision> r) {
     if (!Absorb(*plan, std::move(r), false)) {
-      StoreCallEnded(*plan);
-      DecideStoreless(*plan);
-      SettleLeases(*plan);
-      done(Finish(*plan));
+      FinishAsync(plan, std::move(done));
       return;
     }
     auto again = plan->BatchAgain();
     store_->AcquireAsync(again, [this, plan, done](Result<BatchDecision> r2) {
       Absorb(*plan, std::move(r2), true);
-      StoreCallEnded(*plan);
-      DecideStoreless(*plan);
-      SettleLeases(*plan);
-      done(Finish(*plan));
+      FinishAsync(plan, done);
     });
   });
 }
@@ -339,7 +353,11 @@ void Enforcer::Impl::Count(Plan& plan) {
       continue;
     }
     if (plan.allowed) s.allowed.fetch_add(1, std::memory_order_relaxed);
-    if (!plan.allowed && !fits) s.rejected.fetch_add(1, std::memory_order_relaxed);
+    if (static_cast<int>(i) == plan.blocked_item && !plan.allowed) {
+      s.blocked.fetch_add(1, std::memory_order_relaxed);
+    } else if (!plan.allowed && !fits) {
+      s.rejected.fetch_add(1, std::memory_order_relaxed);
+    }
     if (!item.rollback) continue;
     const RollbackTrigger tripped =
         s.Record(*item.rollback, !plan.allowed && !fits, now - plan.started_ns, now);
@@ -598,9 +616,12 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const bool deny_all = denied.storeless == ExplicitItem::Storeless::kDenyAll;
   std::string detail;
   QuotaReport report;  // the denying rule's, unless deny_all
+  // A penalty box names its end exactly: no jitter (it is no refill race).
+  const bool blocked = plan.denied_item == plan.blocked_item;
   if (!deny_all && d.retry_after != Decision::kNever) {
-    out.retry_after_seconds = RetryAfterSeconds(d.retry_after, denied.key,
-                                                response.retry_after_jitter, response.jitter_seed);
+    const bool boxed = blocked || plan.closed_denied;
+    out.retry_after_seconds = RetryAfterSeconds(
+        d.retry_after, denied.key, boxed ? 0 : response.retry_after_jitter, response.jitter_seed);
   }
   if (!deny_all) {
     report = MakeQuotaReport(denied_name, denied.limit, d);
@@ -631,6 +652,12 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     detail = "concurrency limit of policy '" + denied_name + "' reached (" +
              std::to_string(denied.lease->max_in_flight()) + " in flight); retry after " +
              std::to_string(out.retry_after_seconds) + " s";
+  } else if (blocked) {
+    out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
+    detail = "key blocked by policy '" + denied_name + "'" +
+             (denied.rule != nullptr ? " (block_for " + FormatPeriod(denied.rule->block_for) + ")"
+                                     : std::string()) +
+             " after it was refused; retry after " + std::to_string(out.retry_after_seconds) + " s";
   } else {
     out.headers.push_back({"Retry-After", std::to_string(out.retry_after_seconds)});
     // Appended into one buffer: no temporaries (issue 32).
@@ -646,8 +673,12 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     const std::string policy = SfString(denied_name);
     constexpr std::string_view kExceeded = "_exceeded; policy=";
     std::string reason;
-    reason.reserve(what.size() + kExceeded.size() + policy.size());
-    reason.append(what).append(kExceeded).append(policy);
+    if (blocked) {
+      reason = "blocked; policy=" + policy;
+    } else {
+      reason.reserve(what.size() + kExceeded.size() + policy.size());
+      reason.append(what).append(kExceeded).append(policy);
+    }
     out.headers.push_back({response.reason_header, std::move(reason)});
   }
   out.headers.push_back({"Cache-Control", "no-store"});

@@ -66,6 +66,10 @@ struct PlannedItem {
   std::optional<LeaseLimit> lease;
   std::string lease_id;
   uint8_t header_styles = kInheritStyles;  // the rule's own styles (Rule::header_styles)
+  // A rule with block_for: its penalty box's store key (BlockKey) and limit
+  // (Rule::block_limit, kept alive by the plan's binding); empty / null otherwise.
+  std::string block_key;
+  const Limit* block_limit = nullptr;
   // What the lease call asks the store for: the lease limit tagged with the
   // rule's failure mode, as a batch item is (AcquireItem::failure_mode).
   LeaseLimit LeaseCall() const { return lease->WithFailureMode(failure_mode); }
@@ -113,7 +117,14 @@ struct Plan {
   int denied_item = -1;
   int64_t store_start_ns = 0;  // EnforcerOptions::time_store_calls: around the store calls
   int64_t store_end_ns = 0;
-  bool lease_denied = false;    // an enforced concurrency rule had no free slot
+  bool lease_denied = false;  // an enforced concurrency rule had no free slot
+  // Penalty boxes (enforcer_block.cc): the enforced store items whose box was
+  // peeked before the batch, the first found closed (its key is refused; the
+  // batch is then a peek) and how long it stays closed.
+  std::vector<size_t> block_items;
+  int blocked_item = -1;
+  Nanos blocked_for{0};
+  bool closed_denied = false;   // the denying item's box was closed (or found closed) after it
   std::vector<HeldLease> held;  // leases kept for an allowed outcome
 
   // The second round's items (Absorb): the enforced ones and the quota items
@@ -199,9 +210,23 @@ class Enforcer::Impl {
   void AcquireLeases(Plan& plan);
   void AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i, std::function<void()> next);
   void RunBatchAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
+  // After the batch's answer: the steps Run takes after the store call, the
+  // penalty boxes' closing without blocking, then `done`.
+  void FinishAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   bool NeedsLease(Plan& plan, size_t i);
   void AbsorbLease(Plan& plan, size_t i, Result<LeaseDecision> r);
   void SettleLeases(Plan& plan);
+  // Penalty boxes (enforcer_block.cc). CheckBlocks peeks the boxes of the
+  // plan's enforced block_for items before the batch (one store call; none
+  // when there are none); ApplyBlock, after the batch, refuses the plan when a
+  // box was closed; StartBlocks closes the box of every enforced block_for
+  // item that did not fit a refused batch (one store call, a box already
+  // closed stays as it is). The async forms call `next` once when done.
+  void CheckBlocks(Plan& plan);
+  void CheckBlocksAsync(std::shared_ptr<Plan> plan, std::function<void()> next);
+  void ApplyBlock(Plan& plan) const;
+  void StartBlocks(Plan& plan);
+  void StartBlocksAsync(std::shared_ptr<Plan> plan, std::function<void()> next);
   Status Release(std::span<const HeldLease> leases);
   void ReleaseAsync(std::vector<HeldLease> leases, std::function<void(int64_t)> done = nullptr);
   RuleState* LeaseState(std::string_view rule);

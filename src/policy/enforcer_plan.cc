@@ -111,6 +111,10 @@ PlannedItem NewItem(const Limit& limit, std::string name, RuleState* state, std:
     item.rollback = rule->rollback;
     item.failure_mode = rule->failure_mode_tag;
     item.header_styles = rule->header_styles;
+    if (rule->block_limit) {
+      item.block_key = BlockKey(item.name, item.identity);
+      item.block_limit = &*rule->block_limit;
+    }
   }
   return item;
 }

@@ -1123,7 +1123,8 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   JsonFields f(j, path, e);
   f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
                    "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
-                   "missing_key", "group", "failure_mode", "headers", "refund_on"});
+                   "missing_key", "group", "failure_mode", "headers", "refund_on", "count_on",
+                   "block_for"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
   std::string name = ParseRuleName(f, j, path, e);
@@ -1146,6 +1147,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   if (const json* r = f.Find("refund_on"); r != nullptr && !lim.concurrency) {
     refund_on = ParseRefundOn(*r, FieldPath(path, "refund_on"), e);
   }
+  ParseAbuseFields(j, path, limited, lim.concurrency, &rule, e);
   rule.group = RuleGroup(f, path, limited, name, keys, e);
   if (auto t = j.find("tenants"); t != j.end() && limited && !lim.concurrency) {
     if (keys.size() != 1) {
@@ -1169,6 +1171,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   rule.keys = std::move(keys);
   rule.match = std::move(match);
   SetRuleCost(lim.cost, std::move(refund_on), path, &rule, e);
+  CheckAbuseFields(path, &rule, e);
   if (e.count() != before) return std::nullopt;
   rule.fingerprint = j.dump();
   return rule;
@@ -1350,6 +1353,7 @@ std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
         s.description += (i ? " and " : "") + r.match[i].text;
     }
     if (r.shadow) s.description += " mode=shadow";
+    s.description += AbuseDescription(r);
     out.push_back(std::move(s));
   }
   return out;

@@ -156,6 +156,22 @@ inline constexpr int64_t kDefaultMaxResponseCostBursts = 100;
 std::optional<RefundOn> ParseRefundOn(const nlohmann::json& j, const std::string& path,
                                       base::ConfigErrors& e);
 
+struct Rule;
+// A rule's "count_on" and "block_for" (src/policy/abuse.cc), read before its
+// limit is known; errors under `path`. Refused for actions other than limit
+// and for concurrency rules.
+void ParseAbuseFields(const nlohmann::json& j, const std::string& path, bool limited,
+                      bool concurrency, Rule* rule, base::ConfigErrors& e);
+// The checks that need the rule's limit and cost (after SetRuleCost).
+void CheckAbuseFields(const std::string& path, Rule* rule, base::ConfigErrors& e);
+// " count_on=401,4xx block_for=15m" (the fields that are set; "" when none):
+// the end of a rule's RuleSummary::description, so a policy diff shows them.
+std::string AbuseDescription(const Rule& rule);
+// The store key of `rule`'s penalty box for `identity`:
+// "<rule>\x1fblock\x1f<identity>" ("block" is no algorithm name, so it never
+// names a bucket).
+std::string BlockKey(std::string_view rule, std::string_view identity);
+
 struct Rule {
   std::string name;
   RuleAction action = RuleAction::kLimit;
@@ -183,9 +199,18 @@ struct Rule {
   // max_response_cost by default.
   int64_t abort_cost = 0;
   std::optional<RefundOn> refund_on;
+  // Abuse protection (src/policy/abuse.cc; docs/configuration.md, "Counting
+  // chosen outcomes" and "Penalty box"). count_on: the charge stays only when
+  // the upstream outcome matches (charged at admission, refunded otherwise).
+  std::optional<RefundOn> count_on;
+  // block_for: once an enforced decision of this rule refuses a key, the key
+  // is refused for this long (0: no penalty box). block_limit is the block
+  // key's token bucket: 1 token per block_for, burst 1 (empty while blocked).
+  Nanos block_for{0};
+  std::optional<Limit> block_limit;
   bool SettlesAfterResponse() const {
     return cost_kind == CostKind::kResponse || cost_kind == CostKind::kHandler ||
-           refund_on.has_value();
+           refund_on.has_value() || count_on.has_value();
   }
   bool shadow = false;
   double enforce_percent = 100;

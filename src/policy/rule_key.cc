@@ -72,9 +72,15 @@ RuleKeyResult KeyForRule(const Policy& policy, std::string_view rule,
               .identity = std::move(*identity),
               .bucket_key = {},
               .limit = r.limit,
-              .limit_keys = {}};
+              .limit_keys = {},
+              .block_key = {},
+              .block_limit = std::nullopt};
   for (const Source& source : r.keys) key.limit_keys.push_back(source.spec);
   key.bucket_key = BucketKey(r.name, r.limit.algorithm(), key.identity);
+  if (r.block_limit) {
+    key.block_key = BlockKey(r.name, key.identity);
+    key.block_limit = r.block_limit;
+  }
   // A tenant table's row is the limit requests with this key are decided with.
   if (const Limit* tenant = r.tenants && !missing ? r.tenants->Find(key.identity) : nullptr) {
     key.limit = *tenant;

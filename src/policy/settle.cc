@@ -27,6 +27,7 @@ struct Settlement::Item {
   int64_t abort_cost = 0;     // the client left and the upstream did not finish
   int64_t settle_charge = 0;  // a known cost charged at settlement (ExplicitItem)
   std::optional<RefundOn> refund_on;
+  std::optional<RefundOn> count_on;  // the outcomes whose charge stays (the rest are refunded)
   std::optional<FailureMode> failure_mode;
   RuleState* state = nullptr;
 };
@@ -53,6 +54,13 @@ bool ReportedCost(const Settlement::Item& item, const ResponseOutcome& response,
     if (f.name == item.field) found = &f;
   }
   return found != nullptr && ParseResponseCost(found->value, out);
+}
+
+// The refund of an outcome a rule's count_on does not count
+// (tollgate_refunds_total{outcome="not_counted"}).
+const RefundOn::Entry& NotCounted() {
+  static const RefundOn::Entry entry{RefundOn::Entry::Kind::kStatus, 0, "not_counted"};
+  return entry;
 }
 
 }  // namespace
@@ -187,6 +195,7 @@ std::shared_ptr<Settlement> Enforcer::Impl::MakeSettlement(const Plan& plan) con
     s.max_cost = rule.max_response_cost;
     s.abort_cost = rule.abort_cost;
     s.refund_on = rule.refund_on;
+    s.count_on = rule.count_on;
     s.failure_mode = item.failure_mode;
     s.state = item.state;
     if (!s.field.empty() &&
@@ -233,6 +242,7 @@ void Enforcer::SettleAsync(std::shared_ptr<Settlement> settlement, ResponseOutco
     p.item.age = Nanos(age);
     p.item.failure_mode = it.failure_mode;
     p.refund = it.refund_on ? it.refund_on->Match(response) : nullptr;
+    if (it.count_on && it.count_on->Match(response) == nullptr) p.refund = &NotCounted();
     if (it.settle_charge > 0) {
       p.item.charge = it.settle_charge;
     } else if (p.refund != nullptr) {

@@ -250,6 +250,21 @@ KeyAdminResult AdministerKey(const Runtime& runtime, KeyAction action, KeyReques
     return result;
   }
   result.before = *before;
+  if (key.block_limit) {
+    // The penalty box: closed while it has no token (src/policy/enforcer_block.cc).
+    Result<Decision> box = runtime.InspectKey(key.block_key, *key.block_limit);
+    if (!box.ok()) {
+      StoreFailed(box.status(), &result);
+      return result;
+    }
+    result.blocked_for = box->remaining < 1 ? box->reset_after : Nanos(0);
+    if (action == KeyAction::kReset) {
+      if (Status st = runtime.ResetKey(key.block_key, *key.block_limit); !st.ok()) {
+        StoreFailed(st, &result);
+        return result;
+      }
+    }
+  }
   Result<Decision> after = Apply(runtime, key, action, request, *before);
   if (!after.ok()) {
     StoreFailed(after.status(), &result);
@@ -275,6 +290,7 @@ json KeyAdminAnswer(const KeyAdminResult& result, KeyAction action, std::string_
                  {"limit", key.limit.ToString()},
                  {"before", KeyStateJson(*result.before)}};
   if (action != KeyAction::kGet && result.after) answer["after"] = KeyStateJson(*result.after);
+  if (result.blocked_for) answer["blocked_ms"] = result.blocked_for->count() / 1'000'000;
   return answer;
 }
 
