@@ -178,8 +178,7 @@ void CheckPlainTarget(std::string_view target) {
   FUZZ_CHECK(tollgate::NormalizePath(path) == path,
              "a plain target's path is not normal: " + Quote(target));
   std::string out;
-  FUZZ_CHECK(tollgate::ToOriginForm("GET", target, "h", &out) ==
-                     tollgate::HttpFramingError::kOk &&
+  FUZZ_CHECK(tollgate::ToOriginForm("GET", target, "h", &out) == tollgate::HttpFramingError::kOk &&
                  out == target,
              "a plain target is rewritten: " + Quote(target) + " -> " + Quote(out));
 }
