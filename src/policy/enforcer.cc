@@ -274,22 +274,45 @@ CheckOutcome Enforcer::Impl::Run(Plan& plan) {
   return Finish(plan);
 }
 
+namespace {
+
+// Whether an enforced item of the plan has a penalty box (block_for): without
+// one, the async path takes no box step and wraps no callback (each wrap of
+// `done` is a heap allocation on every decision: request_path_cost_test).
+bool HasBoxes(const Plan& plan) {
+  for (size_t i = 0; i < plan.enforced_count; ++i) {
+    if (plan.items[i].block_limit != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Enforcer::Impl::RunAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done) {
   plan->decisions.assign(plan->items.size(), Decision{});
   plan->started_ns = clock_->Now();
+  if (!HasBoxes(*plan)) {
+    LeasesThenBatchAsync(std::move(plan), std::move(done));
+    return;
+  }
   CheckBlocksAsync(plan, [this, plan, done = std::move(done)]() mutable {
     if (!plan->error.ok()) {
       done(Finish(*plan));
       return;
     }
-    const size_t first = plan->StoreCount();
-    AcquireLeasesAsync(plan, first, [this, plan, done = std::move(done)]() mutable {
-      if (!plan->error.ok()) {
-        done(Finish(*plan));
-        return;
-      }
-      RunBatchAsync(std::move(plan), std::move(done));
-    });
+    LeasesThenBatchAsync(std::move(plan), std::move(done));
+  });
+}
+
+void Enforcer::Impl::LeasesThenBatchAsync(std::shared_ptr<Plan> plan,
+                                          std::function<void(CheckOutcome)> done) {
+  const size_t first = plan->StoreCount();
+  AcquireLeasesAsync(plan, first, [this, plan, done = std::move(done)]() mutable {
+    if (!plan->error.ok()) {
+      done(Finish(*plan));
+      return;
+    }
+    RunBatchAsync(std::move(plan), std::move(done));
   });
 }
 
@@ -299,6 +322,10 @@ void Enforcer::Impl::FinishAsync(std::shared_ptr<Plan> plan,
   ApplyBlock(*plan);
   DecideStoreless(*plan);
   SettleLeases(*plan);
+  if (!HasBoxes(*plan)) {
+    done(Finish(*plan));
+    return;
+  }
   StartBlocksAsync(plan, [this, plan, done = std::move(done)]() { done(Finish(*plan)); });
 }
 

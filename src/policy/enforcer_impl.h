@@ -209,6 +209,8 @@ class Enforcer::Impl {
   // at a time, then `next`). Releases never block.
   void AcquireLeases(Plan& plan);
   void AcquireLeasesAsync(std::shared_ptr<Plan> plan, size_t i, std::function<void()> next);
+  // RunAsync after the penalty boxes were peeked: the leases, then the batch.
+  void LeasesThenBatchAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   void RunBatchAsync(std::shared_ptr<Plan> plan, std::function<void(CheckOutcome)> done);
   // After the batch's answer: the steps Run takes after the store call, the
   // penalty boxes' closing without blocking, then `done`.
