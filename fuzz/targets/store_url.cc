@@ -61,7 +61,10 @@ void CheckEtcdRoundTrip(std::string_view url) {
   if (!parsed.ok()) return;
   std::string printed = "etcd://";
   for (size_t i = 0; i < parsed->endpoints.size(); ++i) {
-    printed += (i ? "," : "") + parsed->endpoints[i].first + ":" +
+    // An IPv6 host prints in brackets, as it must be written (issue 35's endpoints).
+    const std::string& host = parsed->endpoints[i].first;
+    const bool v6 = host.find(':') != std::string::npos;
+    printed += (i ? "," : "") + (v6 ? "[" + host + "]" : host) + ":" +
                std::to_string(parsed->endpoints[i].second);
   }
   auto again = tollgate::etcd::ParseEtcdUrl(printed + parsed->key);
