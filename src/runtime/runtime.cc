@@ -609,7 +609,14 @@ class Runtime::Impl {
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Runtime::~Runtime() { Stop(); }
+Runtime::~Runtime() {
+  Stop();
+  // The store goes before the Enforcer: its I/O thread may still be finishing
+  // a call whose callback writes the Enforcer's rule state (an asynchronous
+  // lease release after the response; ASan saw it write a freed RuleState
+  // when the Enforcer went first). Destroying the store joins that thread.
+  impl_->store = StoreBundle{};
+}
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options, RuntimeEnv env) {
   if (env.clock == nullptr || env.io_clock == nullptr) {
