@@ -96,7 +96,9 @@ TEST(SpopFrame, CutsOnlyWholeFramesWithinTheNegotiatedSize) {
 
 TEST(SpopFrame, RefusesFragmentsAndCutMetadata) {
   Frame f;
-  EXPECT_EQ(ParseFrame(RawFrame(FrameType::kNotify, kFlagFin, 7, 9, "p"), &f), Error::kNone);
+  // The frame's payload is a view into the bytes parsed: they outlive it here.
+  const std::string notify = RawFrame(FrameType::kNotify, kFlagFin, 7, 9, "p");
+  EXPECT_EQ(ParseFrame(notify, &f), Error::kNone);
   EXPECT_EQ(f.type, FrameType::kNotify);
   EXPECT_EQ(f.stream_id, 7u);
   EXPECT_EQ(f.frame_id, 9u);
