@@ -453,7 +453,8 @@ bool Session<Stream>::Screen(const HeadParser& hp, const RouteResult& route, Exc
   // A header a rule keys on, sent twice: refused, never a copy picked (issues 14, 29).
   // The live policy, the one the Enforcer decides this request with (the
   // engine's one swap), never a copy of an older generation.
-  std::optional<std::string> repeated = RepeatedKeyHeader(*rt_->policies->Current(), headers_);
+  std::optional<std::string> repeated =
+      RepeatedKeyHeader(*rt_->policies->SnapshotOnThisThread().policy, headers_);
   if (!repeated) return false;
   ex.resp = Problem(400, "Bad request", "the limit key header " + *repeated + " was sent twice");
   ex.resp.close = true;

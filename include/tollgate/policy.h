@@ -200,6 +200,12 @@ class PolicyStore {
     Attachment attachment;
   };
   Snapshot snapshot() const;
+  // snapshot() for the request path: the same three, from this thread's cache
+  // (no lock, no reference count change) while nothing was swapped since this
+  // thread last read them; refreshed under the lock otherwise. The reference
+  // stays valid until this thread calls it again, on any store; copy what must
+  // live longer (an asynchronous decision copies the pointers it keeps).
+  const Snapshot& SnapshotOnThisThread() const;
   // Starts at 1, +1 per successful reload.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -235,6 +241,10 @@ class PolicyStore {
   std::string version_;                    // guarded by current_mu_
   std::string text_;                       // guarded by current_mu_
   std::atomic<uint64_t> generation_{1};
+  // +1 per swap under current_mu_ (a reload, or an attachment beside the same
+  // generation): what SnapshotOnThisThread's cache compares.
+  std::atomic<uint64_t> swaps_{1};
+  const uint64_t id_;  // unique in the process: keys the per-thread caches
   std::atomic<uint64_t> reload_failures_{0};
   mutable std::mutex reload_mu_;  // serialises reloads; guards last_reload_
   ReloadResult last_reload_;

@@ -258,6 +258,11 @@ class Enforcer::Impl {
 
  private:
   std::shared_ptr<const Binding> Bind(std::shared_ptr<const Policy> policy);
+  // Bind's result as this thread's own copy, cached per thread (enforcer_plan.cc);
+  // valid until this thread binds again for this Enforcer.
+  const std::shared_ptr<const Binding>& BindOnThisThread(
+      const std::shared_ptr<const Policy>& policy);
+  static uint64_t NextId();
   RuleState* StateFor(const std::string& name, FrontEnd* front_end = nullptr);
   // The item of a rule whose conditions `ctx` met; returns true when
   // evaluation stops there (allow, an enforced deny).
@@ -319,6 +324,7 @@ class Enforcer::Impl {
   std::vector<std::unique_ptr<FrontEnd>> front_ends_;  // guarded by mu_ (never erased)
   mutable std::mutex binding_mu_;  // guards binding_ (a TSan-visible pointer swap)
   std::shared_ptr<const Binding> binding_;
+  const uint64_t id_ = NextId();  // unique in the process: keys the per-thread binding caches
 };
 
 }  // namespace tollgate

@@ -3,6 +3,7 @@
 // (mode, rollback guard, enforce_percent rollout).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <span>
 
@@ -75,6 +76,46 @@ std::shared_ptr<const Binding> Enforcer::Impl::Bind(std::shared_ptr<const Policy
   std::lock_guard<std::mutex> swap(binding_mu_);
   binding_ = nb;
   return nb;
+}
+
+namespace {
+
+std::atomic<uint64_t> g_next_enforcer_id{1};
+
+// One thread's bindings (see BindOnThisThread), a few slots as SnapshotCache.
+struct BindingCache {
+  struct Slot {
+    uint64_t enforcer = 0;  // Impl::id_, 0 = empty
+    std::shared_ptr<const Binding> binding;
+  };
+  std::array<Slot, 4> slots;
+  size_t next = 0;
+};
+thread_local BindingCache t_bindings;
+
+}  // namespace
+
+uint64_t Enforcer::Impl::NextId() { return g_next_enforcer_id.fetch_add(1); }
+
+// A copy of the shared binding owned by this thread: a plan's reference to it
+// changes a count no other thread writes (no cache line moves between workers
+// per decision, issue 32), and Bind's locks are taken once per thread and policy.
+const std::shared_ptr<const Binding>& Enforcer::Impl::BindOnThisThread(
+    const std::shared_ptr<const Policy>& policy) {
+  BindingCache& cache = t_bindings;
+  BindingCache::Slot* mine = nullptr;
+  for (BindingCache::Slot& slot : cache.slots) {
+    if (slot.enforcer != id_) continue;
+    if (slot.binding->policy == policy) return slot.binding;
+    mine = &slot;
+  }
+  if (mine == nullptr) {
+    mine = &cache.slots[cache.next];
+    cache.next = (cache.next + 1) % cache.slots.size();
+  }
+  mine->binding = std::make_shared<const Binding>(*Bind(policy));
+  mine->enforcer = id_;
+  return mine->binding;
 }
 
 void PlanBuilder::Add(PlannedItem item) {
@@ -174,8 +215,10 @@ int64_t RequestCost(const Rule& rule, const RequestView& request) {
 std::shared_ptr<Plan> Enforcer::Impl::PlanRequest(const RequestView& request, bool explain) {
   auto plan = std::make_shared<Plan>();
   plan->explain = explain;
-  auto policy = policies_->Current(&plan->generation);
-  plan->binding = Bind(policy);
+  const PolicyStore::Snapshot& snapshot = policies_->SnapshotOnThisThread();
+  plan->generation = snapshot.generation;
+  plan->binding = BindOnThisThread(snapshot.policy);
+  const Policy* policy = plan->binding->policy.get();
   RequestContext ctx(request, ip_, *jwt_, clock_->WallNow() / 1'000'000'000);
   PlanBuilder b(*plan);
   plan->items.reserve(policy->rules.size());
@@ -439,8 +482,10 @@ Result<std::shared_ptr<Plan>> Enforcer::Impl::PlanItems(std::span<const Explicit
                                                         FrontEnd* front_end) {
   auto plan = std::make_shared<Plan>();
   plan->front_end = front_end;
-  auto policy = policies_->Current(&plan->generation);
-  plan->binding = Bind(policy);
+  const PolicyStore::Snapshot& snapshot = policies_->SnapshotOnThisThread();
+  plan->generation = snapshot.generation;
+  plan->binding = BindOnThisThread(snapshot.policy);
+  const Policy* policy = plan->binding->policy.get();
   PlanBuilder b(*plan);
   for (size_t n = 0; n < items.size(); ++n) {
     const std::string where = "items[" + std::to_string(n) + "]: ";

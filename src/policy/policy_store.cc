@@ -1,4 +1,5 @@
 // PolicyStore: parse completely, then swap one pointer.
+#include <array>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -17,8 +18,32 @@ std::string JoinErrors(const std::vector<ConfigError>& errors) {
 
 }  // namespace
 
+namespace {
+
+// Every store's id, for the per-thread caches: an id is never reused, so a cache
+// entry of a destroyed store can never match a store created at its address.
+std::atomic<uint64_t> g_next_store_id{1};
+
+// One thread's recently read snapshots (a thread serving one tollgated reads
+// one store; tests and embedders with several stores share the slots).
+struct SnapshotCache {
+  struct Slot {
+    uint64_t store = 0;  // PolicyStore::id_, 0 = empty
+    uint64_t swaps = 0;
+    PolicyStore::Snapshot snapshot;
+  };
+  std::array<Slot, 4> slots;
+  size_t next = 0;  // round-robin victim
+};
+thread_local SnapshotCache t_snapshots;
+
+}  // namespace
+
 PolicyStore::PolicyStore(std::shared_ptr<const Policy> policy, std::string path, const Clock* clock)
-    : path_(std::move(path)), clock_(clock), current_(std::move(policy)) {
+    : path_(std::move(path)),
+      clock_(clock),
+      current_(std::move(policy)),
+      id_(g_next_store_id.fetch_add(1, std::memory_order_relaxed)) {
   last_reload_.wall_time_ns = clock_->WallNow();
 }
 
@@ -79,6 +104,7 @@ std::vector<ConfigError> PolicyStore::SetAttachment(const Attach& attach) {
   {
     std::lock_guard<std::mutex> swap(current_mu_);
     old = std::exchange(attachment_, std::move(next));
+    swaps_.fetch_add(1, std::memory_order_release);
   }
   return {};
 }
@@ -110,6 +136,7 @@ std::vector<ConfigError> PolicyStore::Install(ParsedPolicy parsed, const Attach*
     version_ = std::move(parsed.version);
     text_ = std::move(parsed.text);
     generation_.fetch_add(1, std::memory_order_acq_rel);
+    swaps_.fetch_add(1, std::memory_order_release);
   }
   // `old` is released here, outside the lock (in-flight decisions may still hold it).
   last_reload_ = std::move(result);
@@ -130,6 +157,31 @@ std::shared_ptr<const Policy> PolicyStore::Current(uint64_t* generation) const {
 PolicyStore::Snapshot PolicyStore::snapshot() const {
   std::lock_guard<std::mutex> lock(current_mu_);
   return Snapshot{current_, generation_.load(std::memory_order_acquire), attachment_};
+}
+
+// A slot holds its snapshot's pointers, so a cached policy outlives a reload
+// until this thread's next call (one stale policy per thread at most). The pair
+// (swaps, snapshot) is filled under current_mu_, where a swap changes both: a
+// matching count means the snapshot is the one that swap installed.
+const PolicyStore::Snapshot& PolicyStore::SnapshotOnThisThread() const {
+  const uint64_t swaps = swaps_.load(std::memory_order_acquire);
+  SnapshotCache& cache = t_snapshots;
+  for (SnapshotCache::Slot& slot : cache.slots) {
+    if (slot.store == id_ && slot.swaps == swaps) return slot.snapshot;
+  }
+  SnapshotCache::Slot* slot = nullptr;
+  for (SnapshotCache::Slot& s : cache.slots) {
+    if (s.store == id_) slot = &s;  // this store's older entry
+  }
+  if (slot == nullptr) {
+    slot = &cache.slots[cache.next];
+    cache.next = (cache.next + 1) % cache.slots.size();
+  }
+  std::lock_guard<std::mutex> lock(current_mu_);
+  slot->store = id_;
+  slot->swaps = swaps_.load(std::memory_order_relaxed);
+  slot->snapshot = Snapshot{current_, generation_.load(std::memory_order_acquire), attachment_};
+  return slot->snapshot;
 }
 
 std::string PolicyStore::version() const {

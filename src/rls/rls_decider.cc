@@ -570,10 +570,11 @@ void RlsDecider::Decide(const rlspb::RateLimitRequest& request, rlspb::RateLimit
   auto call = std::make_shared<Call>();
   call->start_ns = SteadyNs();
   {
-    // One snapshot: the configuration and its generation, read together.
-    PolicyStore::Snapshot snapshot = policies_->snapshot();
+    // One snapshot: the configuration and its generation, read together (this
+    // thread's cached copy: no lock; the call keeps its own reference).
+    const PolicyStore::Snapshot& snapshot = policies_->SnapshotOnThisThread();
     if (generation) *generation = snapshot.generation;
-    call->attached = std::static_pointer_cast<const RlsAttached>(std::move(snapshot.attachment));
+    call->attached = std::static_pointer_cast<const RlsAttached>(snapshot.attachment);
   }
   response->Clear();
   if (!call->attached) return done(UnavailableError("rls: no configuration installed"));

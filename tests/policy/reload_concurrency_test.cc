@@ -73,5 +73,72 @@ TEST(ReloadConcurrency, NoTornPolicyNoLostDecision) {
   EXPECT_EQ(common_allowed, static_cast<uint64_t>(kThreads * kChecksPerThread));
 }
 
+// The request path reads the policy and the Enforcer's binding from per-thread caches (issue 32:
+// no shared lock per decision). A thread that decided before a reload decides with the new policy
+// on its very next decision, whichever thread reloaded.
+TEST(ReloadConcurrency, AThreadsCachedPolicyGivesWayToTheNextSwap) {
+  testing::Harness h(kPolicyA);
+  testing::TestRequest r;
+  r.Peer("192.0.2.1").Header("k", "key");
+  auto rules_seen = [&] {
+    std::string seen;
+    std::thread([&] {  // a worker of its own each time: its cache starts empty
+      for (const RuleOutcome& o : h.Check(r).rules) seen += o.rule + " ";
+    })
+        .join();
+    return seen;
+  };
+  std::string before, after, again;
+  std::atomic<int> step{0};
+  std::thread worker([&] {  // one thread throughout: its cache must follow the swaps
+    auto names = [&] {
+      std::string seen;
+      for (const RuleOutcome& o : h.Check(r).rules) seen += o.rule + " ";
+      return seen;
+    };
+    before = names();
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    after = names();
+    step = 3;
+    while (step.load() != 4) std::this_thread::yield();
+    again = names();
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  ASSERT_TRUE(h.policies->ReloadFromText(kPolicyB).empty());
+  step = 2;
+  while (step.load() != 3) std::this_thread::yield();
+  ASSERT_TRUE(h.policies->ReloadFromText(kPolicyA).empty());
+  step = 4;
+  worker.join();
+  EXPECT_EQ(before, "common a1 a2 ");
+  EXPECT_EQ(after, "common b1 b2 ");
+  EXPECT_EQ(again, "common a1 a2 ");
+  EXPECT_EQ(rules_seen(), "common a1 a2 ");
+}
+
+// Several engines on one thread (an embedder, a test) never see each other's policy through the
+// per-thread caches, however they alternate: five, more than the caches have slots.
+TEST(ReloadConcurrency, EnginesOnOneThreadKeepTheirOwnPolicies) {
+  std::vector<std::unique_ptr<testing::Harness>> engines;
+  for (int e = 0; e < 5; ++e) {
+    engines.push_back(std::make_unique<testing::Harness>(e % 2 == 0 ? kPolicyA : kPolicyB));
+  }
+  testing::TestRequest r;
+  r.Peer("192.0.2.1").Header("k", "key");
+  for (int round = 0; round < 6; ++round) {
+    if (round == 3) {  // every engine swaps to the other policy
+      for (size_t e = 0; e < engines.size(); ++e) {
+        ASSERT_TRUE(engines[e]->policies->ReloadFromText(e % 2 == 0 ? kPolicyB : kPolicyA).empty());
+      }
+    }
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const bool a = (e % 2 == 0) == (round < 3);
+      ASSERT_EQ(engines[e]->Check(r).rules.at(1).rule, a ? "a1" : "b1")
+          << "engine " << e << ", round " << round;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tollgate
