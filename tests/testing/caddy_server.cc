@@ -1,12 +1,6 @@
 #include "testing/caddy_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,33 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "testing/timing.h"
+#include "testing/child_process.h"
 
 namespace tollgate::testing {
-namespace {
-
-bool CanConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-bool Exited(pid_t pid, std::chrono::milliseconds within) {
-  return PollUntil(
-      [pid] {
-        int status;
-        const pid_t r = ::waitpid(pid, &status, WNOHANG);
-        return r == pid || r < 0;
-      },
-      within, std::chrono::milliseconds(5));
-}
-
-}  // namespace
 
 std::string CaddyServer::BinaryPath() {
   for (const char* p : {"/usr/bin/caddy", "/usr/local/bin/caddy"}) {
@@ -67,63 +37,26 @@ CaddyServer::StartResult CaddyServer::Start(const std::string& config, const Env
   const std::string home = temp.path();
   const std::filesystem::path config_path = std::filesystem::absolute(config);
   std::unique_ptr<CaddyServer> server(new CaddyServer(port, std::move(temp)));
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // If the test process dies (a ctest timeout), Caddy goes with it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    ::setenv("XDG_DATA_HOME", home.c_str(), 1);  // nothing written outside the temp dir
-    ::setenv("XDG_CONFIG_HOME", home.c_str(), 1);
-    if (::chdir(config_path.parent_path().c_str()) != 0) ::_exit(126);
-    ::execl(binary.c_str(), binary.c_str(), "run", "--config", config_path.c_str(), "--adapter",
-            "caddyfile", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  if (pid < 0) {
-    result.error = "fork failed";
-    return result;
-  }
-  server->pid_ = pid;
-  bool exited = false;
-  const bool listening = WaitFor(
-      [&] {
-        int status;
-        exited = ::waitpid(pid, &status, WNOHANG) == pid;
-        return exited || CanConnect(port);
-      },
-      deadline, std::chrono::milliseconds(5));
-  if (exited) {
-    server->pid_ = -1;
-    result.error = "caddy exited at startup: " + server->Output();
-    return result;
-  }
-  if (!listening) {
-    result.error = "caddy did not listen on port " + std::to_string(port) + ": " + server->Output();
-    return result;
-  }
+  // Nothing written outside the temp dir (XDG_*); run from the config's folder.
+  Env child_env = env;
+  child_env.emplace_back("XDG_DATA_HOME", home);
+  child_env.emplace_back("XDG_CONFIG_HOME", home);
+  result.error = SpawnListening(
+      {.argv = {binary, "run", "--config", config_path.string(), "--adapter", "caddyfile"},
+       .env = std::move(child_env),
+       .cwd = config_path.parent_path().string(),
+       .output = output},
+      "caddy", port, deadline, &server->pid_, [&] { return server->Output(); });
+  if (!result.error.empty()) return result;
   result.server = std::move(server);
   return result;
 }
 
-std::string CaddyServer::Output() const {
-  std::ifstream in(dir_.File("output.log"));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string CaddyServer::Output() const { return ReadWholeFile(dir_.File("output.log")); }
 
 void CaddyServer::Stop() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  if (!Exited(pid_, std::chrono::seconds(5))) {
-    ::kill(pid_, SIGKILL);
-    Exited(pid_, std::chrono::seconds(5));
-  }
+  StopChild(pid_, SIGTERM);
   pid_ = -1;
 }
 

@@ -14,33 +14,9 @@
 #include <sstream>
 #include <thread>
 
-#include "testing/timing.h"
+#include "testing/child_process.h"
 
 namespace tollgate::testing {
-namespace {
-
-bool CanConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-bool Exited(pid_t pid, std::chrono::milliseconds within) {
-  return PollUntil(
-      [pid] {
-        int status;
-        const pid_t r = ::waitpid(pid, &status, WNOHANG);
-        return r == pid || r < 0;
-      },
-      within, std::chrono::milliseconds(5));
-}
-
-}  // namespace
 
 std::string NginxServer::BinaryPath() {
   for (const char* p : {"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"}) {
@@ -96,56 +72,20 @@ NginxServer::StartResult NginxServer::Start(const std::string& http_block, int p
   conf.close();
 
   std::unique_ptr<NginxServer> server(new NginxServer(port, std::move(temp)));
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // If the test process dies (a ctest timeout), nginx goes with it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::string conf_path = dir + "/nginx.conf";
-    ::execl(binary.c_str(), binary.c_str(), "-p", dir.c_str(), "-c", conf_path.c_str(), "-g",
-            "daemon off;", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  if (pid < 0) {
-    result.error = "fork failed";
-    return result;
-  }
-  server->pid_ = pid;
-  bool exited = false;
-  const bool listening = WaitFor(
-      [&] {
-        int status;
-        exited = ::waitpid(pid, &status, WNOHANG) == pid;
-        return exited || CanConnect(port);
-      },
-      deadline, std::chrono::milliseconds(5));
-  if (exited) {
-    server->pid_ = -1;
-    result.error = "nginx exited at startup: " + server->ErrorLog();
-    return result;
-  }
-  if (!listening) {
-    result.error =
-        "nginx did not listen on port " + std::to_string(port) + ": " + server->ErrorLog();
-    return result;
-  }
+  ChildSpec spec;  // nginx writes its own error log (ErrorLog)
+  spec.argv = {binary, "-p", dir, "-c", dir + "/nginx.conf", "-g", "daemon off;"};
+  result.error = SpawnListening(spec, "nginx", port, deadline, &server->pid_,
+                                [&] { return server->ErrorLog(); });
+  if (!result.error.empty()) return result;
   result.server = std::move(server);
   return result;
 }
 
-std::string NginxServer::ErrorLog() const {
-  std::ifstream in(dir_.File("logs/error.log"));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string NginxServer::ErrorLog() const { return ReadWholeFile(dir_.File("logs/error.log")); }
 
 void NginxServer::Stop() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGQUIT);
-  if (!Exited(pid_, std::chrono::seconds(5))) {
-    ::kill(pid_, SIGKILL);
-    Exited(pid_, std::chrono::seconds(5));
-  }
+  StopChild(pid_, SIGQUIT);
   pid_ = -1;
 }
 
