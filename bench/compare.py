@@ -147,16 +147,20 @@ def wrk(url, seconds, headers, cpu_pids):
     subprocess.run(base + ["-d1s"] + hdr + [url], capture_output=True)  # warm-up
     pids = cpu_pids()
     before = cpu_ticks(pids)
-    out = subprocess.run(base + [f"-d{seconds}s", "--latency"] + hdr + [url],
-                         capture_output=True, text=True).stdout
+    run = subprocess.run(base + [f"-d{seconds}s", "--latency"] + hdr + [url],
+                         capture_output=True, text=True)
+    out = run.stdout
+    if not re.search(r"(\d+) requests in", out):
+        sys.exit(f"compare: wrk {url} printed no result: {run.stdout} {run.stderr}")
     ticks = cpu_ticks(pids) - before
     reqs = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p99 = next((to_ms(l.split()[1]) for l in out.splitlines() if l.split()[:1] == ["99%"]), None)
+    p50 = next((to_ms(l.split()[1]) for l in out.splitlines() if l.split()[:1] == ["50%"]), None)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = int(bad.group(1)) if bad else 0
     cpu_us = ticks / TICKS * 1e6 / reqs if reqs else None
-    return {"rps": rps, "p99_ms": p99, "requests": reqs, "cpu_us_per_req": cpu_us,
+    return {"rps": rps, "p99_ms": p99, "p50_ms": p50, "requests": reqs, "cpu_us_per_req": cpu_us,
             "non_2xx": errors}
 
 

@@ -9,11 +9,14 @@
 //                                      applies as to every admin request)
 //   GET /v1/status[?raw=1]             one JSON document (an API of its own,
 //                                      "status_api": 1): the caller's scope,
-//                                      readiness, policy, store, every rule
-//                                      with its limit, mode and cumulative
-//                                      decision counters, the rollback view,
-//                                      the /v1/top sketch (admin token, read
-//                                      scope suffices)
+//                                      readiness, policy, store (what it
+//                                      writes of itself on /metrics: keys,
+//                                      evictions, breaker; the decisions'
+//                                      latency percentiles), the outcome
+//                                      names, every rule with its limit, mode
+//                                      and cumulative decision counters, the
+//                                      rollback view, the /v1/top sketch
+//                                      (admin token, read scope suffices)
 //
 // The page asks for an admin token once, keeps it in the tab's
 // sessionStorage and sends it as Authorization: Bearer on every fetch; its

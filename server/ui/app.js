@@ -13,11 +13,22 @@
   const TOKEN_KEY = 'tollgate.admin_token';
   const POLL_MS = 1000;
   const HISTORY = 120;  // samples per rule: two minutes at one a second
-  const OUTCOMES = ['allowed', 'rejected', 'shadow_rejected', 'unenforced', 'unavailable'];
+  // The outcomes come from /v1/status ("outcomes"): the page draws whatever
+  // the server counts. Known ones have a colour (app.css has the same); any
+  // other gets one of the spare colours, in order.
+  let OUTCOMES = [];
   const COLORS = {
     allowed: '#2e7d32', rejected: '#c62828', shadow_rejected: '#ef6c00',
-    unenforced: '#6a1b9a', unavailable: '#616161',
+    unenforced: '#6a1b9a', unavailable: '#616161', blocked: '#000000', soft_exceeded: '#f9a825',
   };
+  const SPARE_COLORS = ['#00838f', '#ad1457', '#4e342e', '#283593'];
+  const KNOWN_CLASS = new Set(Object.keys(COLORS));
+  function colorOf(o) {
+    if (!(o in COLORS)) COLORS[o] = SPARE_COLORS[(Object.keys(COLORS).length) % SPARE_COLORS.length];
+    return COLORS[o];
+  }
+  function outcomeClass(o) { return KNOWN_CLASS.has(o) ? o : 'outcome-other'; }
+  function outcomeName(o) { return o.replace(/_/g, ' '); }
 
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem(TOKEN_KEY);
@@ -127,9 +138,39 @@
     for (const e of document.querySelectorAll('.write-only')) e.hidden = !canWrite();
     $('raw-control').hidden = !(canWrite() && s.caller.may_show_raw);
     renderFacts(s);
+    setOutcomes(s);
     renderRules(s);
     renderTop(s);
     renderFleet(s.rollback);
+  }
+
+  // The rules table's outcome columns and the legend, rebuilt when the list
+  // changes (the rows are then made again).
+  function setOutcomes(s) {
+    const list = Array.isArray(s.outcomes) ? s.outcomes.map(String)
+      : Object.keys((s.rules[0] || { decisions: {} }).decisions);
+    if (list.join('\n') === OUTCOMES.join('\n')) return;
+    OUTCOMES = list;
+    const legend = $('legend');
+    legend.replaceChildren();
+    for (const o of OUTCOMES) {
+      colorOf(o);
+      legend.append(el('span', outcomeName(o), { className: outcomeClass(o) }), ' ');
+    }
+    legend.append('per second, last two minutes');
+    const head = $('rules').tHead.rows[0];
+    head.replaceChildren(el('th', 'rule'), el('th', 'limit'), el('th', 'mode'),
+      el('th', 'decisions/s'), ...OUTCOMES.map((o) => el('th', outcomeName(o))), el('th'));
+    for (const cells of rows.values()) cells.tr.remove();
+    rows.clear();
+  }
+
+  function ms(v) {
+    return v === null || v === undefined ? 'n/a' : '\u2264 ' + v + ' ms';
+  }
+
+  function figure(v) {
+    return v === null || v === undefined ? 'n/a' : String(v);
   }
 
   function renderDl(dl, pairs) {
@@ -152,6 +193,15 @@
       ['store', s.store.description],
       ['store healthy', s.store.healthy ? 'yes' : 'no'],
       ['failure mode', s.store.failure_mode],
+      ['breaker', figure(s.store.breaker)],
+      ['keys in use', figure(s.store.keys) +
+        (s.store.max_keys !== null && s.store.max_keys !== undefined ? ' of ' + s.store.max_keys : '')],
+      ['keys evicted', figure(s.store.keys_evicted) + (s.store.keys_evicted_in_debt
+        ? ' (' + s.store.keys_evicted_in_debt + ' in debt)' : '')],
+      ['decision latency', 'p50 ' + ms(s.store.latency.p50_ms) + ', p90 ' +
+        ms(s.store.latency.p90_ms) + ', p99 ' + ms(s.store.latency.p99_ms) + ' (' +
+        s.store.latency.decisions + ' decisions)'],
+      ['store errors', s.store.errors + ' of ' + s.store.calls + ' calls'],
       ['policy source', s.policy.source],
       ['policy version', s.policy.version],
       ['policy generation', s.policy.generation],
@@ -187,7 +237,7 @@
     actionCell.append(cells.action);
     tr.append(cells.name, cells.limit, cells.mode, chartCell);
     for (const o of OUTCOMES) {
-      cells.counts[o] = el('td', '0', { className: 'num ' + o });
+      cells.counts[o] = el('td', '0', { className: 'num ' + outcomeClass(o) });
       tr.append(cells.counts[o]);
     }
     tr.append(actionCell);
@@ -207,7 +257,7 @@
       cells.limit.title = r.description;
       cells.mode.textContent = modeText(r);
       cells.tr.classList.toggle('tripped', r.rolled_back);
-      for (const o of OUTCOMES) cells.counts[o].textContent = r.decisions[o];
+      for (const o of OUTCOMES) cells.counts[o].textContent = figure(r.decisions[o]);
       cells.action.textContent = r.rolled_back ? 'clear' : 'trip';
       cells.action.hidden = !canWrite();
       const h = history.get(r.name) || [];
@@ -245,7 +295,7 @@
       rates[o] = [];
       for (let i = 1; i < h.length; i++) {
         const dt = Math.max(h[i].t - h[i - 1].t, 0.001);
-        const v = Math.max(0, (h[i].d[o] - h[i - 1].d[o]) / dt);
+        const v = Math.max(0, ((h[i].d[o] || 0) - (h[i - 1].d[o] || 0)) / dt);
         rates[o].push(v);
         max = Math.max(max, v);
       }
@@ -253,7 +303,7 @@
     const step = w / HISTORY;
     for (const o of OUTCOMES) {
       const values = rates[o];
-      ctx.strokeStyle = COLORS[o];
+      ctx.strokeStyle = colorOf(o);
       ctx.lineWidth = 1.5;
       ctx.beginPath();
       values.forEach((v, i) => {

@@ -11,9 +11,12 @@
 // shadow (checked through /v1/auth) and resets a refused customer's key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "server/config.h"
 #include "server/headless_chromium.h"
@@ -41,6 +44,15 @@ class StatusPage : public ::testing::Test {
     if (HeadlessChromium::BinaryPath().empty()) {
       GTEST_SKIP() << "chromium is not installed (tools/deps.sh installs it)";
     }
+    StartServer("local");
+    std::string error;
+    browser_ = HeadlessChromium::Start(dir_.path(), &error);
+    ASSERT_TRUE(browser_) << error;
+  }
+
+  // tollgated with both tokens on `store` (replacing the one running).
+  void StartServer(const std::string& store) {
+    s_.reset();
     const std::string read_file = dir_.File("dashboard.token");
     const std::string write_file = dir_.File("operator.token");
     WriteFile(read_file, std::string(kReadSecret) + "\n");
@@ -53,11 +65,27 @@ class StatusPage : public ::testing::Test {
                              write_file + R"("}]}})";
     const std::vector<ConfigError> errors = server::ParseServerConfig(text, &c);
     ASSERT_TRUE(errors.empty()) << errors[0].path << ": " << errors[0].message;
+    c.store = store;
     std::string error;
     s_ = TestServer::Start(c, TightPolicy(), &error);
     ASSERT_TRUE(s_) << error;
-    browser_ = HeadlessChromium::Start(dir_.path(), &error);
-    ASSERT_TRUE(browser_) << error;
+  }
+
+  json Status() {
+    HttpResponse r = Fetch(s_->admin_port, "GET", "/v1/status",
+                           {{"Authorization", std::string("Bearer ") + kReadSecret}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  }
+
+  // One sample of /metrics (the series as written, labels included), or -1.
+  double Metric(const std::string& series) {
+    const std::string page = Fetch(s_->admin_port, "GET", "/metrics",
+                                   {{"Authorization", std::string("Bearer ") + kReadSecret}})
+                                 .body;
+    const size_t at = page.find("\n" + series + " ");
+    if (at == std::string::npos) return -1;
+    return std::atof(page.c_str() + at + series.size() + 2);
   }
 
   std::string UiUrl() const { return "http://127.0.0.1:" + std::to_string(s_->admin_port) + "/ui"; }
@@ -73,10 +101,15 @@ class StatusPage : public ::testing::Test {
         << "the rules never showed; problems: " << ::testing::PrintToString(browser_->Problems());
   }
 
-  // The `index`th cell of the rules table's row for `rule` (0 name, 2 mode, 5 rejected, 9 action).
+  // The `index`th cell of the rules table's row for `rule` (0 name, 2 mode, 5 rejected; the
+  // outcome columns are those /v1/status lists, so the action cell is RowAction's).
   static std::string RowCell(const std::string& rule, int index) {
     return "document.querySelector('#rules tr[data-rule=' + " + Js(Js(rule)) + " + ']').cells[" +
            std::to_string(index) + "]";
+  }
+  static std::string RowAction(const std::string& rule) {
+    return "document.querySelector('#rules tr[data-rule=' + " + Js(Js(rule)) +
+           " + '] [data-action=rollback]')";
   }
 
   // /v1/auth on the main listener for a request with `key`: 204 allowed, 403 refused.
@@ -166,10 +199,90 @@ TEST_F(StatusPage, ShowsTheRefusedClientWithItsRuleAndUpdatesLive) {
   EXPECT_TRUE(browser_->WaitFor(top_rows + ".some((r) => r.cells[1].textContent === "
                                            "'customer-7' && r.cells[2].textContent === '4')"));
   ExpectNoProblems();
-  // The picture in docs/operations.md: TOLLGATE_UI_SCREENSHOT=<png path>.
+  // The picture in docs/operations.md: TOLLGATE_UI_SCREENSHOT=<png path>, taken under load:
+  // a client sends /v1/auth for 60 keys in turn (each allowed 3 times, then refused) until
+  // the page has counted 3000 more decisions of "keyed", so its chart has many samples.
   if (const char* shot = std::getenv("TOLLGATE_UI_SCREENSHOT"); shot && *shot) {
+    std::atomic<bool> stop{false};
+    std::thread load([&] {
+      HttpConnection c(s_->port);
+      for (int i = 0; !stop.load(); ++i) {
+        c.Request("GET", "/v1/auth", {{"X-Api-Key", "load-" + std::to_string(i % 60)}});
+      }
+    });
+    const std::string keyed_decisions = "(Number(" + RowCell("keyed", 4) +
+                                        ".textContent) + Number(" + RowCell("keyed", 5) +
+                                        ".textContent))";
+    const double before = browser_->Eval(keyed_decisions).get<double>();
+    EXPECT_TRUE(browser_->WaitFor(keyed_decisions + " >= " + std::to_string(before + 3000),
+                                  std::chrono::seconds(120)));
+    stop = true;
+    load.join();
     EXPECT_TRUE(browser_->Screenshot(shot));
   }
+}
+
+// The store's own figures (keys in use, evictions) and the decisions' latency
+// in /v1/status are what the store and the histogram report on /metrics; the
+// page shows them, and a column for every outcome /v1/status lists (blocked
+// included), not a list of its own.
+TEST_F(StatusPage, ShowsTheStoreFiguresAndEveryOutcomeTheServerLists) {
+  StartServer("local://?max_keys=8&shards=1&overflow=evict");
+  for (int i = 0; i < 40; ++i) Auth("tenant-" + std::to_string(i));  // past the key cap
+  ASSERT_EQ(Exhaust("customer-1"), 403);
+  json j = Status();
+  json store = j["store"];  // a copy: a field the server lacks reads as null
+  EXPECT_EQ(store["keys"], Metric("tollgate_store_keys{store=\"local\"}")) << store.dump();
+  EXPECT_EQ(store["max_keys"], Metric("tollgate_store_max_keys{store=\"local\"}"));
+  EXPECT_EQ(store["keys_evicted"], Metric("tollgate_store_keys_evicted_total{store=\"local\"}"));
+  EXPECT_EQ(store["keys_evicted_in_debt"],
+            Metric("tollgate_store_keys_evicted_in_debt_total{store=\"local\"}"));
+  EXPECT_GT(store["keys_evicted"].get<double>() + store["keys_evicted_in_debt"].get<double>() +
+                store["overflow"].get<double>(),
+            0)
+      << "40 keys in a store of 8 left no trace: " << store.dump();
+  EXPECT_TRUE(store["breaker"].is_null());  // no remote store, no breaker
+  json latency = store["latency"];
+  EXPECT_EQ(latency["decisions"], Metric("tollgate_decision_duration_seconds_count"));
+  ASSERT_TRUE(latency["p50_ms"].is_number()) << latency.dump();
+  EXPECT_LE(latency["p50_ms"].get<double>(), latency["p99_ms"].get<double>());
+  EXPECT_EQ(store["calls"], Metric("tollgate_store_calls_total"));
+  // Every outcome the rules count, and only those.
+  ASSERT_TRUE(j["outcomes"].is_array());
+  std::vector<std::string> outcomes;
+  for (const json& o : j["outcomes"]) outcomes.push_back(o.get<std::string>());
+  EXPECT_NE(std::find(outcomes.begin(), outcomes.end(), "blocked"), outcomes.end());
+  for (const json& rule : j["rules"]) EXPECT_EQ(rule["decisions"].size(), outcomes.size());
+
+  OpenAs(kReadSecret);
+  std::string headers = "[";
+  for (const std::string& o : outcomes) {
+    std::string shown = o;
+    std::replace(shown.begin(), shown.end(), '_', ' ');
+    headers += Js(shown) + ",";
+  }
+  headers.back() = ']';
+  EXPECT_EQ(browser_->Eval("JSON.stringify(Array.from(document.querySelectorAll('#rules thead "
+                           "th')).slice(4, -1).map((h) => h.textContent)) === JSON.stringify(" +
+                           headers + ")"),
+            true)
+      << browser_->Eval("document.querySelector('#rules thead').textContent");
+  EXPECT_EQ(browser_->Eval(RowCell("keyed", 4 + 5) + ".textContent"), "0");  // blocked
+  // The store's facts, as /v1/status has them.
+  const std::string facts =
+      "Object.fromEntries(Array.from(document.querySelectorAll('#facts dt')).map((dt) => "
+      "[dt.textContent, dt.nextElementSibling.textContent]))";
+  EXPECT_TRUE(browser_->WaitFor(facts + "['keys in use'] === " +
+                                Js(std::to_string(Status()["store"]["keys"].get<uint64_t>()) +
+                                   " of " + std::to_string(store["max_keys"].get<uint64_t>()))))
+      << browser_->Eval("JSON.stringify(" + facts + ")");
+  EXPECT_EQ(browser_->Eval(facts + "['keys evicted'].startsWith(" +
+                           Js(std::to_string(store["keys_evicted"].get<uint64_t>())) + ")"),
+            true)
+      << browser_->Eval("JSON.stringify(" + facts + ")");
+  EXPECT_EQ(browser_->Eval(facts + "['decision latency'].includes('p99 \u2264 ')"), true)
+      << browser_->Eval("JSON.stringify(" + facts + ")");
+  ExpectNoProblems();
 }
 
 TEST_F(StatusPage, RendersInjectedIdentitiesAndReasonsAsText) {
@@ -222,13 +335,13 @@ TEST_F(StatusPage, AReadTokenSeesNoWriteControlsAndTheServerRefusesItsWrites) {
 TEST_F(StatusPage, ATripFromThePageShadowsTheRuleAndAClearEnforcesItAgain) {
   ASSERT_EQ(Exhaust("customer-5"), 403);
   OpenAs(kWriteSecret);
-  ASSERT_TRUE(browser_->WaitFor(RowCell("keyed", 9) + ".querySelector('button').textContent === "
-                                                      "'trip'"));
-  browser_->Eval(RowCell("keyed", 9) + ".querySelector('button').click(); true");
+  ASSERT_TRUE(browser_->WaitFor(RowAction("keyed") + ".textContent === "
+                                                     "'trip'"));
+  browser_->Eval(RowAction("keyed") + ".click(); true");
   ASSERT_TRUE(browser_->WaitFor(RowCell("keyed", 2) + ".textContent.startsWith('ROLLED BACK')"))
       << browser_->Eval("document.getElementById('error').textContent");
   EXPECT_EQ(Auth("customer-5"), 204) << "a tripped rule decides in shadow";
-  browser_->Eval(RowCell("keyed", 9) + ".querySelector('button').click(); true");
+  browser_->Eval(RowAction("keyed") + ".click(); true");
   ASSERT_TRUE(browser_->WaitFor(RowCell("keyed", 2) + ".textContent === 'enforce'"));
   EXPECT_EQ(Auth("customer-5"), 403);
   ExpectNoProblems();
