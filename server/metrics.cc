@@ -2,6 +2,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace tollgate::server {
 
@@ -160,6 +161,9 @@ void ServerMetrics::Render(PrometheusWriter& w, const LatencyCounts* grpc) const
   RenderGateway(w, shards_);
   RenderKeyActions(w, *this);
   RenderConnections(w, *this);
+  std::vector<const SpoeCounters*> spoe;
+  for (const Shard& s : shards_) spoe.push_back(&s.spoe);
+  RenderSpoeMetrics(w, spoe);
 }
 
 }  // namespace tollgate::server

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/spoe_metrics.h"
 #include "tollgate/metrics.h"
 #include "tollgate/tls.h"
 
@@ -68,6 +69,7 @@ class ServerMetrics {
     std::array<std::atomic<uint64_t>, kUpstreamErrorCount> upstream_errors{};
     std::atomic<uint64_t> upstream_requests{0};
     std::array<std::atomic<uint64_t>, kClientAbortCount> client_aborts{};
+    SpoeCounters spoe;  // the SPOE agent's (server/spoe_metrics.h)
 
     void CountRequest(Endpoint e, int status) {
       requests[size_t(e)][StatusSlot(status)].fetch_add(1, std::memory_order_relaxed);

@@ -160,6 +160,8 @@ class Server::Impl {
         allowed ? spoe_connections->TryAcquire() : std::nullopt;
     if (!slot) {
       metrics->connections_refused.fetch_add(1, std::memory_order_relaxed);
+      metrics->shard(w.index).spoe.Count(allowed ? SpoeError::kOverCapacity
+                                                 : SpoeError::kPeerRefused);
       if (!allowed) {
         log->Warn("spoe_peer_refused", {{"peer", ec ? "?" : remote.address().to_string()}});
       }

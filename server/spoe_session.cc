@@ -37,19 +37,25 @@ class SpoeSession {
         shard_(rt_->metrics->shard(w.index)),
         wake_(w.ioc),
         max_frame_(uint32_t(rt_->cfg().spoe_max_frame_size)),
-        buffer_(spop::kLengthPrefix + max_frame_ + kReadChunk) {}
+        buffer_(spop::kLengthPrefix + max_frame_ + kReadChunk) {
+    spoe().connections.fetch_add(1, std::memory_order_relaxed);
+    spoe().connections_total.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~SpoeSession() { spoe().connections.fetch_sub(1, std::memory_order_relaxed); }
 
   net::awaitable<void> Run();
 
  private:
   const ServerConfig& cfg() const { return rt_->cfg(); }
+  SpoeCounters& spoe() { return shard_.spoe; }
   int64_t After(Millis d) const { return w_.clock.Now() + Nanos(d).count(); }
   // The earliest deadline that applies now, given to the sweeper.
   void Rearm();
   net::awaitable<bool> ReadFrame(std::string_view* frame);
   net::awaitable<void> Handle(spop::Frame frame);
   net::awaitable<void> Decide(std::string payload, uint64_t stream_id, uint64_t frame_id);
-  void Enqueue(std::string bytes, bool ack);
+  // Queues `bytes`, one frame of type `type` (counted as written when queued).
+  void Enqueue(std::string bytes, SpoeFrame type);
   net::awaitable<void> Writer();
   // Answers `error` with AGENT-DISCONNECT and stops reading.
   void Fail(spop::Error error, std::string_view detail);
@@ -143,9 +149,10 @@ net::awaitable<bool> SpoeSession::ReadFrame(std::string_view* frame) {
   }
 }
 
-void SpoeSession::Enqueue(std::string bytes, bool ack) {
+void SpoeSession::Enqueue(std::string bytes, SpoeFrame type) {
   out_ += bytes;
-  if (ack) ++queued_acks_;
+  spoe().Count(type);
+  if (type == SpoeFrame::kAck) ++queued_acks_;
   if (writing_) return;
   writing_ = true;
   net::co_spawn(w_.ioc, Writer(), net::detached);
@@ -165,6 +172,7 @@ net::awaitable<void> SpoeSession::Writer() {
     sending_.clear();
     queued_acks_ -= acks;
     if (ec) {
+      spoe().Count(SpoeError::kWriteFailed);
       closing_ = true;
       out_.clear();
       queued_acks_ = 0;
@@ -185,7 +193,8 @@ void SpoeSession::Fail(spop::Error error, std::string_view detail) {
   closing_ = true;
   std::string frame;
   spop::AppendAgentDisconnect(error, spop::ErrorMessage(error), &frame);
-  Enqueue(std::move(frame), false);
+  spoe().Count(SpoeErrorKind(error));
+  Enqueue(std::move(frame), SpoeFrame::kAgentDisconnect);
   rt_->log->Warn("spoe_protocol_error", {{"status_code", uint32_t(error)},
                                          {"error", std::string(spop::ErrorMessage(error))},
                                          {"detail", std::string(detail)}});
@@ -206,10 +215,13 @@ net::awaitable<void> SpoeSession::Decide(std::string payload, uint64_t stream_id
         break;
       }
     }
-    if (message != nullptr) {
+    if (message == nullptr) {
+      spoe().Count(SpoeResult::kNoMessage);
+    } else {
       spop::SpoeRequest request;
       std::string why = spop::RequestFromMessage(*message, &request);
       if (!why.empty()) {
+        spoe().Count(SpoeResult::kMessageError);
         actions.SetString(spop::Scope::kTransaction, "message_error", why);
       } else {
         runtimes_.Refresh(&rt_, &rt_version_);
@@ -221,16 +233,18 @@ net::awaitable<void> SpoeSession::Decide(std::string payload, uint64_t stream_id
         } else {
           outcome = DecideAndRecordNow(*rt, shard_, view, nullptr);
         }
+        spoe().Count(SpoeDecisionResult(outcome.allowed(), outcome.http_status));
         spop::ActionsFromOutcome(outcome, max_frame_ - spop::FrameSize(stream_id, frame_id, 0),
                                  &actions);
       }
     }
   }
   --in_flight_;
+  spoe().in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (!closing_) {
     std::string frame;
     spop::AppendAck(stream_id, frame_id, actions, &frame);
-    Enqueue(std::move(frame), true);
+    Enqueue(std::move(frame), SpoeFrame::kAck);
   }
   idle_deadline_ = After(cfg().spoe_idle_timeout);
   Rearm();
@@ -247,7 +261,7 @@ net::awaitable<void> SpoeSession::Handle(spop::Frame frame) {
       closing_ = true;
       std::string out;
       spop::AppendAgentDisconnect(spop::Error::kNone, spop::ErrorMessage(spop::Error::kNone), &out);
-      Enqueue(std::move(out), false);
+      Enqueue(std::move(out), SpoeFrame::kAgentDisconnect);
       break;
     }
     case spop::FrameType::kNotify:
@@ -256,6 +270,7 @@ net::awaitable<void> SpoeSession::Handle(spop::Frame frame) {
       }
       if (closing_) break;
       ++in_flight_;
+      spoe().in_flight.fetch_add(1, std::memory_order_relaxed);
       net::co_spawn(w_.ioc, Decide(std::string(frame.payload), frame.stream_id, frame.frame_id),
                     net::detached);
       break;
@@ -277,6 +292,7 @@ net::awaitable<void> SpoeSession::Run() {
     if (e == spop::Error::kNone && frame.type != spop::FrameType::kHaproxyHello) {
       e = spop::Error::kInvalid;
     }
+    if (e == spop::Error::kNone) spoe().Count(SpoeFrame::kHaproxyHello);
     if (e == spop::Error::kNone) e = spop::ParseHello(frame.payload, &hello);
     if (e == spop::Error::kNone) e = spop::Negotiate(hello, max_frame_, &negotiated);
     if (e != spop::Error::kNone) {
@@ -284,7 +300,7 @@ net::awaitable<void> SpoeSession::Run() {
     } else {
       std::string out;
       spop::AppendAgentHello(negotiated, &out);
-      Enqueue(std::move(out), false);
+      Enqueue(std::move(out), SpoeFrame::kAgentHello);
       max_frame_ = negotiated.max_frame_size;
       hello_done_ = true;
       idle_deadline_ = After(cfg().spoe_idle_timeout);
@@ -298,6 +314,7 @@ net::awaitable<void> SpoeSession::Run() {
       Fail(e, "frame");
       break;
     }
+    spoe().Count(SpoeReceivedFrame(frame.type));
     co_await Handle(frame);
   }
   closing_ = true;

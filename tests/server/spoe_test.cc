@@ -247,6 +247,59 @@ TEST_F(SpoeAgent, PipelinedNotifiesAreDecidedExactlyEachAckedWithItsIds) {
   EXPECT_TRUE(peer.WaitClosed(std::chrono::seconds(5)));
 }
 
+// One sample of tollgated's /metrics (its series with labels, as written), or -1.
+double Metric(int admin_port, const std::string& series) {
+  const std::string page = Fetch(admin_port, "GET", "/metrics").body;
+  const size_t at = page.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::atof(page.c_str() + at + series.size() + 2);
+}
+
+TEST_F(SpoeAgent, CountsFramesErrorsAndDecisionsInPrometheus) {
+  Start(SpoeConfig());
+  const int admin = server_->admin_port;
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_decisions_total{result=\"allowed\"}"), 0);
+  {
+    SpopPeer peer(port_);
+    ASSERT_TRUE(peer.Send(Hello()));
+    ASSERT_TRUE(peer.ReadFrame());
+    std::string five;  // burst 3: three allowed, one limited, then a message without a path
+    for (uint64_t i = 1; i <= 4; ++i) five += Notify(i, i, "counted");
+    five += Wire(FrameType::kNotify, spop::kFlagFin, 5, 5,
+                 Str("tollgate") + char(1) + Str("method") + TypedStr("GET"));
+    ASSERT_TRUE(peer.Send(five));
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(peer.ReadFrame()) << i;
+    EXPECT_EQ(Metric(admin, "tollgate_spoe_in_flight"), 0);
+    EXPECT_EQ(Metric(admin, "tollgate_spoe_connections"), 1);
+  }
+  {  // A frame over the size: AGENT-DISCONNECT with status 3.
+    SpopPeer peer(port_);
+    ASSERT_TRUE(peer.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_EQ(DisconnectStatus(peer.ReadFrame()), uint64_t(spop::Error::kTooBig));
+  }
+  auto frames = [&](const char* direction, const char* type) {
+    return Metric(admin, std::string("tollgate_spoe_frames_total{direction=\"") + direction +
+                             "\",type=\"" + type + "\"}");
+  };
+  auto result = [&](const char* r) {
+    return Metric(admin, std::string("tollgate_spoe_decisions_total{result=\"") + r + "\"}");
+  };
+  EXPECT_EQ(frames("in", "haproxy_hello"), 1);
+  EXPECT_EQ(frames("in", "notify"), 5);
+  EXPECT_EQ(frames("out", "agent_hello"), 1);
+  EXPECT_EQ(frames("out", "ack"), 5);
+  EXPECT_EQ(frames("out", "agent_disconnect"), 1);
+  EXPECT_EQ(result("allowed"), 3);
+  EXPECT_EQ(result("limited"), 1);
+  EXPECT_EQ(result("message_error"), 1);
+  EXPECT_EQ(result("denied"), 0);
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_errors_total{kind=\"too_big\"}"), 1);
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_errors_total{kind=\"invalid\"}"), 0);
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_connections_total"), 2);
+  EXPECT_TRUE(WaitFor([&] { return Metric(admin, "tollgate_spoe_connections") == 0; }));
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_in_flight"), 0);
+}
+
 TEST_F(SpoeAgent, HealthCheckHelloIsAnsweredThenClosed) {
   Start(SpoeConfig());
   SpopPeer peer(port_);
@@ -517,6 +570,11 @@ TEST_P(HaproxySpoe, ShippedExampleEnforcesTheLimitExactlyWith429AndHeaders) {
   r = c.Request("GET", "/api/items", {{"X-Api-Key", "other-key"}});
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(app.requests(), 4);
+  // Counted as HAProxy's decisions (its health checks add frames, not decisions).
+  const int admin = tollgated->admin_port;
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_decisions_total{result=\"allowed\"}"), 4);
+  EXPECT_EQ(Metric(admin, "tollgate_spoe_decisions_total{result=\"limited\"}"), 1);
+  EXPECT_GE(Metric(admin, "tollgate_spoe_frames_total{direction=\"out\",type=\"ack\"}"), 5);
 #if TOLLGATE_TEST_REDIS
   if (redis_) {
     EXPECT_NE(redis_->Command({"DBSIZE"}), "0");  // decided in Redis
