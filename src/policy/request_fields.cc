@@ -119,6 +119,7 @@ std::optional<std::string> NormalizeHost(std::string_view authority) {
     if (label > 63) return std::nullopt;
     out.push_back(c);
   }
+  if (label == 0) return std::nullopt;  // "a.." : an empty last label (fuzz_host)
   return out;
 }
 

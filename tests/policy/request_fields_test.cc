@@ -84,6 +84,8 @@ TEST(NormalizeHost, InvalidIsAbsent) {
                                "[fe80::1%25eth0]", "[]", "[::1]]", "a/b", "\xc3\xa9.example"}) {
     EXPECT_EQ(NormalizeHost(bad), std::nullopt) << bad;
   }
+  EXPECT_EQ(NormalizeHost("-.."), std::nullopt);  // one dot removed, an empty label left
+  EXPECT_EQ(NormalizeHost("a.b..:80"), std::nullopt);
   EXPECT_EQ(NormalizeHost(std::string(64, 'a') + ".com"), std::nullopt);  // a label over 63
   EXPECT_EQ(NormalizeHost(std::string(kMaxHostBytes + 1, 'a')), std::nullopt);
   EXPECT_TRUE(NormalizeHost(std::string(63, 'a') + ".com"));
