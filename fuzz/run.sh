@@ -33,6 +33,7 @@ max_len() {
     admin_guard) echo 4096 ;;
     http_text) echo 4096 ;;  # the reference compares are quadratic in the two texts
     response_trailer | chunked_relay) echo 40000 ;;  # past the 16 KiB relay buffer and the trailer bounds
+    cookie | json_body) echo 20000 ;;  # past the 16 KiB cookie scan bound; deep and escaped bodies
     *) echo 2048 ;;
   esac
 }

@@ -289,6 +289,10 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
       c.op = Condition::Op::kRegex;
       c.regex = std::move(re);
       c.text = source.spec + " regex " + pattern;
+    } else if (op == "template") {
+      auto t = ParseTemplateCondition(v, source, p, e);
+      if (!t) continue;
+      c = std::move(*t);
     } else if (op == "present" || op == "absent") {
       if (!v.is_boolean()) {
         e.Add(p, "must be true or false (got " + JsonTypeName(v) + ")");
@@ -300,7 +304,7 @@ void ParseConditionObject(const json& ops, const Source& source, const std::stri
     } else {
       e.Add(p,
             "unknown operator (expected equals, one_of, prefix, suffix, regex, cidr, present, "
-            "absent)");
+            "absent, template)");
       continue;
     }
     out.push_back(std::move(c));
@@ -1172,6 +1176,7 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   rule.match = std::move(match);
   SetRuleCost(lim.cost, std::move(refund_on), path, &rule, e);
   CheckAbuseFields(path, &rule, e);
+  LinkPathParams(path, &rule, e);
   if (e.count() != before) return std::nullopt;
   rule.fingerprint = j.dump();
   return rule;
@@ -1268,6 +1273,7 @@ static ParsedPolicy ParseUnversioned(std::string_view text, const PolicyParseOpt
                                          IndexPath(base, it->second) + ")");
       continue;
     }
+    policy->reads_body = policy->reads_body || RuleReadsBody(*rule);
     policy->rules.push_back(std::move(*rule));
   }
   // The policy-wide rollback guard: for every rule without its own.

@@ -48,14 +48,37 @@ inline constexpr size_t kMaxValueFileBytes = 64 << 20;
 // A CIDR list written inline in the policy.
 inline constexpr size_t kMaxInlineCidrs = 1024;
 
+struct JsonPointer;   // policy/request_fields.h
+struct PathTemplate;  // policy/request_fields.h
+
 // Where a value comes from: "ip:address", "header:x-api-key", "jwt:plan", ...
 struct Source {
-  enum class Kind { kIp, kHeader, kQuery, kJwt, kPath, kMethod, kConst };
+  // kCookie, kHost, kPathParam, kBody: policy/request_fields.h reads them.
+  enum class Kind {
+    kIp,
+    kHeader,
+    kQuery,
+    kJwt,
+    kPath,
+    kMethod,
+    kConst,
+    kCookie,
+    kHost,
+    kPathParam,
+    kBody
+  };
   Kind kind = Kind::kConst;
-  std::string arg;   // header name (lower case), query name, claim path, const text
+  // header name (lower case), query name, claim path, const text, cookie name,
+  // path parameter name, JSON pointer as written
+  std::string arg;
   std::string spec;  // as written, for messages
   // kIp: "ip:address/<bits>" cuts IPv6 addresses to this prefix (1-128); 0: the whole address.
   int ip_prefix_bits = 0;
+  std::shared_ptr<const JsonPointer> pointer;  // kBody
+  // kPathParam: the rule's template (its match "path": {"template": ...}) and
+  // the parameter's segment, set by LinkPathParams once the rule is parsed.
+  std::shared_ptr<const PathTemplate> path_template;
+  int path_param = -1;
 };
 // Parses a source spec; on failure sets *error to the reason.
 bool ParseSource(std::string_view spec, Source* out, std::string* error);
@@ -73,20 +96,22 @@ struct Condition {
     kRegex,
     kPresent,
     kAbsent,
-    kInSet,  // one_of with values from a file (set)
-    kCidr,   // the value is an IP address inside one of the ranges (cidrs)
-    kAll,    // every child holds
-    kAny,    // at least one child holds
-    kNot,    // the one child does not hold
+    kInSet,     // one_of with values from a file (set)
+    kCidr,      // the value is an IP address inside one of the ranges (cidrs)
+    kAll,       // every child holds
+    kAny,       // at least one child holds
+    kNot,       // the one child does not hold
+    kTemplate,  // the path fits a path template ("path": {"template": "/users/{id}"})
   };
   Source source;  // leaves only; kCidr on an ip source reads the client address
   Op op = Op::kEquals;
-  std::vector<std::string> values;        // equals (1), one_of, prefix, suffix
-  std::shared_ptr<const re2::RE2> regex;  // kRegex; searched (unanchored unless ^ / $)
-  std::shared_ptr<const ValueSet> set;    // kInSet
-  std::shared_ptr<const CidrSet> cidrs;   // kCidr
-  std::vector<Condition> children;        // kAll, kAny, kNot
-  std::string text;                       // "jwt:plan equals enterprise", for explain
+  std::vector<std::string> values;                    // equals (1), one_of, prefix, suffix
+  std::shared_ptr<const re2::RE2> regex;              // kRegex; searched (unanchored unless ^ / $)
+  std::shared_ptr<const ValueSet> set;                // kInSet
+  std::shared_ptr<const CidrSet> cidrs;               // kCidr
+  std::vector<Condition> children;                    // kAll, kAny, kNot
+  std::shared_ptr<const PathTemplate> path_template;  // kTemplate
+  std::string text;                                   // "jwt:plan equals enterprise", for explain
 };
 
 enum class MissingKey { kSkip, kShared };
@@ -157,6 +182,19 @@ std::optional<RefundOn> ParseRefundOn(const nlohmann::json& j, const std::string
                                       base::ConfigErrors& e);
 
 struct Rule;
+// A "template" operator's value (`v`, at `path`) on `source`: a kTemplate
+// condition (policy/request_fields.cc's grammar), or nullopt with the error
+// added. Only the "path" source takes a template.
+std::optional<Condition> ParseTemplateCondition(const nlohmann::json& v, const Source& source,
+                                                const std::string& path, base::ConfigErrors& e);
+// Gives every path_param:<name> source of `rule` (limit_keys and match) the
+// rule's template: the one "path": {"template": ...} condition at the top of
+// its match. An error (at the source's path under `rule_path`) when there is
+// none, more than one, or the template has no {name}.
+void LinkPathParams(const std::string& rule_path, Rule* rule, base::ConfigErrors& e);
+// Whether a body:<JSON pointer> source appears in `rule`'s limit_keys or match.
+bool RuleReadsBody(const Rule& rule);
+
 // A rule's "count_on" and "block_for" (src/policy/abuse.cc), read before its
 // limit is known; errors under `path`. Refused for actions other than limit
 // and for concurrency rules.
@@ -238,6 +276,8 @@ class Policy {
 
   // Index of the rule named `name`, or -1.
   int Find(std::string_view name) const;
+  // Whether a rule reads the request body (a body: source): set by ParsePolicy.
+  bool reads_body = false;
 };
 
 // Parses "1.5", "20", "2e3" strictly: no sign, no hex, no inf/nan, <= 64 chars,

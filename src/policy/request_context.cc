@@ -80,6 +80,28 @@ std::optional<std::string> RequestContext::Value(const Source& source) {
     }
     case Source::Kind::kConst:
       return source.arg;
+    case Source::Kind::kCookie: {
+      const std::vector<std::string_view> fields = request_.Headers("cookie");
+      if (auto v = CookieValue(fields, source.arg)) return NonEmpty(*v);
+      return std::nullopt;
+    }
+    case Source::Kind::kHost: {
+      // HTTP/1.1's Host, else HTTP/2's :authority; two of either: absent.
+      std::vector<std::string_view> hosts = request_.Headers("host");
+      if (hosts.empty()) hosts = request_.Headers(":authority");
+      if (hosts.size() != 1) return std::nullopt;
+      return NormalizeHost(TrimOws(hosts.front()));
+    }
+    case Source::Kind::kPathParam: {
+      std::string_view v;
+      if (!source.path_template ||
+          !MatchPathTemplate(*source.path_template, Path(), source.path_param, &v)) {
+        return std::nullopt;
+      }
+      return NonEmpty(v);
+    }
+    case Source::Kind::kBody:
+      return std::nullopt;  // no front end hands the policy a body yet
   }
   return std::nullopt;
 }
@@ -98,6 +120,8 @@ bool RequestContext::Matches(const Condition& c) {
       return false;
     case Condition::Op::kNot:
       return !Matches(c.children.front());
+    case Condition::Op::kTemplate:
+      return MatchPathTemplate(*c.path_template, Path());
     case Condition::Op::kCidr:
       // The client address as resolved (trusted proxies respected); another
       // source's value is read as an address.

@@ -1,5 +1,6 @@
 // RequestContext: the values one request offers to rules (client IP, headers,
-// query, verified JWT claims), computed lazily once per request.
+// query, verified JWT claims, cookies, host, path parameters),
+// computed lazily once per request.
 //
 // Thread safety: one per request, used by one thread.
 #ifndef TOLLGATE_SRC_POLICY_REQUEST_CONTEXT_H_
@@ -11,6 +12,7 @@
 #include "policy/client_ip.h"
 #include "policy/jwt.h"
 #include "policy/policy_impl.h"
+#include "policy/request_fields.h"
 #include "tollgate/request.h"
 
 namespace tollgate {

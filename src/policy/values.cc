@@ -8,6 +8,7 @@
 #include <string>
 
 #include "policy/policy_impl.h"
+#include "policy/request_fields.h"
 #include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 
@@ -24,10 +25,56 @@ bool IsTokenChar(char c) {
 
 }  // namespace
 
+namespace {
+
+// The request field sources (policy/request_fields.h): host, cookie:<name>,
+// path_param:<name>. False with *error empty when `spec`
+// is none of them; false with *error set when it is a bad one.
+bool ParseRequestFieldSource(std::string_view spec, Source* out, std::string* error) {
+  if (spec == "host") {
+    out->kind = Source::Kind::kHost;
+    return true;
+  }
+  const size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view kind = spec.substr(0, colon);
+  const std::string_view arg = spec.substr(colon + 1);
+  if (kind == "cookie") {
+    if (!ValidCookieName(arg)) {
+      *error = "cookie:<name> needs a cookie name of 1 to 128 token characters (RFC 6265)";
+      return false;
+    }
+    out->kind = Source::Kind::kCookie;
+    out->arg = std::string(arg);
+    return true;
+  }
+  if (kind == "path_param") {
+    bool ok = !arg.empty() && arg.size() <= 64;
+    for (char c : arg) {
+      ok = ok &&
+           ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    }
+    if (!ok) {
+      *error = "path_param:<name> needs a parameter name of 1 to 64 letters, digits or '_'";
+      return false;
+    }
+    out->kind = Source::Kind::kPathParam;
+    out->arg = std::string(arg);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool ParseSource(std::string_view spec, Source* out, std::string* error) {
   out->spec = std::string(spec);
   out->arg.clear();
   out->ip_prefix_bits = 0;
+  out->pointer.reset();
+  out->path_template.reset();
+  out->path_param = -1;
+  error->clear();
   if (spec == "ip:address" || spec == "ip") {
     out->kind = Source::Kind::kIp;
     return true;
@@ -40,11 +87,13 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
     out->kind = Source::Kind::kMethod;
     return true;
   }
+  if (ParseRequestFieldSource(spec, out, error)) return true;
+  if (!error->empty()) return false;
   const size_t colon = spec.find(':');
   if (colon == std::string_view::npos) {
     *error = "unknown source '" + std::string(spec) +
-             "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method or "
-             "const:<text>)";
+             "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method, "
+             "host, cookie:<name>, path_param:<name> or const:<text>)";
     return false;
   }
   const std::string_view kind = spec.substr(0, colon);
@@ -106,8 +155,8 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
     return true;
   }
   *error = "unknown source kind '" + std::string(kind) +
-           "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method or "
-           "const:<text>)";
+           "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method, "
+           "host, cookie:<name>, path_param:<name> or const:<text>)";
   return false;
 }
 
