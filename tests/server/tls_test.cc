@@ -292,6 +292,22 @@ TEST_F(TlsTest, ServesTheMainAndAdminListenersOverTlsToCurlAndPython) {
       << metrics.output;
 }
 
+// The admin listener's TLS from the command line, as the main listener's.
+TEST_F(TlsTest, TheAdminTlsFlagsServeTheAdminListenerOverTls) {
+  Tollgated t({"--config", Config(""), "--admin-tls-cert", Cert("server"), "--admin-tls-key",
+               Key("server"), "--admin-tls-client-ca", Cert("ca")},
+              dir_);
+  ASSERT_TRUE(t.WaitStarted()) << t.Log();
+  EXPECT_EQ(Curl(Url(t.admin_port(), "/metrics"),
+                 "--cert " + Cert("client-a") + " --key " + Key("client-a"))
+                .output,
+            "200");
+  CommandResult no_cert = Curl(Url(t.admin_port(), "/metrics"));
+  EXPECT_NE(no_cert.exit_code, 0) << no_cert.output;
+  HttpResponse plain = Fetch(t.admin_port(), "GET", "/metrics");
+  EXPECT_FALSE(plain.ok && plain.status == 200) << plain.status;
+}
+
 TEST_F(TlsTest, APlaintextClientOnTheTlsPortFailsAndTheServerKeepsServing) {
   Tollgated t({"--config", Config(ServerTls())}, dir_);
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
