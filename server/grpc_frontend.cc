@@ -2,6 +2,7 @@
 
 #if TOLLGATE_HAVE_RLS
 #include "rls/rls_server.h"
+#include "server/grpc_tls.h"
 #include "tollgate/envoy_rls.h"
 #endif
 #include "tollgate/store_spec.h"
@@ -13,8 +14,12 @@ namespace {
 
 class RlsFrontend final : public GrpcFrontend {
  public:
-  RlsFrontend(std::unique_ptr<rls::EnvoyDecider> decider, std::unique_ptr<rls::RlsServer> server)
-      : decider_(std::move(decider)), server_(std::move(server)) {}
+  RlsFrontend(std::unique_ptr<rls::EnvoyDecider> decider,
+              std::unique_ptr<GrpcTlsCertificates> certificates,
+              std::unique_ptr<rls::RlsServer> server)
+      : decider_(std::move(decider)),
+        certificates_(std::move(certificates)),
+        server_(std::move(server)) {}
   ~RlsFrontend() override { Shutdown(); }
   std::string address() const override { return server_->address(); }
   void AppendMetrics(std::string* out) const override { decider_->AppendMetrics(out); }
@@ -26,10 +31,12 @@ class RlsFrontend final : public GrpcFrontend {
   }
   void Drain() override { server_->Drain(); }
   void Shutdown() override { server_->Shutdown(); }
+  TlsReloadable* tls() override { return certificates_.get(); }
 
  private:
-  std::unique_ptr<rls::EnvoyDecider> decider_;  // reads the Runtime's snapshot
-  std::unique_ptr<rls::RlsServer> server_;      // declared after: stops first
+  std::unique_ptr<rls::EnvoyDecider> decider_;         // reads the Runtime's snapshot
+  std::unique_ptr<GrpcTlsCertificates> certificates_;  // null: plaintext (h2c)
+  std::unique_ptr<rls::RlsServer> server_;             // declared after: stops first
 };
 
 // What the YAML may ask of the configured store (an unreadable store spec is
@@ -65,21 +72,20 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   // Health: the policy and the Envoy rules are installed, and the store can
   // decide (or its failure mode answers for it), as /readyz.
   options.serving = [&engine, d = decider->get()] { return engine.Ready() && d->config(); };
+  std::unique_ptr<GrpcTlsCertificates> certificates;
   if (const TlsServerSettings& tls = config.grpc_tls; tls.enabled()) {
-    // Checked by CheckServerConfig; read again here, as gRPC takes PEM text.
-    std::string why;
-    if (!ReadPemFile(tls.cert_file, &options.tls_cert_pem, &why) ||
-        !ReadPemFile(tls.key_file, &options.tls_key_pem, &why) ||
-        (!tls.client_ca_file.empty() &&
-         !ReadPemFile(tls.client_ca_file, &options.tls_client_ca_pem, &why))) {
-      return InvalidArgument("grpc.tls: " + why);
-    }
+    // Checked by CheckServerConfig; loaded again here (and on every reload).
+    std::vector<ConfigError> errors, warnings;
+    certificates = GrpcTlsCertificates::Create(tls, "grpc.tls", clock->WallNow() / 1'000'000'000,
+                                               &errors, &warnings);
+    if (!certificates) return InvalidArgument(errors.empty() ? "grpc.tls" : errors[0].ToString());
+    options.credentials = certificates->Credentials();
     options.tls_allowed_names = tls.allowed_names;
   }
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
-  return std::unique_ptr<GrpcFrontend>(
-      new RlsFrontend(std::move(decider).value(), std::move(server).value()));
+  return std::unique_ptr<GrpcFrontend>(new RlsFrontend(
+      std::move(decider).value(), std::move(certificates), std::move(server).value()));
 }
 
 std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {

@@ -18,6 +18,9 @@
 // SERVING while the Runtime is Ready() with its Envoy configuration installed,
 // NOT_SERVING once the process drains (Drain).
 //
+// With `grpc.tls`, tls() is the port's certificates (server/grpc_tls.h),
+// reloaded with the other listeners' on SIGHUP and when their files change.
+//
 // Thread safety: Reload/AppendMetrics/Drain may be called from any thread.
 #ifndef TOLLGATE_SERVER_GRPC_FRONTEND_H_
 #define TOLLGATE_SERVER_GRPC_FRONTEND_H_
@@ -28,6 +31,7 @@
 
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/tls_reload.h"
 #include "tollgate/clock.h"
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
@@ -56,6 +60,8 @@ class GrpcFrontend {
   // draining); calls are still served until Shutdown.
   virtual void Drain() = 0;
   virtual void Shutdown() = 0;
+  // The port's certificates; null without grpc.tls.
+  virtual TlsReloadable* tls() = 0;
 };
 
 }  // namespace tollgate::server

@@ -128,6 +128,12 @@ void CommandLine::Declare(CLI::App& app) {
   TextFlag(app, "--tls-key", {"tls", "key_file"}, "PEM private key of --tls-cert");
   TextFlag(app, "--tls-client-ca", {"tls", "client_ca_file"},
            "PEM CA file: the main listener requires client certificates from it (mTLS)");
+  TextFlag(app, "--admin-tls-cert", {"admin", "tls", "cert_file"},
+           "PEM certificate chain: the admin listener speaks TLS (HTTPS)");
+  TextFlag(app, "--admin-tls-key", {"admin", "tls", "key_file"},
+           "PEM private key of --admin-tls-cert");
+  TextFlag(app, "--admin-tls-client-ca", {"admin", "tls", "client_ca_file"},
+           "PEM CA file: the admin listener requires client certificates from it (mTLS)");
   app.add_flag("--check", check_only,
                "Run exactly the checks a start runs (config, admin token, trusted proxies, store "
                "URL, policy, with --grpc the rls_config YAML), print every error and exit "

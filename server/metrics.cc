@@ -151,6 +151,16 @@ void RenderConnections(PrometheusWriter& w, const ServerMetrics& m) {
                m.tls_handshakes[l][r].load(std::memory_order_relaxed));
     }
   }
+  w.Family("tollgate_tls_reloads_total", "counter",
+           "Certificate reloads (SIGHUP or a changed file) by listener and result: ok, or failed "
+           "(the files did not load; the current certificate stays).");
+  for (size_t l = 0; l < m.tls_reloads.size(); ++l) {
+    for (size_t r = 0; r < 2; ++r) {
+      w.Sample("tollgate_tls_reloads_total",
+               {"listener", ServerMetrics::kTlsListeners[l], "result", r == 0 ? "ok" : "failed"},
+               m.tls_reloads[l][r].load(std::memory_order_relaxed));
+    }
+  }
 }
 
 }  // namespace

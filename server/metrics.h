@@ -98,6 +98,17 @@ class ServerMetrics {
   void CountHandshake(bool admin, TlsHandshakeResult r) {
     tls_handshakes[admin ? 1 : 0][size_t(r)].fetch_add(1, std::memory_order_relaxed);
   }
+  // Certificate reloads (SIGHUP, a file change) by listener (main, admin,
+  // grpc: TlsListenerIndex) and result (ok, failed: the current one kept).
+  static constexpr std::array<std::string_view, 3> kTlsListeners = {"main", "admin", "grpc"};
+  std::array<std::array<std::atomic<uint64_t>, 2>, kTlsListeners.size()> tls_reloads{};
+  void CountTlsReload(size_t listener, bool ok) {
+    tls_reloads[listener][ok ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  }
+  // The label slot of a listener's config path ("tls", "admin.tls", "grpc.tls").
+  static size_t TlsListenerIndex(std::string_view path) {
+    return path == "admin.tls" ? 1 : path == "grpc.tls" ? 2 : 0;
+  }
 
   // Appends the server's own families. HTTP decisions carry no frontend label
   // (the series existing dashboards use); `grpc`, when given, is added to

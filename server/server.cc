@@ -258,6 +258,14 @@ class Server::Impl {
     reload_timer->expires_after(config->policy_poll_interval);
     reload_timer->async_wait([this](boost::system::error_code ec) {
       if (ec || state.draining.load(std::memory_order_relaxed)) return;
+      // The listeners' certificate files, each reloaded when one of its files changed.
+      std::vector<TlsReloadable*> changed;
+      for (TlsReloadable* tls : TlsListeners()) {
+        if (tls->FilesChanged()) changed.push_back(tls);
+      }
+      if (!changed.empty()) {
+        net::post(source_pool, [this, changed] { ReloadTls(changed, "file_changed"); });
+      }
       // The policy file and the Envoy rule files (RuntimeOptions watch_files).
       if (engine->SourceChanged()) {
         net::post(source_pool, [this] { Reload("file_changed"); });
@@ -275,7 +283,7 @@ class Server::Impl {
       if (signo == SIGHUP) {
         engine->MarkSourceSeen();
         net::post(source_pool, [this] {
-          ReloadTls();
+          ReloadTls(TlsListeners(), "sighup");
           Reload("sighup");
         });
       } else if (shutdown_started.load()) {
@@ -304,22 +312,35 @@ class Server::Impl {
     return errors;
   }
 
-  // SIGHUP: the certificates read again for new connections; one that cannot
-  // be loaded keeps the listener's current one (logged).
-  void ReloadTls() {
+  // Every listener with TLS (main, admin, gRPC).
+  std::vector<TlsReloadable*> TlsListeners() const {
+    std::vector<TlsReloadable*> out;
+    for (TlsReloadable* tls :
+         {static_cast<TlsReloadable*>(main_tls.get()), static_cast<TlsReloadable*>(admin_tls.get()),
+          grpc ? grpc->tls() : nullptr}) {
+      if (tls != nullptr) out.push_back(tls);
+    }
+    return out;
+  }
+
+  // SIGHUP and the file watch: the certificates read again for new
+  // connections; one that cannot be loaded keeps the listener's current one
+  // (logged and counted).
+  void ReloadTls(const std::vector<TlsReloadable*>& listeners, std::string_view trigger) {
     const int64_t now_unix = clock->WallNow() / 1'000'000'000;
-    for (TlsListener* tls : {main_tls.get(), admin_tls.get()}) {
-      if (tls == nullptr) continue;
+    for (TlsReloadable* tls : listeners) {
       std::vector<ConfigError> warnings;
       std::vector<ConfigError> errors = tls->Reload(now_unix, &warnings);
       for (const auto& w : warnings) log->Warn("tls_certificate", {{"warning", w.ToString()}});
+      metrics->CountTlsReload(ServerMetrics::TlsListenerIndex(tls->path()), errors.empty());
       if (errors.empty()) {
-        log->Info("tls_reloaded", {{"listener", tls->path()}});
+        log->Info("tls_reloaded", {{"listener", tls->path()}, {"trigger", trigger}});
         continue;
       }
       std::string why;
       for (const auto& e : errors) why += (why.empty() ? "" : "; ") + e.ToString();
-      log->Warn("tls_not_reloaded", {{"listener", tls->path()}, {"error", why}});
+      log->Warn("tls_not_reloaded",
+                {{"listener", tls->path()}, {"trigger", trigger}, {"error", why}});
     }
   }
 

@@ -22,14 +22,17 @@ std::unique_ptr<TlsListener> TlsListener::Create(TlsServerSettings settings, std
                                                  int64_t now_unix, std::vector<ConfigError>* errors,
                                                  std::vector<ConfigError>* warnings) {
   std::unique_ptr<TlsListener> l(new TlsListener(std::move(settings), std::move(path)));
-  l->context_ = Build(l->settings_, l->path_, now_unix, errors, warnings);
-  if (!l->context_) return nullptr;
+  std::vector<ConfigError> first = l->Reload(now_unix, warnings);
+  if (!first.empty()) {
+    errors->insert(errors->end(), first.begin(), first.end());
+    return nullptr;
+  }
   return l;
 }
 
-std::vector<ConfigError> TlsListener::Reload(int64_t now_unix, std::vector<ConfigError>* warnings) {
+std::vector<ConfigError> TlsListener::Load(int64_t now_unix, std::vector<ConfigError>* warnings) {
   std::vector<ConfigError> errors;
-  std::shared_ptr<Context> next = Build(settings_, path_, now_unix, &errors, warnings);
+  std::shared_ptr<Context> next = Build(settings(), path(), now_unix, &errors, warnings);
   if (next) {
     std::lock_guard lock(mu_);
     context_ = std::move(next);
@@ -40,7 +43,7 @@ std::vector<ConfigError> TlsListener::Reload(int64_t now_unix, std::vector<Confi
 std::optional<TlsListener::HandshakeSlot> TlsListener::TryHandshake() {
   size_t n = handshakes_.fetch_add(1, std::memory_order_relaxed);
   HandshakeSlot slot(&handshakes_);
-  if (n >= settings_.max_handshakes) return std::nullopt;  // the slot gives it back
+  if (n >= settings().max_handshakes) return std::nullopt;  // the slot gives it back
   return slot;
 }
 

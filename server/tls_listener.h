@@ -2,10 +2,11 @@
 //
 // TlsListener holds the listener's current Asio ssl::context and hands it to
 // each new connection, which keeps it (a shared_ptr) for its whole life:
-// Reload() builds a new context from the files and swaps it in for new
-// connections only, so a certificate rotation drops no connection; a new
-// context that cannot be built (a file unreadable, a key that does not match)
-// leaves the current one in place and returns why.
+// Reload() (server/tls_reload.h: SIGHUP, or the file watch) builds a new
+// context from the files and swaps it in for new connections only, so a
+// certificate rotation drops no connection; a new context that cannot be built
+// (a file unreadable, a key that does not match) leaves the current one in
+// place and returns why.
 //
 // Handshakes: TryHandshake() takes one of max_handshakes slots for a
 // connection's handshake (released when the slot is destroyed); without a free
@@ -33,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/tls_reload.h"
 #include "tollgate/tls.h"
 
 namespace tollgate::server {
@@ -41,7 +43,7 @@ struct TlsStream : boost::beast::ssl_stream<boost::asio::ip::tcp::socket&> {
   using ssl_stream::ssl_stream;
 };
 
-class TlsListener {
+class TlsListener final : public TlsReloadable {
  public:
   using Context = boost::asio::ssl::context;
 
@@ -54,9 +56,6 @@ class TlsListener {
     std::lock_guard lock(mu_);
     return context_;
   }
-
-  // Reads the files again; swaps the new context in only when it was built.
-  std::vector<ConfigError> Reload(int64_t now_unix, std::vector<ConfigError>* warnings);
 
   class HandshakeSlot {
    public:
@@ -74,15 +73,14 @@ class TlsListener {
   };
   std::optional<HandshakeSlot> TryHandshake();
 
-  const TlsServerSettings& settings() const { return settings_; }
-  const std::string& path() const { return path_; }
+ protected:
+  // Builds a new context from the files; swaps it in only when it was built.
+  std::vector<ConfigError> Load(int64_t now_unix, std::vector<ConfigError>* warnings) override;
 
  private:
   TlsListener(TlsServerSettings settings, std::string path)
-      : settings_(std::move(settings)), path_(std::move(path)) {}
+      : TlsReloadable(std::move(settings), std::move(path)) {}
 
-  const TlsServerSettings settings_;
-  const std::string path_;  // "tls", "admin.tls": error paths
   mutable std::mutex mu_;
   std::shared_ptr<Context> context_;  // guarded by mu_
   std::atomic<size_t> handshakes_{0};

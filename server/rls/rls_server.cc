@@ -61,6 +61,7 @@ class Service final : public rlspb::RateLimitService::CallbackService {
 };
 
 std::shared_ptr<grpc::ServerCredentials> CredentialsOf(const RlsServerOptions& o) {
+  if (o.credentials) return o.credentials;
   if (o.tls_cert_pem.empty()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions ssl(
       o.tls_client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE

@@ -44,6 +44,10 @@
 #include "tollgate/policy.h"
 #include "tollgate/status.h"
 
+namespace grpc {
+class ServerCredentials;
+}  // namespace grpc
+
 namespace tollgate::rls {
 
 struct RlsServerOptions {
@@ -72,6 +76,10 @@ struct RlsServerOptions {
   std::string tls_key_pem;
   std::string tls_client_ca_pem;
   std::vector<std::string> tls_allowed_names;
+  // Set: the listener's credentials, in place of the PEM fields above
+  // (tollgated's reloadable certificates, server/grpc_tls.h); allowed names
+  // are still checked from tls_allowed_names.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
   // grpc.health.v1.Health on the same listener (rls_health.h): SERVING while
   // this returns true (null: always) and neither Drain nor Shutdown was
   // called. Called on gRPC's threads; must not block.
