@@ -229,6 +229,31 @@ for name, text in REQUESTS_TEXT.items():
     write("rls_request", name, out)
 
 
+# --- Envoy RLQS usage reports (rlqs_reports) ----------------------------------------------
+def usage(i, bucket, allowed, denied, secs, nanos=0):
+    entries = " ".join('bucket { key: "%s" value: "%s" }' % kv for kv in bucket)
+    return ('bucket_quota_usages { key: %d value { bucket_id { %s } time_elapsed { seconds: %d nanos: %d } '
+            'num_requests_allowed: %d num_requests_denied: %d } }' % (i, entries, secs, nanos, allowed, denied))
+
+REPORTS_TEXT = {
+    "first": 'domain: "edge" ' + usage(1, [("name", "api"), ("user", "alice")], 1, 0, 1),
+    "several": 'domain: "edge" ' + " ".join([usage(1, [("name", "api"), ("user", "a")], 30, 5, 1),
+                                             usage(2, [("name", "closed")], 1, 0, 1),
+                                             usage(3, [("name", "open")], 9, 0, 5),
+                                             usage(4, [("name", "nothing")], 1, 1, 1)]),
+    "absurd": 'domain: "edge" ' + usage(9, [("user", "x"), ("name", "api")], 2**64 - 1, 2**64 - 1, 0, 1),
+    "negative": 'domain: "edge" ' + usage(5, [("name", "api"), ("user", "b")], 10, 0, -3, -5),
+    "no-domain": usage(1, [("name", "api"), ("user", "alice")], 1, 0, 1),
+}
+for name, text in REPORTS_TEXT.items():
+    try:
+        out = subprocess.run(["protoc", "--encode=envoy.service.rate_limit_quota.v3.RateLimitQuotaUsageReports",
+                              "-I", proto, os.path.join(proto, "envoy/service/rate_limit_quota/v3/rlqs.proto")],
+                             input=text.encode(), capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit("protoc: %s" % getattr(e, "stderr", e))
+    write("rlqs_reports", name, out)
+
 # --- Sentinel replies (sentinel_reply): what a sentinel, or the server it names, sends ---------
 def bulk(b):
     return b"$%d\r\n%s\r\n" % (len(b), b)

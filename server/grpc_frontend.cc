@@ -1,6 +1,7 @@
 #include "server/grpc_frontend.h"
 
 #if TOLLGATE_HAVE_RLS
+#include "rls/rlqs_quota.h"
 #include "rls/rls_server.h"
 #include "server/grpc_tls.h"
 #include "tollgate/envoy_rls.h"
@@ -14,15 +15,19 @@ namespace {
 
 class RlsFrontend final : public GrpcFrontend {
  public:
-  RlsFrontend(std::unique_ptr<rls::EnvoyDecider> decider,
+  RlsFrontend(std::unique_ptr<rls::EnvoyDecider> decider, std::unique_ptr<rls::RlqsQuota> quota,
               std::unique_ptr<GrpcTlsCertificates> certificates,
               std::unique_ptr<rls::RlsServer> server)
       : decider_(std::move(decider)),
+        quota_(std::move(quota)),
         certificates_(std::move(certificates)),
         server_(std::move(server)) {}
   ~RlsFrontend() override { Shutdown(); }
   std::string address() const override { return server_->address(); }
-  void AppendMetrics(std::string* out) const override { decider_->AppendMetrics(out); }
+  void AppendMetrics(std::string* out) const override {
+    decider_->AppendMetrics(out);
+    quota_->AppendPrometheus(out);
+  }
   std::vector<RuleCounters> DecisionCounters() const override {
     return decider_->DecisionCounters();
   }
@@ -35,6 +40,7 @@ class RlsFrontend final : public GrpcFrontend {
 
  private:
   std::unique_ptr<rls::EnvoyDecider> decider_;         // reads the Runtime's snapshot
+  std::unique_ptr<rls::RlqsQuota> quota_;              // RLQS assignments, on the same rules
   std::unique_ptr<GrpcTlsCertificates> certificates_;  // null: plaintext (h2c)
   std::unique_ptr<rls::RlsServer> server_;             // declared after: stops first
 };
@@ -64,7 +70,12 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   auto decider = rls::AttachEnvoyDecider(engine, config.rls_config, CompileOptionsFor(config),
                                          clock, DecideOptionsFor(config));
   if (!decider.ok()) return decider.status();
+  // The Rate Limit Quota Service: the same rules, the same Enforcer and store.
+  auto quota = rls::RlqsQuota::Create(
+      &engine.enforcer(), [d = decider->get()] { return d->config(); }, clock);
+  if (!quota.ok()) return quota.status();
   rls::RlsServerOptions options;
+  options.rlqs = quota->get();
   options.address = config.grpc_listen;
   options.reuse_port = config.reuse_port;
   options.decider = decider->get();
@@ -84,8 +95,9 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& co
   }
   auto server = rls::StartRlsServer(options);
   if (!server.ok()) return server.status();
-  return std::unique_ptr<GrpcFrontend>(new RlsFrontend(
-      std::move(decider).value(), std::move(certificates), std::move(server).value()));
+  return std::unique_ptr<GrpcFrontend>(
+      new RlsFrontend(std::move(decider).value(), std::move(quota).value(), std::move(certificates),
+                      std::move(server).value()));
 }
 
 std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {

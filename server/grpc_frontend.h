@@ -14,7 +14,10 @@
 // frontend="grpc" (rule = the YAML's stats key). Builds without the gRPC library get a
 // stub whose Start fails with "grpc not available in this build".
 //
-// The listener also serves grpc.health.v1.Health (server/rls/rls_health.h):
+// The listener also serves Envoy's Rate Limit Quota Service (RLQS,
+// server/rls/rlqs_service.h) over the same rule files, Enforcer and store
+// (docs/envoy.md, "Rate Limit Quota Service"); its metrics are appended with
+// the RLS ones. It also serves grpc.health.v1.Health (server/rls/rls_health.h):
 // SERVING while the Runtime is Ready() with its Envoy configuration installed,
 // NOT_SERVING once the process drains (Drain).
 //

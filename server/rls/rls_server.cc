@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "rls/rlqs_service.h"
 #include "rls/rls_health.h"
 
 namespace tollgate::rls {
@@ -19,21 +20,6 @@ grpc::Status ToGrpc(const Status& st) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, st.message());
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, st.message());
-}
-
-// Whether the call's client certificate has a CN or SAN (DNS, URI) in `allowed`.
-bool PeerAllowed(const grpc::CallbackServerContext& ctx, const std::vector<std::string>& allowed) {
-  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  if (!auth) return false;
-  for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
-    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
-      const std::string_view name(value.data(), value.size());
-      for (const auto& want : allowed) {
-        if (name == want) return true;
-      }
-    }
-  }
-  return false;
 }
 
 class Service final : public rlspb::RateLimitService::CallbackService {
@@ -76,8 +62,12 @@ std::shared_ptr<grpc::ServerCredentials> CredentialsOf(const RlsServerOptions& o
 class RlsServer::Impl {
  public:
   Impl(EnvoyDecider* decider, std::vector<std::string> allowed_names, std::function<bool()> serving)
-      : service(decider, std::move(allowed_names)), health(std::move(serving)) {}
+      : service(decider, allowed_names),
+        allowed(std::move(allowed_names)),
+        health(std::move(serving)) {}
   Service service;
+  std::vector<std::string> allowed;   // grpc.tls.allowed_names, for the RLQS service too
+  std::unique_ptr<RlqsService> rlqs;  // with RlsServerOptions::rlqs; outlives `server`
   HealthService health;
   std::unique_ptr<grpc::Server> server;
   std::mutex shutdown_mu;
@@ -108,6 +98,10 @@ Result<std::unique_ptr<RlsServer>> StartRlsServer(const RlsServerOptions& option
   builder.AddListeningPort(options.address, CredentialsOf(options), &port);
   builder.RegisterService(&s->impl_->service);
   builder.RegisterService(&s->impl_->health);
+  if (options.rlqs != nullptr) {
+    s->impl_->rlqs = std::make_unique<RlqsService>(options.rlqs, s->impl_->allowed);
+    builder.RegisterService(s->impl_->rlqs.get());
+  }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);

@@ -20,7 +20,8 @@
 //   ... server->counters().AppendPrometheus(&text);
 //   server->Shutdown();                        // also done by the destructor
 //
-// The same listener serves grpc.health.v1.Health (rls_health.h): SERVING
+// With RlsServerOptions::rlqs the same listener serves Envoy's Rate Limit
+// Quota Service (rlqs_service.h). It also serves grpc.health.v1.Health (rls_health.h): SERVING
 // while RlsServerOptions::serving says so, NOT_SERVING once Drain is called.
 //
 // Status mapping (docs/envoy.md): OK / OVER_LIMIT are normal responses; a bad
@@ -49,6 +50,8 @@ class ServerCredentials;
 }  // namespace grpc
 
 namespace tollgate::rls {
+
+class RlqsQuota;  // src/rls/rlqs_quota.h
 
 struct RlsServerOptions {
   std::string address = "127.0.0.1:8081";  // HOST:PORT; port 0 picks a free one
@@ -84,6 +87,9 @@ struct RlsServerOptions {
   // this returns true (null: always) and neither Drain nor Shutdown was
   // called. Called on gRPC's threads; must not block.
   std::function<bool()> serving;
+  // Envoy's Rate Limit Quota Service (rlqs_service.h) on the same listener
+  // when set (borrowed; must outlive the server). Null: not served.
+  RlqsQuota* rlqs = nullptr;
 };
 
 class RlsServer {
