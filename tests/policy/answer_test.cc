@@ -305,7 +305,9 @@ TEST(SoftLimit, TheSaasPlanExampleWarnsAt1000AndRefusesAt1200) {
   while ((o = h.Check(req)).allowed() && admitted < 2000) {
     ++admitted;
     if (HasHeader(o, "X-RateLimit-Soft-Exceeded")) {
-      if (warned++ == 0) EXPECT_EQ(admitted, 1001);
+      if (warned++ == 0) {
+        EXPECT_EQ(admitted, 1001);
+      }
       EXPECT_EQ(FindHeader(o, "X-RateLimit-Soft-Exceeded"), "plan-daily-soft");
     }
   }
