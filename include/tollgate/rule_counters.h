@@ -21,7 +21,7 @@
 //  - unenforced: answered by a failure mode without a store decision;
 //  - unavailable: the store failed (503);
 //  - blocked: refused because the key's penalty box (block_for) was closed;
-//  - soft_exceeded: a soft rule over its limit (the request was admitted).
+//  - soft_exceeded: a soft rule over its limit (also when another rule refused).
 #define TOLLGATE_RULE_DECISION_COUNTERS(COUNTER) \
   COUNTER(allowed, allowed)                      \
   COUNTER(rejected, rejected)                    \
