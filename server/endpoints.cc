@@ -103,6 +103,9 @@ net::awaitable<Response> Auth(const Request& request, const Runtime& rt) {
     resp.headers.push_back(
         {"X-RateLimit-Decision",
          outcome.verdict == CheckOutcome::Verdict::kReject ? "reject" : "unavailable"});
+    // The status the gateway would answer (429, 503, or a rule's "response"
+    // status): nginx only passes 401/403 from auth_request, its config maps this one.
+    resp.headers.push_back({"X-RateLimit-Status", std::to_string(outcome.http_status)});
   }
   co_return resp;
 }

@@ -44,6 +44,10 @@ json RuleJson(const RuleOutcome& r) {
             {"action", r.action},
             {"description", RuleDescription(r)}};
   if (r.decision.delay.count() > 0) j["delay_ms"] = Ms(r.decision.delay);
+  if (r.soft()) {
+    j["soft"] = true;
+    j["soft_exceeded"] = r.soft_exceeded();
+  }
   if (r.action != "limit") {
     // No quota behind the numbers: null rather than a placeholder's.
     j["limit"] = nullptr;
@@ -618,7 +622,7 @@ Response RenderExplain(const CheckOutcome& outcome, const DescribedRequest& requ
 void LogShadowRejection(const Runtime& s, const RuleOutcome& r, int64_t now,
                         const RequestView* request, std::string_view trace_id) {
   if (!s.shadow_gate->Admit(now / 1'000'000'000)) return;
-  static constexpr const char* kWhy[] = {"enforced", "configured", "rollout", "rollback"};
+  static constexpr const char* kWhy[] = {"enforced", "configured", "rollout", "rollback", "soft"};
   const EnforcerOptions& eo = s.enforcer->options();
   json f = json::object();
   f["rule"] = r.rule;
@@ -637,7 +641,8 @@ void LogShadowRejection(const Runtime& s, const RuleOutcome& r, int64_t now,
   }
   if (!trace_id.empty()) f["trace_id"] = std::string(trace_id);
   f["suppressed_before"] = s.shadow_gate->TakeSuppressed();
-  s.log->Info("shadow_rejected", std::move(f));
+  // A soft rule's line is the shadow line under its own event: the request was admitted and told.
+  s.log->Info(r.soft() ? "soft_exceeded" : "shadow_rejected", std::move(f));
 }
 
 void RecordOutcome(const Runtime& s, ServerMetrics::Shard& shard, const CheckOutcome& outcome,

@@ -463,13 +463,16 @@ struct RollbackTransition {
 
 // The outcome of one rule for one request.
 struct RuleOutcome {
-  enum class ShadowReason { kNone, kConfigured, kRollout, kRollback };
+  // kSoft: a soft rule ("soft": true), decided like a shadow rule (never
+  // refuses, charges nothing once over) but reported to the client: its
+  // RateLimit fields (r=0 when over) and kSoftExceededHeader.
+  enum class ShadowReason { kNone, kConfigured, kRollout, kRollback, kSoft };
 
   std::string rule;  // rule name
   std::string
       key;  // the identity part of the bucket key (normalised, printable; never a metric label)
   int64_t cost = 0;
-  bool shadow = false;  // decided in shadow mode: counted and logged, never rejects
+  bool shadow = false;  // decided in shadow mode (or soft): counted and logged, never rejects
   ShadowReason shadow_reason = ShadowReason::kNone;
   std::optional<Limit> limit;  // the limit applied (a copy: valid after a reload); always set
   Decision decision;
@@ -490,6 +493,9 @@ struct RuleOutcome {
     Nanos wait{0};
   };
   std::optional<Peek> peek;
+  bool soft() const { return shadow_reason == ShadowReason::kSoft; }
+  // A soft rule over its limit: the request was admitted and told so.
+  bool soft_exceeded() const { return soft() && !decision.allowed; }
 };
 
 // A lease a concurrency rule took for an allowed request; give it back with
@@ -566,7 +572,7 @@ struct RuleCounters {
   std::string rule;
   // One uint64_t per counter of tollgate/rule_counters.h, which says what each
   // counts: allowed, rejected, shadow_rejected, unenforced, unavailable,
-  // missing_key, leases_acquired, leases_released, leases_expired, settled,
+  // blocked, soft_exceeded, missing_key, leases_acquired, leases_released, leases_expired, settled,
   // settled_cost, response_cost_invalid, settle_failures, rollback_clears,
   // rollback_adopted_trips, rollback_adopted_clears.
 #define TOLLGATE_RULE_COUNTER_FIELD(field, label) uint64_t field = 0;

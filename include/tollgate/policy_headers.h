@@ -65,6 +65,11 @@ int64_t RetryAfterSeconds(Nanos wait, std::string_view identity, double jitter, 
 // The u above, exposed for tests: a stable value in [0, 1).
 double JitterUnit(std::string_view identity, uint64_t seed);
 
+// Sent on an admitted request that a soft rule ("soft": true) found over its
+// limit: the names of those rules, comma-separated ("plan-soft"). Beside it the
+// rule's RateLimit fields say r=0. Not "Warning" (obsoleted by RFC 9111).
+inline constexpr std::string_view kSoftExceededHeader = "X-RateLimit-Soft-Exceeded";
+
 // RFC 9457 bodies (application/problem+json).
 enum class ProblemKind {
   kQuotaExceeded,             // 429

@@ -20,14 +20,16 @@
 //  - shadow_rejected: shadow decisions that would have denied;
 //  - unenforced: answered by a failure mode without a store decision;
 //  - unavailable: the store failed (503);
-//  - blocked: refused because the key's penalty box (block_for) was closed.
+//  - blocked: refused because the key's penalty box (block_for) was closed;
+//  - soft_exceeded: a soft rule over its limit (also when another rule refused).
 #define TOLLGATE_RULE_DECISION_COUNTERS(COUNTER) \
   COUNTER(allowed, allowed)                      \
   COUNTER(rejected, rejected)                    \
   COUNTER(shadow_rejected, shadow_rejected)      \
   COUNTER(unenforced, unenforced)                \
   COUNTER(unavailable, unavailable)              \
-  COUNTER(blocked, blocked)
+  COUNTER(blocked, blocked)                      \
+  COUNTER(soft_exceeded, soft_exceeded)
 
 // Concurrency rules (this process; tollgate_leases_total): leases taken, given
 // back while live, and given back after they had expired (or twice, or unknown

@@ -378,7 +378,9 @@ void Enforcer::Impl::Count(Plan& plan) {
     if (!enforced) {
       // A quota item over its limit in a rejected call was part of the refusal.
       if (!fits) {
-        (item.quota && !plan.allowed ? s.rejected : s.shadow_rejected)
+        (item.quota && !plan.allowed                       ? s.rejected
+         : item.shadow == RuleOutcome::ShadowReason::kSoft ? s.soft_exceeded
+                                                           : s.shadow_rejected)
             .fetch_add(1, std::memory_order_relaxed);
       }
       continue;
@@ -534,7 +536,9 @@ void Enforcer::Impl::ExplainVerdict(const Plan& plan, std::span<const size_t> by
     const PlannedItem& item = plan.items[i];
     const Decision& d = plan.decisions[i];
     const bool fits = item.cost <= d.remaining;
-    const char* shadow = item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)" : "";
+    const char* shadow = item.shadow == RuleOutcome::ShadowReason::kSoft   ? " (soft)"
+                         : item.shadow != RuleOutcome::ShadowReason::kNone ? " (shadow)"
+                                                                           : "";
     if (item.storeless == ExplicitItem::Storeless::kUnlimited) {
       out.trace.push_back(item.name + ": no limit, allowed");
     } else if (item.forbid) {
@@ -588,12 +592,21 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, std::span<const size_t> by_
   const bool inline_ok = plan.items.size() <= kInlineItems;
   size_t n = 0;
   bool own_styles = false;
+  std::string soft_exceeded;  // the soft rules over their limit, for kSoftExceededHeader
   for (size_t i : by_order) {
     const PlannedItem& item = plan.items[i];
-    // Store items and concurrency rules (limit = max_in_flight, remaining =
-    // free slots); not shadow items nor deny-all / unlimited placeholders.
-    if (i >= plan.enforced_count && !(item.lease && plan.Enforced(i))) continue;
+    // Store items, soft rules and concurrency rules (limit = max_in_flight,
+    // remaining = free slots); not shadow items nor deny-all / unlimited placeholders.
+    const bool soft = item.shadow == RuleOutcome::ShadowReason::kSoft && i < plan.StoreCount();
+    if (i >= plan.enforced_count && !soft && !(item.lease && plan.Enforced(i))) continue;
     QuotaReport report = MakeQuotaReport(item.ReportName(), item.limit, plan.decisions[i]);
+    if (soft && !plan.decisions[i].allowed) {
+      // Admitted over a soft limit: nothing is left of it (r=0), whatever a
+      // smaller cost would still find.
+      report.remaining = 0;
+      if (!soft_exceeded.empty()) soft_exceeded += ", ";
+      soft_exceeded += item.ReportName();
+    }
     if (inline_ok) {
       inline_reports[n] = std::move(report);
       inline_styles[n] = item.header_styles;
@@ -611,6 +624,9 @@ void Enforcer::Impl::FinishAllowed(const Plan& plan, std::span<const size_t> by_
       inline_ok ? std::span<const uint8_t>(inline_styles.data(), n) : heap_styles;
   out.headers =
       RenderHeaders(ResponseOf(plan), reports, own_styles ? styles : std::span<const uint8_t>());
+  if (!soft_exceeded.empty()) {
+    out.headers.push_back({std::string(kSoftExceededHeader), std::move(soft_exceeded)});
+  }
 }
 
 std::vector<HeaderField> Enforcer::Impl::RenderHeaders(const ResponseOptions& response,
@@ -639,8 +655,12 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
     out.headers.push_back({"Cache-Control", "no-store"});
     out.headers.push_back({"Content-Type", "application/problem+json"});
     const std::string violated[] = {denied_name};
-    out.body = ProblemJson(ProblemKind::kForbidden, options_.problem_type_base, violated,
-                           "refused by policy '" + denied_name + "'", 0);
+    const std::string refused = "refused by policy '" + denied_name + "'";
+    out.body =
+        ProblemJson(ProblemKind::kForbidden, options_.problem_type_base, violated, refused, 0);
+    if (denied.response != nullptr) {
+      ApplyRuleResponse(*denied.response, denied_name, "about:blank", "Forbidden", refused, 0, out);
+    }
     return;
   }
   // A deny-all item has no quota to report (its limit is a placeholder).
@@ -662,10 +682,14 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const std::span<const QuotaReport> reports(&report, deny_all ? 0 : 1);
   // The denying rule's own styles, else the server's.
   const uint8_t own = denied.header_styles;
-  out.headers =
-      RenderHeaders(response, reports,
-                    own == kInheritStyles || reports.empty() ? std::span<const uint8_t>()
-                                                             : std::span<const uint8_t>(&own, 1));
+  // A rule whose answer sends no rate-limit headers ("ratelimit_headers":
+  // false) still sends Retry-After.
+  if (denied.response == nullptr || denied.response->ratelimit_headers) {
+    out.headers =
+        RenderHeaders(response, reports,
+                      own == kInheritStyles || reports.empty() ? std::span<const uint8_t>()
+                                                               : std::span<const uint8_t>(&own, 1));
+  }
   out.headers.reserve(out.headers.size() + 4);  // Retry-After, reason, Cache-Control, Content-Type
   if (deny_all) {
     detail = "policy '" + denied_name + "' allows no requests";
@@ -717,6 +741,11 @@ void Enforcer::Impl::FinishRejected(const Plan& plan, CheckOutcome& out) const {
   const std::string violated[] = {denied_name};
   out.body = ProblemJson(ProblemKind::kQuotaExceeded, options_.problem_type_base, violated, detail,
                          out.retry_after_seconds);
+  if (denied.response != nullptr) {
+    ApplyRuleResponse(*denied.response, denied_name, options_.problem_type_base + "quota-exceeded",
+                      "Request cannot be satisfied as assigned quota has been exceeded", detail,
+                      deny_all ? 0 : report.quota, out);
+  }
 }
 
 std::vector<RuleCounters> Enforcer::Impl::Counters(const FrontEnd* front_end) const {

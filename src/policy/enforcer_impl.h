@@ -66,6 +66,9 @@ struct PlannedItem {
   std::optional<LeaseLimit> lease;
   std::string lease_id;
   uint8_t header_styles = kInheritStyles;  // the rule's own styles (Rule::header_styles)
+  // The rule's own answer to a refusal (Rule::response, kept alive by the
+  // plan's binding); null: the defaults.
+  const RuleResponse* response = nullptr;
   // A rule with block_for: its penalty box's store key (BlockKey) and limit
   // (Rule::block_limit, kept alive by the plan's binding); empty / null otherwise.
   std::string block_key;

@@ -22,6 +22,8 @@ const char* ShadowText(RuleOutcome::ShadowReason r) {
       return " [shadow: outside enforce_percent]";
     case RuleOutcome::ShadowReason::kRollback:
       return " [shadow: rollback guard tripped]";
+    case RuleOutcome::ShadowReason::kSoft:
+      return " [soft: admitted and warned when over]";
     default:
       return "";
   }
@@ -152,6 +154,7 @@ PlannedItem NewItem(const Limit& limit, std::string name, RuleState* state, std:
     item.rollback = rule->rollback;
     item.failure_mode = rule->failure_mode_tag;
     item.header_styles = rule->header_styles;
+    item.response = rule->response.get();
     if (rule->block_limit) {
       item.block_key = BlockKey(item.name, item.identity);
       item.block_limit = &*rule->block_limit;
@@ -317,6 +320,7 @@ bool Enforcer::Impl::PlanAction(PlanBuilder& b, const Rule& rule, RuleState* sta
   std::string key = identity;  // never sent to a store
   PlannedItem item = NewItem(rule.limit, rule.name, state, std::move(identity), std::move(key),
                              b.order++, nullptr);
+  item.response = rule.response.get();
   item.cost = 1;
   item.storeless = rule.action == RuleAction::kDeny ? ExplicitItem::Storeless::kDenyAll
                                                     : ExplicitItem::Storeless::kUnlimited;
@@ -349,6 +353,7 @@ bool Enforcer::Impl::PlanAction(PlanBuilder& b, const Rule& rule, RuleState* sta
 
 RuleOutcome::ShadowReason Enforcer::Impl::ShadowOf(const Rule& rule, const RuleState& state,
                                                    const std::string& identity) const {
+  if (rule.soft) return RuleOutcome::ShadowReason::kSoft;
   if (rule.shadow) return RuleOutcome::ShadowReason::kConfigured;
   if (state.tripped.load(std::memory_order_acquire)) return RuleOutcome::ShadowReason::kRollback;
   if (rule.enforce_percent < 100) {

@@ -1125,10 +1125,10 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
   }
   const size_t before = e.count();
   JsonFields f(j, path, e);
-  f.RejectUnknown({"name", "description", "action", "limit_keys", "match", "algorithm",
-                   "algorithm_config", "tenants", "mode", "enforce_percent", "rollback",
-                   "missing_key", "group", "failure_mode", "headers", "refund_on", "count_on",
-                   "block_for"});
+  f.RejectUnknown({"name",      "description",      "action",    "limit_keys",   "match",
+                   "algorithm", "algorithm_config", "tenants",   "mode",         "enforce_percent",
+                   "rollback",  "missing_key",      "group",     "failure_mode", "headers",
+                   "refund_on", "count_on",         "block_for", "soft",         "response"});
   const RuleAction action = ParseAction(f, j);
   const bool limited = action == RuleAction::kLimit;
   std::string name = ParseRuleName(f, j, path, e);
@@ -1152,7 +1152,11 @@ std::optional<Rule> ParseRule(const json& j, const std::string& path, MatchCtx& 
     refund_on = ParseRefundOn(*r, FieldPath(path, "refund_on"), e);
   }
   ParseAbuseFields(j, path, limited, lim.concurrency, &rule, e);
+  ParseAnswerFields(j, path, action, lim.concurrency, &rule, e);
   rule.group = RuleGroup(f, path, limited, name, keys, e);
+  // Soft rules are tiers among themselves: a soft rule beside a hard one on
+  // the same keys (warn at 1000/day, refuse at 1200/day) is evaluated too.
+  if (rule.soft && !j.contains("group")) rule.group.insert(0, "soft,");
   if (auto t = j.find("tenants"); t != j.end() && limited && !lim.concurrency) {
     if (keys.size() != 1) {
       e.Add(FieldPath(path, "tenants"),
@@ -1360,6 +1364,7 @@ std::vector<RuleSummary> SummarizePolicy(const Policy& policy) {
     }
     if (r.shadow) s.description += " mode=shadow";
     s.description += AbuseDescription(r);
+    s.description += AnswerDescription(r);
     out.push_back(std::move(s));
   }
   return out;

@@ -210,6 +210,45 @@ std::string AbuseDescription(const Rule& rule);
 // names a bucket).
 std::string BlockKey(std::string_view rule, std::string_view identity);
 
+// A rule's own answer to its refusals ("response"; src/policy/rule_answer.cc,
+// docs/configuration.md, "Per-rule answers"): the status, extra header fields,
+// the problem body's type / title / detail (templates of {rule}, {limit} and
+// {retry_after} only, validated at load, never request data) and whether the
+// rate-limit headers are sent. Empty texts keep the Enforcer's defaults.
+struct RuleResponse {
+  int status = 0;  // 0: the action's own (429 for a limit, 403 for a deny rule)
+  std::vector<HeaderField> headers;
+  std::string type;
+  std::string title;
+  std::string detail;
+  bool ratelimit_headers = true;
+};
+inline constexpr size_t kMaxResponseHeaders = 16;
+inline constexpr size_t kMaxResponseHeaderName = 64;
+inline constexpr size_t kMaxResponseHeaderValue = 512;
+inline constexpr size_t kMaxResponseText = 1024;
+// A rule's "soft" and "response" (rule_answer.cc), read beside its other
+// fields; errors under `path`. "soft" only on limit rules that are not
+// concurrency rules; "response" only on limit and deny rules, never on a
+// soft one (it never refuses).
+void ParseAnswerFields(const nlohmann::json& j, const std::string& path, RuleAction action,
+                       bool concurrency, Rule* rule, base::ConfigErrors& e);
+// " soft response=403" (the fields that are set; "" when none): the end of a
+// rule's RuleSummary::description, so a policy diff shows them.
+std::string AnswerDescription(const Rule& rule);
+// A response template with its placeholders filled: {rule}, {limit} and
+// {retry_after}; the text was validated at load (every '{' opens one of them).
+std::string FillAnswerTemplate(std::string_view text, std::string_view rule, int64_t limit,
+                               int64_t retry_after_seconds);
+// A refusal answered by `response` instead of the defaults: `out`'s status
+// (when the response sets one), its problem body (the response's texts
+// filled, else the defaults given; "status" the one sent) and the response's
+// extra header fields. `out` was rendered with the defaults already;
+// `limit` is what {limit} says (the rule's burst, 0 without a quota).
+void ApplyRuleResponse(const RuleResponse& response, std::string_view rule,
+                       std::string_view default_type, std::string_view default_title,
+                       std::string_view default_detail, int64_t limit, CheckOutcome& out);
+
 struct Rule {
   std::string name;
   RuleAction action = RuleAction::kLimit;
@@ -251,6 +290,11 @@ struct Rule {
            refund_on.has_value() || count_on.has_value();
   }
   bool shadow = false;
+  // "soft": true: never refuses; over its limit the request is admitted and
+  // told so (RuleOutcome::ShadowReason::kSoft; docs/configuration.md, "Soft limits").
+  bool soft = false;
+  // "response": how this rule's refusals are answered; null: the defaults.
+  std::shared_ptr<const RuleResponse> response;
   double enforce_percent = 100;
   MissingKey missing_key = MissingKey::kSkip;
   std::string failure_mode;  // "open" | "closed" | "degrade"; empty: the store's default

@@ -13,7 +13,7 @@ namespace tollgate {
 void WriteRuleDecisionMetrics(PrometheusWriter& w, const std::vector<RuleCounters>& counters) {
   w.Family("tollgate_decisions_total", "counter",
            "Rule decisions by rule and outcome (allowed, rejected, shadow_rejected, unenforced, "
-           "unavailable, blocked).");
+           "unavailable, blocked, soft_exceeded).");
   for (const auto& c : counters) {
 #define TOLLGATE_DECISION_SAMPLE(field, label) \
   w.Sample("tollgate_decisions_total", {"rule", c.rule, "outcome", #label}, c.field);

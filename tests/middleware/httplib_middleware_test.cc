@@ -307,5 +307,50 @@ TEST(HttplibMiddlewareFailureTest, UnreachableStoreIs503BeforeTheHandler) {
   EXPECT_EQ(handler_calls.load(), 0);
 }
 
+// Soft limits and per-rule answers (issue 34) through the middleware: over a
+// soft limit the handler still runs and the answer says so; a rule's own
+// refusal (403, its header field and title) is sent as the Enforcer rendered it.
+TEST(HttplibMiddlewareAnswerTest, SoftLimitAndARulesOwnRefusal) {
+  testing::EnforcerFixture f(R"({"rules": [
+    {"name": "paid", "limit_keys": ["header:x-api-key"], "match": {"path": {"prefix": "/paid"}},
+     "algorithm_config": {"count": 1, "period": "1h", "burst": 1},
+     "response": {"status": 403, "headers": [{"name": "X-Upgrade", "value": "/plans"}],
+                  "title": "Plan {rule} used up"}},
+    {"name": "soft", "limit_keys": ["header:x-api-key"], "soft": true,
+     "algorithm_config": {"count": 1, "period": "1h", "burst": 1}}]})");
+  httplib::Server server;
+  std::atomic<int> handler_calls{0};
+  middleware::InstallHttplib(server, *f.enforcer);
+  auto handler = [&](const httplib::Request&, httplib::Response& res) {
+    ++handler_calls;
+    res.set_content("ok", "text/plain");
+  };
+  server.Get("/api/items", handler);
+  server.Get("/paid/items", handler);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread thread([&] { server.listen_after_bind(); });
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5);
+  auto first = client.Get("/api/items", {{"X-Api-Key", "k1"}});
+  auto over = client.Get("/api/items", {{"X-Api-Key", "k1"}});
+  auto paid = client.Get("/paid/items", {{"X-Api-Key", "k2"}});
+  auto refused = client.Get("/paid/items", {{"X-Api-Key", "k2"}});
+  server.stop();
+  thread.join();
+  ASSERT_TRUE(first && over && paid && refused);
+  EXPECT_EQ(first->status, 200);
+  EXPECT_FALSE(first->has_header("X-RateLimit-Soft-Exceeded"));
+  EXPECT_EQ(over->status, 200);
+  EXPECT_EQ(over->get_header_value("X-RateLimit-Soft-Exceeded"), "soft");
+  EXPECT_EQ(paid->status, 200);
+  EXPECT_EQ(refused->status, 403);
+  EXPECT_EQ(refused->get_header_value("X-Upgrade"), "/plans");
+  EXPECT_EQ(refused->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_NE(refused->body.find("\"title\":\"Plan paid used up\""), std::string::npos)
+      << refused->body;
+  EXPECT_EQ(handler_calls.load(), 3);
+}
+
 }  // namespace
 }  // namespace tollgate
