@@ -912,8 +912,14 @@ class LocalStore::Impl {
         if (key.state.entries.empty()) continue;
         entries.clear();
         for (const auto& e : key.state.entries) {
-          entries.push_back({e.at_ns - now_rel + now_wall, e.cost});
+          const int64_t at_wall = e.at_ns - now_rel + now_wall;
+          // An entry older than the file format can place near this save (36
+          // years: a file loaded then saved much later) counts in no window:
+          // dropped, so that every file this store writes loads again.
+          if (static_cast<__int128>(now_wall) - at_wall > internal::kMaxStateSpanNs) continue;
+          entries.push_back({at_wall, e.cost});
         }
+        if (entries.empty()) continue;
         w.Log(h.hi, h.lo, key.group, entries);
         ++saved->logs;
       }
@@ -951,9 +957,20 @@ class LocalStore::Impl {
         remap[g.id] = it->second;
       }
     }
+    // A time more than the format's span from now (a file written far from
+    // this clock, or crafted) is dropped as expired: what is left is within
+    // 2^60 ns of now, so no offset below can overflow.
+    auto near_now = [now_wall](int64_t wall) {
+      const __int128 d = static_cast<__int128>(wall) - now_wall;
+      return d <= internal::kMaxStateSpanNs && d >= -internal::kMaxStateSpanNs;
+    };
     for (const auto& x : image.words) {
       if (remap[x.group] < 0) {
         ++out.dropped_group;
+        continue;
+      }
+      if (!near_now(x.wall)) {
+        ++out.dropped_expired;
         continue;
       }
       const auto group = static_cast<uint16_t>(remap[x.group]);
@@ -1010,8 +1027,13 @@ class LocalStore::Impl {
       LogKey key;
       key.group = group;
       for (const auto& e : l.entries) {
+        if (!near_now(e.at_wall)) continue;  // older than any window, or crafted
         key.state.entries.push_back({now_rel + (e.at_wall - now_wall), e.cost});
         key.state.total += e.cost;
+      }
+      if (key.state.entries.empty()) {
+        ++out.dropped_expired;
+        continue;
       }
       auto it = s.logs.emplace(h, std::move(key)).first;
       group_counts_[group].fetch_add(1, std::memory_order_relaxed);
