@@ -153,7 +153,10 @@ constexpr int kRequests = 2000;
 // guards" (TOLLGATE_PERF_TRACE=1 prints the stacks).
 constexpr int64_t kAuthAllocations = 14;
 constexpr int64_t kAuthClockReads = 11;
-constexpr int64_t kAuthDeniedAllocations = 21;
+// A denied /v1/auth: 21, then 23 since issue 34's per-rule answers: it also answers
+// X-RateLimit-Status (the status nginx maps), a name past the short-string buffer and one more
+// growth of the header vector.
+constexpr int64_t kAuthDeniedAllocations = 23;
 constexpr int64_t kAuthDeniedClockReads = 12;
 constexpr int64_t kGatewayAllocations = 16;
 constexpr int64_t kGatewayClockReads = 15;
