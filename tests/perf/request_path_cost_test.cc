@@ -163,10 +163,11 @@ constexpr int64_t kGatewayClockReads = 15;
 constexpr int64_t kRlsAllocations = 22;
 constexpr int64_t kRlsClockReads = 3;
 
-// Lock acquisitions (pthread mutex and rwlock) per decision on the server's threads. What is left
-// is Asio's, each on its worker's own io_context (no other thread takes them): the scheduler's
-// mutex per run and the socket's reactor lock per read start and completion, 4 per /v1/auth, 8 per
-// gateway exchange (two sockets). A denied /v1/auth adds TopRejected's mutex (issue 32 left it:
+// Lock acquisitions (pthread mutex and rwlock) per decision on the server's threads, at most. What
+// is left is Asio's, each on its worker's own io_context (no other thread takes them): the
+// scheduler's mutex per run and the socket's reactor lock per read start and completion, 3 or 4
+// per /v1/auth (a read that completes at once skips one), up to 8 per gateway exchange (two
+// sockets). A denied /v1/auth adds TopRejected's mutex (issue 32 left it:
 // see docs/testing.md). Before (8637d83 to bbf9624) each /v1/auth also took the policy store's
 // mutex twice and the Enforcer's binding mutex once, all shared by every worker: 7 per request.
 // RLS: the two of DecideSync's OneShot (the test's synchronous wrapper; gRPC calls back).
@@ -203,6 +204,15 @@ Cost Measure(const CountingClock& clock, Run run) {
   const int64_t a0 = g_allocations.load(), c0 = clock.reads(), l0 = g_locks.load();
   run();
   return {g_allocations.load() - a0, clock.reads() - c0, g_locks.load() - l0};
+}
+
+// Locks: at most the documented constant (within kRequests / 4). Asio's count varies by one per
+// request with timing (a read that completes at once takes no reactor lock), so only an upper
+// bound is deterministic: one more shared lock per request fails it whenever Asio took its most.
+void ExpectLocksAtMost(int64_t measured, int64_t per_request) {
+  EXPECT_LE(measured, per_request * kRequests + kRequests / 4)
+      << measured << " over " << kRequests << " requests: more than " << per_request
+      << " locks per request";
 }
 
 void ExpectPerRequest(const char* what, int64_t measured, int64_t per_request) {
@@ -425,7 +435,7 @@ TEST(RequestPathCost, AuthOnLocalStore) {
   EXPECT_EQ(run.failures, 0);
   ExpectPerRequest("allocations", run.cost.allocations, kAuthAllocations);
   ExpectPerRequest("clock reads", run.cost.clock_reads, kAuthClockReads);
-  ExpectPerRequest("locks", run.cost.locks, kAuthLocks);
+  ExpectLocksAtMost(run.cost.locks, kAuthLocks);
   std::printf("/v1/auth: %.2f allocations, %.2f clock reads, %.2f locks per request\n",
               static_cast<double>(run.cost.allocations) / kRequests,
               static_cast<double>(run.cost.clock_reads) / kRequests,
@@ -439,7 +449,7 @@ TEST(RequestPathCost, AuthDeniedOnLocalStore) {
   EXPECT_EQ(run.failures, 0);
   ExpectPerRequest("allocations", run.cost.allocations, kAuthDeniedAllocations);
   ExpectPerRequest("clock reads", run.cost.clock_reads, kAuthDeniedClockReads);
-  ExpectPerRequest("locks", run.cost.locks, kAuthDeniedLocks);
+  ExpectLocksAtMost(run.cost.locks, kAuthDeniedLocks);
   std::printf("/v1/auth denied: %.2f allocations, %.2f clock reads, %.2f locks per request\n",
               static_cast<double>(run.cost.allocations) / kRequests,
               static_cast<double>(run.cost.clock_reads) / kRequests,
@@ -453,7 +463,7 @@ TEST(RequestPathCost, GatewayExchange) {
   EXPECT_EQ(run.failures, 0);
   ExpectPerRequest("allocations", run.cost.allocations, kGatewayAllocations);
   ExpectPerRequest("clock reads", run.cost.clock_reads, kGatewayClockReads);
-  ExpectPerRequest("locks", run.cost.locks, kGatewayLocks);
+  ExpectLocksAtMost(run.cost.locks, kGatewayLocks);
   std::printf("gateway: %.2f allocations, %.2f clock reads, %.2f locks per exchange\n",
               static_cast<double>(run.cost.allocations) / kRequests,
               static_cast<double>(run.cost.clock_reads) / kRequests,
@@ -501,7 +511,7 @@ TEST(RequestPathCost, RlsDecision) {
   EXPECT_EQ(failures, 0);
   ExpectPerRequest("allocations", cost.allocations, kRlsAllocations);
   ExpectPerRequest("clock reads", cost.clock_reads, kRlsClockReads);
-  ExpectPerRequest("locks", cost.locks, kRlsLocks);
+  ExpectLocksAtMost(cost.locks, kRlsLocks);
   std::printf("RLS: %.2f allocations, %.2f clock reads, %.2f locks per decision\n",
               static_cast<double>(cost.allocations) / kRequests,
               static_cast<double>(cost.clock_reads) / kRequests,
