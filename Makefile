@@ -6,6 +6,8 @@ BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 # Extra CMake arguments for every build dir when it is configured; CI: -DTOLLGATE_WERROR=ON.
 CMAKE_ARGS ?=
+# Extra CMake arguments for the release tree ($(BUILD)) only; CI: line tables (-g1) for everything.
+BUILD_CMAKE_ARGS ?=
 # Extra CMake arguments for the ASan tree only (`make asan`, development; CI has no GCC ASan tree).
 ASAN_CMAKE_ARGS ?=
 # Ninja when installed. Deferred (=, in recipes): evaluated after deps ran, so a first build on a
@@ -21,13 +23,13 @@ FUZZ_TARGETS ?=
 LISTEN     ?= 127.0.0.1:8080
 ADMIN      ?= 127.0.0.1:9090
 
-.PHONY: deps configure build test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run fuzz-test-run bench bench-compare run install package package-install-test dashboard-screenshot clean
+.PHONY: deps configure build release-build release-test-run test test-run test-stress unit integration format format-check sanitize asan asan-configure asan-build asan-run tsan tsan-configure tsan-build tsan-run fuzz fuzz-configure fuzz-build fuzz-run fuzz-test-run bench bench-compare run install package package-install-test dashboard-screenshot clean
 
 deps:
 	@bash tools/deps.sh
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) $(call cmake_gen,$(BUILD)) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) $(call cmake_gen,$(BUILD)) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) $(BUILD_CMAKE_ARGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
@@ -36,6 +38,14 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build format-check test-run
+
+# CI's release stages (.ci/run; docs/testing.md, "CI time"): everything outside tests/ (the
+# libraries, tollgated, the CLI, the benchmarks) and the tests the sanitizer tree cannot run
+# (label no_asan); every other test runs once, in the sanitizer tree (fuzz-test-run).
+release-build: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target $$(bash tools/release_targets.sh $(BUILD))
+release-test-run:
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L no_asan
 
 # The stages on their own (.ci/run times each): ctest on an already built $(BUILD).
 test-run:
