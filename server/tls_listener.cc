@@ -4,6 +4,8 @@
 
 namespace tollgate::server {
 
+void TlsStreamDelete::operator()(TlsStream* stream) const { delete stream; }
+
 namespace {
 
 std::shared_ptr<TlsListener::Context> Build(const TlsServerSettings& settings,
