@@ -34,6 +34,7 @@ struct CommandLine {
   std::string config_path;
   ServerConfig flags;
   bool check_only = false;
+  bool upstream_tls_no_verify = false;
   std::vector<std::function<void(ServerConfig&, std::vector<ConfigError>*)>> overrides;
   std::deque<std::string> texts;  // TextFlag's values (a deque: references stay valid)
   CLI::Option* admin_token_file = nullptr;
@@ -119,7 +120,7 @@ void CommandLine::Declare(CLI::App& app) {
   TextFlag(app, "--upstream-key", {"gateway", "upstream_tls", "key_file"},
            "PEM private key of --upstream-cert");
   CLI::Option* no_verify = app.add_flag(
-      "--upstream-tls-no-verify",
+      "--upstream-tls-no-verify", upstream_tls_no_verify,
       "Do not verify an https:// upstream's certificate (insecure: anyone on the path can "
       "answer for the upstream; logged as a warning)");
   overrides.push_back([no_verify](ServerConfig& c, std::vector<ConfigError>*) {

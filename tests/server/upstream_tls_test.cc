@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -204,6 +205,13 @@ class UpstreamTlsTest : public ::testing::Test {
                         gateway + "}" + extra + "}");
     return path;
   }
+  // A fresh directory for each tollgated: its log is where WaitStarted reads
+  // the ports, and an earlier instance's log must not answer for it.
+  std::string RunDir() {
+    const std::string d = dir_ + "/run-" + std::to_string(++runs_);
+    std::filesystem::create_directory(d);
+    return d;
+  }
   static std::string Upstream(int port) { return "https://127.0.0.1:" + std::to_string(port); }
   // gateway members: the upstream on `port` and its upstream_tls members.
   static std::string Gateway(int port, const std::string& tls) {
@@ -230,6 +238,7 @@ class UpstreamTlsTest : public ::testing::Test {
   ScopedTempDir temp_;
   const std::string dir_ = temp_.path();
   pid_t upstream_pid_ = -1;
+  int runs_ = 0;
 };
 
 ScopedTempDir* UpstreamTlsTest::certs_ = nullptr;
@@ -243,7 +252,7 @@ TEST_F(UpstreamTlsTest, TheRightCaForwardsOverTlsAndTheLimitStillApplies) {
   ASSERT_GT(up, 0) << ReadAll(dir_ + "/up.log");
   Tollgated t({"--config", Config(R"("connect_timeout_ms": 10000)"), "--upstream", Upstream(up),
                "--upstream-ca-file", Cert("ca")},
-              dir_);
+              RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   HttpResponse r = Get(t.port());
   ASSERT_EQ(r.status, 200) << r.body << t.Log();
@@ -276,7 +285,7 @@ TEST_F(UpstreamTlsTest, AnUntrustedOrExpiredCertificateIsA502) {
   for (const Case& c : cases) {
     const int up = StartUpstream("tls", c.cert);
     ASSERT_GT(up, 0);
-    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, dir_);
+    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, RunDir());
     ASSERT_TRUE(t.WaitStarted()) << t.Log();
     HttpResponse r = Get(t.port());
     EXPECT_EQ(r.status, 502) << c.cert << ": " << r.body;
@@ -299,7 +308,7 @@ TEST_F(UpstreamTlsTest, ACertificateForAnotherNameIsA502UnlessServerNameSaysIt) 
   const int up = StartUpstream("tls", "elsewhere");
   ASSERT_GT(up, 0);
   {
-    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, dir_);
+    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, RunDir());
     ASSERT_TRUE(t.WaitStarted()) << t.Log();
     EXPECT_EQ(Get(t.port()).status, 502);
     EXPECT_EQ(Handshakes(t.admin_port(), "name_mismatch"), 1) << t.Log();
@@ -307,7 +316,7 @@ TEST_F(UpstreamTlsTest, ACertificateForAnotherNameIsA502UnlessServerNameSaysIt) 
   }
   Tollgated t(
       {"--config", Config(Gateway(up, CaFile("ca") + R"(, "server_name": "elsewhere.test")"))},
-      dir_);
+      RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   EXPECT_EQ(Get(t.port()).status, 200) << t.Log();
   EXPECT_EQ(UpstreamStats().value("sni", ""), "elsewhere.test");
@@ -323,7 +332,7 @@ TEST_F(UpstreamTlsTest, VerifyFalseAcceptsAnyCertificateWithAWarning) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("warning: gateway.upstream_tls.verify: false"), std::string::npos)
       << check.output;
-  Tollgated t({"--config", config}, dir_);
+  Tollgated t({"--config", config}, RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   EXPECT_EQ(Get(t.port()).status, 200) << t.Log();
   EXPECT_NE(t.Log().find("the upstream's certificate is not verified"), std::string::npos)
@@ -337,7 +346,7 @@ TEST_F(UpstreamTlsTest, APlaintextOrSilentUpstreamFailsWithoutHanging) {
   {
     const int up = StartUpstream("plain400");
     ASSERT_GT(up, 0);
-    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, dir_);
+    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, RunDir());
     ASSERT_TRUE(t.WaitStarted()) << t.Log();
     HttpResponse r = Get(t.port());
     EXPECT_EQ(r.status, 502) << r.error;
@@ -350,7 +359,7 @@ TEST_F(UpstreamTlsTest, APlaintextOrSilentUpstreamFailsWithoutHanging) {
   const int up = StartUpstream("silent");
   ASSERT_GT(up, 0);
   Tollgated t({"--config", Config(Gateway(up, CaFile("ca")) + R"(, "connect_timeout_ms": 300)")},
-              dir_);
+              RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   HttpConnection client(t.port(), 60s);
   EXPECT_EQ(client.Request("GET", "/a", {{"X-Api-Key", "k"}}).status, 504);
@@ -364,7 +373,7 @@ TEST_F(UpstreamTlsTest, MutualTlsToTheUpstream) {
   const int up = StartUpstream("tls", "upstream", "ca");
   ASSERT_GT(up, 0);
   {
-    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, dir_);
+    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, RunDir());
     ASSERT_TRUE(t.WaitStarted()) << t.Log();
     HttpResponse r = Get(t.port());
     EXPECT_EQ(r.status, 502) << r.body;
@@ -373,7 +382,7 @@ TEST_F(UpstreamTlsTest, MutualTlsToTheUpstream) {
   Tollgated t(
       {"--config", Config(Gateway(up, CaFile("ca") + R"(, "cert_file": ")" + Cert("gateway") +
                                           R"(", "key_file": ")" + Key("gateway") + "\""))},
-      dir_);
+      RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   HttpResponse r = Get(t.port());
   ASSERT_EQ(r.status, 200) << r.body << t.Log();
@@ -388,7 +397,7 @@ TEST_F(UpstreamTlsTest, UpstreamTlsConnectionsArePooledAndSessionsResumed) {
   ASSERT_GT(up, 0);
   constexpr int kRequests = 20;
   {
-    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, dir_);
+    Tollgated t({"--config", Config(Gateway(up, CaFile("ca")))}, RunDir());
     ASSERT_TRUE(t.WaitStarted()) << t.Log();
     for (int i = 0; i < kRequests; ++i) ASSERT_EQ(Get(t.port()).status, 200) << i << t.Log();
     json stats = UpstreamStats();
@@ -400,7 +409,7 @@ TEST_F(UpstreamTlsTest, UpstreamTlsConnectionsArePooledAndSessionsResumed) {
   const int again = StartUpstream("tls");
   ASSERT_GT(again, 0);
   Tollgated t({"--config", Config(Gateway(again, CaFile("ca")) + R"(, "max_idle_connections": 0)")},
-              dir_);
+              RunDir());
   ASSERT_TRUE(t.WaitStarted()) << t.Log();
   for (int i = 0; i < 5; ++i) ASSERT_EQ(Get(t.port()).status, 200) << i << t.Log();
   json stats = UpstreamStats();
@@ -434,7 +443,7 @@ TEST_F(UpstreamTlsTest, BadFilesExitTwoWithTheConfigPathAndCheckSaysTheSame) {
     CommandResult check = Shell(Binary() + " --check --config " + config);
     EXPECT_EQ(check.exit_code, 2) << check.output;
     EXPECT_NE(check.output.find(c.message), std::string::npos) << check.output;
-    Tollgated t({"--config", config}, dir_);
+    Tollgated t({"--config", config}, RunDir());
     EXPECT_EQ(t.WaitExit(10s), 2) << t.Log();
     EXPECT_NE(t.Log().find(c.message), std::string::npos) << t.Log();
   }
