@@ -187,6 +187,13 @@ void ReadGateway(JsonFields& g, ServerConfig* c) {
   g.Duration("timeout_ms", &c->upstream_timeout, 1, kHour);
   g.Integer("max_idle_connections", &c->upstream_max_idle, 0, 100000);
   g.Integer("max_body_bytes", &c->gateway_max_body_bytes, 0, int64_t{1} << 40);
+  ReadSection(g, "upstream_tls", [c](JsonFields& t) {
+    t.String("ca_file", &c->upstream_tls.ca_file);
+    t.String("cert_file", &c->upstream_tls.cert_file);
+    t.String("key_file", &c->upstream_tls.key_file);
+    t.String("server_name", &c->upstream_tls.server_name);
+    t.Bool("verify", &c->upstream_tls_verify);
+  });
   g.Duration("abort_drain_ms", &c->abort_drain_timeout, 0, kHour);
   g.Integer("abort_drain_bytes", &c->abort_drain_bytes, 0, int64_t{1} << 40);
 }
@@ -354,9 +361,14 @@ void CheckTracing(const ServerConfig& c, std::vector<ConfigError>* errors) {
 
 void CheckProcess(const ServerConfig& c, std::vector<ConfigError>* errors) {
   std::string why;
-  if (!c.upstream.empty()) {
-    UpstreamUrl u;
-    if (!ParseUpstreamUrl(c.upstream, &u, &why)) errors->push_back({"gateway.upstream", why});
+  UpstreamUrl u;
+  if (!c.upstream.empty() && !ParseUpstreamUrl(c.upstream, &u, &why)) {
+    errors->push_back({"gateway.upstream", why});
+  } else if ((c.upstream_tls.any() || !c.upstream_tls_verify) && !u.tls) {
+    errors->push_back({"gateway.upstream_tls",
+                       c.upstream.empty() ? "is set, but there is no gateway.upstream"
+                                          : "is set, but gateway.upstream is http:// (plain): "
+                                            "use https:// to talk TLS to the upstream"});
   }
   if (c.threads < 0 || c.threads > 256) errors->push_back({"threads", "must be in [0, 256]"});
 }
@@ -409,12 +421,13 @@ bool ParseHostPort(std::string_view text, HostPort* out, std::string* error) {
 }
 
 bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* error) {
-  constexpr std::string_view kScheme = "http://";
-  if (text.substr(0, kScheme.size()) != kScheme) {
-    *error = "must start with http:// (https upstreams are not supported)";
+  constexpr std::string_view kHttp = "http://", kHttps = "https://";
+  const bool tls = text.substr(0, kHttps.size()) == kHttps;
+  if (!tls && text.substr(0, kHttp.size()) != kHttp) {
+    *error = "must start with http:// or https://";
     return false;
   }
-  std::string_view rest = text.substr(kScheme.size());
+  std::string_view rest = text.substr(tls ? kHttps.size() : kHttp.size());
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   std::string_view base = slash == std::string_view::npos ? "" : rest.substr(slash);
@@ -435,12 +448,13 @@ bool ParseUpstreamUrl(std::string_view text, UpstreamUrl* out, std::string* erro
   bool has_port = authority.back() != ']' && authority.find(':') != std::string_view::npos &&
                   authority.find(':') == authority.rfind(':');
   if (authority.front() == '[') has_port = authority.find("]:") != std::string_view::npos;
-  if (!has_port) with_port += ":80";
+  if (!has_port) with_port += tls ? ":443" : ":80";
   if (!ParseHostPort(with_port, &out->address, error)) return false;
   if (out->address.port == 0) {
     *error = "port must not be 0";
     return false;
   }
+  out->tls = tls;
   out->host_header = std::string(authority);
   out->base_path = std::string(base);
   return true;

@@ -49,9 +49,11 @@ struct HostPort {
 // "127.0.0.1:8080", "[::1]:8080", ":8080" (all interfaces), "localhost:0".
 bool ParseHostPort(std::string_view text, HostPort* out, std::string* error);
 
-// "http://host:port[/base]" for gateway mode (https is not supported).
+// "http://host[:port][/base]" or "https://host[:port][/base]" for gateway
+// mode (port 80 and 443 by default).
 struct UpstreamUrl {
   HostPort address;
+  bool tls = false;         // https://: TLS to the upstream (ServerConfig::upstream_tls)
   std::string host_header;  // the Host header sent upstream: "host:port"
   std::string base_path;    // prefix added before the request path, "" or "/base"
 };
@@ -111,6 +113,12 @@ struct ServerConfig : RuntimeConfig {
   Millis upstream_connect_timeout{2000};
   Millis upstream_timeout{30000};  // for the upstream's response header and each body read
   size_t upstream_max_idle = 64;   // idle keep-alive upstream connections per thread
+  // An https:// upstream (`gateway.upstream_tls`, server/upstream_tls.h): the
+  // CAs its certificate must chain to ("" = the system's trust store), the
+  // name verified and sent as SNI ("" = the upstream's host), an optional
+  // client certificate. Verification is on unless upstream_tls_verify is false.
+  TlsClientSettings upstream_tls;
+  bool upstream_tls_verify = true;
   size_t gateway_max_body_bytes = 16 * 1024 * 1024;  // streamed request bodies; over -> 413
   // A client gone mid-response: the upstream is read on (discarded) this long
   // and this many body bytes for its trailer, else the rules' abort_cost.

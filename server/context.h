@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "server/proxy_wire.h"
@@ -26,6 +27,10 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 struct TlsStream;  // server/tls_listener.h
+// Destroys a TlsStream where its type is complete (server/tls_listener.cc).
+struct TlsStreamDelete {
+  void operator()(TlsStream* stream) const;
+};
 
 // A socket with a deadline, linked into its worker's list so the sweeper can
 // close it when the deadline passes (cheaper than a timer per operation).
@@ -38,9 +43,13 @@ struct Connection {
   bool idle = false;        // between requests: may be closed at once on drain
   bool timed_out = false;   // closed by the sweeper
   bool upstream = false;    // an upstream connection of the gateway
-  // A client's TLS stream over `socket` (owned by its session), or null: the
-  // gateway writes a TLS client's answers through it.
+  // The TLS stream over `socket`, or null (plain): a client's (owned by its
+  // session; the gateway writes a TLS client's answers through it), or an
+  // upstream connection's to an https:// upstream (owned by `upstream_tls`).
   TlsStream* tls = nullptr;
+  // An https:// upstream connection's TLS stream (declared after `socket`: it
+  // goes first); null for clients and plain upstreams.
+  std::unique_ptr<TlsStream, TlsStreamDelete> upstream_tls;
   Connection* prev = nullptr;
   Connection* next = nullptr;
 
@@ -48,14 +57,20 @@ struct Connection {
   void ClearDeadline() { deadline_ns = 0; }
 };
 
-// Starts `op` on what a client connection reads and writes through: its TLS
-// stream when it has one, else its socket. `op` takes the stream (auto&) and
-// returns the same awaitable type for both; the caller includes
-// server/tls_listener.h. The one place a front end picks the client's stream.
+// Starts `op` on what a connection (a client's, or the gateway's to its
+// upstream) reads and writes through: its TLS stream when it has one, else its
+// socket. `op` takes the stream (auto&) and returns the same awaitable type
+// for both; the caller includes server/tls_listener.h. The one place a front
+// end picks a connection's stream: a plain connection pays one predictable
+// branch on a pointer it already holds, no allocation.
 template <class Op>
-auto OnClientStream(Connection& conn, Op&& op) {
+auto OnStream(Connection& conn, Op&& op) {
   if (conn.tls != nullptr) return op(*conn.tls);
   return op(conn.socket);
+}
+template <class Op>
+auto OnClientStream(Connection& conn, Op&& op) {
+  return OnStream(conn, std::forward<Op>(op));
 }
 
 struct Worker {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/upstream_tls.h"
 #include "tollgate/config_error.h"
 #include "tollgate/json_fields.h"
 #include "tollgate/key_admin.h"
@@ -474,6 +475,7 @@ Response HandleMetrics(const Runtime& s) {
   s.engine->WriteFleetMetrics(w);
   WriteRuleSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
+  if (s.gateway && s.gateway->tls) s.gateway->tls->Render(w);
   s.engine->WritePolicyMetrics(w);
   WriteProcessMetrics(w, s);
   Response r;

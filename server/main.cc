@@ -34,6 +34,7 @@ struct CommandLine {
   std::string config_path;
   ServerConfig flags;
   bool check_only = false;
+  bool upstream_tls_no_verify = false;
   std::vector<std::function<void(ServerConfig&, std::vector<ConfigError>*)>> overrides;
   std::deque<std::string> texts;  // TextFlag's values (a deque: references stay valid)
   CLI::Option* admin_token_file = nullptr;
@@ -107,7 +108,24 @@ void CommandLine::Declare(CLI::App& app) {
            "(503) or degrade (local buckets at a fraction of the limit)");
   Flag(app, "-t,--threads", &ServerConfig::threads, "I/O threads; 0 = one per core (default)");
   Flag(app, "-u,--upstream", &ServerConfig::upstream,
-       "Gateway mode: http://HOST:PORT[/base] to forward allowed requests to");
+       "Gateway mode: http[s]://HOST[:PORT][/base] to forward allowed requests to");
+  TextFlag(app, "--upstream-ca-file", {"gateway", "upstream_tls", "ca_file"},
+           "PEM CA file an https:// upstream's certificate must chain to (default: the "
+           "system's trust store)");
+  TextFlag(app, "--upstream-server-name", {"gateway", "upstream_tls", "server_name"},
+           "Name sent as SNI and verified in an https:// upstream's certificate (default: the "
+           "upstream's host)");
+  TextFlag(app, "--upstream-cert", {"gateway", "upstream_tls", "cert_file"},
+           "PEM client certificate presented to an https:// upstream (mTLS)");
+  TextFlag(app, "--upstream-key", {"gateway", "upstream_tls", "key_file"},
+           "PEM private key of --upstream-cert");
+  CLI::Option* no_verify = app.add_flag(
+      "--upstream-tls-no-verify", upstream_tls_no_verify,
+      "Do not verify an https:// upstream's certificate (insecure: anyone on the path can "
+      "answer for the upstream; logged as a warning)");
+  overrides.push_back([no_verify](ServerConfig& c, std::vector<ConfigError>*) {
+    if (no_verify->count()) c.upstream_tls_verify = false;
+  });
   TextFlag(app, "--headers", {"headers"},
            "Rate-limit header styles, comma-separated, each sent once: draft11 | draft03 | "
            "x-ratelimit | x-ratelimit-epoch | none (e.g. draft11,draft03,x-ratelimit)");

@@ -16,6 +16,7 @@
 #include "server/relay_body.h"
 #include "server/response_capture.h"
 #include "server/tls_listener.h"
+#include "server/upstream_tls.h"
 #include "server/write_now.h"
 #include "tollgate/http_framing.h"
 #include "tollgate/ip_address.h"
@@ -212,17 +213,21 @@ net::awaitable<ProxyResult> SendProblem(ProxyCall& call, Response r) {
   co_return ProxyResult{r.status, false, {}};
 }
 
+// `log_detail`, when not empty, is logged instead of the detail the client is
+// shown (an upstream TLS failure's reason: the client sees that it failed).
 net::awaitable<ProxyResult> SendUpstreamError(ProxyCall& call, bool timeout,
                                               std::string_view timeout_detail,
                                               std::string_view error_detail,
-                                              ServerMetrics::UpstreamError kind) {
+                                              ServerMetrics::UpstreamError kind,
+                                              std::string_view log_detail = {}) {
   if (timeout) kind = ServerMetrics::kTimeout;
   call.upstream.kind = kind == ServerMetrics::kTimeout   ? ResponseOutcome::Kind::kTimeout
                        : kind == ServerMetrics::kConnect ? ResponseOutcome::Kind::kConnectError
                                                          : ResponseOutcome::Kind::kBroken;
   call.shard.upstream_errors[kind].fetch_add(1, std::memory_order_relaxed);
   int status = timeout ? 504 : 502;
-  LogUpstreamFailure(call, status, kind, timeout ? timeout_detail : error_detail);
+  const std::string_view shown = timeout ? timeout_detail : error_detail;
+  LogUpstreamFailure(call, status, kind, log_detail.empty() ? shown : log_detail);
   co_return co_await SendProblem(call, Problem(status, timeout ? "Gateway timeout" : "Bad gateway",
                                                timeout ? timeout_detail : error_detail));
 }
@@ -246,6 +251,49 @@ net::awaitable<beast::error_code> Connect(ProxyCall& call, Connection& up) {
     up.socket.non_blocking(true, ignored);  // for WriteNow
   }
   co_return ec;
+}
+
+// An https:// upstream: the client handshake on a connected `up`, within the
+// connect timeout (the sweeper closes the socket after it). Its TLS stream
+// stays with the connection, pooled with it. False with the reason.
+net::awaitable<bool> Handshake(ProxyCall& call, Connection& up, std::string* reason) {
+  UpstreamTls& tls = *call.s.gateway->tls;
+  up.upstream_tls = tls.NewStream(up.socket, call.w.index);
+  up.tls = up.upstream_tls.get();
+  up.SetDeadline(call.s.config->upstream_connect_timeout);
+  beast::error_code ec;
+  co_await up.tls->async_handshake(net::ssl::stream_base::client,
+                                   redirect_error(use_awaitable, ec));
+  co_return tls.Finish(*up.tls, ec, up.timed_out, reason) == UpstreamTlsResult::kOk;
+}
+
+// A new upstream connection made ready: connected and, for an https://
+// upstream, through its TLS handshake. Nothing when it is; else the failure
+// answered to the client (502, or 504 for a timeout).
+net::awaitable<std::optional<ProxyResult>> Open(ProxyCall& call, Connection& up) {
+  beast::error_code ec = co_await Connect(call, up);
+  if (ec) {
+    ProxyResult failed =
+        co_await SendUpstreamError(call, up.timed_out, "upstream connect timed out",
+                                   "upstream refused the connection", ServerMetrics::kConnect);
+    co_return failed;
+  }
+  if (!call.s.gateway->tls) co_return std::nullopt;
+  std::string reason;
+  if (co_await Handshake(call, up, &reason)) co_return std::nullopt;
+  const std::string logged = "upstream TLS handshake failed: " + reason;
+  ProxyResult failed =
+      co_await SendUpstreamError(call, up.timed_out, "upstream TLS handshake timed out",
+                                 "upstream TLS handshake failed", ServerMetrics::kConnect, logged);
+  co_return failed;
+}
+
+// What the log says of an upstream read or write that failed on a TLS
+// connection (an alert the upstream sent after the handshake: a TLS 1.3
+// upstream refuses a missing client certificate so); "" for a plain one.
+std::string TlsFailure(const Connection& up, const beast::error_code& ec) {
+  if (up.tls == nullptr || ec.category() != net::error::get_ssl_category()) return {};
+  return "upstream TLS: " + ec.message();
 }
 
 // While tollgated waits for the upstream, the client connection's deadline
@@ -283,10 +331,12 @@ net::awaitable<beast::error_code> ReadFinalHeader(ProxyCall& call, Connection& u
         ec = http::error::buffer_overflow;  // a head that never ends
         break;
       }
-      const size_t n = co_await up.socket.async_read_some(
-          ubuf.prepare(beast::read_size(ubuf, 65536)), redirect_error(use_awaitable, ec));
+      const size_t n = co_await OnStream(up, [&](auto& stream) {
+        return stream.async_read_some(ubuf.prepare(beast::read_size(ubuf, 65536)),
+                                      redirect_error(use_awaitable, ec));
+      });
       ubuf.commit(n);
-      if (ec == net::error::eof) {
+      if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
         ec = ubuf.size() == 0 ? http::error::end_of_stream : http::error::partial_message;
       }
       if (ec) break;
@@ -404,7 +454,9 @@ net::awaitable<ProxyResult> RelayStreamedResponse(ProxyCall& call, UpstreamLease
         HoldClientFor(call);
       }
       // read_some: forward what has arrived, do not wait for a full buffer.
-      co_await http::async_read_some(up->socket, ubuf, rp, redirect_error(use_awaitable, ec));
+      co_await OnStream(*up, [&](auto& stream) {
+        return http::async_read_some(stream, ubuf, rp, redirect_error(use_awaitable, ec));
+      });
       if (ec == http::error::need_buffer) ec = {};
       if (ec == http::error::end_of_stream && rp.is_done()) ec = {};
       CloseRelayPiece(res.body(), buf, kRelayBuffer, !rp.is_done());
@@ -551,7 +603,9 @@ net::awaitable<Sent> SendStreamed(ProxyCall& call, StreamedRequest& r, Connectio
       EndRelayPieces(req.body());
     }
     up.SetDeadline(cfg.upstream_timeout);
-    co_await http::async_write(up.socket, *r.sr, redirect_error(use_awaitable, ec));
+    co_await OnStream(up, [&](auto& stream) {
+      return http::async_write(stream, *r.sr, redirect_error(use_awaitable, ec));
+    });
     if (ec == http::error::need_buffer) ec = {};
     if (ec && may_retry) co_return Sent{std::nullopt, true};  // stale pooled connection
     if (ec) {
@@ -615,12 +669,8 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
     sr.emplace(req);
     call.shard.upstream_requests.fetch_add(1, std::memory_order_relaxed);
     if (!reused) {
-      ec = co_await Connect(call, **up);
-      if (ec) {
-        co_return co_await SendUpstreamError(call, (*up)->timed_out, "upstream connect timed out",
-                                             "upstream refused the connection",
-                                             ServerMetrics::kConnect);
-      }
+      std::optional<ProxyResult> failed = co_await Open(call, **up);
+      if (failed) co_return std::move(*failed);
     }
 
     // 2. The request, its body streamed.
@@ -634,11 +684,12 @@ net::awaitable<ProxyResult> ProxyStreamed(ProxyCall& call, beast::flat_buffer& c
     if (ec) {
       bool retryable = reused && attempt == 0 && !has_body && !(*up)->timed_out &&
                        (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-                        ec == net::error::eof);
+                        ec == net::error::eof || ec == net::ssl::error::stream_truncated);
       if (retryable) continue;
+      const std::string tls_failure = TlsFailure(**up, ec);
       co_return co_await SendUpstreamError(
           call, (*up)->timed_out, "upstream did not answer in time",
-          "upstream sent no valid response", ServerMetrics::kBroken);
+          "upstream sent no valid response", ServerMetrics::kBroken, tls_failure);
     }
     break;
   }
@@ -661,8 +712,10 @@ net::awaitable<beast::error_code> ReadFastResponse(ProxyCall& call, Connection& 
   beast::error_code ec;
   r = FastResponse{};
   for (;;) {
-    size_t n = co_await up.socket.async_read_some(net::buffer(buf + r.have, kRelayBuffer - r.have),
-                                                  redirect_error(use_awaitable, ec));
+    size_t n = co_await OnStream(up, [&](auto& stream) {
+      return stream.async_read_some(net::buffer(buf + r.have, kRelayBuffer - r.have),
+                                    redirect_error(use_awaitable, ec));
+    });
     r.have += n;
     if (ec || call.head) break;  // HEAD: Beast's parser knows its framing rules
     if (r.state != UpstreamResponseHead::State::kComplete) {
@@ -723,14 +776,16 @@ net::awaitable<ProxyResult> RelayWhole(ProxyCall& call, UpstreamLease& up, Relay
   co_return ProxyResult{status, keep_alive, {}};
 }
 
-// Writes all of `data`: at once when the socket takes it (the common case),
-// the rest asynchronously.
-net::awaitable<beast::error_code> WriteAll(tcp::socket& socket, const std::string& data) {
+// Writes all of `data` to the upstream: at once when a plain socket takes it
+// (the common case), the rest (or all of it, through TLS) asynchronously.
+net::awaitable<beast::error_code> WriteAll(Connection& up, const std::string& data) {
   beast::error_code ec;
-  size_t sent = WriteNow(socket, net::buffer(data), ec);
+  size_t sent = up.tls ? 0 : WriteNow(up.socket, net::buffer(data), ec);
   if (!ec && sent < data.size()) {
-    co_await net::async_write(socket, net::buffer(data.data() + sent, data.size() - sent),
+    co_await OnStream(up, [&](auto& stream) {
+      return net::async_write(stream, net::buffer(data.data() + sent, data.size() - sent),
                               redirect_error(use_awaitable, ec));
+    });
   }
   co_return ec;
 }
@@ -783,16 +838,12 @@ net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_
     up.emplace(w, TakeConnection(w, &reused));
     call.shard.upstream_requests.fetch_add(1, std::memory_order_relaxed);
     if (!reused) {
-      ec = co_await Connect(call, **up);
-      if (ec) {
-        co_return co_await SendUpstreamError(call, (*up)->timed_out, "upstream connect timed out",
-                                             "upstream refused the connection",
-                                             ServerMetrics::kConnect);
-      }
+      std::optional<ProxyResult> failed = co_await Open(call, **up);
+      if (failed) co_return std::move(*failed);
     }
     (*up)->SetDeadline(cfg.upstream_timeout);
     HoldClientFor(call);
-    ec = co_await WriteAll((*up)->socket, scratch->head);
+    ec = co_await WriteAll(**up, scratch->head);
     if (ec && reused && attempt == 0 && !(*up)->timed_out) continue;  // stale pooled connection
     if (ec) {
       co_return co_await SendUpstreamError(call, (*up)->timed_out,
@@ -804,15 +855,17 @@ net::awaitable<ProxyResult> Forward(ProxyCall& call, beast::flat_buffer& client_
     parsed.emplace(&scratch->fields);
     ec = co_await ReadFastResponse(call, **up, buf, *parsed, fr);
     bool retryable = fr.have == 0 && reused && attempt == 0 && !(*up)->timed_out &&
-                     (ec == net::error::eof || ec == net::error::connection_reset);
+                     (ec == net::error::eof || ec == net::error::connection_reset ||
+                      ec == net::ssl::error::stream_truncated);
     if (retryable) continue;  // the pooled connection was closed under us
     break;
   }
   if (ec) {
+    const std::string tls_failure = TlsFailure(**up, ec);
     co_return co_await SendUpstreamError(
         call, (*up)->timed_out, "upstream did not answer in time",
         fr.have == 0 ? "upstream sent no valid response" : "upstream closed the response early",
-        ServerMetrics::kBroken);
+        ServerMetrics::kBroken, tls_failure);
   }
   if (fr.state == UpstreamResponseHead::State::kInvalid) {
     co_return co_await SendUpstreamError(call, false, "", "upstream sent no valid response",

@@ -10,6 +10,18 @@
 // pooled connection that turns out to be closed is replaced once, before any
 // body byte was sent.
 //
+// An https:// upstream (server/upstream_tls.h): a new connection does its TLS
+// client handshake after the TCP connect (SNI, the certificate verified
+// against gateway.upstream_tls), within gateway.connect_timeout_ms; its TLS
+// stream stays with it in the pool. A failed handshake is 502 (504 when it
+// timed out) with the reason in the log line only. Every read and write goes
+// through the connection's stream (OnStream: a plain connection's socket), so
+// the plain path allocates nothing more. A TLS connection is closed without a
+// close_notify and without waiting for the upstream's: a peer that closes
+// without one ends a read with an error (a body framed by length or chunks is
+// complete before that; a close-delimited body is then cut short, as a
+// truncation attack would be).
+//
 // The response header is rewritten the same way and the rate-limit headers are
 // added. A response whose header and Content-Length body fit the 16 KiB relay
 // buffer is read whole and sent as one write; any other (larger, chunked,

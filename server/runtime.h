@@ -50,10 +50,14 @@
 
 namespace tollgate::server {
 
+class UpstreamTls;  // server/upstream_tls.h
+
 // Gateway mode's upstream, resolved once at startup.
 struct Gateway {
   UpstreamUrl upstream;
   std::vector<boost::asio::ip::tcp::endpoint> endpoints;
+  // An https:// upstream's TLS (its context, sessions, handshake counters); null: plain.
+  std::shared_ptr<UpstreamTls> tls;
 };
 
 // What changes while the server runs and handlers read: drain state and the

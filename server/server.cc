@@ -23,6 +23,7 @@
 #include "server/spoe_session.h"
 #include "server/startup_check.h"
 #include "server/tls_listener.h"
+#include "server/upstream_tls.h"
 #include "tollgate/ip_address.h"
 #include "tollgate/runtime.h"
 
@@ -481,6 +482,19 @@ class Server::Impl {
       return UnavailableError("gateway.upstream: cannot resolve " + at.host + ": " + ec.message());
     }
     for (const auto& r : results) gw->endpoints.push_back(r.endpoint());
+    if (gw->upstream.tls) {
+      std::vector<ConfigError> errors, warnings;
+      SslCtxPtr ctx =
+          MakeUpstreamTlsContext(*config, clock->WallNow() / 1'000'000'000, &errors, &warnings);
+      for (const auto& w : warnings) log->Warn("upstream_tls", {{"warning", w.ToString()}});
+      if (!ctx) {
+        std::string text = "invalid server config:";
+        for (const auto& e : errors) text += "\n  " + e.ToString();
+        return InvalidArgument(text);
+      }
+      gw->tls =
+          std::make_shared<UpstreamTls>(std::move(ctx), *config, gw->upstream, workers.size());
+    }
     return std::shared_ptr<const Gateway>(std::move(gw));
   }
 

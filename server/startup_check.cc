@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <openssl/ssl.h>
+
 #include "server/grpc_frontend.h"
 #include "tollgate/clock.h"
 #include "tollgate/ip_address.h"
@@ -24,6 +26,7 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c,
       errors.push_back({std::string(path) + ".cert_file", "is required with key_file"});
     }
   }
+  MakeUpstreamTlsContext(c, now_unix, &errors, warnings ? warnings : &ignored);
   for (size_t i = 0; i < c.trusted_proxies.size(); ++i) {
     if (!Cidr::Parse(c.trusted_proxies[i])) {
       errors.push_back({"trusted_proxies[" + std::to_string(i) + "]",
@@ -44,6 +47,24 @@ std::vector<ConfigError> CheckServerConfig(const ServerConfig& c,
     }
   }
   return errors;
+}
+
+SslCtxPtr MakeUpstreamTlsContext(const ServerConfig& c, int64_t now_unix,
+                                 std::vector<ConfigError>* errors,
+                                 std::vector<ConfigError>* warnings) {
+  UpstreamUrl url;
+  std::string why;
+  if (c.upstream.empty() || !ParseUpstreamUrl(c.upstream, &url, &why) || !url.tls) return nullptr;
+  SslCtxPtr ctx =
+      MakeClientTlsContext(c.upstream_tls, "gateway.upstream_tls", now_unix, errors, warnings);
+  if (ctx && !c.upstream_tls_verify) {
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
+    warnings->push_back({"gateway.upstream_tls.verify",
+                         "false: the upstream's certificate is not verified (anyone on the path "
+                         "can answer for " +
+                             url.address.host + ")"});
+  }
+  return ctx;
 }
 
 std::vector<ConfigError> CheckTenantTables(const ServerConfig& c, std::string* unchecked) {

@@ -11,7 +11,9 @@
 // It covers ValidateServerConfig (ranges, listeners, the admin token), each
 // trusted proxy, the store URL (parsed, not connected), the policy file and,
 // with grpc_listen, the rls_config YAML compiled for the configured store, and
-// each listener's TLS files (read, parsed, key matched to the certificate).
+// each listener's TLS files (read, parsed, key matched to the certificate)
+// and an https:// upstream's (gateway.upstream_tls: CA file, client
+// certificate and key).
 // Errors carry the config path ("trusted_proxies[1]: ...") or the file
 // ("/etc/tollgate/policy.json: rules[0].name: ...").
 //
@@ -27,9 +29,20 @@
 namespace tollgate::server {
 
 // `warnings` (optional) gets what does not stop a start: a listener's
-// certificate that expired or is not valid yet (tollgated prints them).
+// certificate that expired or is not valid yet, an upstream's certificate not
+// verified (gateway.upstream_tls.verify false) (tollgated prints them).
 std::vector<ConfigError> CheckServerConfig(const ServerConfig& config,
                                            std::vector<ConfigError>* warnings = nullptr);
+
+// The SSL_CTX of an https:// gateway.upstream (server/upstream_tls.h), or
+// null: no https upstream, or `errors` under "gateway.upstream_tls". The
+// client context of tollgate/tls.h, verification off only with
+// upstream_tls_verify false. `warnings`: a client certificate out of its
+// dates, verification off. CheckServerConfig builds it (and drops it); a
+// start builds it again for the gateway.
+SslCtxPtr MakeUpstreamTlsContext(const ServerConfig& config, int64_t now_unix,
+                                 std::vector<ConfigError>* errors,
+                                 std::vector<ConfigError>* warnings);
 
 // `tollgated --check` only (a start reads them as it opens the policy): the
 // policy file's Redis tenant tables ("tenants": {"redis_hash": ...}) read

@@ -2,7 +2,17 @@
 
 #include <openssl/ssl.h>
 
+#include "server/context.h"
+
 namespace tollgate::server {
+
+void TlsStreamDelete::operator()(TlsStream* stream) const {
+  // An upstream connection's stream (the only owner of this deleter), closed
+  // without a close_notify: marked shut down, or SSL_free would take its
+  // session for a failed one and make it not resumable (ssl_clear_bad_session).
+  SSL_set_shutdown(stream->native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  delete stream;
+}
 
 namespace {
 

@@ -51,6 +51,7 @@ void CheckUpstream(std::string_view text) {
   FUZZ_CHECK(u.base_path.empty() || (u.base_path.front() == '/' && Clean(u.base_path)),
              "base path that breaks the request line: " + Quote(u.base_path));
   FUZZ_CHECK(u.address.port != 0, "upstream port 0");
+  FUZZ_CHECK(u.tls == text.starts_with("https://"), "TLS not as the scheme says: " + Quote(text));
 }
 
 // (Deeper than any config: skipped too, rather than recursing far.)

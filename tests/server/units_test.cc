@@ -3,6 +3,7 @@
 // (the gateway framing has its own file, proxy_wire_test.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "policy/policy_test_util.h"
@@ -191,6 +192,8 @@ TEST(ServerConfig, ExampleConfigLoadsWithTheDefaults) {
   EXPECT_EQ(c.upstream_timeout, d.upstream_timeout);
   EXPECT_EQ(c.abort_drain_timeout, d.abort_drain_timeout);
   EXPECT_EQ(c.abort_drain_bytes, d.abort_drain_bytes);
+  EXPECT_FALSE(c.upstream_tls.any());
+  EXPECT_EQ(c.upstream_tls_verify, d.upstream_tls_verify);
   EXPECT_EQ(c.top_capacity, d.top_capacity);
   EXPECT_EQ(c.trace_endpoint, d.trace_endpoint);
   EXPECT_EQ(c.trace_sample_ratio, d.trace_sample_ratio);
@@ -250,7 +253,7 @@ TEST(ServerConfig, ValidationCatchesBadValues) {
   ServerConfig c;
   std::vector<std::string> paths;
   for (const auto& e : ParseServerConfig(R"({"listen": "nope", "store": "memcached://x",
-      "failure_mode": "maybe", "headers": "draft99", "gateway": {"upstream": "https://x"},
+      "failure_mode": "maybe", "headers": "draft99", "gateway": {"upstream": "ftp://x"},
       "log": {"level": "loud"}})",
                                          &c)) {
     paths.push_back(e.path);
@@ -259,6 +262,39 @@ TEST(ServerConfig, ValidationCatchesBadValues) {
   paths.clear();
   for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
   EXPECT_EQ(paths, (std::vector<std::string>{"policy", "listen", "store", "gateway.upstream"}));
+}
+
+// gateway.upstream_tls (issue 35): read into the client settings, verification
+// on unless said otherwise, and refused beside a plain (http://) upstream.
+TEST(ServerConfig, UpstreamTlsIsReadAndNeedsAnHttpsUpstream) {
+  ServerConfig c;
+  auto errors = ParseServerConfig(R"({"gateway": {"upstream": "https://app:8443",
+      "upstream_tls": {"ca_file": "/ca.pem", "server_name": "app.internal",
+                       "cert_file": "/c.pem", "key_file": "/k.pem"}}})",
+                                  &c);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(c.upstream_tls.ca_file, "/ca.pem");
+  EXPECT_EQ(c.upstream_tls.server_name, "app.internal");
+  EXPECT_EQ(c.upstream_tls.cert_file, "/c.pem");
+  EXPECT_EQ(c.upstream_tls.key_file, "/k.pem");
+  EXPECT_TRUE(c.upstream_tls_verify);
+  std::vector<std::string> paths;
+  for (const auto& e : ValidateServerConfig(c)) paths.push_back(e.path);
+  EXPECT_EQ(std::find(paths.begin(), paths.end(), "gateway.upstream_tls"), paths.end());
+  ServerConfig plain;
+  errors = ParseServerConfig(
+      R"({"gateway": {"upstream": "http://app", "upstream_tls": {"verify": false}}})", &plain);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_FALSE(plain.upstream_tls_verify);
+  paths.clear();
+  for (const auto& e : ValidateServerConfig(plain)) paths.push_back(e.path);
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "gateway.upstream_tls"), paths.end());
+  errors = ParseServerConfig(R"({"gateway": {"upstream_tls": {"verify": "no", "cafile": "x"}}})",
+                             &plain);
+  paths.clear();
+  for (const auto& e : errors) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"gateway.upstream_tls.verify",
+                                             "gateway.upstream_tls.cafile"}));
 }
 
 // Token files are read by one strict reader, from the flag and the config file
@@ -510,7 +546,19 @@ TEST(ServerConfig, HostPortAndUpstreamUrls) {
   EXPECT_EQ(u.host_header, "app.local");
   ASSERT_TRUE(ParseUpstreamUrl("http://[::1]:3000", &u, &why));
   EXPECT_EQ(u.address.port, 3000);
-  EXPECT_FALSE(ParseUpstreamUrl("https://x", &u, &why));
+  EXPECT_FALSE(u.tls);
+  // https:// (issue 35): TLS, port 443 by default; the Host field as written.
+  ASSERT_TRUE(ParseUpstreamUrl("https://api.example/v1", &u, &why));
+  EXPECT_TRUE(u.tls);
+  EXPECT_EQ(u.address.host, "api.example");
+  EXPECT_EQ(u.address.port, 443);
+  EXPECT_EQ(u.host_header, "api.example");
+  EXPECT_EQ(u.base_path, "/v1");
+  ASSERT_TRUE(ParseUpstreamUrl("https://[::1]:8443", &u, &why));
+  EXPECT_EQ(u.address.port, 8443);
+  EXPECT_FALSE(ParseUpstreamUrl("ftp://x", &u, &why));
+  EXPECT_EQ(why, "must start with http:// or https://");
+  EXPECT_FALSE(ParseUpstreamUrl("https://", &u, &why));
   EXPECT_FALSE(ParseUpstreamUrl("http://", &u, &why));
   // Found by fuzz/targets/server_config.cc: the authority is sent as the Host
   // field and the base path in the request line of every upstream request.
