@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "policy/request_fields.h"
-#include "tollgate/request_body.h"
 #include "policy_test_util.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate {
 namespace {
