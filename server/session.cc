@@ -19,6 +19,7 @@
 #include "server/tls_listener.h"
 #include "server/write_now.h"
 #include "tollgate/http_framing.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate::server {
 
@@ -231,6 +232,7 @@ class Session {
   net::awaitable<Next> ServeOwn(HeadParser& hp, const RouteResult& route, RequestView view,
                                 Exchange& ex);
   net::awaitable<beast::error_code> ReadBody(BodyParser& p, ChunkLimits& chunk_limits);
+  net::awaitable<bool> ReadBodyAhead(const HeadParser& hp, std::string_view* body);
   net::awaitable<void> Pause(Nanos delay);
   net::awaitable<bool> Respond(Exchange& ex);
   RequestView ViewOf(const http::request_header<>& req);
@@ -271,6 +273,13 @@ net::awaitable<void> Session<Stream>::Run() {
   }
   while (co_await AwaitRequest()) {
     runtimes_.Refresh(&rt_, &rt_version_);
+    // A body read ahead for body: sources raised the buffer's bound for its
+    // exchange (ReadBodyAhead): back to the bound of a head.
+    if (const size_t limit = ReadBufferLimit(cfg());
+        buffer_.max_size() != limit && buffer_.size() <= limit) {
+      buffer_.max_size(limit);
+      buffer_.shrink_to_fit();
+    }
     conn_.SetDeadline(cfg().read_timeout);
     HeadParser hp;
     hp.header_limit(static_cast<std::uint32_t>(cfg().max_header_bytes));
@@ -465,13 +474,24 @@ bool Session<Stream>::Screen(const HeadParser& hp, const RouteResult& route, Exc
 // Gateway mode: decide, then forward (server/proxy.h) or answer the rejection.
 template <class Stream>
 net::awaitable<Next> Session<Stream>::Proxy(HeadParser& hp, const RequestView& view, Exchange& ex) {
+  // A JSON body a rule reads (body: sources) is read ahead, within bounds,
+  // and handed to the policy as the view's body field.
+  RequestView decided = view;
+  if (!hp.is_done()) {
+    std::string_view body;
+    if (!co_await ReadBodyAhead(hp, &body)) co_return Next::kClose;
+    if (!body.empty()) {
+      headers_.push_back(RequestBodyField(body));
+      decided.headers = std::span<const HeaderPair>(headers_.data(), headers_.size());
+    }
+  }
   // Inline when the store decides inline: no coroutine frame (an if, not ?:
   // around the co_await: GCC 12 destroys such a temporary twice).
   CheckOutcome outcome;
   if (rt_->async_decisions) {
-    outcome = co_await DecideAndRecord(*rt_, shard_, view, &ex.trace);
+    outcome = co_await DecideAndRecord(*rt_, shard_, decided, &ex.trace);
   } else {
-    outcome = DecideAndRecordNow(*rt_, shard_, view, &ex.trace);
+    outcome = DecideAndRecordNow(*rt_, shard_, decided, &ex.trace);
   }
   if (!outcome.allowed()) {
     ex.resp = RejectionResponse(outcome);
@@ -507,6 +527,44 @@ net::awaitable<Next> Session<Stream>::Proxy(HeadParser& hp, const RequestView& v
     co_return Next::kClose;
   }
   co_return Next::kContinue;
+}
+
+// body:<JSON pointer> sources (docs/configuration.md): the request body read
+// ahead of the decision into the read buffer, where the relay (ProxyRequest)
+// takes it from as it takes any body bytes already buffered, so it is
+// forwarded unchanged. Only when a rule of the live policy reads the body,
+// the Content-Type is JSON, the length is known (Content-Length, never
+// chunked) and at most kBodyKeyBytes (64 KiB), and no 100-continue is
+// awaited (the client would wait for it); otherwise *body stays empty and
+// body: sources are absent. The buffer's bound is raised to hold the body
+// for this exchange only. Each read is bounded by read_timeout, the whole by
+// body_timeout. False: the client went away or was too slow (the connection
+// closes).
+template <class Stream>
+net::awaitable<bool> Session<Stream>::ReadBodyAhead(const HeadParser& hp, std::string_view* body) {
+  *body = {};
+  const auto length = hp.content_length();  // boost::optional
+  if (!length || *length == 0 || *length > kBodyKeyBytes || hp.chunked()) co_return true;
+  const auto& req = hp.get();
+  const auto type = req.find(http::field::content_type);
+  if (type == req.end() || !IsJsonContentType(View(type->value()))) co_return true;
+  if (req.find(http::field::expect) != req.end()) co_return true;
+  if (!PolicyReadsBody(*rt_->policies->SnapshotOnThisThread().policy)) co_return true;
+  const size_t n = static_cast<size_t>(*length);
+  const size_t room = n + ReadBufferLimit(cfg());
+  if (buffer_.max_size() < room) buffer_.max_size(room);
+  const int64_t deadline_ns = rt_->clock->Now() + Nanos(cfg().body_timeout).count();
+  while (buffer_.size() < n) {
+    if (rt_->clock->Now() >= deadline_ns) co_return false;
+    conn_.SetDeadline(cfg().read_timeout);
+    beast::error_code ec;
+    const size_t got = co_await stream_.async_read_some(
+        buffer_.prepare(beast::read_size(buffer_, 65536)), redirect_error(use_awaitable, ec));
+    buffer_.commit(got);
+    if (ec) co_return false;
+  }
+  *body = std::string_view(static_cast<const char*>(buffer_.data().data()), n);
+  co_return true;
 }
 
 // Our own endpoints: the whole (bounded) body first, then CheckAdminRequest

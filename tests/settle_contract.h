@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -124,6 +125,63 @@ TEST_P(SettleContractTest, ConcurrentSettlementsAreExact) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(One(Key("b"), bucket, 0).remaining, 1000 - kThreads * kEach);
   EXPECT_EQ(One(Key("w"), window, 0).remaining, 1000 - kThreads * kEach);
+}
+
+// count_on (docs/configuration.md "Counting chosen outcomes"): every request
+// is charged when admitted and the outcomes that do not count are refunded,
+// so at most the limit of counted outcomes gets through however many arrive
+// at once. Concurrent admissions of a 5-token bucket: exactly 5 admitted;
+// refunding the 3 that did not count lets exactly 3 more in.
+TEST_P(SettleContractTest, CountOnChargesAtAdmissionAndRefundsTheUncounted) {
+  const Limit l = SlowBucket(5);
+  constexpr int kThreads = 4, kEach = 5;
+  std::atomic<int> admitted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        if (One(Key("login"), l, 1).allowed) admitted.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(admitted.load(), 5);
+  std::vector<std::thread> refunds;
+  for (int i = 0; i < 3; ++i) {
+    refunds.emplace_back([&] { EXPECT_EQ(SettleOne(Key("login"), l, 0, 1).refunded, 1); });
+  }
+  for (auto& t : refunds) t.join();
+  EXPECT_EQ(One(Key("login"), l, 0).remaining, 3);
+  EXPECT_TRUE(One(Key("login"), l, 3).allowed);
+  EXPECT_FALSE(One(Key("login"), l, 1).allowed);
+}
+
+// block_for's penalty box (src/policy/enforcer_block.cc): a burst-1 bucket
+// refilling once per block period. Closing it takes its token exactly once
+// under concurrent refusals; peeks (cost 0) then see it closed, with the
+// retry time the whole period from the close, not from each peek.
+TEST_P(SettleContractTest, PenaltyBoxClosesOnceAndHoldsForItsPeriod) {
+  const Limit box = *Limit::Create({.algorithm = Algorithm::kTokenBucket,
+                                    .count = 1,
+                                    .period = std::chrono::minutes(15),
+                                    .burst = 1});
+  const Decision open = One(Key("box"), box, 0);
+  EXPECT_EQ(open.remaining, 1);
+  std::atomic<int> closed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      if (One(Key("box"), box, 1).allowed) closed.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(closed.load(), 1);
+  for (int i = 0; i < 3; ++i) {
+    const Decision peek = One(Key("box"), box, 0);
+    EXPECT_EQ(peek.remaining, 0) << i;
+    EXPECT_GT(peek.reset_after, std::chrono::seconds(890)) << i;
+    EXPECT_LE(peek.reset_after, std::chrono::seconds(900)) << i;
+  }
 }
 
 TEST_P(SettleContractTest, RefusesWhatItCannotSettle) {

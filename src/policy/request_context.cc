@@ -6,6 +6,7 @@
 
 #include "policy/value_sets.h"
 #include "tollgate/http_text.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate {
 namespace {
@@ -48,6 +49,16 @@ const JwtClaims& RequestContext::Claims() {
     claims_ = auth ? jwt_.Verify(JwtVerifier::BearerToken(*auth), wall_now_s_) : JwtClaims{};
   }
   return *claims_;
+}
+
+const nlohmann::json* RequestContext::Body() {
+  if (!body_parsed_) {
+    body_parsed_ = true;
+    const std::optional<std::string_view> body = RequestBodyOf(request_);
+    const std::optional<std::string_view> type = request_.Header("content-type");
+    if (body && !body->empty() && type && IsJsonContentType(*type)) body_ = ParseJsonBody(*body);
+  }
+  return body_ ? &*body_ : nullptr;
 }
 
 std::optional<std::string> RequestContext::Value(const Source& source) {
@@ -100,8 +111,15 @@ std::optional<std::string> RequestContext::Value(const Source& source) {
       }
       return NonEmpty(v);
     }
-    case Source::Kind::kBody:
-      return std::nullopt;  // no front end hands the policy a body yet
+    case Source::Kind::kBody: {
+      // A string as is (only an empty one is absent: a body value is not
+      // trimmed), a number or a boolean as JSON writes it; anything else absent.
+      const nlohmann::json* doc = Body();
+      if (doc == nullptr || !source.pointer) return std::nullopt;
+      std::optional<std::string> v = JsonPointerValue(*doc, *source.pointer);
+      if (v && v->empty()) return std::nullopt;
+      return v;
+    }
   }
   return std::nullopt;
 }
@@ -161,6 +179,8 @@ bool RequestContext::Matches(const Condition& c) {
       return false;
   }
 }
+
+bool PolicyReadsBody(const Policy& policy) { return policy.reads_body; }
 
 std::optional<std::string> RepeatedKeyHeader(const Policy& policy,
                                              std::span<const HeaderPair> headers) {

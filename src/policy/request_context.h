@@ -1,6 +1,7 @@
 // RequestContext: the values one request offers to rules (client IP, headers,
-// query, verified JWT claims, cookies, host, path parameters),
-// computed lazily once per request.
+// query, verified JWT claims, cookies, host, path parameters, JSON body
+// fields), computed lazily once per request: the body is parsed the first
+// time a body: source is read, never for a request no such rule looks at.
 //
 // Thread safety: one per request, used by one thread.
 #ifndef TOLLGATE_SRC_POLICY_REQUEST_CONTEXT_H_
@@ -33,6 +34,9 @@ class RequestContext {
   const JwtClaims& Claims();
   // NormalizePath(request.path), computed once.
   const std::string& Path();
+  // The request body parsed as JSON (RequestBodyOf, when the Content-Type
+  // is JSON and ParseJsonBody takes it), parsed once; null when there is none.
+  const nlohmann::json* Body();
 
  private:
   const RequestView& request_;
@@ -42,6 +46,8 @@ class RequestContext {
   std::optional<std::string> client_ip_;
   std::optional<JwtClaims> claims_;
   std::optional<std::string> path_;
+  bool body_parsed_ = false;
+  std::optional<nlohmann::json> body_;
 };
 
 }  // namespace tollgate

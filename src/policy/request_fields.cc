@@ -5,6 +5,7 @@
 #include "base/json_depth.h"
 #include "tollgate/http_text.h"
 #include "tollgate/ip_address.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate {
 namespace {
@@ -168,6 +169,24 @@ bool IsJsonContentType(std::string_view content_type) {
   constexpr std::string_view kSuffix = "+json";
   return media.size() > slash + 1 + kSuffix.size() &&
          EqualsIgnoreCase(media.substr(media.size() - kSuffix.size()), kSuffix);
+}
+
+namespace {
+// RequestBodyField's name: the pair is recognised by this address.
+constexpr std::string_view kRequestBodyName = ":tollgate-body";
+}  // namespace
+
+HeaderPair RequestBodyField(std::string_view body) { return {kRequestBodyName, body}; }
+
+std::optional<std::string_view> RequestBodyOf(const RequestView& request) {
+  // Front ends append it last: look from the end.
+  for (auto it = request.headers.rbegin(); it != request.headers.rend(); ++it) {
+    if (it->first.data() == kRequestBodyName.data() &&
+        it->first.size() == kRequestBodyName.size()) {
+      return it->second;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<nlohmann::json> ParseJsonBody(std::string_view body) {

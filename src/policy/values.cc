@@ -28,7 +28,7 @@ bool IsTokenChar(char c) {
 namespace {
 
 // The request field sources (policy/request_fields.h): host, cookie:<name>,
-// path_param:<name>. False with *error empty when `spec`
+// path_param:<name>, body:<JSON pointer>. False with *error empty when `spec`
 // is none of them; false with *error set when it is a bad one.
 bool ParseRequestFieldSource(std::string_view spec, Source* out, std::string* error) {
   if (spec == "host") {
@@ -46,6 +46,21 @@ bool ParseRequestFieldSource(std::string_view spec, Source* out, std::string* er
     }
     out->kind = Source::Kind::kCookie;
     out->arg = std::string(arg);
+    return true;
+  }
+  if (kind == "body") {
+    auto pointer = std::make_shared<JsonPointer>();
+    if (!ParseJsonPointer(arg, pointer.get(), error)) {
+      *error = "body:<JSON pointer>: " + *error;
+      return false;
+    }
+    if (pointer->tokens.empty()) {
+      *error = "body:<JSON pointer> needs a pointer to a member, e.g. body:/username";
+      return false;
+    }
+    out->kind = Source::Kind::kBody;
+    out->arg = std::string(arg);
+    out->pointer = std::move(pointer);
     return true;
   }
   if (kind == "path_param") {
@@ -93,7 +108,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
   if (colon == std::string_view::npos) {
     *error = "unknown source '" + std::string(spec) +
              "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method, "
-             "host, cookie:<name>, path_param:<name> or const:<text>)";
+             "host, cookie:<name>, path_param:<name>, body:<JSON pointer> or const:<text>)";
     return false;
   }
   const std::string_view kind = spec.substr(0, colon);
@@ -156,7 +171,7 @@ bool ParseSource(std::string_view spec, Source* out, std::string* error) {
   }
   *error = "unknown source kind '" + std::string(kind) +
            "' (use ip:address, header:<name>, query:<name>, jwt:<claim>, path, method, "
-           "host, cookie:<name>, path_param:<name> or const:<text>)";
+           "host, cookie:<name>, path_param:<name>, body:<JSON pointer> or const:<text>)";
   return false;
 }
 

@@ -207,6 +207,36 @@ TEST(BeastCheckTest, AsyncCheckRendersTheSameOutcome) {
   EXPECT_NE(res.find(http::field::retry_after), res.end());
 }
 
+// body:<JSON pointer> (issue 34): a string_body's JSON body keys the rule,
+// over a real socket through BeastRateLimited; a body that is not JSON (by
+// Content-Type) or is larger than kBodyKeyBytes leaves the key absent, so the
+// rule skips it.
+TEST(BeastBodyTest, JsonBodyMemberKeysTheRule) {
+  testing::EnforcerFixture f(R"({"rules": [{"name": "login", "limit_keys": ["body:/username"],
+    "algorithm_config": {"count": 1, "period": "1h", "burst": 1}}]})");
+  std::atomic<int> calls{0};
+  BeastServer server(middleware::BeastRateLimited(*f.enforcer, [&](const Request& req) {
+    ++calls;
+    return Ok(req);
+  }));
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  auto post = [&](const std::string& body, const char* type) {
+    auto r = client.Post("/login", body, type);
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(post(R"({"username": "alice", "password": "a"})", "application/json"), 200);
+  EXPECT_EQ(post(R"({"password": "b", "username": "alice"})", "application/json"), 429);
+  EXPECT_EQ(post(R"({"username": "bob"})", "application/json"), 200);
+  // Not JSON by its Content-Type, or too large: absent, the rule skips it.
+  EXPECT_EQ(post(R"({"username": "alice"})", "text/plain"), 200);
+  const std::string big =
+      R"({"username": "alice", "pad": ")" + std::string(kBodyKeyBytes, 'x') + R"("})";
+  EXPECT_EQ(post(big, "application/json"), 200);
+  EXPECT_EQ(calls.load(), 4);
+}
+
 // A concurrency rule's lease is held while the handler runs and given back
 // when it returns (RAII in BeastCheck).
 TEST(BeastCheckTest, ConcurrencyLeaseIsHeldWhileTheHandlerRuns) {

@@ -1,6 +1,6 @@
-// The request field sources (issue 34): cookie:<name>, host and
-// path_param:<name>, and the JSON body and pointer parsers body:<JSON pointer>
-// will read; the parsers under hostile input, the sources' parsing in a policy
+// The request field sources (issue 34): cookie:<name>, host,
+// path_param:<name> and body:<JSON pointer> (the JSON body and pointer
+// parsers it reads with); the parsers under hostile input, the sources' parsing in a policy
 // (errors with paths), and their keys through a real Enforcer.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "policy/request_fields.h"
 #include "policy_test_util.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate {
 namespace {
@@ -279,6 +280,131 @@ TEST(RequestFieldSources, PathParamKeys) {
   EXPECT_EQ(again.rules[0].key, "42");
   EXPECT_TRUE(h.Check(b).allowed());
   EXPECT_TRUE(h.Check(other).rules.empty());
+}
+
+TEST(RequestFieldSources, BodyParseErrorsHavePaths) {
+  auto errors = PolicyErrors(R"({"rules": [
+    {"name": "a", "limit_keys": ["body:username"], "algorithm_config": {"rps": 1, "burst": 1}},
+    {"name": "b", "limit_keys": ["body:"], "algorithm_config": {"rps": 1, "burst": 1}},
+    {"name": "c", "limit_keys": ["ip"], "algorithm_config": {"rps": 1, "burst": 1},
+     "match": {"body:/a~2": {"equals": "x"}}}
+  ]})");
+  ASSERT_EQ(errors.size(), 3u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0].rfind("rules[0].limit_keys[0]: body:<JSON pointer>: a JSON pointer starts "
+                            "with '/'",
+                            0),
+            0u)
+      << errors[0];
+  EXPECT_EQ(errors[1].rfind("rules[1].limit_keys[0]: body:<JSON pointer> needs a pointer", 0), 0u)
+      << errors[1];
+  EXPECT_NE(errors[2].find("~0"), std::string::npos) << errors[2];
+  EXPECT_EQ(errors[2].rfind("rules[2].match", 0), 0u) << errors[2];
+}
+
+TEST(RequestFieldSources, PolicyReadsBodyOnlyWithABodySource) {
+  EXPECT_TRUE(PolicyReadsBody(*ParsePolicy(R"({"rules": [{"name": "a",
+    "limit_keys": ["body:/user/name"], "algorithm_config": {"rps": 1, "burst": 1}}]})")
+                                   .policy));
+  EXPECT_TRUE(PolicyReadsBody(*ParsePolicy(R"({"rules": [{"name": "a", "limit_keys": ["ip"],
+    "match": {"any": [{"method": "PUT"}, {"body:/kind": {"equals": "bulk"}}]},
+    "algorithm_config": {"rps": 1, "burst": 1}}]})")
+                                   .policy));
+  EXPECT_FALSE(PolicyReadsBody(*ParsePolicy(R"({"rules": [{"name": "a",
+    "limit_keys": ["header:x-user"], "algorithm_config": {"rps": 1, "burst": 1}}]})")
+                                    .policy));
+}
+
+// A request as a front end hands it over: its headers, then the body's pair
+// (RequestBodyField) when it has one.
+struct BodyRequest {
+  TestRequest request;
+  std::string body;
+  bool with_body = true;
+  std::vector<HeaderPair> views;
+  RequestView View() {
+    RequestView v = request.View();
+    views.assign(v.headers.begin(), v.headers.end());
+    if (with_body) views.push_back(RequestBodyField(body));
+    v.headers = views;
+    return v;
+  }
+};
+
+BodyRequest Json(std::string body, std::string type = "application/json; charset=utf-8") {
+  BodyRequest r;
+  r.request.Method("POST").Header("Content-Type", std::move(type));
+  r.body = std::move(body);
+  return r;
+}
+
+CheckOutcome Check(Harness& h, BodyRequest r) { return h.enforcer->Check(r.View()); }
+
+TEST(RequestFieldSources, BodyKeys) {
+  Harness h(R"({"rules": [{"name": "login", "limit_keys": ["body:/username"],
+    "algorithm_config": {"count": 1, "period": "1h", "burst": 1}}]})");
+  EXPECT_TRUE(Check(h, Json(R"({"username": "alice", "password": "x"})")).allowed());
+  CheckOutcome second = Check(h, Json(R"({"password": "y", "username":"alice"})"));
+  EXPECT_FALSE(second.allowed());  // the same user, however the body is laid out
+  ASSERT_EQ(second.rules.size(), 1u);
+  EXPECT_EQ(second.rules[0].key, "alice");
+  // A string is taken as is, never case-folded (as a bucket key it is
+  // trimmed like every key value: docs/configuration.md "Keys").
+  CheckOutcome os = Check(h, Json(R"({"username": " Alice"})"));
+  ASSERT_EQ(os.rules.size(), 1u);
+  EXPECT_EQ(os.rules[0].key, "Alice");
+  // Numbers and booleans as JSON writes them.
+  CheckOutcome on = Check(h, Json(R"({"username": 1.50e1})"));
+  ASSERT_EQ(on.rules.size(), 1u);
+  EXPECT_EQ(on.rules[0].key, "15.0");
+  CheckOutcome ob = Check(h, Json(R"({"username": true})"));
+  ASSERT_EQ(ob.rules.size(), 1u);
+  EXPECT_EQ(ob.rules[0].key, "true");
+  // +json media types are JSON.
+  CheckOutcome ov = Check(h, Json(R"({"username":"eve"})", "application/vnd.api+json"));
+  ASSERT_EQ(ov.rules.size(), 1u);
+  EXPECT_EQ(ov.rules[0].key, "eve");
+  // Absent (the rule skips the request): objects, arrays, null, an empty
+  // string, a missing member, not JSON, too deep.
+  const std::string deep =
+      R"({"username": "bob", "x": )" + std::string(40, '[') + std::string(40, ']') + "}";
+  for (const std::string& body :
+       {std::string(R"({"username": {"a": 1}})"), std::string(R"({"username": ["alice"]})"),
+        std::string(R"({"username": null})"), std::string(R"({"username": ""})"),
+        std::string(R"({"user": "alice"})"), std::string(R"({"username": "alice")"),
+        std::string("username=alice"), std::string(), deep}) {
+    EXPECT_TRUE(Check(h, Json(body)).rules.empty()) << body;
+  }
+  // No JSON Content-Type, none at all, or no body pair: absent.
+  EXPECT_TRUE(Check(h, Json(R"({"username": "bob"})", "text/plain")).rules.empty());
+  BodyRequest untyped;
+  untyped.request.Method("POST");
+  untyped.body = R"({"username": "bob"})";
+  EXPECT_TRUE(Check(h, untyped).rules.empty());
+  BodyRequest unread = Json(R"({"username": "bob"})");
+  unread.with_body = false;
+  EXPECT_TRUE(Check(h, unread).rules.empty());
+  // A client's own field named like the body's pair is not the body: the
+  // pair is recognised by its name's address, never by its text.
+  BodyRequest spoofed = Json("");
+  spoofed.with_body = false;
+  spoofed.request.Header(":tollgate-body", R"({"username": "mallory"})");
+  EXPECT_TRUE(Check(h, spoofed).rules.empty());
+}
+
+TEST(RequestFieldSources, BodyMatchAndNestedPointers) {
+  Harness h(R"({"rules": [{"name": "bulk", "limit_keys": ["body:/org/id"],
+    "match": {"body:/kind": {"equals": "bulk"}, "body:/a~1b/0": {"present": true}},
+    "algorithm_config": {"count": 1, "period": "1h", "burst": 1}}]})");
+  CheckOutcome o = Check(h, Json(R"({"kind": "bulk", "a/b": [7], "org": {"id": 42}})"));
+  ASSERT_EQ(o.rules.size(), 1u);
+  EXPECT_EQ(o.rules[0].key, "42");
+  EXPECT_TRUE(Check(h, Json(R"({"kind": "single", "a/b": [7], "org": {"id": 42}})")).rules.empty());
+  EXPECT_TRUE(Check(h, Json(R"({"kind": "bulk", "a/b": [], "org": {"id": 42}})")).rules.empty());
+  // Explain shows the key read from the body.
+  BodyRequest e = Json(R"({"kind": "bulk", "a/b": [1], "org": {"id": 9001}})");
+  CheckOutcome ex = h.enforcer->Explain(e.View());
+  EXPECT_NE(::testing::PrintToString(ex.trace).find("9001"), std::string::npos)
+      << ::testing::PrintToString(ex.trace);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "server/server_fixture.h"
 #include "server/test_http.h"
@@ -107,6 +109,48 @@ TEST_P(NginxAuthRequest, ShippedConfigMapsRejectionsTo429WithHeaders) {
     EXPECT_NE(redis_->Command({"DBSIZE"}), "0");
   }
 #endif
+}
+
+// A rule's own status (issue 34's per-rule answers) reaches the client
+// through the shipped config: /v1/auth answers 403 with X-RateLimit-Status,
+// which the config maps back (451 and 403 here; 429 for the default answer).
+TEST_P(NginxAuthRequest, ShippedConfigMapsARulesOwnStatus) {
+  std::string conf = ExampleConfig();
+  server::ServerConfig cfg = TestServer::DefaultConfig();
+  cfg.store = store_;
+  cfg.trusted_proxies = {"127.0.0.1"};
+  std::string error;
+  auto tollgated = TestServer::Start(cfg, R"({"rules": [
+    {"name": "legal", "match": {"path": {"prefix": "/legal/"}}, "limit_keys": ["ip"],
+     "algorithm_config": {"count": 1, "period": "1h", "burst": 1},
+     "response": {"status": 451}},
+    {"name": "forbidden", "match": {"path": {"prefix": "/forbidden/"}}, "limit_keys": ["ip"],
+     "algorithm_config": {"count": 1, "period": "1h", "burst": 1},
+     "response": {"status": 403}},
+    {"name": "plain", "match": {"path": {"prefix": "/plain/"}}, "limit_keys": ["ip"],
+     "algorithm_config": {"count": 1, "period": "1h", "burst": 1}}
+  ]})",
+                                     &error);
+  ASSERT_TRUE(tollgated) << error;
+  TestUpstream app;
+  int port = NginxServer::FreePort();
+  conf = ReplaceAll(conf, "127.0.0.1:8080", "127.0.0.1:" + std::to_string(tollgated->port));
+  conf = ReplaceAll(conf, "127.0.0.1:3000", "127.0.0.1:" + std::to_string(app.port()));
+  conf = ReplaceAll(conf, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(port));
+  auto nginx = NginxServer::Start(conf, port);
+  ASSERT_TRUE(nginx) << nginx.error;
+  for (const auto& [prefix, status] : std::vector<std::pair<std::string, int>>{
+           {"/legal/", 451}, {"/forbidden/", 403}, {"/plain/", 429}}) {
+    HttpConnection c(port);
+    auto first = c.Request("GET", prefix + "a");
+    ASSERT_EQ(first.status, 200) << prefix << " " << first.body << nginx->ErrorLog();
+    auto r = c.Request("GET", prefix + "b");
+    EXPECT_EQ(r.status, status) << prefix << " " << r.body << nginx->ErrorLog();
+    EXPECT_EQ(r.Header("content-type"), "application/problem+json") << prefix;
+    EXPECT_EQ(json::parse(r.body)["status"], status) << prefix;
+    EXPECT_GE(std::atoi(r.Header("retry-after").c_str()), 1) << prefix;
+  }
+  EXPECT_EQ(app.requests(), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, NginxAuthRequest, ::testing::Values("local", "redis"),

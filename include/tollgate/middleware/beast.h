@@ -28,7 +28,9 @@
 // Call it before authentication, so a throttled client costs no credential check.
 // The adapter holds no rate-limit logic: it fills a tollgate::RequestView (raw
 // request-target path and query, the peer address you pass: Beast requests do
-// not carry it) and renders the Enforcer's CheckOutcome.
+// not carry it; for body:<JSON pointer> sources, a string_body's JSON body of
+// at most kBodyKeyBytes, read whole by you before the check) and renders the
+// Enforcer's CheckOutcome.
 //
 // Concurrency rules: a BeastCheck holds the request's leases until it is
 // destroyed (BeastRateLimited: when the handler returns).
@@ -47,12 +49,14 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate::middleware {
 
@@ -147,6 +151,16 @@ struct BeastRequestView {
     view.path = path;
     view.query = query;
     view.peer_address = peer;
+    // body: sources read a string_body's JSON within kBodyKeyBytes; any other
+    // body type, Content-Type or size leaves them absent.
+    if constexpr (std::is_same_v<Body, beast_http::string_body>) {
+      const auto type = req.find(beast_http::field::content_type);
+      if (type != req.end() &&
+          IsJsonContentType(std::string_view(type->value().data(), type->value().size())) &&
+          !req.body().empty() && req.body().size() <= kBodyKeyBytes) {
+        headers.push_back(RequestBodyField(req.body()));
+      }
+    }
     view.headers = headers;
   }
   std::vector<HeaderPair> headers;

@@ -36,6 +36,9 @@
 // Requests: the path is the raw request-target path (not percent-decoded, the
 // same bytes tollgated sees), the query is the raw query string, the peer is
 // Request::remote_addr; trusted proxies are configured on the Enforcer.
+// body:<JSON pointer> sources are absent under InstallHttplib: httplib reads
+// the body after pre-routing. A HandleHttplib called where Request::body is
+// read (inside a route) hands a JSON body of at most kBodyKeyBytes to them.
 // Rejections of requests that carry a body close the connection: the body was
 // not read (httplib reads it after pre-routing), so the connection cannot be reused.
 // Shaping: a leaky-bucket shaper's delay is waited out on the connection's
@@ -71,6 +74,7 @@
 #include "tollgate/http_text.h"
 #include "tollgate/policy.h"
 #include "tollgate/request.h"
+#include "tollgate/request_body.h"
 
 namespace tollgate::middleware {
 
@@ -135,6 +139,11 @@ inline httplib::Server::HandlerResponse HandleHttplib(Enforcer& enforcer,
   view.path = path;
   view.query = query;
   view.peer_address = req.remote_addr;
+  // body: sources: a JSON body already read (not at pre-routing, see above).
+  if (!req.body.empty() && req.body.size() <= kBodyKeyBytes &&
+      IsJsonContentType(req.get_header_value("Content-Type"))) {
+    headers.push_back(RequestBodyField(req.body));
+  }
   view.headers = headers;
 
   CheckOutcome outcome = enforcer.Check(view);
