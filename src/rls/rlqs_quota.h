@@ -33,7 +33,8 @@
 //    unknown domain too) get `no_rule_action` (default ALLOW_ALL), rules of
 //    requests_per_unit 0 DENY_ALL;
 //  - a (stream, bucket) that has not reported for ttl_rounds rounds leaves
-//    the split (its share returns to the others), as does a closed stream.
+//    the split (its share returns to the others), as does a closed stream;
+//  - with RlqsOptions::tracer, each round's acquisition is a decision span.
 //
 // Bounds: max_streams open streams (OpenStream refuses more), max_buckets
 // per stream (later buckets of a report are refused with DENY_ALL, not
@@ -67,6 +68,10 @@
 #include "tollgate/policy.h"
 #include "tollgate/status.h"
 
+namespace tollgate::trace {
+class DecisionTracer;  // tollgate/trace.h
+}  // namespace tollgate::trace
+
 namespace tollgate::rls {
 
 namespace rlqspb = ::envoy::service::rate_limit_quota::v3;
@@ -88,6 +93,11 @@ struct RlqsOptions {
   // or deny.
   enum class NoRuleAction { kAllowAll, kDenyAll };
   NoRuleAction no_rule_action = NoRuleAction::kAllowAll;
+  // A span per assignment round: the round's acquisition is a decision span
+  // ("tollgate.decision": tollgate.rule = the rule's stats key, tollgate.cost =
+  // the tokens asked, tollgate.verdict; with its EVALSHA child on Redis), a new
+  // trace each (a round has no request to continue). Borrowed; null: none.
+  trace::DecisionTracer* tracer = nullptr;
 };
 
 // Per-rule counters, declared once (rule = the rule's stats key).
