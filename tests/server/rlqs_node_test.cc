@@ -62,7 +62,7 @@ class RlqsNodeTest : public ::testing::Test {
     rules_dir_ = dir_ + "/ratelimit";
     std::filesystem::create_directory(rules_dir_);
     WriteFile(rules_dir_ + "/edge.yaml", kRules);
-    WriteFile(dir_ + "/policy.json", GenerousPolicy(1000));
+    WriteFile(dir_ + "/policy.json", GenerousPolicy(1000000));
   }
 
   // A tollgated with its gRPC and admin listeners on free ports, over `store`.
