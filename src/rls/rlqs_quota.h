@@ -24,8 +24,10 @@
 //    the configured store: local or Redis): when the bucket holds fewer
 //    tokens, what remains is acquired instead. So every data plane of every
 //    tollgated sharing the store is assigned at most the rule's limit per
-//    period in total (the store's exact arithmetic), plus the tokens of one
-//    assignment (the data plane's bucket starts full);
+//    period in total (the store's exact arithmetic); what they admit can
+//    exceed that by one assignment per stream plus one per assignment that
+//    replaced a data plane's bucket (Envoy refills a replaced bucket to full:
+//    docs/envoy.md, "Differences and limits");
 //  - the answer is a token_bucket {max_tokens = tokens_per_fill = granted,
 //    fill_interval = the round} with assignment_time_to_live = ttl_rounds
 //    rounds, or blanket_rule DENY_ALL when nothing could be granted;
