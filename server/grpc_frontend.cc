@@ -66,13 +66,16 @@ rls::RlsDecideOptions DecideOptionsFor(const ServerConfig& config) {
 
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig& config,
                                                           tollgate::Runtime& engine,
-                                                          const Clock* clock) {
+                                                          const Clock* clock,
+                                                          trace::DecisionTracer* tracer) {
   auto decider = rls::AttachEnvoyDecider(engine, config.rls_config, CompileOptionsFor(config),
                                          clock, DecideOptionsFor(config));
   if (!decider.ok()) return decider.status();
   // The Rate Limit Quota Service: the same rules, the same Enforcer and store.
+  rls::RlqsOptions quota_options;
+  quota_options.tracer = tracer;  // a decision span per assignment round
   auto quota = rls::RlqsQuota::Create(
-      &engine.enforcer(), [d = decider->get()] { return d->config(); }, clock);
+      &engine.enforcer(), [d = decider->get()] { return d->config(); }, clock, quota_options);
   if (!quota.ok()) return quota.status();
   rls::RlsServerOptions options;
   options.rlqs = quota->get();
@@ -105,7 +108,7 @@ std::vector<ConfigError> GrpcFrontend::CheckConfig(const ServerConfig& config) {
 }
 #else
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const ServerConfig&, tollgate::Runtime&,
-                                                          const Clock*) {
+                                                          const Clock*, trace::DecisionTracer*) {
   return UnavailableError("grpc not available in this build (server/rls was not built)");
 }
 

@@ -39,15 +39,18 @@
 #include "tollgate/policy.h"
 #include "tollgate/runtime.h"
 #include "tollgate/status.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::server {
 
 class GrpcFrontend {
  public:
   // Attaches the rule files to `engine` (created with RuntimeOptions::envoy)
-  // and serves. `engine` and `clock` are borrowed and must outlive the frontend.
+  // and serves. `engine`, `clock` and `tracer` (null: tracing off; RLQS rounds
+  // are its decision spans) are borrowed and must outlive the frontend.
   static Result<std::unique_ptr<GrpcFrontend>> Start(const ServerConfig& config,
-                                                     tollgate::Runtime& engine, const Clock* clock);
+                                                     tollgate::Runtime& engine, const Clock* clock,
+                                                     trace::DecisionTracer* tracer = nullptr);
   // What Start would refuse in `config`'s rls_config YAML, compiled for the
   // configured store as Start does (e.g. sliding_log is an error on Redis):
   // every error, each with its file and path. For `tollgated --check`.

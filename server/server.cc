@@ -645,7 +645,7 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config, std::shared_
   if (!m.config->grpc_listen.empty()) {
     // The Envoy rule files become the engine's companion: checked with a PUT,
     // reloaded and published with the policy in one swap.
-    auto grpc = GrpcFrontend::Start(*m.config, *m.engine, clock);
+    auto grpc = GrpcFrontend::Start(*m.config, *m.engine, clock, m.tracer.get());
     if (!grpc.ok()) return grpc.status();
     m.grpc = std::move(grpc).value();
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages tollgate needs (to build, and to run every test)
-# that are missing. Idempotent, non-interactive and quiet: safe to run on every `make`.
+# that are missing, then the tests' npm packages (tests/node, pinned by its package-lock.json). Idempotent, non-interactive and quiet: safe to run on every `make`.
 #
 # As root it runs apt-get itself; as another user it uses `sudo -n` (never a password prompt).
 # Without root or password-less sudo it installs nothing: it prints the one apt-get command to
@@ -30,6 +30,12 @@ PACKAGES=(
   dpkg-dev systemd debootstrap iproute2
 )
 
+# Node.js and npm for the Node gRPC clients of the tests (tests/node): Debian's packages, unless
+# the machine has a node and npm of its own already (a NodeSource nodejs ships npm inside, and
+# Debian's npm package would conflict with it).
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+
 # One dpkg-query for all of them: the common case (nothing missing) stays fast.
 declare -A installed=()
 while read -r name status; do
@@ -40,8 +46,45 @@ for p in "${PACKAGES[@]}"; do
   [ -n "${installed[$p]:-}" ] || missing+=("$p")
 done
 
+# The tests' npm packages (tests/node/package-lock.json, exact versions) into
+# tests/node/node_modules with `npm ci`, once per lock file: a stamp holding the lock's hash
+# says they are installed, so a second run (and an offline machine that has them) asks no
+# registry. npm's failure (no network) is a warning: everything builds, and the Node tests say
+# what is missing.
+node_packages() {
+  local dir
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/node"
+  local stamp="$dir/node_modules/.tollgate-lock.sha256"
+  [ -f "$dir/package-lock.json" ] || return 0
+  local want
+  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "deps: npm is missing: the Node tests (tests/node) cannot be installed" >&2
+    return 0
+  fi
+  # Installed beside, then swapped in: a failed npm ci (offline) leaves the old node_modules.
+  local work
+  work=$(mktemp -d "$dir/.npm-install.XXXXXX")
+  cp "$dir/package.json" "$dir/package-lock.json" "$work/"
+  # --prefer-offline: what npm's cache holds is not fetched again. --ignore-scripts: no
+  # package runs code at install (none of ours needs to).
+  if (cd "$work" && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund \
+    >"$work/npm.log" 2>&1); then
+    echo "$want" >"$work/node_modules/.tollgate-lock.sha256"
+    rm -rf "$dir/node_modules"
+    mv "$work/node_modules" "$dir/node_modules"
+    echo "deps: installed tests/node's npm packages (npm ci)"
+  else
+    echo "deps: warning: 'npm ci' in tests/node failed (its node_modules unchanged: the Node tests need it). Its log's end:" >&2
+    tail -n 20 "$work/npm.log" >&2
+  fi
+  rm -rf "$work"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PACKAGES[@]} packages present"
+  node_packages
   exit 0
 fi
 
@@ -91,3 +134,4 @@ as_root apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "${missing
 unpacked=$(grep -c '^Setting up ' "$log" || true)
 echo "deps: installed ${#missing[@]} packages ($unpacked with their dependencies) in $((SECONDS - start)) s"
 rm -f "$log"
+node_packages

@@ -11,6 +11,7 @@
 
 #include "rls/rls_key.h"
 #include "tollgate/metrics.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::rls {
 
@@ -243,24 +244,31 @@ struct RlqsQuota::Impl {
 
   // Takes `p.desired` tokens from the bucket, or what is left of them.
   void Acquire(Plan& p) {
+    trace::DecisionTracer* tracer = options.tracer;
+    const trace::DecisionTracer::Active span =
+        tracer != nullptr ? tracer->Begin(nullptr, false) : trace::DecisionTracer::Active{};
     ExplicitItem item{.cost = p.desired, .override_name = p.rule};
     item.limit = &*p.limit;
     item.bucket_key = p.bucket_key;
+    p.granted = 0;
+    std::optional<CheckOutcome> last;  // the round's last answer: its span
     for (int attempt = 0; attempt < 2 && item.cost > 0; ++attempt) {
       Result<CheckOutcome> out = enforcer->CheckItems({&item, 1}, front_end);
       if (!out.ok() || out->verdict == CheckOutcome::Verdict::kUnavailable) {
         p.store_error = true;
-        p.granted = 0;
-        return;
+        if (out.ok()) last = std::move(*out);
+        break;
       }
       if (out->allowed()) {
         p.granted = item.cost;
-        return;
+        last = std::move(*out);
+        break;
       }
       const int64_t left = out->rules.empty() ? 0 : out->rules[0].decision.remaining;
       item.cost = std::min(left, item.cost - 1);
+      last = std::move(*out);
     }
-    p.granted = 0;
+    if (tracer != nullptr && last) tracer->End(span, *last);
   }
 
   void Record(const MemberKey& key, const Plan& p, int64_t now) {

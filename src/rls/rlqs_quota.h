@@ -24,8 +24,10 @@
 //    the configured store: local or Redis): when the bucket holds fewer
 //    tokens, what remains is acquired instead. So every data plane of every
 //    tollgated sharing the store is assigned at most the rule's limit per
-//    period in total (the store's exact arithmetic), plus the tokens of one
-//    assignment (the data plane's bucket starts full);
+//    period in total (the store's exact arithmetic); what they admit can
+//    exceed that by one assignment per stream plus one per assignment that
+//    replaced a data plane's bucket (Envoy refills a replaced bucket to full:
+//    docs/envoy.md, "Differences and limits");
 //  - the answer is a token_bucket {max_tokens = tokens_per_fill = granted,
 //    fill_interval = the round} with assignment_time_to_live = ttl_rounds
 //    rounds, or blanket_rule DENY_ALL when nothing could be granted;
@@ -33,7 +35,8 @@
 //    unknown domain too) get `no_rule_action` (default ALLOW_ALL), rules of
 //    requests_per_unit 0 DENY_ALL;
 //  - a (stream, bucket) that has not reported for ttl_rounds rounds leaves
-//    the split (its share returns to the others), as does a closed stream.
+//    the split (its share returns to the others), as does a closed stream;
+//  - with RlqsOptions::tracer, each round's acquisition is a decision span.
 //
 // Bounds: max_streams open streams (OpenStream refuses more), max_buckets
 // per stream (later buckets of a report are refused with DENY_ALL, not
@@ -67,6 +70,10 @@
 #include "tollgate/policy.h"
 #include "tollgate/status.h"
 
+namespace tollgate::trace {
+class DecisionTracer;  // tollgate/trace.h
+}  // namespace tollgate::trace
+
 namespace tollgate::rls {
 
 namespace rlqspb = ::envoy::service::rate_limit_quota::v3;
@@ -88,6 +95,11 @@ struct RlqsOptions {
   // or deny.
   enum class NoRuleAction { kAllowAll, kDenyAll };
   NoRuleAction no_rule_action = NoRuleAction::kAllowAll;
+  // A span per assignment round: the round's acquisition is a decision span
+  // ("tollgate.decision": tollgate.rule = the rule's stats key, tollgate.cost =
+  // the tokens asked, tollgate.verdict; with its EVALSHA child on Redis), a new
+  // trace each (a round has no request to continue). Borrowed; null: none.
+  trace::DecisionTracer* tracer = nullptr;
 };
 
 // Per-rule counters, declared once (rule = the rule's stats key).

@@ -9,22 +9,20 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
-#include "rls/rlqs_quota.h"
+#include "rlqs_fixture.h"
 #include "rls/rls_server.h"
-#include "rls/rls_test_util.h"
-#include "standalone_enforcer.h"
-#include "tollgate/local_store.h"
 
 namespace tollgate::rls {
 namespace {
 
-using Reports = rlqspb::RateLimitQuotaUsageReports;
-using Response = rlqspb::RateLimitQuotaResponse;
-using Strategy = ::envoy::type::v3::RateLimitStrategy;
+using testing::Only;
+using testing::Report;
+using testing::Reports;
+using testing::Response;
+using testing::Tokens;
 using Stream = grpc::ClientReaderWriter<Reports, Response>;
 
 // 100 a second per user (burst 6000: a minute's worth) under name=api.
@@ -37,49 +35,15 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 6000}
 )";
 
-Reports Report(const std::string& domain, uint64_t allowed, const std::string& user = "alice") {
-  Reports r;
-  r.set_domain(domain);
-  auto& u = (*r.mutable_bucket_quota_usages())[42];
-  (*u.mutable_bucket_id()->mutable_bucket())["name"] = "api";
-  (*u.mutable_bucket_id()->mutable_bucket())["user"] = user;
-  u.set_num_requests_allowed(allowed);
-  u.mutable_time_elapsed()->set_seconds(1);
-  return r;
-}
-
-int64_t Tokens(const Response& resp) {
-  EXPECT_EQ(resp.bucket_action_size(), 1);
-  if (resp.bucket_action_size() != 1) return -2;
-  const Strategy& s = resp.bucket_action(0).quota_assignment_action().rate_limit_strategy();
-  if (s.has_token_bucket()) return s.token_bucket().tokens_per_fill().value();
-  return s.blanket_rule() == Strategy::DENY_ALL ? 0 : -1;
-}
-
 class RlqsGrpcTest : public ::testing::Test {
  protected:
   void Start(RlqsOptions options = {}) {
-    auto store = LocalStore::Create({});
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-    auto enforcer = StandaloneEnforcer(store_.get(), &SystemClock::Instance());
-    ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
-    enforcer_ = std::move(*enforcer);
-    SetConfig(kYaml);
-    auto quota = RlqsQuota::Create(
-        enforcer_.get(),
-        [this] {
-          std::lock_guard<std::mutex> lock(mu_);
-          return config_;
-        },
-        &SystemClock::Instance(), options);
-    ASSERT_TRUE(quota.ok()) << quota.status().ToString();
-    quota_ = std::move(*quota);
+    harness_.Start(&SystemClock::Instance(), kYaml, options);
     RlsServerOptions o;
     o.address = "127.0.0.1:0";
-    o.enforcer = enforcer_.get();
+    o.enforcer = &harness_.enforcer();
     o.config = testing::CompileOrDie("domain: unused\ndescriptors: []\n");
-    o.rlqs = quota_.get();
+    o.rlqs = &harness_.quota();
     auto server = StartRlsServer(o);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
@@ -87,11 +51,7 @@ class RlqsGrpcTest : public ::testing::Test {
         grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
 
-  void SetConfig(const std::string& yaml) {
-    auto config = testing::CompileOrDie(yaml);
-    std::lock_guard<std::mutex> lock(mu_);
-    config_ = std::move(config);
-  }
+  void SetConfig(const std::string& yaml) { harness_.SetConfig(yaml); }
 
   struct Client {
     grpc::ClientContext ctx;
@@ -105,11 +65,7 @@ class RlqsGrpcTest : public ::testing::Test {
     return c;
   }
 
-  std::mutex mu_;
-  std::shared_ptr<const RlsConfig> config_;
-  std::unique_ptr<LocalStore> store_;
-  std::unique_ptr<Enforcer> enforcer_;
-  std::unique_ptr<RlqsQuota> quota_;  // outlives the server
+  testing::RlqsHarness harness_;  // outlives the server
   std::unique_ptr<RlsServer> server_;
   std::unique_ptr<rlqspb::RateLimitQuotaService::Stub> stub_;
 };
@@ -121,12 +77,12 @@ TEST_F(RlqsGrpcTest, NewBucketsAreAnsweredAtOnceAndTwoDataPlanesShare) {
   Response ra;
   ASSERT_TRUE(a->stream->Read(&ra));
   EXPECT_EQ(ra.bucket_action(0).bucket_id().bucket().at("user"), "alice");
-  EXPECT_EQ(Tokens(ra), 100);  // alone: the whole rule for a one-second round
+  EXPECT_EQ(Tokens(Only(ra)), 100);  // alone: the whole rule for a one-second round
   auto b = Connect();
   ASSERT_TRUE(b->stream->Write(Report("edge", 1)));
   Response rb;
   ASSERT_TRUE(b->stream->Read(&rb));
-  EXPECT_EQ(Tokens(rb), 50);  // two data planes of unknown demand: an equal split
+  EXPECT_EQ(Tokens(Only(rb)), 50);  // two data planes of unknown demand: an equal split
   for (auto* c : {a.get(), b.get()}) {
     c->stream->WritesDone();
     EXPECT_TRUE(c->stream->Finish().ok());
@@ -139,7 +95,7 @@ TEST_F(RlqsGrpcTest, AReloadIsPushedToOpenStreams) {
   ASSERT_TRUE(a->stream->Write(Report("edge", 1)));
   Response first;
   ASSERT_TRUE(a->stream->Read(&first));
-  EXPECT_EQ(Tokens(first), 100);
+  EXPECT_EQ(Tokens(Only(first)), 100);
   // A new rule (its own bucket: another algorithm) reaches the stream
   // without another report.
   SetConfig(R"(domain: edge
@@ -152,8 +108,8 @@ descriptors:
 )");
   Response pushed;
   ASSERT_TRUE(a->stream->Read(&pushed));  // the context's deadline bounds the wait
-  EXPECT_GE(Tokens(pushed), 1);
-  EXPECT_LE(Tokens(pushed), 10);
+  EXPECT_GE(Tokens(Only(pushed)), 1);
+  EXPECT_LE(Tokens(Only(pushed)), 10);
   a->stream->WritesDone();
   EXPECT_TRUE(a->stream->Finish().ok());
 }

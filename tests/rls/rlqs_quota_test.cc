@@ -16,18 +16,23 @@
 #include <string>
 #include <vector>
 
+#include "rlqs_fixture.h"
 #include "rls/rlqs_quota.h"
-#include "rls/rls_test_util.h"
-#include "standalone_enforcer.h"
-#include "tollgate/local_store.h"
+#include "testing/otlp_collector.h"
+#include "testing/timing.h"
+#include "tollgate/trace.h"
 
 namespace tollgate::rls {
 namespace {
 
-using Reports = rlqspb::RateLimitQuotaUsageReports;
-using Response = rlqspb::RateLimitQuotaResponse;
-using Strategy = ::envoy::type::v3::RateLimitStrategy;
-constexpr int64_t kSecond = 1'000'000'000;
+using testing::AddUsage;
+using testing::kSecond;
+using testing::Only;
+using testing::Report;
+using testing::Reports;
+using testing::Response;
+using testing::Strategy;
+using testing::Tokens;
 
 // 50 requests a second per value of `user` under name=api (20 ms a token: exact).
 constexpr const char* kYaml = R"(domain: edge
@@ -45,69 +50,14 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 0}
 )";
 
-void AddUsage(Reports* r, uint64_t id, std::map<std::string, std::string> bucket, uint64_t allowed,
-              uint64_t denied, int64_t elapsed_ns) {
-  auto& u = (*r->mutable_bucket_quota_usages())[id];
-  for (const auto& [k, v] : bucket) (*u.mutable_bucket_id()->mutable_bucket())[k] = v;
-  u.set_num_requests_allowed(allowed);
-  u.set_num_requests_denied(denied);
-  u.mutable_time_elapsed()->set_seconds(elapsed_ns / kSecond);
-  u.mutable_time_elapsed()->set_nanos(static_cast<int32_t>(elapsed_ns % kSecond));
-}
-
-Reports Report(const std::string& domain, uint64_t allowed, uint64_t denied,
-               int64_t elapsed_ns = kSecond, const std::string& user = "alice") {
-  Reports r;
-  r.set_domain(domain);
-  AddUsage(&r, 7, {{"name", "api"}, {"user", user}}, allowed, denied, elapsed_ns);
-  return r;
-}
-
-// The one action of `resp` (asserts there is exactly one).
-const Response::BucketAction& Only(const Response& resp) {
-  EXPECT_EQ(resp.bucket_action_size(), 1);
-  return resp.bucket_action(0);
-}
-
-// Tokens per fill of a token_bucket assignment; 0 for DENY_ALL; -1 ALLOW_ALL.
-int64_t Tokens(const Response::BucketAction& a) {
-  const Strategy& s = a.quota_assignment_action().rate_limit_strategy();
-  if (s.has_token_bucket()) return s.token_bucket().tokens_per_fill().value();
-  return s.blanket_rule() == Strategy::DENY_ALL ? 0 : -1;
-}
-
 class RlqsQuotaTest : public ::testing::Test {
  protected:
   void SetUp() override { Start({}); }
-
   void Start(RlqsOptions options) {
-    quota_.reset();
-    enforcer_.reset();
-    LocalStoreOptions so;
-    so.clock = &clock_;
-    auto store = LocalStore::Create(so);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-    auto enforcer = StandaloneEnforcer(store_.get(), &clock_);
-    ASSERT_TRUE(enforcer.ok()) << enforcer.status().ToString();
-    enforcer_ = std::move(*enforcer);
-    SetConfig(kYaml);
-    auto quota = RlqsQuota::Create(
-        enforcer_.get(),
-        [this] {
-          std::lock_guard<std::mutex> lock(mu_);
-          return config_;
-        },
-        &clock_, options);
-    ASSERT_TRUE(quota.ok()) << quota.status().ToString();
-    quota_ = std::move(*quota);
+    harness_.Start(&clock_, kYaml, options);
+    quota_ = &harness_.quota();
   }
-
-  void SetConfig(const std::string& yaml) {
-    auto config = testing::CompileOrDie(yaml);
-    std::lock_guard<std::mutex> lock(mu_);
-    config_ = std::move(config);
-  }
+  void SetConfig(const std::string& yaml) { harness_.SetConfig(yaml); }
 
   uint64_t Open() {
     auto id = quota_->OpenStream();
@@ -122,19 +72,11 @@ class RlqsQuotaTest : public ::testing::Test {
     return resp;
   }
 
-  uint64_t Assigned(const std::string& rule) const {
-    for (const auto& c : quota_->Counters()) {
-      if (c.rule == rule) return c.assigned;
-    }
-    return 0;
-  }
+  uint64_t Assigned(const std::string& rule) const { return harness_.Assigned(rule); }
 
   ManualClock clock_;
-  std::mutex mu_;
-  std::shared_ptr<const RlsConfig> config_;
-  std::unique_ptr<LocalStore> store_;
-  std::unique_ptr<Enforcer> enforcer_;
-  std::unique_ptr<RlqsQuota> quota_;
+  testing::RlqsHarness harness_;
+  RlqsQuota* quota_ = nullptr;
 };
 
 // One Envoy data plane's enforcement of its assignment (rate_limit_quota's
@@ -401,13 +343,7 @@ TEST_F(RlqsQuotaTest, TwoProcessesOnOneStoreNeverAssignMoreThanTheBucketHolds) {
   // A second RlqsQuota on the same Enforcer and store stands for a second
   // tollgated on a shared store: each splits only its own streams, the store
   // bounds the sum.
-  auto second = RlqsQuota::Create(
-      enforcer_.get(),
-      [this] {
-        std::lock_guard<std::mutex> lock(mu_);
-        return config_;
-      },
-      &clock_);
+  auto second = RlqsQuota::Create(&harness_.enforcer(), harness_.Source(), &clock_);
   ASSERT_TRUE(second.ok());
   const uint64_t a = Open();
   auto b = (*second)->OpenStream();
@@ -423,6 +359,39 @@ TEST_F(RlqsQuotaTest, TwoProcessesOnOneStoreNeverAssignMoreThanTheBucketHolds) {
   // The bucket: 50 to start with, 50 more each second (19 seconds passed).
   EXPECT_LE(total, 50 + 50 * 19);
   EXPECT_GE(total, 50 * 19);  // and it is used, not starved
+}
+
+TEST_F(RlqsQuotaTest, EachAssignmentRoundIsADecisionSpan) {
+  ::tollgate::testing::OtlpCollector collector;
+  trace::TracerOptions to;
+  to.endpoint = collector.endpoint();
+  to.flush_interval = std::chrono::milliseconds(10);
+  auto tracer = trace::DecisionTracer::Create(to, &clock_);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  RlqsOptions o;
+  o.tracer = tracer->get();
+  Start(o);
+  const uint64_t s = Open();
+  EXPECT_EQ(Tokens(Only(Send(s, Report("edge", 1)))), 50);  // round 1: the whole second
+  clock_.Advance(std::chrono::milliseconds(500));
+  EXPECT_EQ(Tokens(Only(Send(s, Report("edge", 100)))), 25);  // round 2: half a second
+  Send(s, Report("edge", 100));  // within min_round: re-sent, no round, no span
+  ASSERT_TRUE(::tollgate::testing::WaitFor([&] { return collector.spans().size() >= 2; }))
+      << collector.spans().size();
+  const auto spans = collector.spans();
+  ASSERT_EQ(spans.size(), 2u);
+  for (const auto& span : spans) {
+    EXPECT_EQ(span.name, "tollgate.decision");
+    EXPECT_EQ(span.attributes.at("tollgate.rule"), "edge.name_api.user");
+    EXPECT_EQ(span.attributes.at("tollgate.verdict"), "allow");
+    EXPECT_TRUE(span.parent_span_id.empty());  // a new trace per round
+  }
+  // The tokens each round asked for, in order.
+  std::vector<std::string> costs{spans[0].attributes.at("tollgate.cost"),
+                                 spans[1].attributes.at("tollgate.cost")};
+  std::sort(costs.begin(), costs.end());
+  EXPECT_EQ(costs, (std::vector<std::string>{"25", "50"}));
+  Start({});  // the quota stops using the tracer before it goes
 }
 
 }  // namespace
