@@ -475,7 +475,7 @@ Response HandleMetrics(const Runtime& s) {
   s.engine->WriteFleetMetrics(w);
   WriteRuleSettlementMetrics(w, counters);
   s.metrics->Render(w, grpc_latency ? &*grpc_latency : nullptr);
-  if (s.gateway && s.gateway->tls) s.gateway->tls->Render(w);
+  UpstreamTls::Render(w, s.gateway ? s.gateway->tls.get() : nullptr);
   s.engine->WritePolicyMetrics(w);
   WriteProcessMetrics(w, s);
   Response r;

@@ -130,17 +130,18 @@ UpstreamTlsResult UpstreamTls::Finish(TlsStream& stream, const boost::system::er
   return r;
 }
 
-void UpstreamTls::Render(PrometheusWriter& w) const {
+void UpstreamTls::Render(PrometheusWriter& w, const UpstreamTls* tls) {
   w.Family("tollgate_upstream_tls_handshakes_total", "counter",
            "Gateway TLS handshakes with an https:// upstream, by result (ok, or why they "
            "failed: the request was answered 502, 504 for a timeout).");
-  for (size_t r = 0; r < handshakes_.size(); ++r) {
+  for (size_t r = 0; r < size_t(UpstreamTlsResult::kCount); ++r) {
     w.Sample("tollgate_upstream_tls_handshakes_total", {"result", kResultNames[r]},
-             handshakes_[r].load(std::memory_order_relaxed));
+             tls ? tls->handshakes_[r].load(std::memory_order_relaxed) : 0);
   }
   w.Family("tollgate_upstream_tls_resumed_total", "counter",
            "Upstream TLS handshakes that resumed a worker's previous session (abbreviated).");
-  w.Sample("tollgate_upstream_tls_resumed_total", {}, resumed_.load(std::memory_order_relaxed));
+  w.Sample("tollgate_upstream_tls_resumed_total", {},
+           tls ? tls->resumed_.load(std::memory_order_relaxed) : 0);
 }
 
 }  // namespace tollgate::server

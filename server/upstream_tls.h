@@ -96,7 +96,10 @@ class UpstreamTls {
   const std::string& server_name() const { return server_name_; }
   bool verify() const { return verify_; }
   // tollgate_upstream_tls_handshakes_total{result}, tollgate_upstream_tls_resumed_total.
-  void Render(PrometheusWriter& w) const;
+  void Render(PrometheusWriter& w) const { Render(w, this); }
+  // The same families with every sample 0 when `tls` is null (no https://
+  // upstream): /metrics lists what docs/failure-modes.md names in every mode.
+  static void Render(PrometheusWriter& w, const UpstreamTls* tls);
 
  private:
   struct SessionSlot {
